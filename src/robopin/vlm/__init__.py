@@ -1,0 +1,64 @@
+"""Vision-language model backends: one contract (``base``) for vLLM over HTTP, local transformers
+and the simulator's oracle, plus the prompt, image and point-convention helpers at that boundary.
+
+Importing this package needs only numpy; a backend's own dependencies load when it is built.
+"""
+
+from robopin.vlm.base import (
+    BackendEntry,
+    ChatMessage,
+    GenerationResult,
+    Sample,
+    StructuredOutput,
+    TokenLogprob,
+    ViewImage,
+    VLMBackend,
+    VLMConfig,
+    YesNoScore,
+    backend_types,
+    config_from_dict,
+    make_backend,
+    register_backend,
+)
+from robopin.vlm.errors import (
+    BackendUnavailableError,
+    UnknownBackendError,
+    VLMConfigError,
+    VLMConnectionError,
+    VLMError,
+    VLMModelNotFoundError,
+    VLMRequestError,
+    VLMResponseError,
+    VLMServerError,
+    VLMTimeoutError,
+)
+from robopin.vlm.points import PointConvention, smart_resize
+
+__all__ = [
+    "BackendEntry",
+    "BackendUnavailableError",
+    "ChatMessage",
+    "GenerationResult",
+    "PointConvention",
+    "Sample",
+    "StructuredOutput",
+    "TokenLogprob",
+    "UnknownBackendError",
+    "VLMBackend",
+    "VLMConfig",
+    "VLMConfigError",
+    "VLMConnectionError",
+    "VLMError",
+    "VLMModelNotFoundError",
+    "VLMRequestError",
+    "VLMResponseError",
+    "VLMServerError",
+    "VLMTimeoutError",
+    "ViewImage",
+    "YesNoScore",
+    "backend_types",
+    "config_from_dict",
+    "make_backend",
+    "register_backend",
+    "smart_resize",
+]

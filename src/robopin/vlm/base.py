@@ -1,0 +1,447 @@
+"""The contract every VLM backend meets: chat messages with images in, sampled texts out.
+
+A backend (vLLM over HTTP, local transformers, the simulator's oracle) takes a list of
+:class:`ChatMessage` whose parts are text and :class:`ViewImage` (an RGB camera view with its
+``img_idx``), and returns a :class:`GenerationResult` with ``n`` samples, token log-probabilities when
+asked, and :meth:`VLMBackend.score_yes_no` for verifiers (E-TTS). Each backend declares the point
+convention of its model (:class:`~robopin.vlm.points.PointConvention`) so callers can map the points
+in its text back to pixels of the original image.
+
+Backends are built from a config dataclass by :func:`make_backend`, keyed by the config's type name
+and imported lazily, so ``httpx`` or ``torch`` is needed only when that backend is configured.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import importlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from robopin.vlm.errors import (
+    BackendUnavailableError,
+    UnknownBackendError,
+    VLMConfigError,
+    VLMRequestError,
+)
+from robopin.vlm.points import (
+    POINT_CONVENTIONS,
+    QWEN25_MAX_PIXELS,
+    QWEN25_MIN_PIXELS,
+    QWEN25_RESIZE_FACTOR,
+    PointConvention,
+)
+
+Role = Literal["system", "user", "assistant"]
+ROLES: tuple[str, ...] = ("system", "user", "assistant")
+
+
+# --------------------------------------------------------------------------------------------------
+# Messages and images
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class ViewImage:
+    """One camera view as the model sees it: an RGB uint8 image (H, W, 3) and its place in the prompt.
+
+    ``img_idx`` is the index the model uses in ``img_idx="…"`` anchors: the order of the images in
+    the request (static camera 0, wrist camera 1, … fixed by configuration).
+    """
+
+    rgb: np.ndarray
+    name: str = ""
+    img_idx: int = 0
+
+    def __post_init__(self) -> None:
+        rgb = self.rgb
+        if not isinstance(rgb, np.ndarray):
+            raise VLMRequestError(f"ViewImage.rgb must be a numpy array, got {type(rgb).__name__}")
+        if rgb.ndim != 3 or rgb.shape[2] != 3:
+            raise VLMRequestError(f"ViewImage.rgb must have shape (H, W, 3), got {rgb.shape}")
+        if rgb.dtype != np.uint8:
+            raise VLMRequestError(f"ViewImage.rgb must be uint8 RGB, got dtype {rgb.dtype}")
+        if rgb.shape[0] == 0 or rgb.shape[1] == 0:
+            raise VLMRequestError(f"ViewImage.rgb is empty: shape {rgb.shape}")
+        if self.img_idx < 0:
+            raise VLMRequestError(f"ViewImage.img_idx must be >= 0, got {self.img_idx}")
+
+    @property
+    def width(self) -> int:
+        return int(self.rgb.shape[1])
+
+    @property
+    def height(self) -> int:
+        return int(self.rgb.shape[0])
+
+    def __repr__(self) -> str:
+        return f"ViewImage(name={self.name!r}, img_idx={self.img_idx}, size={self.width}x{self.height})"
+
+
+MessagePart = str | ViewImage
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One chat turn: a role and an ordered sequence of text and image parts."""
+
+    role: Role
+    parts: tuple[MessagePart, ...]
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise VLMRequestError(f"message role must be one of {ROLES}, got {self.role!r}")
+        if isinstance(self.parts, str | ViewImage):
+            object.__setattr__(self, "parts", (self.parts,))
+        else:
+            object.__setattr__(self, "parts", tuple(self.parts))
+        if not self.parts:
+            raise VLMRequestError(f"a {self.role} message needs at least one part")
+        for part in self.parts:
+            if not isinstance(part, str | ViewImage):
+                raise VLMRequestError(
+                    f"message parts must be str or ViewImage, got {type(part).__name__}"
+                )
+        if self.role != "user" and any(isinstance(p, ViewImage) for p in self.parts):
+            raise VLMRequestError(f"images are only allowed in user messages, not in a {self.role} message")
+
+    @property
+    def text(self) -> str:
+        """The text parts joined, images left out."""
+        return "".join(p for p in self.parts if isinstance(p, str))
+
+    @property
+    def images(self) -> tuple[ViewImage, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ViewImage))
+
+
+def images_in(messages: Sequence[ChatMessage]) -> list[ViewImage]:
+    """Return every image of the conversation in prompt order (the order the model numbers them)."""
+    return [image for message in messages for image in message.images]
+
+
+def validate_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """Check a conversation before it is sent: non-empty, ChatMessage items, images numbered 0..N-1.
+
+    The model can only refer to an image by its position, so each image's ``img_idx`` must equal its
+    position among all images of the request.
+    """
+    messages = list(messages)
+    if not messages:
+        raise VLMRequestError("messages must not be empty")
+    for index, message in enumerate(messages):
+        if not isinstance(message, ChatMessage):
+            raise VLMRequestError(f"messages[{index}] must be a ChatMessage, got {type(message).__name__}")
+    for position, image in enumerate(images_in(messages)):
+        if image.img_idx != position:
+            raise VLMRequestError(
+                f"image {image.name!r} has img_idx={image.img_idx} but is image number {position} "
+                f"of the request; images must appear in img_idx order 0, 1, …"
+            )
+    return messages
+
+
+# --------------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token, its log-probability, and the most likely alternatives at that step."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sampled completion."""
+
+    text: str
+    finish_reason: str = "stop"
+    logprobs: tuple[TokenLogprob, ...] | None = None
+
+    @property
+    def total_logprob(self) -> float | None:
+        """Sum of the token log-probabilities (None when they were not requested)."""
+        if self.logprobs is None:
+            return None
+        return math.fsum(t.logprob for t in self.logprobs)
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """What :meth:`VLMBackend.generate` returns: ``n`` samples plus accounting."""
+
+    samples: tuple[Sample, ...]
+    model: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float = 0.0
+
+    @property
+    def texts(self) -> list[str]:
+        return [s.text for s in self.samples]
+
+
+@dataclass(frozen=True)
+class YesNoScore:
+    """A verifier's answer: log-probabilities of the yes and no tokens and P(yes | yes or no)."""
+
+    logprob_yes: float
+    logprob_no: float
+    exact: bool = True
+    """False when a token's log-probability is only an upper bound (it fell outside the top-k list)."""
+
+    @property
+    def p_yes(self) -> float:
+        # Renormalise over the two answers only: the verifier's question admits nothing else.
+        high = max(self.logprob_yes, self.logprob_no)
+        if high == -math.inf:
+            return 0.5
+        yes = math.exp(self.logprob_yes - high)
+        no = math.exp(self.logprob_no - high)
+        return yes / (yes + no)
+
+
+@dataclass(frozen=True)
+class StructuredOutput:
+    """A constraint on the output's shape, for servers that support guided decoding.
+
+    ``kind`` is ``choice`` (value: list of strings), ``json`` (value: JSON schema dict) or ``regex``
+    (value: pattern string).
+    """
+
+    kind: Literal["choice", "json", "regex"]
+    value: Any
+
+    def __post_init__(self) -> None:
+        if self.kind == "choice":
+            choices = self.value
+            is_strings = isinstance(choices, list | tuple) and all(isinstance(v, str) for v in choices)
+            if not (is_strings and choices):
+                raise VLMRequestError(f"a choice constraint needs non-empty list of strings, got {choices!r}")
+        elif self.kind == "json":
+            if not isinstance(self.value, Mapping):
+                raise VLMRequestError(f"a json constraint needs a JSON schema dict, got {self.value!r}")
+        elif self.kind == "regex":
+            if not isinstance(self.value, str) or not self.value:
+                raise VLMRequestError(f"a regex constraint needs a non-empty pattern, got {self.value!r}")
+        else:
+            raise VLMRequestError(f"structured output kind must be choice, json or regex, got {self.kind!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class VLMConfig:
+    """Fields every backend shares. Subclasses set ``type_name`` and add their own fields.
+
+    ``point_convention`` is how the model writes points; for ``pixels_resized`` the resize fields
+    must match the processor the model is served with.
+    """
+
+    type_name: ClassVar[str] = ""
+
+    model: str = "vlm"
+    point_convention: str = "norm1000"
+    resize_factor: int = QWEN25_RESIZE_FACTOR
+    min_pixels: int = QWEN25_MIN_PIXELS
+    max_pixels: int = QWEN25_MAX_PIXELS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise VLMConfigError(f"model must be a non-empty string, got {self.model!r}")
+        if self.point_convention not in POINT_CONVENTIONS:
+            raise VLMConfigError(
+                f"point_convention must be one of {POINT_CONVENTIONS}, got {self.point_convention!r}"
+            )
+        # Builds and validates the convention once, so a bad resize field fails at load time.
+        self.convention()
+
+    def convention(self) -> PointConvention:
+        """The model's point convention as an object that converts points."""
+        return PointConvention(
+            self.point_convention,  # type: ignore[arg-type]
+            resize_factor=self.resize_factor,
+            min_pixels=self.min_pixels,
+            max_pixels=self.max_pixels,
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# The backend
+# --------------------------------------------------------------------------------------------------
+
+
+class VLMBackend(abc.ABC):
+    """A vision-language model that answers chat messages with images.
+
+    Backends are context managers; :meth:`close` releases connections or model memory.
+    """
+
+    def __init__(self, config: VLMConfig) -> None:
+        self.config = config
+
+    @property
+    def point_convention(self) -> PointConvention:
+        """How this backend's model writes image points."""
+        return self.config.convention()
+
+    @abc.abstractmethod
+    def generate(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        structured: StructuredOutput | None = None,
+    ) -> GenerationResult:
+        """Sample ``n`` completions of the conversation (token log-probabilities when ``logprobs``)."""
+
+    @abc.abstractmethod
+    def score_yes_no(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        yes: str = "yes",
+        no: str = "no",
+    ) -> YesNoScore:
+        """Score the first answer token of the conversation as ``yes`` against ``no`` (a verifier)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook; most backends hold something to release
+        """Release connections or memory; the backend must not be used afterwards."""
+
+    def __enter__(self) -> VLMBackend:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.config.model!r}, points={self.config.point_convention})"
+
+
+def check_sampling_arguments(n: int, temperature: float, max_tokens: int, top_logprobs: int) -> None:
+    """Validate the common :meth:`VLMBackend.generate` arguments with messages naming the bad value."""
+    if not isinstance(n, int) or n < 1:
+        raise VLMRequestError(f"n must be an integer >= 1, got {n!r}")
+    if not temperature >= 0.0:
+        raise VLMRequestError(f"temperature must be >= 0, got {temperature!r}")
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise VLMRequestError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+    if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
+        raise VLMRequestError(f"top_logprobs must be an integer in 0..20, got {top_logprobs!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Registry and factory
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    """Where a backend lives: its module and the names of its config and backend classes there."""
+
+    module: str
+    config_class: str
+    backend_class: str
+    requires: tuple[str, ...] = field(default=())
+
+
+_REGISTRY: dict[str, BackendEntry] = {
+    "openai": BackendEntry(
+        "robopin.vlm.openai_backend", "OpenAIBackendConfig", "OpenAIBackend", ("httpx", "pillow")
+    ),
+    "transformers": BackendEntry(
+        "robopin.vlm.transformers_backend",
+        "TransformersBackendConfig",
+        "TransformersBackend",
+        ("torch", "transformers", "pillow"),
+    ),
+    # Implemented by the simulator (src/robopin/sim/oracle_backend.py): answers from ground truth.
+    "oracle": BackendEntry("robopin.sim.oracle_backend", "OracleBackendConfig", "OracleBackend"),
+}
+
+
+def register_backend(type_name: str, entry: BackendEntry) -> None:
+    """Add or replace a backend type (for deployments with their own model server)."""
+    if not type_name or not type_name.isidentifier():
+        raise VLMConfigError(f"backend type name must be an identifier, got {type_name!r}")
+    _REGISTRY[type_name] = entry
+
+
+def backend_types() -> tuple[str, ...]:
+    """The registered backend type names."""
+    return tuple(sorted(_REGISTRY))
+
+
+def _load(type_name: str) -> tuple[type[VLMConfig], type[VLMBackend]]:
+    entry = _REGISTRY.get(type_name)
+    if entry is None:
+        raise UnknownBackendError(
+            f"unknown VLM backend type {type_name!r}; expected one of {backend_types()}"
+        )
+    try:
+        module = importlib.import_module(entry.module)
+    except ImportError as error:
+        needs = f" (needs {', '.join(entry.requires)})" if entry.requires else ""
+        raise BackendUnavailableError(
+            f"VLM backend {type_name!r} cannot be imported from {entry.module}{needs}: {error}"
+        ) from error
+    try:
+        config_class = getattr(module, entry.config_class)
+        backend_class = getattr(module, entry.backend_class)
+    except AttributeError as error:
+        raise BackendUnavailableError(
+            f"module {entry.module} does not define {entry.config_class} and {entry.backend_class}"
+        ) from error
+    return config_class, backend_class
+
+
+def config_from_dict(values: Mapping[str, Any]) -> VLMConfig:
+    """Build a backend config from a mapping with a ``type`` key (one YAML block of a deployment)."""
+    values = dict(values)
+    type_name = values.pop("type", None)
+    if not isinstance(type_name, str):
+        raise VLMConfigError(f"a VLM config needs a 'type' among {backend_types()}, got {type_name!r}")
+    config_class, _ = _load(type_name)
+    known = {f.name for f in dataclasses.fields(config_class) if f.init}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise VLMConfigError(
+            f"unknown field(s) {unknown} for VLM backend {type_name!r}; expected some of {sorted(known)}"
+        )
+    return config_class(**values)
+
+
+def make_backend(config: VLMConfig | Mapping[str, Any]) -> VLMBackend:
+    """Build the backend a config names (a config object, or a mapping with a ``type`` key)."""
+    if isinstance(config, Mapping):
+        config = config_from_dict(config)
+    if not isinstance(config, VLMConfig):
+        raise VLMConfigError(f"expected a VLMConfig or a mapping, got {type(config).__name__}")
+    if not config.type_name:
+        raise VLMConfigError(f"{type(config).__name__} does not set type_name")
+    config_class, backend_class = _load(config.type_name)
+    if not isinstance(config, config_class):
+        raise VLMConfigError(
+            f"backend {config.type_name!r} expects a {config_class.__name__}, got {type(config).__name__}"
+        )
+    return backend_class(config)
