@@ -1,0 +1,46 @@
+"""Camera capture for robopin: one abstract camera, backends (RealSense, ZED, sim, bag) and multi-view sync.
+
+Backends are imported lazily through :func:`make_camera`, so importing this package needs no camera SDK.
+"""
+
+from robopin.cameras.base import (
+    CAMERA_BACKENDS,
+    Camera,
+    CameraBackendUnavailableError,
+    CameraConfig,
+    CameraDescription,
+    CameraError,
+    CameraNotFoundError,
+    CameraReadError,
+    CameraTimeoutError,
+    DeviceAlreadyConnectedError,
+    DeviceNotConnectedError,
+    Frame,
+    StreamProfile,
+    UnknownCameraTypeError,
+    camera_class,
+    camera_config_class,
+    camera_config_from_dict,
+    make_camera,
+)
+
+__all__ = [
+    "CAMERA_BACKENDS",
+    "Camera",
+    "CameraBackendUnavailableError",
+    "CameraConfig",
+    "CameraDescription",
+    "CameraError",
+    "CameraNotFoundError",
+    "CameraReadError",
+    "CameraTimeoutError",
+    "DeviceAlreadyConnectedError",
+    "DeviceNotConnectedError",
+    "Frame",
+    "StreamProfile",
+    "UnknownCameraTypeError",
+    "camera_class",
+    "camera_config_class",
+    "camera_config_from_dict",
+    "make_camera",
+]
