@@ -104,9 +104,7 @@ class ChatMessage:
             raise VLMRequestError(f"a {self.role} message needs at least one part")
         for part in self.parts:
             if not isinstance(part, str | ViewImage):
-                raise VLMRequestError(
-                    f"message parts must be str or ViewImage, got {type(part).__name__}"
-                )
+                raise VLMRequestError(f"message parts must be str or ViewImage, got {type(part).__name__}")
         if self.role != "user" and any(isinstance(p, ViewImage) for p in self.parts):
             raise VLMRequestError(f"images are only allowed in user messages, not in a {self.role} message")
 

@@ -1,0 +1,469 @@
+"""VLM backend for an OpenAI-compatible chat-completions server (vLLM, or any compatible one).
+
+One request carries every view as a base64 image part and asks for ``n`` samples at once, so the
+server's prefix cache encodes the images once. Token log-probabilities, vLLM's exact
+``logprob_token_ids`` for yes/no verifiers and structured outputs are passed through. Connections are
+pooled; timeouts and transient failures (connection refused, 5xx, 429) are retried a bounded number
+of times, then turned into :mod:`robopin.vlm.errors` exceptions that say what to check.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import httpx
+
+from robopin.vlm.base import (
+    ChatMessage,
+    GenerationResult,
+    Sample,
+    StructuredOutput,
+    TokenLogprob,
+    VLMBackend,
+    VLMConfig,
+    YesNoScore,
+    check_sampling_arguments,
+    validate_messages,
+)
+from robopin.vlm.errors import (
+    VLMConfigError,
+    VLMConnectionError,
+    VLMModelNotFoundError,
+    VLMRequestError,
+    VLMResponseError,
+    VLMServerError,
+    VLMTimeoutError,
+)
+from robopin.vlm.images import check_image_format, image_data_url
+
+logger = logging.getLogger(__name__)
+
+# Statuses worth another try: the server is overloaded, restarting, or behind a proxy that hiccuped.
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+TOKEN_ID_PREFIX = "token_id:"
+
+
+@dataclass(kw_only=True)
+class OpenAIBackendConfig(VLMConfig):
+    """Settings of the OpenAI-compatible HTTP backend.
+
+    ``model`` is the served model name (vLLM's ``--served-model-name``). The API key is read from
+    ``api_key`` or else from the environment variable named by ``api_key_env`` (never logged).
+    ``yes_token_ids`` / ``no_token_ids`` turn on vLLM's exact ``logprob_token_ids`` scoring in
+    :meth:`OpenAIBackend.score_yes_no`; without them the top-20 alternatives are searched by text.
+    """
+
+    type_name: ClassVar[str] = "openai"
+
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key: str = ""
+    api_key_env: str = "ROBOPIN_VLM_API_KEY"
+    timeout_s: float = 60.0
+    connect_timeout_s: float = 5.0
+    max_retries: int = 2
+    retry_backoff_s: float = 0.5
+    max_connections: int = 8
+    image_format: str = "jpeg"
+    jpeg_quality: int = 90
+    structured_output: dict[str, Any] | None = None
+    yes_token_ids: tuple[int, ...] = ()
+    no_token_ids: tuple[int, ...] = ()
+    yes_no_top_logprobs: int = 20
+    chat_template_kwargs: dict[str, Any] | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.base_url.startswith(("http://", "https://")):
+            raise VLMConfigError(f"base_url must start with http:// or https://, got {self.base_url!r}")
+        for name in ("timeout_s", "connect_timeout_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and value > 0 and math.isfinite(value)):
+                raise VLMConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+        if not isinstance(self.max_retries, int) or not 0 <= self.max_retries <= 10:
+            raise VLMConfigError(f"max_retries must be an integer in 0..10, got {self.max_retries!r}")
+        if not self.retry_backoff_s >= 0:
+            raise VLMConfigError(f"retry_backoff_s must be >= 0, got {self.retry_backoff_s!r}")
+        if not isinstance(self.max_connections, int) or self.max_connections < 1:
+            raise VLMConfigError(f"max_connections must be an integer >= 1, got {self.max_connections!r}")
+        try:
+            check_image_format(self.image_format, self.jpeg_quality)
+        except ValueError as error:
+            raise VLMConfigError(str(error)) from error
+        if self.structured_output is not None:
+            try:
+                self.structured()
+            except VLMRequestError as error:
+                raise VLMConfigError(f"structured_output: {error}") from error
+        self.yes_token_ids = tuple(self.yes_token_ids)
+        self.no_token_ids = tuple(self.no_token_ids)
+        if bool(self.yes_token_ids) != bool(self.no_token_ids):
+            raise VLMConfigError(
+                "yes_token_ids and no_token_ids must be given together, got "
+                f"yes={self.yes_token_ids!r}, no={self.no_token_ids!r}"
+            )
+        if set(self.yes_token_ids) & set(self.no_token_ids):
+            raise VLMConfigError(f"a token id cannot mean both yes and no: {self.yes_token_ids!r}")
+        if not 1 <= self.yes_no_top_logprobs <= 20:
+            raise VLMConfigError(f"yes_no_top_logprobs must be in 1..20, got {self.yes_no_top_logprobs!r}")
+
+    def structured(self) -> StructuredOutput | None:
+        """The configured default output constraint, e.g. ``{"kind": "regex", "value": "…"}``."""
+        if self.structured_output is None:
+            return None
+        return StructuredOutput(**self.structured_output)
+
+    def resolved_api_key(self) -> str:
+        return self.api_key or os.environ.get(self.api_key_env, "")
+
+
+def message_to_openai(message: ChatMessage, image_format: str, jpeg_quality: int) -> dict[str, Any]:
+    """Convert one message to the chat-completions form; images become base64 data-URL parts."""
+    if not message.images:
+        return {"role": message.role, "content": message.text}
+    content: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, str):
+            content.append({"type": "text", "text": part})
+        else:
+            url = image_data_url(part.rgb, image_format, jpeg_quality)  # type: ignore[arg-type]
+            content.append({"type": "image_url", "image_url": {"url": url}})
+    return {"role": message.role, "content": content}
+
+
+def structured_to_vllm(structured: StructuredOutput) -> dict[str, Any]:
+    """vLLM's ``structured_outputs`` field for a constraint (``choice`` | ``json`` | ``regex``)."""
+    value = list(structured.value) if structured.kind == "choice" else structured.value
+    return {structured.kind: value}
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    if not values:
+        return -math.inf
+    high = max(values)
+    if high == -math.inf:
+        return high
+    return high + math.log(math.fsum(math.exp(v - high) for v in values))
+
+
+def _normalise_answer_token(token: str) -> str:
+    # Byte-level BPE marks a leading space as "Ġ", SentencePiece as "▁".
+    return token.replace("Ġ", " ").replace("▁", " ").strip().lower()
+
+
+class OpenAIBackend(VLMBackend):
+    """Talks to one OpenAI-compatible server through a pooled :class:`httpx.Client`."""
+
+    config: OpenAIBackendConfig
+
+    def __init__(self, config: OpenAIBackendConfig, transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(config)
+        headers = {"Content-Type": "application/json"}
+        api_key = config.resolved_api_key()
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._client = httpx.Client(
+            base_url=config.base_url.rstrip("/") + "/",
+            headers=headers,
+            timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
+            limits=httpx.Limits(
+                max_connections=config.max_connections, max_keepalive_connections=config.max_connections
+            ),
+            transport=transport,
+        )
+        self._closed = False
+
+    # ---------------------------------------------------------------------------------------------
+    # Public API
+    # ---------------------------------------------------------------------------------------------
+
+    def build_request(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        structured: StructuredOutput | None = None,
+    ) -> dict[str, Any]:
+        """Return the JSON body of a chat-completions request (exposed for logging and benchmarks)."""
+        messages = validate_messages(messages)
+        check_sampling_arguments(n, temperature, max_tokens, top_logprobs)
+        config = self.config
+        body: dict[str, Any] = {
+            "model": config.model,
+            "messages": [message_to_openai(m, config.image_format, config.jpeg_quality) for m in messages],
+            "n": n,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        }
+        if top_p is not None:
+            body["top_p"] = top_p
+        if seed is not None:
+            body["seed"] = seed
+        if stop:
+            body["stop"] = list(stop)
+        if logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = top_logprobs
+        structured = structured or config.structured()
+        if structured is not None:
+            body["structured_outputs"] = structured_to_vllm(structured)
+        if config.chat_template_kwargs:
+            body["chat_template_kwargs"] = dict(config.chat_template_kwargs)
+        body.update(config.extra_body)
+        return body
+
+    def generate(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        structured: StructuredOutput | None = None,
+    ) -> GenerationResult:
+        """Sample ``n`` completions in one request."""
+        body = self.build_request(
+            messages,
+            n=n,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            top_p=top_p,
+            seed=seed,
+            stop=stop,
+            logprobs=logprobs,
+            top_logprobs=top_logprobs,
+            structured=structured,
+        )
+        started = time.perf_counter()
+        payload = self._post("chat/completions", body)
+        return self.parse_response(payload, n=n, logprobs=logprobs, latency_s=time.perf_counter() - started)
+
+    def score_yes_no(
+        self, messages: Sequence[ChatMessage], *, yes: str = "yes", no: str = "no"
+    ) -> YesNoScore:
+        """Score the first answer token as yes against no.
+
+        With configured token ids, vLLM returns their exact log-probabilities; otherwise every
+        spelling of ``yes``/``no`` among the top alternatives is summed, and a word that is missing
+        gets the lowest listed log-probability as an upper bound (``exact=False``).
+        """
+        config = self.config
+        body = self.build_request(
+            messages,
+            n=1,
+            temperature=0.0,
+            max_tokens=1,
+            logprobs=True,
+            top_logprobs=config.yes_no_top_logprobs,
+        )
+        body.pop("structured_outputs", None)
+        exact_ids = bool(config.yes_token_ids)
+        if exact_ids:
+            body["logprob_token_ids"] = [*config.yes_token_ids, *config.no_token_ids]
+            body["return_tokens_as_token_ids"] = True
+        payload = self._post("chat/completions", body)
+        result = self.parse_response(payload, n=1, logprobs=True, latency_s=0.0)
+        steps = result.samples[0].logprobs
+        if not steps:
+            raise VLMResponseError("the server returned no token log-probabilities for the yes/no question")
+        alternatives = dict(steps[0].top)
+        alternatives.setdefault(steps[0].token, steps[0].logprob)
+        if exact_ids:
+            return self._score_by_ids(alternatives)
+        return self._score_by_text(alternatives, yes, no)
+
+    def list_models(self) -> list[str]:
+        """The model names the server serves (GET /models)."""
+        payload = self._request("GET", "models", None)
+        try:
+            return [entry["id"] for entry in payload["data"]]
+        except (KeyError, TypeError) as error:
+            raise VLMResponseError(f"unexpected /models answer: {str(payload)[:200]}") from error
+
+    def close(self) -> None:
+        if not self._closed:
+            self._client.close()
+            self._closed = True
+
+    # ---------------------------------------------------------------------------------------------
+    # Response parsing
+    # ---------------------------------------------------------------------------------------------
+
+    def parse_response(
+        self, payload: Mapping[str, Any], *, n: int, logprobs: bool, latency_s: float
+    ) -> GenerationResult:
+        """Turn a chat-completions answer into a :class:`GenerationResult`, checking its shape."""
+        choices = payload.get("choices")
+        if not isinstance(choices, list) or len(choices) != n:
+            count = len(choices) if isinstance(choices, list) else choices
+            raise VLMResponseError(f"asked for n={n} samples, the server returned {count!r} choices")
+        samples = []
+        for position, choice in enumerate(sorted(choices, key=lambda c: c.get("index", 0))):
+            message = choice.get("message") or {}
+            text = message.get("content")
+            if not isinstance(text, str):
+                raise VLMResponseError(f"choice {position} has no text content: {str(choice)[:200]}")
+            token_logprobs = self._parse_logprobs(choice, position) if logprobs else None
+            samples.append(Sample(text, choice.get("finish_reason") or "stop", token_logprobs))
+        usage = payload.get("usage") or {}
+        return GenerationResult(
+            samples=tuple(samples),
+            model=str(payload.get("model", self.config.model)),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            latency_s=latency_s,
+        )
+
+    @staticmethod
+    def _parse_logprobs(choice: Mapping[str, Any], position: int) -> tuple[TokenLogprob, ...]:
+        content = (choice.get("logprobs") or {}).get("content")
+        if not isinstance(content, list):
+            raise VLMResponseError(
+                f"log-probabilities were requested but choice {position} has none "
+                "(is the server started with --max-logprobs high enough?)"
+            )
+        try:
+            return tuple(
+                TokenLogprob(
+                    str(step["token"]),
+                    float(step["logprob"]),
+                    tuple(
+                        (str(alt["token"]), float(alt["logprob"])) for alt in step.get("top_logprobs") or ()
+                    ),
+                )
+                for step in content
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise VLMResponseError(f"malformed logprobs in choice {position}: {error!r}") from error
+
+    def _score_by_ids(self, alternatives: Mapping[str, float]) -> YesNoScore:
+        by_id: dict[int, float] = {}
+        for token, logprob in alternatives.items():
+            if token.startswith(TOKEN_ID_PREFIX):
+                by_id[int(token[len(TOKEN_ID_PREFIX) :])] = logprob
+        missing = [i for i in (*self.config.yes_token_ids, *self.config.no_token_ids) if i not in by_id]
+        if missing:
+            raise VLMResponseError(
+                f"the server did not return log-probabilities for token ids {missing}; "
+                "does it support vLLM's logprob_token_ids?"
+            )
+        return YesNoScore(
+            _logsumexp([by_id[i] for i in self.config.yes_token_ids]),
+            _logsumexp([by_id[i] for i in self.config.no_token_ids]),
+        )
+
+    @staticmethod
+    def _score_by_text(alternatives: Mapping[str, float], yes: str, no: str) -> YesNoScore:
+        yes_key, no_key = yes.strip().lower(), no.strip().lower()
+        yes_values = [lp for tok, lp in alternatives.items() if _normalise_answer_token(tok) == yes_key]
+        no_values = [lp for tok, lp in alternatives.items() if _normalise_answer_token(tok) == no_key]
+        if not yes_values and not no_values:
+            raise VLMResponseError(
+                f"neither {yes!r} nor {no!r} is among the top answer tokens {sorted(alternatives)[:10]}; "
+                "the prompt must ask for a one-word yes/no answer"
+            )
+        floor = min(alternatives.values())
+        return YesNoScore(
+            _logsumexp(yes_values) if yes_values else floor,
+            _logsumexp(no_values) if no_values else floor,
+            exact=bool(yes_values and no_values),
+        )
+
+    # ---------------------------------------------------------------------------------------------
+    # Transport with bounded retries
+    # ---------------------------------------------------------------------------------------------
+
+    def _post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._request("POST", path, body)
+
+    def _request(self, method: str, path: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
+        if self._closed:
+            raise VLMConnectionError(f"{self!r} is closed")
+        config = self.config
+        url = f"{config.base_url.rstrip('/')}/{path}"
+        attempts = config.max_retries + 1
+        last_error: Exception | None = None
+        for attempt in range(attempts):
+            if attempt:
+                delay = config.retry_backoff_s * 2 ** (attempt - 1)
+                logger.warning(
+                    "VLM request to %s failed (%s); retry %d/%d in %.2f s",
+                    url,
+                    last_error,
+                    attempt,
+                    config.max_retries,
+                    delay,
+                )
+                time.sleep(delay)
+            try:
+                response = self._client.request(method, path, json=body)
+            except httpx.TimeoutException as error:
+                last_error = VLMTimeoutError(
+                    f"{method} {url} timed out ({type(error).__name__}; timeout_s={config.timeout_s}, "
+                    f"connect_timeout_s={config.connect_timeout_s}) after {attempt + 1} attempt(s)"
+                )
+                continue
+            except httpx.TransportError as error:
+                last_error = VLMConnectionError(
+                    f"cannot reach the VLM server at {url} ({type(error).__name__}: {error}) after "
+                    f"{attempt + 1} attempt(s); is it running and is base_url right?"
+                )
+                continue
+            if response.status_code == 200:
+                try:
+                    return response.json()
+                except ValueError as error:
+                    raise VLMResponseError(
+                        f"{url} answered 200 with non-JSON: {response.text[:200]!r}"
+                    ) from error
+            error = self._status_error(response, url)
+            if response.status_code not in RETRYABLE_STATUS:
+                raise error
+            last_error = error
+        assert last_error is not None
+        raise last_error
+
+    def _status_error(self, response: httpx.Response, url: str) -> VLMServerError:
+        status = response.status_code
+        try:
+            detail = response.json()
+            detail = detail.get("error", detail) if isinstance(detail, dict) else detail
+            message = detail.get("message", detail) if isinstance(detail, dict) else detail
+        except ValueError:
+            message = response.text
+        message = str(message)[:500]
+        if status == 404 and "model" in message.lower():
+            served = ""
+            try:
+                served = f"; the server serves {self._served_models_quietly()}"
+            except Exception:  # listing is a courtesy; the 404 is the error to report
+                served = ""
+            return VLMModelNotFoundError(
+                f"the server at {self.config.base_url} does not serve model {self.config.model!r}{served} "
+                f"(HTTP 404: {message})",
+                status,
+            )
+        return VLMServerError(f"{url} answered HTTP {status}: {message}", status)
+
+    def _served_models_quietly(self) -> list[str]:
+        response = self._client.get("models")
+        response.raise_for_status()
+        return [entry["id"] for entry in response.json()["data"]]

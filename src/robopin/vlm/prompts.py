@@ -1,0 +1,86 @@
+"""Prompts for RoboPIN-style Pinned Chain-of-Thought: the instruction, the fixed answer-format
+suffix, and every camera view as an image in ``img_idx`` order, as chat messages for any backend.
+
+RoboPIN's only published inference prompt is the task text followed by :data:`PINCOT_ANSWER_SUFFIX`,
+so that is the default; labelling views or adding a system prompt moves away from what it was
+trained on and is opt-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from robopin.vlm.base import ChatMessage, MessagePart, ViewImage
+from robopin.vlm.errors import VLMRequestError
+
+PINCOT_ANSWER_SUFFIX = (
+    "The answer should be presented in JSON format. Provide your thinking process between the "
+    "<think> and </think> tags, and then give your final answer between the <answer> and </answer> tags."
+)
+
+MAX_INSTRUCTION_CHARS = 4000
+"""Longer instructions are refused: they are almost certainly a paste error, not a task."""
+
+
+def order_views(views: Sequence[ViewImage]) -> list[ViewImage]:
+    """Return the views sorted by ``img_idx``, checking the indices are exactly 0..N-1 and names unique."""
+    ordered = sorted(views, key=lambda view: view.img_idx)
+    indices = [view.img_idx for view in ordered]
+    if indices != list(range(len(ordered))):
+        raise VLMRequestError(f"view img_idx values must be 0..{len(ordered) - 1} once each, got {indices}")
+    names = [view.name for view in ordered if view.name]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise VLMRequestError(f"view names must be unique, got duplicates {duplicates}")
+    return ordered
+
+
+def check_instruction(instruction: object) -> str:
+    """Return the stripped instruction, or raise naming why it cannot be sent to a model."""
+    if not isinstance(instruction, str):
+        raise VLMRequestError(f"instruction must be text, got {type(instruction).__name__}")
+    text = instruction.strip()
+    if not text:
+        raise VLMRequestError("instruction is empty")
+    if len(text) > MAX_INSTRUCTION_CHARS:
+        raise VLMRequestError(
+            f"instruction has {len(text)} characters; at most {MAX_INSTRUCTION_CHARS} are allowed"
+        )
+    return text
+
+
+def build_pincot_messages(
+    instruction: str,
+    views: Sequence[ViewImage],
+    *,
+    suffix: str = PINCOT_ANSWER_SUFFIX,
+    system_prompt: str | None = None,
+    label_views: bool = False,
+    history: Sequence[ChatMessage] = (),
+) -> list[ChatMessage]:
+    """Build the chat messages of one PinCoT query.
+
+    The images come first, in ``img_idx`` order (Qwen-VL puts vision before the question), then the
+    instruction and ``suffix``. With ``label_views`` each image is preceded by ``Image i (name):`` so
+    a model that was not trained on a fixed view order can still tell the views apart. ``history``
+    (earlier turns, text only) goes between the system prompt and this query.
+    """
+    text = check_instruction(instruction)
+    if not views:
+        raise VLMRequestError("a PinCoT query needs at least one view")
+    messages: list[ChatMessage] = []
+    if system_prompt:
+        messages.append(ChatMessage("system", (system_prompt,)))
+    for turn in history:
+        if turn.images:
+            raise VLMRequestError("history turns must be text only: images belong to the current query")
+        messages.append(turn)
+    parts: list[MessagePart] = []
+    for view in order_views(views):
+        if label_views:
+            label = f" ({view.name})" if view.name else ""
+            parts.append(f"Image {view.img_idx}{label}:")
+        parts.append(view)
+    parts.append(f"{text} {suffix}" if suffix else text)
+    messages.append(ChatMessage("user", tuple(parts)))
+    return messages
