@@ -1,0 +1,682 @@
+"""The simulated workcell: one pybullet world with a table, a robot arm, objects and RGB-D cameras.
+
+A :class:`SimWorld` owns a pybullet DIRECT client and a lock around it. It can be stepped
+synchronously (tests, scripted self-checks) or by its own physics thread at a configurable
+real-time factor (the stack, where camera and arm backends read and command it concurrently).
+Worlds are registered by name so the sim camera and sim arm backends of one process attach to
+the same world (``get_world("workcell")``).
+
+Frames: the world frame *is* the robot ``base`` frame. The table top is the plane z = 0, the
+robot base sits at the origin facing +x, and the static camera looks back at the robot from +x,
+so "in front of" in the tasks means larger x (nearer the static camera).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from robopin.geometry.transforms import (
+    invert,
+    make_transform,
+    rpy_to_matrix,
+    transform_from_xyz_quaternion,
+    transform_to_xyz_quaternion,
+)
+from robopin.sim.assets import asset, color_rgba
+from robopin.sim.render import RenderedView, SimCameraSpec, render
+from robopin.sim.robot_models import SimRobotModel, robot_model
+
+logger = logging.getLogger(__name__)
+
+TABLE_TOP_Z = 0.0
+TABLE_CENTER_X = 0.45
+"""The pybullet table (1.5 m x 1.0 m) is shifted so the robot base sits 0.3 m inside its near edge."""
+_TABLE_URDF_TOP = 0.625
+
+
+class SimWorldError(RuntimeError):
+    """A simulator request that cannot be carried out (closed world, unknown name, bad state)."""
+
+
+class UnknownNameError(SimWorldError, KeyError):
+    """An object, camera or world name that does not exist."""
+
+
+@dataclass
+class SimObject:
+    """One body in the world: ``name`` is unique (``duck_0``), ``kind`` is its catalogue entry."""
+
+    name: str
+    kind: str
+    body_id: int
+    color: str | None
+    words: tuple[str, ...]
+    radius_m: float
+    height_m: float
+    graspable: bool
+
+
+_WORLDS: dict[str, SimWorld] = {}
+_WORLDS_LOCK = threading.Lock()
+
+
+def get_world(name: str) -> SimWorld:
+    """Return the registered world called ``name`` (sim backends attach to their world this way)."""
+    with _WORLDS_LOCK:
+        try:
+            return _WORLDS[name]
+        except KeyError:
+            raise UnknownNameError(
+                f"no simulated world named {name!r}; registered: {sorted(_WORLDS)}"
+            ) from None
+
+
+def registered_worlds() -> list[str]:
+    """Names of the worlds registered in this process."""
+    with _WORLDS_LOCK:
+        return sorted(_WORLDS)
+
+
+class SimWorld:
+    """A pybullet workcell. Every pybullet call goes through :attr:`lock`; close it when done."""
+
+    def __init__(
+        self,
+        name: str = "workcell",
+        robot: str = "panda",
+        *,
+        time_step_s: float = 1.0 / 240.0,
+        seed: int = 0,
+        register: bool = True,
+    ) -> None:
+        import pybullet as p
+        import pybullet_data
+
+        if time_step_s <= 0 or time_step_s > 0.05:
+            raise ValueError(f"time_step_s must be in (0, 0.05], got {time_step_s}")
+        self.name = name
+        self.time_step_s = float(time_step_s)
+        self.rng = np.random.default_rng(seed)
+        self.lock = threading.RLock()
+        self._tick = threading.Condition(self.lock)
+        self._p = p
+        self.client = p.connect(p.DIRECT)
+        self._closed = False
+        self.sim_time_s = 0.0
+        self._step_callbacks: list[Callable[[float], None]] = []
+        self._thread: threading.Thread | None = None
+        self._stop_thread = threading.Event()
+        self.real_time_factor = 0.0
+        self.objects: dict[str, SimObject] = {}
+        self._objects_by_body: dict[int, SimObject] = {}
+        self.cameras: dict[str, SimCameraSpec] = {}
+
+        p.setAdditionalSearchPath(pybullet_data.getDataPath(), physicsClientId=self.client)
+        p.setGravity(0, 0, -9.81, physicsClientId=self.client)
+        p.setTimeStep(self.time_step_s, physicsClientId=self.client)
+        # Deterministic contact ordering so one seed gives one outcome.
+        p.setPhysicsEngineParameter(deterministicOverlappingPairs=1, physicsClientId=self.client)
+        self.plane_id = p.loadURDF("plane.urdf", [0, 0, -_TABLE_URDF_TOP], physicsClientId=self.client)
+        self.table_id = p.loadURDF(
+            "table/table.urdf",
+            [TABLE_CENTER_X, 0, -_TABLE_URDF_TOP],
+            useFixedBase=True,
+            physicsClientId=self.client,
+        )
+        self.model: SimRobotModel = robot_model(robot)
+        self._load_robot()
+        if register:
+            with _WORLDS_LOCK:
+                if name in _WORLDS:
+                    p.disconnect(self.client)
+                    raise SimWorldError(
+                        f"a simulated world named {name!r} is already registered; close it first"
+                    )
+                _WORLDS[name] = self
+        self._registered = register
+        logger.info("%s created", self)
+
+    def __repr__(self) -> str:
+        return f"SimWorld({self.name!r}, robot={self.model.name!r}, objects={len(self.objects)})"
+
+    # ------------------------------------------------------------------ robot
+    def _load_robot(self) -> None:
+        p = self._p
+        self.robot_id = p.loadURDF(
+            self.model.urdf,
+            [0, 0, 0],
+            useFixedBase=True,
+            flags=p.URDF_USE_SELF_COLLISION_EXCLUDE_PARENT,
+            physicsClientId=self.client,
+        )
+        joints = {}
+        links = {}
+        for index in range(p.getNumJoints(self.robot_id, physicsClientId=self.client)):
+            info = p.getJointInfo(self.robot_id, index, physicsClientId=self.client)
+            joints[info[1].decode()] = index
+            links[info[12].decode()] = index
+        try:
+            self.arm_joint_indices = [joints[j] for j in self.model.arm_joints]
+            self.finger_joint_indices = [joints[j] for j in self.model.finger_joints]
+            self.tcp_link_index = links[self.model.tcp_link]
+        except KeyError as missing:
+            raise SimWorldError(f"{self.model.urdf} has no joint/link {missing}") from None
+        self.finger_multipliers = list(self.model.finger_joints.values())
+        self.finger_link_indices = list(self.finger_joint_indices)
+        lower, upper = [], []
+        for index in self.arm_joint_indices:
+            info = p.getJointInfo(self.robot_id, index, physicsClientId=self.client)
+            lower.append(info[8])
+            upper.append(info[9])
+        self.arm_lower = np.array(lower)
+        self.arm_upper = np.array(upper)
+        for index in self.finger_joint_indices:
+            p.changeDynamics(
+                self.robot_id, index, lateralFriction=1.5, spinningFriction=0.01, physicsClientId=self.client
+            )
+        self.arm_targets = np.array(self.model.home_q, dtype=np.float64)
+        self.gripper_command = 0.0
+        self.reset_arm(self.model.home_q)
+        self.set_gripper(0.0)
+
+    def reset_arm(self, q: Sequence[float]) -> None:
+        """Teleport the arm to ``q`` (no dynamics) and hold it there."""
+        q = self._check_q(q)
+        with self.lock:
+            for index, value in zip(self.arm_joint_indices, q, strict=True):
+                self._p.resetJointState(self.robot_id, index, float(value), 0.0, physicsClientId=self.client)
+            self.arm_targets = q.copy()
+            self._send_arm_targets(q)
+
+    def _check_q(self, q: Sequence[float]) -> NDArray[np.float64]:
+        q = np.asarray(q, dtype=np.float64)
+        if q.shape != (len(self.arm_joint_indices),):
+            raise ValueError(
+                f"{self.model.name}: expected {len(self.arm_joint_indices)} joint values, got shape {q.shape}"
+            )
+        if not np.all(np.isfinite(q)):
+            raise ValueError(f"{self.model.name}: joint values must be finite, got {q}")
+        return q
+
+    def _send_arm_targets(self, q: NDArray[np.float64], qd: NDArray[np.float64] | None = None) -> None:
+        p = self._p
+        p.setJointMotorControlArray(
+            self.robot_id,
+            self.arm_joint_indices,
+            p.POSITION_CONTROL,
+            targetPositions=q.tolist(),
+            targetVelocities=(np.zeros_like(q) if qd is None else qd).tolist(),
+            forces=list(self.model.arm_force_n),
+            positionGains=[0.3] * len(q),
+            velocityGains=[1.0] * len(q),
+            physicsClientId=self.client,
+        )
+
+    def set_arm_targets(self, q: Sequence[float], qd: Sequence[float] | None = None) -> None:
+        """Command the arm's joint position controllers (and optional feed-forward velocities)."""
+        q = self._check_q(q)
+        with self.lock:
+            self.arm_targets = q.copy()
+            self._send_arm_targets(q, None if qd is None else np.asarray(qd, dtype=np.float64))
+
+    def joint_positions(self) -> NDArray[np.float64]:
+        """Measured arm joint positions (rad)."""
+        with self.lock:
+            states = self._p.getJointStates(
+                self.robot_id, self.arm_joint_indices, physicsClientId=self.client
+            )
+        return np.array([s[0] for s in states])
+
+    def joint_velocities(self) -> NDArray[np.float64]:
+        """Measured arm joint velocities (rad/s)."""
+        with self.lock:
+            states = self._p.getJointStates(
+                self.robot_id, self.arm_joint_indices, physicsClientId=self.client
+            )
+        return np.array([s[1] for s in states])
+
+    def ee_pose(self) -> NDArray[np.float64]:
+        """``T_base_ee`` of the tool centre point from the current simulated state."""
+        with self.lock:
+            state = self._p.getLinkState(
+                self.robot_id, self.tcp_link_index, computeForwardKinematics=True, physicsClientId=self.client
+            )
+        return transform_from_xyz_quaternion(state[4], state[5]) @ self.model.T_link_tcp
+
+    def inverse_kinematics(
+        self,
+        T_base_ee: NDArray[np.float64],
+        q_seed: Sequence[float] | None = None,
+        iterations: int = 200,
+        tolerance_m: float = 1e-4,
+    ) -> NDArray[np.float64]:
+        """Joint positions that put the TCP at ``T_base_ee`` (pybullet damped least squares)."""
+        p = self._p
+        T_base_link = T_base_ee @ invert(self.model.T_link_tcp)
+        xyz, quat = transform_to_xyz_quaternion(T_base_link)
+        n_dof = len(self.arm_joint_indices)
+        with self.lock:
+            movable = [
+                i
+                for i in range(p.getNumJoints(self.robot_id, physicsClientId=self.client))
+                if p.getJointInfo(self.robot_id, i, physicsClientId=self.client)[2] != p.JOINT_FIXED
+            ]
+            saved = [p.getJointState(self.robot_id, i, physicsClientId=self.client)[0] for i in movable]
+            seed = self.joint_positions() if q_seed is None else self._check_q(q_seed)
+            rest = [saved[movable.index(i)] for i in movable]
+            for index, value in zip(self.arm_joint_indices, seed, strict=True):
+                rest[movable.index(index)] = float(value)
+            lower = [-1e3] * len(movable)
+            upper = [1e3] * len(movable)
+            ranges = [2e3] * len(movable)
+            for k, index in enumerate(self.arm_joint_indices):
+                slot = movable.index(index)
+                lower[slot], upper[slot] = float(self.arm_lower[k]), float(self.arm_upper[k])
+                ranges[slot] = float(self.arm_upper[k] - self.arm_lower[k])
+            try:
+                for index, value in zip(movable, rest, strict=True):
+                    p.resetJointState(self.robot_id, index, value, physicsClientId=self.client)
+                solution = p.calculateInverseKinematics(
+                    self.robot_id,
+                    self.tcp_link_index,
+                    xyz.tolist(),
+                    quat.tolist(),
+                    lowerLimits=lower,
+                    upperLimits=upper,
+                    jointRanges=ranges,
+                    restPoses=rest,
+                    maxNumIterations=iterations,
+                    residualThreshold=tolerance_m,
+                    physicsClientId=self.client,
+                )
+            finally:
+                for index, value in zip(movable, saved, strict=True):
+                    p.resetJointState(self.robot_id, index, value, physicsClientId=self.client)
+        q = np.array([solution[movable.index(i)] for i in self.arm_joint_indices][:n_dof])
+        return np.clip(q, self.arm_lower, self.arm_upper)
+
+    def forward_kinematics(self, q: Sequence[float]) -> NDArray[np.float64]:
+        """``T_base_ee`` at joint positions ``q`` (the simulated state is restored afterwards)."""
+        q = self._check_q(q)
+        p = self._p
+        with self.lock:
+            saved = [
+                p.getJointState(self.robot_id, i, physicsClientId=self.client)[:2]
+                for i in self.arm_joint_indices
+            ]
+            try:
+                for index, value in zip(self.arm_joint_indices, q, strict=True):
+                    p.resetJointState(self.robot_id, index, float(value), physicsClientId=self.client)
+                state = p.getLinkState(
+                    self.robot_id,
+                    self.tcp_link_index,
+                    computeForwardKinematics=True,
+                    physicsClientId=self.client,
+                )
+            finally:
+                for index, (position, velocity) in zip(self.arm_joint_indices, saved, strict=True):
+                    p.resetJointState(self.robot_id, index, position, velocity, physicsClientId=self.client)
+        return transform_from_xyz_quaternion(state[4], state[5]) @ self.model.T_link_tcp
+
+    # ---------------------------------------------------------------- gripper
+    def set_gripper(self, closed_fraction: float, force_n: float | None = None) -> None:
+        """Drive the gripper toward ``closed_fraction`` (0 open .. 1 closed) with a bounded force."""
+        if not 0.0 <= closed_fraction <= 1.0:
+            raise ValueError(f"closed_fraction must be in [0, 1], got {closed_fraction}")
+        force = self.model.grasp_force_n if force_n is None else float(force_n)
+        if force <= 0:
+            raise ValueError(f"gripper force must be > 0 N, got {force}")
+        p = self._p
+        with self.lock:
+            self.gripper_command = float(closed_fraction)
+            targets = [
+                self.model.finger_closed_position * m * closed_fraction for m in self.finger_multipliers
+            ]
+            p.setJointMotorControlArray(
+                self.robot_id,
+                self.finger_joint_indices,
+                p.POSITION_CONTROL,
+                targetPositions=targets,
+                forces=[force] * len(targets),
+                positionGains=[0.2] * len(targets),
+                physicsClientId=self.client,
+            )
+
+    def gripper_width(self) -> float:
+        """Current opening (m), from the finger joint positions."""
+        with self.lock:
+            states = self._p.getJointStates(
+                self.robot_id, self.finger_joint_indices, physicsClientId=self.client
+            )
+        if self.model.finger_is_prismatic:
+            return float(sum(s[0] for s in states))
+        drive = states[0][0] / self.model.finger_closed_position
+        return self.model.width_from_command(drive)
+
+    def grasped_object(self) -> str | None:
+        """Name of the graspable object both gripper sides touch, or None."""
+        p = self._p
+        with self.lock:
+            contacts = p.getContactPoints(bodyA=self.robot_id, physicsClientId=self.client)
+        touching: dict[str, set[int]] = {}
+        half = len(self.finger_link_indices) // 2 if not self.model.finger_is_prismatic else 1
+        left = set(self.finger_link_indices[:half])
+        for contact in contacts:
+            link, other = contact[3], contact[2]
+            obj = self._objects_by_body.get(other)
+            if obj is None or not obj.graspable or link not in self.finger_link_indices:
+                continue
+            touching.setdefault(obj.name, set()).add(0 if link in left else 1)
+        for name, sides in touching.items():
+            if sides == {0, 1}:
+                return name
+        return None
+
+    # ---------------------------------------------------------------- objects
+    def add_object(
+        self,
+        kind: str,
+        name: str,
+        xy: Sequence[float],
+        yaw_rad: float = 0.0,
+        *,
+        color: str | None = None,
+        radius_m: float | None = None,
+        z_m: float | None = None,
+    ) -> SimObject:
+        """Place a catalogue object on the table top at ``xy`` (m, base frame) and return it."""
+        if name in self.objects:
+            raise SimWorldError(f"an object named {name!r} already exists")
+        spec = asset(kind)
+        color = color if color is not None else spec.default_color
+        p = self._p
+        with self.lock:
+            if spec.primitive is not None:
+                size = np.array(spec.size_m, dtype=np.float64)
+                if radius_m is not None:
+                    if spec.primitive != "cylinder":
+                        raise ValueError(f"radius_m only applies to cylinder objects, not {kind!r}")
+                    size[0] = size[1] = float(radius_m)
+                if spec.primitive == "box":
+                    collision = p.createCollisionShape(
+                        p.GEOM_BOX, halfExtents=(size / 2).tolist(), physicsClientId=self.client
+                    )
+                    visual = p.createVisualShape(
+                        p.GEOM_BOX, halfExtents=(size / 2).tolist(), physicsClientId=self.client
+                    )
+                    height, radius = size[2], float(np.hypot(size[0], size[1]) / 2)
+                else:
+                    collision = p.createCollisionShape(
+                        p.GEOM_CYLINDER, radius=size[0], height=size[2], physicsClientId=self.client
+                    )
+                    visual = p.createVisualShape(
+                        p.GEOM_CYLINDER, radius=size[0], length=size[2], physicsClientId=self.client
+                    )
+                    height, radius = size[2], float(size[0])
+                z = TABLE_TOP_Z + height / 2 + 0.0005 if z_m is None else z_m
+                body = p.createMultiBody(
+                    spec.mass_kg,
+                    collision,
+                    visual,
+                    [xy[0], xy[1], z],
+                    p.getQuaternionFromEuler([0, 0, yaw_rad]),
+                    physicsClientId=self.client,
+                )
+            else:
+                orientation = p.getQuaternionFromEuler(
+                    [spec.base_rpy[0], spec.base_rpy[1], spec.base_rpy[2] + yaw_rad]
+                )
+                body = p.loadURDF(
+                    spec.urdf,
+                    [0.0, 0.0, 0.3],
+                    orientation,
+                    globalScaling=spec.scale,
+                    useFixedBase=not spec.graspable,
+                    physicsClientId=self.client,
+                )
+                # Some meshes (the teddy) sit far from their link origin: move the body until its
+                # bounding box is centred on xy with its bottom on the table (AABBs of fixed bodies
+                # refresh only after a collision pass, hence the explicit passes).
+                base = np.array([0.0, 0.0, 0.3])
+                for _ in range(2):
+                    p.resetBasePositionAndOrientation(
+                        body, base.tolist(), orientation, physicsClientId=self.client
+                    )
+                    p.performCollisionDetection(physicsClientId=self.client)
+                    low, high = p.getAABB(body, physicsClientId=self.client)
+                    bottom = TABLE_TOP_Z + 0.001 if z_m is None else z_m
+                    base += [xy[0] - (low[0] + high[0]) / 2, xy[1] - (low[1] + high[1]) / 2, bottom - low[2]]
+                p.resetBasePositionAndOrientation(
+                    body, base.tolist(), orientation, physicsClientId=self.client
+                )
+                height = high[2] - low[2]
+                radius = spec.footprint_radius_m
+                if spec.graspable:
+                    p.changeDynamics(body, -1, mass=spec.mass_kg, physicsClientId=self.client)
+            if color is not None:
+                p.changeVisualShape(body, -1, rgbaColor=list(color_rgba(color)), physicsClientId=self.client)
+            p.changeDynamics(
+                body,
+                -1,
+                lateralFriction=1.0,
+                spinningFriction=0.002,
+                rollingFriction=0.0005,
+                physicsClientId=self.client,
+            )
+            obj = SimObject(name, kind, body, color, spec.words, float(radius), float(height), spec.graspable)
+            self.objects[name] = obj
+            self._objects_by_body[body] = obj
+        return obj
+
+    def object(self, name: str) -> SimObject:
+        """The object called ``name``."""
+        try:
+            return self.objects[name]
+        except KeyError:
+            raise UnknownNameError(f"no object named {name!r}; objects: {sorted(self.objects)}") from None
+
+    def object_by_body(self, body_id: int) -> SimObject | None:
+        """The object with pybullet body id ``body_id`` (None for robot, table, floor)."""
+        return self._objects_by_body.get(int(body_id))
+
+    def object_pose(self, name: str) -> NDArray[np.float64]:
+        """``T_base_object`` of the object's base link."""
+        obj = self.object(name)
+        with self.lock:
+            xyz, quat = self._p.getBasePositionAndOrientation(obj.body_id, physicsClientId=self.client)
+        return transform_from_xyz_quaternion(xyz, quat)
+
+    def object_aabb(self, name: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Axis-aligned bounds (min, max) of the object in ``base``."""
+        obj = self.object(name)
+        with self.lock:
+            low, high = self._p.getAABB(obj.body_id, physicsClientId=self.client)
+        return np.array(low), np.array(high)
+
+    def object_center(self, name: str) -> NDArray[np.float64]:
+        """Centre of the object's bounding box in ``base`` (the point grasps and answers aim at)."""
+        low, high = self.object_aabb(name)
+        return (low + high) / 2.0
+
+    def object_velocity(self, name: str) -> float:
+        """Linear speed (m/s) of the object."""
+        obj = self.object(name)
+        with self.lock:
+            linear, _ = self._p.getBaseVelocity(obj.body_id, physicsClientId=self.client)
+        return float(np.linalg.norm(linear))
+
+    def settle(self, max_time_s: float = 2.0, speed_m_s: float = 0.002) -> float:
+        """Step until graspable objects are nearly still (or ``max_time_s``); returns simulated time spent."""
+        start = self.sim_time_s
+        movers = [o.name for o in self.objects.values() if o.graspable]
+        while self.sim_time_s - start < max_time_s:
+            self.step(12)
+            if all(self.object_velocity(n) < speed_m_s for n in movers):
+                break
+        return self.sim_time_s - start
+
+    # ---------------------------------------------------------------- cameras
+    def add_camera(self, spec: SimCameraSpec) -> None:
+        """Add a static (mount 'world') or wrist (mount 'ee') camera."""
+        if spec.name in self.cameras:
+            raise SimWorldError(f"a camera named {spec.name!r} already exists")
+        self.cameras[spec.name] = spec
+
+    def camera(self, name: str) -> SimCameraSpec:
+        """The camera called ``name``."""
+        try:
+            return self.cameras[name]
+        except KeyError:
+            raise UnknownNameError(f"no camera named {name!r}; cameras: {sorted(self.cameras)}") from None
+
+    def camera_pose(self, name: str) -> NDArray[np.float64]:
+        """``T_base_cam`` of the camera's optical frame now."""
+        spec = self.camera(name)
+        return spec.T_mount_cam if spec.mount == "world" else self.ee_pose() @ spec.T_mount_cam
+
+    def render(self, name: str) -> RenderedView:
+        """Render camera ``name`` at the current state (holds the lock: physics pauses meanwhile)."""
+        spec = self.camera(name)
+        with self.lock:
+            self._check_open()
+            return render(self.client, spec, self.camera_pose(name), self.sim_time_s, self.rng)
+
+    # ---------------------------------------------------------------- stepping
+    def add_step_callback(self, callback: Callable[[float], None]) -> None:
+        """Call ``callback(sim_time_s)`` before every physics step (controllers hook in here)."""
+        with self.lock:
+            self._step_callbacks.append(callback)
+
+    def remove_step_callback(self, callback: Callable[[float], None]) -> None:
+        """Stop calling ``callback``; unknown callbacks are ignored."""
+        with self.lock:
+            if callback in self._step_callbacks:
+                self._step_callbacks.remove(callback)
+
+    def step(self, n: int = 1) -> None:
+        """Advance the physics ``n`` steps now, in the calling thread."""
+        for _ in range(int(n)):
+            with self.lock:
+                self._check_open()
+                for callback in list(self._step_callbacks):
+                    callback(self.sim_time_s)
+                self._p.stepSimulation(physicsClientId=self.client)
+                self.sim_time_s += self.time_step_s
+                self._tick.notify_all()
+
+    def advance(self, duration_s: float, timeout_s: float | None = None) -> None:
+        """Let ``duration_s`` of simulated time pass: step here, or wait for the running physics thread."""
+        if duration_s <= 0:
+            return
+        target = self.sim_time_s + duration_s
+        if not self.running:
+            self.step(int(np.ceil(duration_s / self.time_step_s - 1e-9)))
+            return
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._tick:
+            while self.sim_time_s < target - 1e-9:
+                if not self.running:
+                    raise SimWorldError(f"{self}: physics thread stopped while waiting for simulated time")
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(
+                        f"{self}: simulated time did not reach {target:.3f} s within {timeout_s} s"
+                    )
+                self._tick.wait(0.1 if remaining is None else min(0.1, remaining))
+
+    @property
+    def running(self) -> bool:
+        """True while the physics thread steps the world."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, real_time_factor: float = 1.0) -> None:
+        """Step physics in a background thread; ``real_time_factor`` 1 = real time, 0 = flat out."""
+        if real_time_factor < 0:
+            raise ValueError(f"real_time_factor must be >= 0, got {real_time_factor}")
+        if self.running:
+            raise SimWorldError(f"{self}: physics thread already running")
+        self._check_open()
+        self.real_time_factor = float(real_time_factor)
+        self._stop_thread.clear()
+        self._thread = threading.Thread(target=self._run, name=f"sim-physics-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the physics thread (if any) and wait for it."""
+        self._stop_thread.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        self._thread = None
+
+    def _run(self) -> None:
+        wall_start = time.monotonic()
+        sim_start = self.sim_time_s
+        while not self._stop_thread.is_set():
+            try:
+                self.step(1)
+            except SimWorldError:
+                break
+            if self.real_time_factor > 0:
+                # Sleep to the wall time at which this much simulated time is due, so the rate does
+                # not drift when a render holds the lock for 100+ ms.
+                due = wall_start + (self.sim_time_s - sim_start) / self.real_time_factor
+                delay = due - time.monotonic()
+                if delay > 0:
+                    self._stop_thread.wait(delay)
+            else:
+                # Give other threads a chance to take the lock between steps.
+                time.sleep(0)
+
+    # ---------------------------------------------------------------- life cycle
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SimWorldError(f"simulated world {self.name!r} is closed")
+
+    def close(self) -> None:
+        """Stop physics, disconnect pybullet and unregister the world (idempotent)."""
+        self.stop()
+        with self.lock:
+            if not self._closed:
+                self._closed = True
+                self._p.disconnect(physicsClientId=self.client)
+        if self._registered:
+            with _WORLDS_LOCK:
+                if _WORLDS.get(self.name) is self:
+                    del _WORLDS[self.name]
+
+    def __enter__(self) -> SimWorld:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def look_at(
+    eye: Sequence[float], target: Sequence[float], up: Sequence[float] = (0.0, 0.0, 1.0)
+) -> NDArray[np.float64]:
+    """``T_base_cam`` of an optical frame at ``eye`` looking at ``target`` (image 'up' toward ``up``)."""
+    eye = np.asarray(eye, dtype=np.float64)
+    z = np.asarray(target, dtype=np.float64) - eye
+    norm = np.linalg.norm(z)
+    if norm < 1e-9:
+        raise ValueError(f"look_at: eye and target coincide at {eye}")
+    z /= norm
+    x = np.cross(z, np.asarray(up, dtype=np.float64))
+    if np.linalg.norm(x) < 1e-9:
+        raise ValueError(f"look_at: viewing direction {z} is parallel to up {up}")
+    x /= np.linalg.norm(x)
+    y = np.cross(z, x)
+    return make_transform(np.column_stack([x, y, z]), eye)
+
+
+def top_down_grasp(position: Sequence[float], yaw_rad: float) -> NDArray[np.float64]:
+    """``T_base_ee`` of a vertical grasp at ``position``: ee z down, fingers closing across ``yaw_rad``."""
+    rotation = rpy_to_matrix(np.pi, 0.0, 0.0) @ rpy_to_matrix(0.0, 0.0, -yaw_rad)
+    return make_transform(rotation, position)
