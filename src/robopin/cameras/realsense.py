@@ -1,0 +1,362 @@
+"""Intel RealSense backend (D400/D405/L515) on ``pyrealsense2``: live devices and recorded-file playback.
+
+Depth is filtered (optional SDK spatial / temporal / hole-filling filters), aligned to the color stream
+with ``rs.align``, scaled by the device's depth units to metres, and zero (no data) becomes NaN. The
+presence of the requested serial is checked with ``query_devices()`` before the pipeline starts,
+because ``pipeline.start()`` with no camera blocks for 15 s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from robopin.cameras.base import (
+    Camera,
+    CameraBackendUnavailableError,
+    CameraConfig,
+    CameraDescription,
+    CameraNotFoundError,
+    CameraReadError,
+    CameraTimeoutError,
+    Frame,
+    StreamProfile,
+)
+from robopin.geometry.camera_model import CameraModel
+
+__all__ = ["REALSENSE_FILTERS", "RealSenseCamera", "RealSenseCameraConfig", "RealSenseFrameProcessor"]
+
+logger = logging.getLogger(__name__)
+
+# Filters in the order librealsense recommends applying them (post-processing doc): spatial edge-
+# preserving smoothing, then temporal smoothing, then hole filling last so it fills what remains.
+REALSENSE_FILTERS = ("spatial", "temporal", "hole_filling")
+
+
+def import_pyrealsense2() -> Any:
+    """Import ``pyrealsense2`` or raise :class:`CameraBackendUnavailableError` saying how to get it."""
+    try:
+        import pyrealsense2 as rs
+    except ImportError as exc:
+        raise CameraBackendUnavailableError(
+            f"the RealSense backend needs pyrealsense2 ({exc}); install it with "
+            "`pip install pyrealsense2` (Linux also needs Debian libusb-1.0-0)"
+        ) from exc
+    return rs
+
+
+@dataclasses.dataclass
+class RealSenseCameraConfig(CameraConfig):
+    """A RealSense device by serial number, or a recording played back as if it were one.
+
+    Attributes:
+        serial: device serial number; empty selects the only connected device (an error if several).
+        playback_file: a ``.db3`` (or legacy ``.bag``) recording to play instead of a device.
+        playback_realtime: play at the recorded rate (True) or deliver each frame as fast as it is read.
+        repeat_playback: start the recording again at its end instead of reporting the end as an error.
+        enable_depth: stream depth (aligned to color); False gives color-only frames.
+        depth_width, depth_height: depth stream mode; 0 means the same as the color mode.
+        filters: SDK post-processing filters from ``REALSENSE_FILTERS``, applied in that order.
+        hole_filling_mode: 0 fill from left, 1 farthest from around, 2 nearest from around.
+        min_depth_m, max_depth_m: depth outside this range becomes NaN.
+        restamp: stamp frames with the host clock at arrival (True) or with the device's global/system
+            time (False). None (default) restamps playback, so a recording behaves like a live camera,
+            and keeps device time for live cameras. Hardware-clock stamps, not comparable across
+            devices, are always replaced by the arrival time.
+    """
+
+    type: ClassVar[str] = "realsense"
+
+    serial: str = ""
+    playback_file: str = ""
+    playback_realtime: bool = True
+    repeat_playback: bool = False
+    enable_depth: bool = True
+    depth_width: int = 0
+    depth_height: int = 0
+    filters: tuple[str, ...] = ()
+    hole_filling_mode: int = 1
+    min_depth_m: float = 0.0
+    max_depth_m: float = 10.0
+    restamp: bool | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.serial = str(self.serial)
+        self.filters = tuple(self.filters)
+        unknown = [f for f in self.filters if f not in REALSENSE_FILTERS]
+        if unknown:
+            raise ValueError(f"camera {self.name!r}: unknown RealSense filter(s) {unknown}; "
+                             f"expected some of {list(REALSENSE_FILTERS)}")
+        if len(set(self.filters)) != len(self.filters):
+            raise ValueError(f"camera {self.name!r}: filters repeat a name: {list(self.filters)}")
+        if self.hole_filling_mode not in (0, 1, 2):
+            raise ValueError(f"camera {self.name!r}: hole_filling_mode must be 0, 1 or 2, "
+                             f"got {self.hole_filling_mode!r}")
+        for field in ("depth_width", "depth_height"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"camera {self.name!r}: {field} must be 0 (same as color) or a positive "
+                                 f"integer, got {value!r}")
+        if not (0.0 <= self.min_depth_m < self.max_depth_m) or math.isnan(self.max_depth_m):
+            raise ValueError(f"camera {self.name!r}: need 0 <= min_depth_m < max_depth_m, got "
+                             f"{self.min_depth_m!r}, {self.max_depth_m!r}")
+        if self.playback_file and not Path(self.playback_file).suffix:
+            raise ValueError(f"camera {self.name!r}: playback_file {self.playback_file!r} has no extension; "
+                             "expected a .db3 or .bag recording")
+
+
+class RealSenseFrameProcessor:
+    """Turns one librealsense frameset into (color RGB, depth_m aligned to color, color intrinsics).
+
+    Shared by live and playback capture (and run directly on software-device framesets in tests):
+    filters → ``rs.align(color)`` → z16 × depth units → metres, no-data and out-of-range → NaN.
+    """
+
+    def __init__(self, config: RealSenseCameraConfig, rs: Any | None = None) -> None:
+        self._rs = rs or import_pyrealsense2()
+        self.config = config
+        self._align = self._rs.align(self._rs.stream.color)
+        self._filters = [self._make_filter(name) for name in config.filters]
+        self._models: dict[tuple[int, int, float, float, float, float], CameraModel] = {}
+
+    def _make_filter(self, name: str) -> Any:
+        rs = self._rs
+        if name == "spatial":
+            return rs.spatial_filter()
+        if name == "temporal":
+            return rs.temporal_filter()
+        hole_filling = rs.hole_filling_filter()
+        hole_filling.set_option(rs.option.holes_fill, float(self.config.hole_filling_mode))
+        return hole_filling
+
+    def color_model(self, color_frame: Any) -> CameraModel:
+        """The CameraModel of a color frame's stream profile (cached per distinct intrinsics)."""
+        intrinsics = color_frame.profile.as_video_stream_profile().get_intrinsics()
+        i = intrinsics
+        key = (i.width, i.height, i.fx, i.fy, i.ppx, i.ppy)
+        model = self._models.get(key)
+        if model is None:
+            model = self._models[key] = CameraModel.from_realsense(intrinsics)
+        return model
+
+    def process(self, frameset: Any) -> tuple[np.ndarray, np.ndarray | None, CameraModel]:
+        """Filter, align and convert ``frameset``; raise CameraReadError if a stream is missing."""
+        color_frame = frameset.get_color_frame()
+        if not color_frame:
+            raise CameraReadError(f"camera {self.config.name!r}: frameset has no color frame")
+        depth_m = None
+        if self.config.enable_depth:
+            depth_frame = frameset.get_depth_frame()
+            if not depth_frame:
+                raise CameraReadError(f"camera {self.config.name!r}: frameset has no depth frame")
+            # Processing blocks given a frameset process the depth inside it and keep color attached.
+            for block in self._filters:
+                frameset = block.process(frameset).as_frameset()
+            aligned = self._align.process(frameset)
+            color_frame = aligned.get_color_frame()
+            depth_frame = aligned.get_depth_frame()
+            if not depth_frame or not color_frame:
+                raise CameraReadError(f"camera {self.config.name!r}: alignment returned no depth/color")
+            depth_m = self._depth_to_metres(depth_frame)
+        color = self._color_to_rgb(color_frame)
+        model = self.color_model(color_frame)
+        if depth_m is not None and depth_m.shape != color.shape[:2]:
+            raise CameraReadError(f"camera {self.config.name!r}: aligned depth {depth_m.shape} does not "
+                                  f"match color {color.shape[:2]}")
+        return color, depth_m, model
+
+    def _depth_to_metres(self, depth_frame: Any) -> np.ndarray:
+        raw = np.asanyarray(depth_frame.get_data())
+        scale = float(depth_frame.as_depth_frame().get_units())
+        depth = raw.astype(np.float32)
+        depth *= np.float32(scale)
+        invalid = raw == 0
+        if self.config.min_depth_m > 0:
+            invalid |= depth < self.config.min_depth_m
+        if math.isfinite(self.config.max_depth_m):
+            invalid |= depth > self.config.max_depth_m
+        depth[invalid] = np.nan
+        return depth
+
+    def _color_to_rgb(self, color_frame: Any) -> np.ndarray:
+        rs = self._rs
+        fmt = color_frame.profile.format()
+        data = np.asanyarray(color_frame.get_data())
+        if fmt == rs.format.rgb8:
+            return np.array(data, dtype=np.uint8, copy=True)
+        if fmt == rs.format.bgr8:
+            return np.ascontiguousarray(data[..., ::-1])
+        if fmt == rs.format.rgba8:
+            return np.ascontiguousarray(data[..., :3])
+        if fmt == rs.format.bgra8:
+            return np.ascontiguousarray(data[..., 2::-1])
+        raise CameraReadError(f"camera {self.config.name!r}: color format {fmt} is not supported; "
+                              "expected rgb8, bgr8, rgba8 or bgra8")
+
+
+class RealSenseCamera(Camera):
+    """A RealSense camera (by serial) or a RealSense recording, read through ``rs.pipeline``."""
+
+    config_class = RealSenseCameraConfig
+    config: RealSenseCameraConfig
+
+    def __init__(self, config: RealSenseCameraConfig) -> None:
+        super().__init__(config)
+        self._rs: Any = None
+        self._pipeline: Any = None
+        self._playback: Any = None
+        self._processor: RealSenseFrameProcessor | None = None
+        self._serial = ""
+        self._index = 0
+        self._last_frame_number: int | None = None
+        self.dropped_frames = 0
+        """Frames the device numbered but this camera never saw (gaps in frame numbers)."""
+
+    @staticmethod
+    def find_cameras() -> list[CameraDescription]:
+        """Connected RealSense devices with their color (rgb8) and depth (z16) profiles."""
+        rs = import_pyrealsense2()
+        found = []
+        for device in rs.context().query_devices():
+            info = _device_info(rs, device)
+            profiles = set()
+            for sensor in device.query_sensors():
+                for profile in sensor.get_stream_profiles():
+                    if not profile.is_video_stream_profile():
+                        continue
+                    if profile.format() not in (rs.format.rgb8, rs.format.z16):
+                        continue
+                    video = profile.as_video_stream_profile()
+                    profiles.add(StreamProfile(
+                        stream=profile.stream_name().lower(), width=video.width(), height=video.height(),
+                        fps=profile.fps(), format=str(profile.format()).split(".")[-1],
+                    ))
+            found.append(CameraDescription(
+                type="realsense", serial=info["serial"], name=info["name"], firmware=info["firmware"],
+                profiles=tuple(sorted(profiles, key=lambda p: (p.stream, -p.width, -p.height, -p.fps))),
+            ))
+        return found
+
+    def _connect(self) -> None:
+        rs = self._rs = import_pyrealsense2()
+        cfg = rs.config()
+        config = self.config
+        if config.playback_file:
+            path = Path(config.playback_file)
+            if not path.is_file():
+                raise CameraNotFoundError(f"camera {config.name!r}: recording {str(path)!r} does not exist")
+            cfg.enable_device_from_file(str(path), repeat_playback=config.repeat_playback)
+        else:
+            self._serial = self._select_serial(rs)
+            cfg.enable_device(self._serial)
+            cfg.enable_stream(rs.stream.color, config.width, config.height, rs.format.rgb8, config.fps)
+            if config.enable_depth:
+                cfg.enable_stream(rs.stream.depth, config.depth_width or config.width,
+                                  config.depth_height or config.height, rs.format.z16, config.fps)
+        pipeline = rs.pipeline()
+        try:
+            profile = pipeline.start(cfg)
+        except RuntimeError as exc:
+            raise CameraNotFoundError(
+                f"camera {config.name!r}: could not start {self._source()} with color "
+                f"{config.width}x{config.height}@{config.fps}: {exc}"
+            ) from exc
+        device = profile.get_device()
+        if config.playback_file:
+            self._playback = device.as_playback()
+            self._playback.set_real_time(config.playback_realtime)
+            self._serial = _device_info(rs, device)["serial"] or Path(config.playback_file).stem
+            if config.serial and config.serial != self._serial:
+                pipeline.stop()
+                raise CameraNotFoundError(f"camera {config.name!r}: recording {config.playback_file!r} holds "
+                                          f"serial {self._serial!r}, expected {config.serial!r}")
+        self._pipeline = pipeline
+        self._processor = RealSenseFrameProcessor(config, rs)
+        self._index = 0
+        self._last_frame_number = None
+
+    def _select_serial(self, rs: Any) -> str:
+        serials = [_device_info(rs, d)["serial"] for d in rs.context().query_devices()]
+        wanted = self.config.serial
+        if wanted:
+            if wanted not in serials:
+                raise CameraNotFoundError(
+                    f"camera {self.config.name!r}: no RealSense with serial {wanted!r} is connected; "
+                    f"found {serials or 'none'}"
+                )
+            return wanted
+        if len(serials) != 1:
+            raise CameraNotFoundError(
+                f"camera {self.config.name!r}: no serial configured and {len(serials)} RealSense devices are "
+                f"connected ({serials}); set serial to one of them"
+            )
+        return serials[0]
+
+    def _source(self) -> str:
+        if self.config.playback_file:
+            return f"recording {self.config.playback_file!r}"
+        return f"RealSense {self._serial!r}"
+
+    def _read(self, timeout_s: float) -> Frame:
+        assert self._pipeline is not None and self._processor is not None
+        rs = self._rs
+        ok, frameset = self._pipeline.try_wait_for_frames(max(1, int(timeout_s * 1000)))
+        if not ok:
+            if self._playback is not None and self._playback.current_status() == rs.playback_status.stopped:
+                raise CameraReadError(f"camera {self.config.name!r}: end of {self._source()}")
+            if self._playback is None and self._serial not in {
+                _device_info(rs, d)["serial"] for d in rs.context().query_devices()
+            }:
+                raise CameraReadError(f"camera {self.config.name!r}: {self._source()} was disconnected")
+            raise CameraTimeoutError(
+                f"camera {self.config.name!r}: no frame from {self._source()} "
+                f"within {timeout_s * 1000:.0f} ms"
+            )
+        arrival_s = time.time()
+        color, depth_m, model = self._processor.process(frameset)
+        number = int(frameset.get_frame_number())
+        if self._last_frame_number is not None and number > self._last_frame_number + 1:
+            self.dropped_frames += number - self._last_frame_number - 1
+        self._last_frame_number = number
+        frame = Frame(
+            color=color, depth_m=depth_m, intrinsics=model,
+            timestamp_s=self._timestamp_s(frameset, arrival_s), serial=self._serial, index=self._index,
+            camera_name=self.config.name,
+        )
+        self._index += 1
+        return frame
+
+    def _timestamp_s(self, frameset: Any, arrival_s: float) -> float:
+        rs = self._rs
+        restamp = self.config.restamp if self.config.restamp is not None else self._playback is not None
+        if restamp:
+            return arrival_s
+        if frameset.get_frame_timestamp_domain() == rs.timestamp_domain.hardware_clock:
+            return arrival_s
+        return float(frameset.get_timestamp()) / 1000.0
+
+    def _disconnect(self) -> None:
+        pipeline, self._pipeline, self._playback, self._processor = self._pipeline, None, None, None
+        if pipeline is not None:
+            try:
+                pipeline.stop()
+            except RuntimeError as exc:  # already stopped, or the device is gone
+                logger.debug("%s: pipeline.stop(): %s", self, exc)
+
+
+def _device_info(rs: Any, device: Any) -> dict[str, str]:
+    def get(key: Any) -> str:
+        return device.get_info(key) if device.supports(key) else ""
+
+    return {
+        "serial": get(rs.camera_info.serial_number),
+        "name": get(rs.camera_info.name),
+        "firmware": get(rs.camera_info.firmware_version),
+    }
