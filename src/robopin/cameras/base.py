@@ -281,7 +281,8 @@ class Camera(abc.ABC):
         self._stop_reader = threading.Event()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.config.name!r})"
+        config = getattr(self, "config", None)
+        return f"{type(self).__name__}({getattr(config, 'name', '?')!r})"
 
     # --- backend hooks ----------------------------------------------------------------------------
 
