@@ -35,6 +35,8 @@ POINT_KEYS = ("point_2d", "point", "position", "coordinates", "coord")
 VIEW_KEYS = ("img_idx", "image_idx", "view_idx", "view")
 BOX_KEYS = ("bbox_2d", "bbox", "box_2d")
 LIST_KEYS = ("points", "answer", "result", "targets")
+DONE_WORDS = frozenset({"done", "finished", "complete", "task complete"})
+"""An answer (or answer label) of one of these words means a long-horizon task is finished."""
 
 _JSON_DECODER = json.JSONDecoder()
 _MAX_EMBEDDED_STARTS = 8
@@ -49,6 +51,7 @@ class AnswerReading:
     warnings: list[Issue] = field(default_factory=list)
     errors: list[Issue] = field(default_factory=list)
     form: str = "none"
+    done: bool = False
 
 
 def strip_fence(text: str) -> tuple[str, bool]:
@@ -108,7 +111,10 @@ class _Reader:
             for item in value:
                 self.value(item, depth + 1)
         elif isinstance(value, str) and value.strip():
-            self.reading.strings.append(value.strip())
+            if value.strip().lower() in DONE_WORDS:
+                self.reading.done = True
+            else:
+                self.reading.strings.append(value.strip())
 
     def mapping(self, value: dict[str, Any], depth: int) -> None:
         keys = {str(k).lower(): v for k, v in value.items()}
@@ -141,17 +147,13 @@ class _Reader:
                 box = keys[key]
                 numbers = [_number(v) for v in box] if isinstance(box, (list, tuple)) else []
                 if len(numbers) != 4 or any(n is None for n in numbers):
-                    self.reading.errors.append(
-                        Issue("bad_answer", f"answer {key}={box!r} is not [x1, y1, x2, y2]")
-                    )
+                    self.reading.errors.append(Issue("bad_answer", f"answer {key}={box!r} is not [x1, y1, x2, y2]"))
                     return
                 x1, y1, x2, y2 = numbers  # type: ignore[misc]
                 self.reading.warnings.append(
                     Issue("answer_box_centre", f"answer gave {key} {box!r}; using its centre as the point")
                 )
-                self.reading.points.append(
-                    AnswerPoint((x1 + x2) / 2.0, (y1 + y2) / 2.0, img_idx, label, ident)
-                )
+                self.reading.points.append(AnswerPoint((x1 + x2) / 2.0, (y1 + y2) / 2.0, img_idx, label, ident))
                 return
         for key in LIST_KEYS:
             if key in keys:
@@ -160,10 +162,15 @@ class _Reader:
         if ident:
             # {"id": "obj_01"} without a point: the trace parser resolves the ID to its anchor.
             self.reading.strings.append(ident)
+        elif label is not None and label.strip().lower() in DONE_WORDS:
+            self.reading.done = True
 
 
-def _decode_json(text: str, reading: AnswerReading) -> tuple[bool, Any]:
-    """Decode ``text`` as JSON, repairing single quotes, tuples, trailing commas and Python literals."""
+def decode_json(text: str, warnings: list[Issue]) -> tuple[bool, Any]:
+    """Decode ``text`` as JSON, repairing single quotes, tuples, trailing commas and Python literals.
+
+    Returns (decoded?, value); each repair appends a warning to ``warnings``. Never raises.
+    """
     stripped = text.strip()
     if not stripped:
         return False, None
@@ -195,9 +202,7 @@ def _decode_json(text: str, reading: AnswerReading) -> tuple[bool, Any]:
         except (ValueError, RecursionError):
             pass
         else:
-            reading.warnings.append(
-                Issue("answer_json_repaired", f"answer JSON needed repair ({', '.join(repairs)})")
-            )
+            warnings.append(Issue("answer_json_repaired", f"answer JSON needed repair ({', '.join(repairs)})"))
             return True, value
     # JSON embedded in prose: decode from the first bracket that yields a complete value. Only a few
     # starts are tried so a long run of brackets cannot make this quadratic.
@@ -207,9 +212,7 @@ def _decode_json(text: str, reading: AnswerReading) -> tuple[bool, Any]:
             value, _end = _JSON_DECODER.raw_decode(repaired, start)
         except (ValueError, RecursionError):
             continue
-        reading.warnings.append(
-            Issue("answer_json_in_text", "answer JSON was surrounded by other text; the text was ignored")
-        )
+        warnings.append(Issue("answer_json_in_text", "answer JSON was surrounded by other text; the text was ignored"))
         return True, value
     return False, None
 
@@ -225,7 +228,7 @@ def read_answer(answer: str) -> AnswerReading:
     block = _POINT_BLOCK.search(body)
     if block is not None:
         reading.form = "point_block"
-        ok, value = _decode_json(block.group(1), reading)
+        ok, value = decode_json(block.group(1), reading.warnings)
         if ok:
             _Reader(reading).value(value)
         if not reading.points:
@@ -236,7 +239,7 @@ def read_answer(answer: str) -> AnswerReading:
     if re.search(r"<\s*(?:obj|space)\b", body, re.IGNORECASE):
         reading.form = "anchors"
         return reading
-    ok, value = _decode_json(body, reading)
+    ok, value = decode_json(body, reading.warnings)
     if ok:
         reading.form = "json_fenced" if fenced else "json"
         _Reader(reading).value(value)
@@ -250,4 +253,5 @@ def read_answer(answer: str) -> AnswerReading:
         )
         return reading
     reading.form = "text"
+    reading.done = body.strip().strip(".").lower() in DONE_WORDS
     return reading

@@ -84,9 +84,7 @@ _TAG_START = re.compile(r"<\s*(obj|space)(?=[\s/>])", re.IGNORECASE)
 # A tag runs to the first '>' outside a quoted value; names may hold '>' only inside quotes.
 _TAG_BODY = re.compile(r"""(?:"[^"]*"|'[^']*'|[^"'<>])*?(/?)\s*>""")
 _CLOSING_TAG = re.compile(r"<\s*/\s*(?:obj|space)\s*>", re.IGNORECASE)
-_ATTRIBUTE = re.compile(
-    r"""([A-Za-z_][\w-]*)\s*=\s*(?:"([^"]*)"|'([^']*)'|(\[[^\]]*\])|(\([^)]*\))|([^\s"'>/]+))"""
-)
+_ATTRIBUTE = re.compile(r"""([A-Za-z_][\w-]*)\s*=\s*(?:"([^"]*)"|'([^']*)'|(\[[^\]]*\])|(\([^)]*\))|([^\s"'>/]+))""")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _ID_TOKEN = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z0-9]*_\w+")
 _CANONICAL_ID = re.compile(r"(obj|space)_(\d+)", re.IGNORECASE)
@@ -153,9 +151,7 @@ def _find_blocks(text: str, issues: _Collector) -> tuple[Span | None, Span | Non
             answer_span = (answer_open.end(), answer_close.start())
             rest = text[answer_close.end() :]
             if rest.strip():
-                issues.warn(
-                    "trailing_text", f"text after </answer>: {rest.strip()[:40]!r}", answer_close.end()
-                )
+                issues.warn("trailing_text", f"text after </answer>: {rest.strip()[:40]!r}", answer_close.end())
         else:
             answer_span = (answer_open.end(), len(text))
     if think_span is None:
@@ -331,8 +327,7 @@ def _check_anchors(anchors: list[Anchor], num_views: int, issues: _Collector) ->
             elif not anchor.in_answer:  # re-tagging an entity in the answer is an accepted answer form
                 issues.warn(
                     "repeated_anchor",
-                    f"{anchor.id} is tagged twice in view {anchor.img_idx}; "
-                    "later steps should use the bare ID",
+                    f"{anchor.id} is tagged twice in view {anchor.img_idx}; later steps should use the bare ID",
                     anchor.offset,
                 )
 
@@ -350,17 +345,13 @@ def _scan(
             break
         start = match.start()
         in_answer = answer_span is not None and answer_span[0] <= start < answer_span[1]
-        anchor, end = _read_tag(
-            text, start, match.group(1), body_start=match.end(), in_answer=in_answer, issues=issues
-        )
+        anchor, end = _read_tag(text, start, match.group(1), body_start=match.end(), in_answer=in_answer, issues=issues)
         spans.append((start, max(end, match.end())))
         if anchor is not None:
             anchors.append(anchor)
         position = max(end, match.end())
     for match in _CLOSING_TAG.finditer(text):
-        issues.warn(
-            "anchor_closing_tag", f"closing tag {match.group(0)!r}: anchors are not closed", match.start()
-        )
+        issues.warn("anchor_closing_tag", f"closing tag {match.group(0)!r}: anchors are not closed", match.start())
         spans.append(match.span())
     spans.sort()
     return anchors, spans
@@ -396,8 +387,7 @@ def _find_references(
                 if offset < introduced[token]:
                     issues.error(
                         "reference_before_introduction",
-                        f"{token} is mentioned at character {offset} before its tag at character "
-                        f"{introduced[token]}",
+                        f"{token} is mentioned at character {offset} before its tag at character {introduced[token]}",
                         offset,
                     )
             elif _CANONICAL_ID.fullmatch(token):
@@ -419,6 +409,7 @@ def _resolve_answer(
     view_sizes: Sequence[tuple[float, float]] | None,
     expect_points: bool,
     issues: _Collector,
+    done: list[bool],
 ) -> list[AnswerPoint]:
     """Turn the answer block into answer points, resolving IDs and tags against the anchors."""
     if not answer.strip():
@@ -433,6 +424,7 @@ def _resolve_answer(
     for anchor in anchors:
         by_id.setdefault(anchor.id, []).append(anchor)
 
+    done[0] = reading.done
     points: list[AnswerPoint] = []
     if reading.form == "anchors":
         points = [AnswerPoint(a.x, a.y, a.img_idx, a.name, a.id) for a in anchors if a.in_answer]
@@ -444,22 +436,22 @@ def _resolve_answer(
             if point.id is None and point.label is not None and point.label.strip() in by_id:
                 point = AnswerPoint(point.x, point.y, point.img_idx, point.label, point.label.strip())
             if point.id is not None and point.id not in by_id:
-                issues.error(
-                    "unknown_id", f"the answer names {point.id} but no tag introduced it", answer_offset
-                )
+                issues.error("unknown_id", f"the answer names {point.id} but no tag introduced it", answer_offset)
             points.append(point)
         answer_ids = [s for s in reading.strings if s in by_id]
         for string in reading.strings:
             if string not in by_id and _CANONICAL_ID.fullmatch(string):
-                issues.error(
-                    "unknown_id", f"the answer names {string} but no tag introduced it", answer_offset
-                )
+                issues.error("unknown_id", f"the answer names {string} but no tag introduced it", answer_offset)
         if not points:
             answer_ids += [r.id for r in references if r.in_answer and r.id in by_id]
         for answer_id in dict.fromkeys(answer_ids):
             points.extend(AnswerPoint(a.x, a.y, a.img_idx, a.name, a.id) for a in by_id[answer_id])
     if not points:
-        if expect_points and not any(e.code in ("bad_answer", "unknown_id") for e in issues.errors):
+        if (
+            expect_points
+            and not reading.done
+            and not any(e.code in ("bad_answer", "unknown_id") for e in issues.errors)
+        ):
             issues.error(
                 "unparsable_answer",
                 f"no point found in the answer {answer.strip()[:60]!r} (expected JSON points, "
@@ -469,9 +461,7 @@ def _resolve_answer(
         return []
     resolved = []
     for given in points:
-        point = _fill_view(
-            given, anchors, by_id=by_id, num_views=num_views, issues=issues, offset=answer_offset
-        )
+        point = _fill_view(given, anchors, by_id=by_id, num_views=num_views, issues=issues, offset=answer_offset)
         if not _in_range(point.x, point.y):
             issues.error(
                 "point_out_of_range",
@@ -590,6 +580,7 @@ def parse(
     think = text[think_span[0] : think_span[1]] if think_span else ""
     answer = text[answer_span[0] : answer_span[1]] if answer_span else ""
     answer_points: list[AnswerPoint] = []
+    done = [False]  # set by the answer reader: the model declared a long-horizon task finished
     if answer_span is not None:
         answer_points = _resolve_answer(
             answer,
@@ -601,6 +592,7 @@ def parse(
             view_sizes=view_sizes,
             expect_points=expect_points,
             issues=issues,
+            done=done,
         )
     trace = Trace(
         text=text,
@@ -616,5 +608,6 @@ def parse(
         has_answer=answer_span is not None and _closed,
         think_span=think_span or (0, 0),
         answer_span=answer_span or (0, 0),
+        done=done[0] and not answer_points,
     )
     return _metrics.with_metrics(trace)

@@ -78,7 +78,8 @@ class Trace:
     ``errors`` forbid execution, ``warnings`` are tolerated variants worth logging. ``metrics`` holds
     the per-trace quality measures of :mod:`robopin.pincot.metrics` (at least ``format`` and
     ``consistency``). ``think_span``/``answer_span`` are the [start, end) character ranges of the block
-    contents in ``text`` ((0, 0) when the block is missing).
+    contents in ``text`` ((0, 0) when the block is missing). ``done`` is true when the answer declares a
+    long-horizon task finished (``done``, ``[{"label": "done"}]``) instead of giving points.
     """
 
     text: str
@@ -95,6 +96,7 @@ class Trace:
     has_answer: bool = False
     think_span: tuple[int, int] = (0, 0)
     answer_span: tuple[int, int] = (0, 0)
+    done: bool = False
 
     @property
     def valid(self) -> bool:
