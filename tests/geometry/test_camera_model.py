@@ -14,9 +14,7 @@ from robopin.geometry import CameraModel, CameraModelError
 
 PLAIN = CameraModel(640, 480, 600.0, 610.0, 319.5, 239.5)
 DISTORTED = {
-    "plumb_bob": CameraModel(
-        640, 480, 600, 600, 318.2, 241.7, "plumb_bob", (0.12, -0.25, 0.001, -0.002, 0.08)
-    ),
+    "plumb_bob": CameraModel(640, 480, 600, 600, 318.2, 241.7, "plumb_bob", (0.12, -0.25, 0.001, -0.002, 0.08)),
     "rational_polynomial": CameraModel(
         640,
         480,

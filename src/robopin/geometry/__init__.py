@@ -5,6 +5,36 @@ Poses are 4x4 float64 matrices ``T_a_b`` (maps frame ``b`` into frame ``a``); qu
 """
 
 from robopin.geometry.camera_model import DISTORTION_MODELS, CameraModel, CameraModelError
+from robopin.geometry.depth import (
+    DepthConfig,
+    DepthError,
+    DepthSample,
+    align_depth_to_color,
+    depth_image_to_meters,
+    robust_depth,
+)
+from robopin.geometry.extrinsics import (
+    CalibrationError,
+    CameraMount,
+    PoseBuffer,
+    StalePoseError,
+    load_camera_mount,
+    mount_from_dict,
+)
+from robopin.geometry.pointcloud import PointCloud, depth_to_point_cloud, pixel_rays, voxel_downsample
+from robopin.geometry.projection import (
+    FUSION_POLICIES,
+    PointRequest,
+    ProjectionConfig,
+    ProjectionError,
+    Projector,
+    Target,
+    ViewConfig,
+    ViewData,
+    fuse_targets,
+)
+from robopin.geometry.reasons import RefusalReason
+from robopin.geometry.surface import ObjectExtent, SurfaceNormal, estimate_normal, estimate_object_extent
 from robopin.geometry.transforms import (
     TransformError,
     as_transform,
@@ -22,19 +52,51 @@ from robopin.geometry.transforms import (
     transform_to_xyz_quaternion,
     transform_vectors,
 )
+from robopin.geometry.workspace import WorkspaceBox, WorkspaceError
 
 __all__ = [
     "DISTORTION_MODELS",
+    "FUSION_POLICIES",
+    "CalibrationError",
     "CameraModel",
     "CameraModelError",
+    "CameraMount",
+    "DepthConfig",
+    "DepthError",
+    "DepthSample",
+    "ObjectExtent",
+    "PointCloud",
+    "PointRequest",
+    "PoseBuffer",
+    "ProjectionConfig",
+    "ProjectionError",
+    "Projector",
+    "RefusalReason",
+    "StalePoseError",
+    "SurfaceNormal",
+    "Target",
     "TransformError",
+    "ViewConfig",
+    "ViewData",
+    "WorkspaceBox",
+    "WorkspaceError",
+    "align_depth_to_color",
     "as_transform",
+    "depth_image_to_meters",
+    "depth_to_point_cloud",
+    "estimate_normal",
+    "estimate_object_extent",
+    "fuse_targets",
     "interpolate_transforms",
     "invert",
+    "load_camera_mount",
     "make_transform",
     "matrix_to_quaternion",
     "matrix_to_rpy",
+    "mount_from_dict",
+    "pixel_rays",
     "quaternion_to_matrix",
+    "robust_depth",
     "rotation_angle",
     "rpy_to_matrix",
     "transform_from_xyz_quaternion",
@@ -42,4 +104,5 @@ __all__ = [
     "transform_points",
     "transform_to_xyz_quaternion",
     "transform_vectors",
+    "voxel_downsample",
 ]

@@ -168,9 +168,7 @@ class CameraModel:
         )
 
     # ---------------------------------------------------------------------- distortion maths
-    def distort_normalized(
-        self, x: ArrayLike, y: ArrayLike
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    def distort_normalized(self, x: ArrayLike, y: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Ideal normalized image coordinates (``X/Z, Y/Z``) to distorted normalized coordinates."""
         x = np.asarray(x, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
@@ -185,14 +183,10 @@ class CameraModel:
             r2 = x * x + y * y
             f = 1 + r2 * (k1 + r2 * (k2 + r2 * k3))
             xs, ys = x * f, y * f
-            return xs + 2 * p1 * xs * ys + p2 * (r2 + 2 * xs * xs), ys + 2 * p2 * xs * ys + p1 * (
-                r2 + 2 * ys * ys
-            )
+            return xs + 2 * p1 * xs * ys + p2 * (r2 + 2 * xs * xs), ys + 2 * p2 * xs * ys + p1 * (r2 + 2 * ys * ys)
         return self._brown_conrady(x, y)
 
-    def undistort_normalized(
-        self, x: ArrayLike, y: ArrayLike
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    def undistort_normalized(self, x: ArrayLike, y: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Distorted normalized coordinates back to ideal ones (inverse of :meth:`distort_normalized`)."""
         x = np.asarray(x, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
@@ -211,9 +205,7 @@ class CameraModel:
             k4, k5, k6 = k[5:]
             radial = radial / (1 + r2 * (k4 + r2 * (k5 + r2 * k6)))
         xy = x * y
-        return x * radial + 2 * p1 * xy + p2 * (r2 + 2 * x * x), y * radial + p1 * (
-            r2 + 2 * y * y
-        ) + 2 * p2 * xy
+        return x * radial + 2 * p1 * xy + p2 * (r2 + 2 * x * x), y * radial + p1 * (r2 + 2 * y * y) + 2 * p2 * xy
 
     @staticmethod
     def _solve_inverse(xt: NDArray, yt: NDArray, forward) -> tuple[NDArray, NDArray]:
@@ -357,9 +349,7 @@ class CameraModel:
         )
 
     @classmethod
-    def from_pybullet_projection(
-        cls, projection_matrix: Sequence[float], width: int, height: int
-    ) -> CameraModel:
+    def from_pybullet_projection(cls, projection_matrix: Sequence[float], width: int, height: int) -> CameraModel:
         """From pybullet's 16-number column-major OpenGL projection matrix and the render size.
 
         OpenGL's image centre ``W (1 - P02) / 2`` is in edge coordinates; the SDK convention stores it
@@ -367,9 +357,7 @@ class CameraModel:
         """
         P = np.asarray(projection_matrix, dtype=np.float64).reshape(-1)
         if P.shape != (16,):
-            raise CameraModelError(
-                f"projection_matrix must hold 16 numbers (column-major 4x4), got {P.shape[0]}"
-            )
+            raise CameraModelError(f"projection_matrix must hold 16 numbers (column-major 4x4), got {P.shape[0]}")
         P = P.reshape(4, 4).T  # column-major storage -> row-major matrix
         fx = P[0, 0] * width / 2.0
         fy = P[1, 1] * height / 2.0

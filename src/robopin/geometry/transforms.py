@@ -51,14 +51,10 @@ def _as_rotation(R: ArrayLike, name: str = "R") -> NDArray[np.float64]:
         raise TransformError(f"{name} contains non-finite values: {R.tolist()}")
     err = np.abs(R @ R.T - np.eye(3)).max()
     if err > _ORTHONORMAL_TOL:
-        raise TransformError(
-            f"{name} is not orthonormal (max |R R^T - I| = {err:.3g}, expected < {_ORTHONORMAL_TOL})"
-        )
+        raise TransformError(f"{name} is not orthonormal (max |R R^T - I| = {err:.3g}, expected < {_ORTHONORMAL_TOL})")
     det = np.linalg.det(R)
     if det < 0:
-        raise TransformError(
-            f"{name} is a reflection (det = {det:.6f}), expected a proper rotation (det = +1)"
-        )
+        raise TransformError(f"{name} is a reflection (det = {det:.6f}), expected a proper rotation (det = +1)")
     return R
 
 
@@ -127,9 +123,7 @@ def quaternion_to_matrix(q: ArrayLike) -> NDArray[np.float64]:
         raise TransformError(f"quaternion must be 4 finite numbers [x, y, z, w], got {q.tolist()}")
     n = np.linalg.norm(q)
     if n < 1e-9:
-        raise TransformError(
-            f"quaternion {q.tolist()} has zero norm, expected a unit quaternion [x, y, z, w]"
-        )
+        raise TransformError(f"quaternion {q.tolist()} has zero norm, expected a unit quaternion [x, y, z, w]")
     x, y, z, w = q / n
     return np.array(
         [
@@ -199,9 +193,7 @@ def matrix_to_rpy(R: ArrayLike) -> NDArray[np.float64]:
     return np.array([roll, pitch, yaw])
 
 
-def transform_from_xyz_quaternion(
-    xyz: Sequence[float] | ArrayLike, quaternion: ArrayLike
-) -> NDArray[np.float64]:
+def transform_from_xyz_quaternion(xyz: Sequence[float] | ArrayLike, quaternion: ArrayLike) -> NDArray[np.float64]:
     """``T`` from a translation in metres and a quaternion ``[x, y, z, w]``."""
     return make_transform(quaternion_to_matrix(quaternion), xyz)
 
@@ -212,9 +204,7 @@ def transform_to_xyz_quaternion(T: ArrayLike) -> tuple[NDArray[np.float64], NDAr
     return T[:3, 3].copy(), matrix_to_quaternion(T[:3, :3])
 
 
-def transform_from_xyz_rpy(
-    xyz: Sequence[float] | ArrayLike, rpy: Sequence[float] | ArrayLike
-) -> NDArray[np.float64]:
+def transform_from_xyz_rpy(xyz: Sequence[float] | ArrayLike, rpy: Sequence[float] | ArrayLike) -> NDArray[np.float64]:
     """``T`` from a translation in metres and ``[roll, pitch, yaw]`` in radians (URDF ``origin``)."""
     r = np.asarray(rpy, dtype=np.float64).reshape(-1)
     if r.shape != (3,):

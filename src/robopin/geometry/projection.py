@@ -1,0 +1,305 @@
+"""Pinned 2D points to 3D targets: pixel → robust depth → optical frame → base frame, with refusals.
+
+:class:`Projector` owns the configured views (which ``img_idx`` is which camera and how it is
+mounted) and the arm-pose buffer for wrist views; given the latest synced depth of each view it turns
+each requested point into a :class:`Target` — a point, a surface normal and the depth evidence in
+the base frame — or into a refused target carrying a :class:`RefusalReason`. Points sharing an anchor
+ID across views are fused when they agree and flagged ``views_disagree`` otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from robopin.geometry.camera_model import CameraModel
+from robopin.geometry.depth import DepthConfig, robust_depth
+from robopin.geometry.extrinsics import CameraMount, PoseBuffer, StalePoseError
+from robopin.geometry.reasons import RefusalReason
+from robopin.geometry.surface import estimate_normal
+from robopin.geometry.transforms import transform_points, transform_vectors
+from robopin.geometry.workspace import WorkspaceBox
+
+__all__ = [
+    "FUSION_POLICIES",
+    "PointRequest",
+    "ProjectionConfig",
+    "ProjectionError",
+    "Projector",
+    "Target",
+    "ViewConfig",
+    "ViewData",
+    "fuse_targets",
+]
+
+logger = logging.getLogger(__name__)
+
+FusionPolicy = Literal["refuse", "prefer_view", "nearest_view"]
+FUSION_POLICIES: tuple[str, ...] = ("refuse", "prefer_view", "nearest_view")
+
+_NAN3 = np.full(3, np.nan)
+
+
+def _nan3() -> NDArray[np.float64]:
+    return np.full(3, np.nan)
+
+
+class ProjectionError(ValueError):
+    """A projection set-up that cannot work (duplicate views, bad tolerances, unknown policy)."""
+
+
+@dataclass(frozen=True)
+class ViewConfig:
+    """One configured camera view: its name, its ``img_idx`` in the model prompt and its mount."""
+
+    name: str
+    img_idx: int
+    mount: CameraMount | None  # None: not calibrated yet; its points are refused (no_calibration)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ProjectionError("a view needs a non-empty name")
+        if not isinstance(self.img_idx, int) or self.img_idx < 0:
+            raise ProjectionError(f"view {self.name!r}: img_idx must be a non-negative integer, got {self.img_idx!r}")
+
+
+@dataclass(frozen=True)
+class ViewData:
+    """The depth of one view to project with: metric depth aligned to ``camera``, and its capture time."""
+
+    depth_m: NDArray
+    camera: CameraModel
+    stamp_s: float
+
+    def __post_init__(self) -> None:
+        if self.depth_m.shape != (self.camera.height, self.camera.width):
+            raise ProjectionError(
+                f"depth image {self.depth_m.shape[1]}x{self.depth_m.shape[0]} does not match the camera "
+                f"model {self.camera.width}x{self.camera.height}"
+            )
+
+
+@dataclass(frozen=True)
+class PointRequest:
+    """A point to project: pixel ``(u, v)`` in view ``img_idx`` (pixel centres at +0.5), and its anchor."""
+
+    u: float
+    v: float
+    img_idx: int
+    id: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A projected point. ``valid`` False means it must not be used for motion; ``reason`` says why.
+
+    ``point`` / ``normal`` are in ``frame`` (NaN where they could not be computed); ``point_camera``
+    is the same point in the source camera's optical frame. ``views`` lists the views whose
+    estimates were fused into ``point`` (just ``source_view`` when nothing was fused).
+    """
+
+    id: str
+    name: str
+    source_view: str
+    img_idx: int
+    u: float
+    v: float
+    point: NDArray[np.float64] = field(default_factory=_nan3)
+    normal: NDArray[np.float64] = field(default_factory=_nan3)
+    point_camera: NDArray[np.float64] = field(default_factory=_nan3)
+    depth_m: float = math.nan
+    depth_spread_m: float = math.nan
+    depth_valid_fraction: float = 0.0
+    stamp_s: float = math.nan
+    frame: str = "base"
+    valid: bool = False
+    reason: RefusalReason | None = None
+    detail: str = ""
+    views: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProjectionConfig:
+    """Parameters of the projection.
+
+    Attributes:
+        depth: how depth is sampled at a point (window, range, edge handling).
+        normal_window_px: window (pixels) of the plane fit for the surface normal.
+        workspace: targets outside it are refused (``outside_workspace``); None disables the check.
+        pose_tolerance_s: a wrist view needs an arm pose within this time of the frame.
+        fusion_tolerance_m: estimates of one anchor ID from several views agree within this distance.
+        fusion_policy: what to do when they disagree — ``refuse`` all of them, keep the one from the
+            first view in ``view_priority`` (``prefer_view``), or the one seen from closest
+            (``nearest_view``, the smaller depth, usually the wrist camera); the others are refused.
+        view_priority: view names, most trusted first (for ``prefer_view``).
+    """
+
+    depth: DepthConfig = field(default_factory=DepthConfig)
+    normal_window_px: int = 9
+    workspace: WorkspaceBox | None = None
+    pose_tolerance_s: float = 0.05
+    fusion_tolerance_m: float = 0.02
+    fusion_policy: str = "refuse"
+    view_priority: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.fusion_policy not in FUSION_POLICIES:
+            raise ProjectionError(f"fusion_policy {self.fusion_policy!r} is unknown; expected one of {FUSION_POLICIES}")
+        if not self.pose_tolerance_s >= 0:
+            raise ProjectionError(f"pose_tolerance_s must be >= 0 seconds, got {self.pose_tolerance_s}")
+        if not self.fusion_tolerance_m > 0:
+            raise ProjectionError(f"fusion_tolerance_m must be positive metres, got {self.fusion_tolerance_m}")
+        if self.normal_window_px < 3 or self.normal_window_px % 2 == 0:
+            raise ProjectionError(f"normal_window_px must be an odd integer >= 3, got {self.normal_window_px}")
+
+
+class Projector:
+    """Projects pinned points of the configured views into the base frame."""
+
+    def __init__(
+        self,
+        views: Sequence[ViewConfig],
+        config: ProjectionConfig | None = None,
+        pose_buffer: PoseBuffer | None = None,
+    ) -> None:
+        self.config = config or ProjectionConfig()
+        self.pose_buffer = pose_buffer if pose_buffer is not None else PoseBuffer()
+        self._views: dict[int, ViewConfig] = {}
+        for view in views:
+            if view.img_idx in self._views:
+                raise ProjectionError(
+                    f"img_idx {view.img_idx} is configured twice ({self._views[view.img_idx].name!r} and {view.name!r})"
+                )
+            self._views[view.img_idx] = view
+        names = [v.name for v in views]
+        if len(set(names)) != len(names):
+            raise ProjectionError(f"view names must be unique, got {names}")
+        unknown = set(self.config.view_priority) - set(names)
+        if unknown:
+            raise ProjectionError(f"view_priority names unknown views {sorted(unknown)}; configured: {names}")
+
+    @property
+    def views(self) -> dict[int, ViewConfig]:
+        return dict(self._views)
+
+    def view(self, img_idx: int) -> ViewConfig | None:
+        return self._views.get(img_idx)
+
+    def project_point(self, request: PointRequest, frames: Mapping[int, ViewData]) -> Target:
+        """Project one point (no multi-view fusion)."""
+        cfg = self.config
+        view = self._views.get(request.img_idx)
+        base = Target(request.id, request.name, view.name if view else "", request.img_idx, request.u, request.v)
+        if view is None:
+            return replace(
+                base,
+                reason=RefusalReason.UNKNOWN_VIEW,
+                detail=f"img_idx {request.img_idx} is not configured; views: {self._describe_views()}",
+            )
+        data = frames.get(request.img_idx)
+        if data is None:
+            return replace(
+                base, reason=RefusalReason.UNKNOWN_VIEW, detail=f"no depth frame from view {view.name!r} yet"
+            )
+        base = replace(base, stamp_s=data.stamp_s, views=(view.name,))
+        camera = data.camera
+        if not camera.contains(request.u, request.v):
+            return replace(
+                base,
+                reason=RefusalReason.OUT_OF_IMAGE,
+                detail=f"({request.u:.1f}, {request.v:.1f}) is outside {camera.width}x{camera.height}",
+            )
+        sample = robust_depth(data.depth_m, request.u, request.v, cfg.depth)
+        base = replace(base, depth_spread_m=sample.spread_m, depth_valid_fraction=sample.valid_fraction)
+        if not sample.valid:
+            return replace(
+                base,
+                reason=sample.reason,
+                detail=f"{sample.n_valid} valid depth samples, {sample.n_surfaces} surfaces",
+            )
+        p_cam = camera.deproject(request.u, request.v, sample.depth_m)
+        normal_cam = estimate_normal(
+            data.depth_m, camera, request.u, request.v, sample.depth_m, window_px=cfg.normal_window_px, config=cfg.depth
+        ).normal
+        base = replace(base, depth_m=sample.depth_m, point_camera=p_cam)
+        if view.mount is None:
+            return replace(base, reason=RefusalReason.NO_CALIBRATION, detail=f"view {view.name!r} has no extrinsics")
+        try:
+            T_base_ee = None
+            if view.mount.kind == "wrist":
+                T_base_ee = self.pose_buffer.lookup(data.stamp_s, cfg.pose_tolerance_s)
+            T_base_cam = view.mount.T_base_cam(T_base_ee)
+        except StalePoseError as exc:
+            return replace(base, reason=RefusalReason.STALE_POSE, detail=str(exc))
+        point = transform_points(T_base_cam, p_cam)
+        normal = transform_vectors(T_base_cam, normal_cam)
+        target = replace(base, point=point, normal=normal)
+        if cfg.workspace is not None and not cfg.workspace.contains(point):
+            return replace(
+                target,
+                reason=RefusalReason.OUTSIDE_WORKSPACE,
+                detail=f"{np.round(point, 3).tolist()} is outside {cfg.workspace}",
+            )
+        return replace(target, valid=True)
+
+    def project(self, requests: Sequence[PointRequest], frames: Mapping[int, ViewData]) -> list[Target]:
+        """Project every point, then fuse points that share an anchor ID across views (same order)."""
+        targets = [self.project_point(r, frames) for r in requests]
+        return fuse_targets(targets, self.config)
+
+    def _describe_views(self) -> str:
+        return ", ".join(f"{i}={v.name}" for i, v in sorted(self._views.items())) or "none"
+
+
+def fuse_targets(targets: Sequence[Target], config: ProjectionConfig) -> list[Target]:
+    """Fuse valid targets sharing a non-empty ID from different views; apply the policy on disagreement.
+
+    Agreement: every pair of estimates within ``fusion_tolerance_m``. Then each of them gets the
+    weighted mean (weights 1 / (spread² + (1 mm)²)) and the mean normal, and lists every view used.
+    """
+    out = list(targets)
+    groups: dict[str, list[int]] = {}
+    for i, t in enumerate(targets):
+        if t.id and t.valid:
+            groups.setdefault(t.id, []).append(i)
+    for anchor_id, members in groups.items():
+        if len({targets[i].source_view for i in members}) < 2:
+            continue
+        pts = np.array([targets[i].point for i in members])
+        dists = np.linalg.norm(pts[:, None, :] - pts[None, :, :], axis=-1)
+        worst = float(dists.max())
+        if worst <= config.fusion_tolerance_m:
+            spreads = np.array([targets[i].depth_spread_m for i in members])
+            weights = 1.0 / (np.nan_to_num(spreads, nan=0.01) ** 2 + 1e-6)
+            fused = (weights[:, None] * pts).sum(axis=0) / weights.sum()
+            normals = np.array([targets[i].normal for i in members])
+            finite = np.all(np.isfinite(normals), axis=1)
+            normal = _NAN3.copy()
+            if finite.any():
+                s = normals[finite].sum(axis=0)
+                if np.linalg.norm(s) > 1e-9:
+                    normal = s / np.linalg.norm(s)
+            views = tuple(dict.fromkeys(targets[i].source_view for i in members))
+            for i in members:
+                out[i] = replace(targets[i], point=fused.copy(), normal=normal.copy(), views=views)
+            continue
+        seen_in = [targets[i].source_view for i in members]
+        detail = f"anchor {anchor_id!r}: views {seen_in} disagree by {worst:.3f} m"
+        keep: int | None = None
+        if config.fusion_policy == "prefer_view":
+            rank = {name: k for k, name in enumerate(config.view_priority)}
+            keep = min(members, key=lambda i: (rank.get(targets[i].source_view, len(rank)), targets[i].img_idx))
+        elif config.fusion_policy == "nearest_view":
+            keep = min(members, key=lambda i: targets[i].depth_m)
+        logger.warning("%s; policy %s", detail, config.fusion_policy)
+        for i in members:
+            if i != keep:
+                out[i] = replace(targets[i], valid=False, reason=RefusalReason.VIEWS_DISAGREE, detail=detail)
+    return out
