@@ -261,9 +261,7 @@ class VLMConfig:
         if not isinstance(self.model, str) or not self.model.strip():
             raise VLMConfigError(f"model must be a non-empty string, got {self.model!r}")
         if self.point_convention not in POINT_CONVENTIONS:
-            raise VLMConfigError(
-                f"point_convention must be one of {POINT_CONVENTIONS}, got {self.point_convention!r}"
-            )
+            raise VLMConfigError(f"point_convention must be one of {POINT_CONVENTIONS}, got {self.point_convention!r}")
         # Builds and validates the convention once, so a bad resize field fails at load time.
         self.convention()
 
@@ -364,9 +362,7 @@ class BackendEntry:
 
 
 _REGISTRY: dict[str, BackendEntry] = {
-    "openai": BackendEntry(
-        "robopin.vlm.openai_backend", "OpenAIBackendConfig", "OpenAIBackend", ("httpx", "pillow")
-    ),
+    "openai": BackendEntry("robopin.vlm.openai_backend", "OpenAIBackendConfig", "OpenAIBackend", ("httpx", "pillow")),
     "transformers": BackendEntry(
         "robopin.vlm.transformers_backend",
         "TransformersBackendConfig",
@@ -393,9 +389,7 @@ def backend_types() -> tuple[str, ...]:
 def _load(type_name: str) -> tuple[type[VLMConfig], type[VLMBackend]]:
     entry = _REGISTRY.get(type_name)
     if entry is None:
-        raise UnknownBackendError(
-            f"unknown VLM backend type {type_name!r}; expected one of {backend_types()}"
-        )
+        raise UnknownBackendError(f"unknown VLM backend type {type_name!r}; expected one of {backend_types()}")
     try:
         module = importlib.import_module(entry.module)
     except ImportError as error:

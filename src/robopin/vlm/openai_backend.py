@@ -256,9 +256,7 @@ class OpenAIBackend(VLMBackend):
         payload = self._post("chat/completions", body)
         return self.parse_response(payload, n=n, logprobs=logprobs, latency_s=time.perf_counter() - started)
 
-    def score_yes_no(
-        self, messages: Sequence[ChatMessage], *, yes: str = "yes", no: str = "no"
-    ) -> YesNoScore:
+    def score_yes_no(self, messages: Sequence[ChatMessage], *, yes: str = "yes", no: str = "no") -> YesNoScore:
         """Score the first answer token as yes against no.
 
         With configured token ids, vLLM returns their exact log-probabilities; otherwise every
@@ -345,9 +343,7 @@ class OpenAIBackend(VLMBackend):
                 TokenLogprob(
                     str(step["token"]),
                     float(step["logprob"]),
-                    tuple(
-                        (str(alt["token"]), float(alt["logprob"])) for alt in step.get("top_logprobs") or ()
-                    ),
+                    tuple((str(alt["token"]), float(alt["logprob"])) for alt in step.get("top_logprobs") or ()),
                 )
                 for step in content
             )
@@ -431,9 +427,7 @@ class OpenAIBackend(VLMBackend):
                 try:
                     return response.json()
                 except ValueError as error:
-                    raise VLMResponseError(
-                        f"{url} answered 200 with non-JSON: {response.text[:200]!r}"
-                    ) from error
+                    raise VLMResponseError(f"{url} answered 200 with non-JSON: {response.text[:200]!r}") from error
             error = self._status_error(response, url)
             if response.status_code not in RETRYABLE_STATUS:
                 raise error

@@ -53,9 +53,7 @@ def smart_resize(
     if not 0 < min_pixels <= max_pixels:
         raise ValueError(f"need 0 < min_pixels <= max_pixels, got min={min_pixels}, max={max_pixels}")
     if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
-        raise ValueError(
-            f"aspect ratio of {width}x{height} exceeds {MAX_ASPECT_RATIO:.0f}, which Qwen-VL refuses"
-        )
+        raise ValueError(f"aspect ratio of {width}x{height} exceeds {MAX_ASPECT_RATIO:.0f}, which Qwen-VL refuses")
     resized_h = max(factor, round(height / factor) * factor)
     resized_w = max(factor, round(width / factor) * factor)
     if resized_h * resized_w > max_pixels:
@@ -89,17 +87,14 @@ class PointConvention:
             raise VLMConfigError(f"resize_factor must be positive, got {self.resize_factor}")
         if not 0 < self.min_pixels <= self.max_pixels:
             raise VLMConfigError(
-                f"need 0 < min_pixels <= max_pixels, got min_pixels={self.min_pixels}, "
-                f"max_pixels={self.max_pixels}"
+                f"need 0 < min_pixels <= max_pixels, got min_pixels={self.min_pixels}, max_pixels={self.max_pixels}"
             )
 
     def model_frame_size(self, width: int, height: int) -> tuple[float, float]:
         """Return the (width, height) of the frame the model's coordinates live in for this image."""
         if self.name == "norm1000":
             return NORM_SCALE, NORM_SCALE
-        resized_h, resized_w = smart_resize(
-            height, width, self.resize_factor, self.min_pixels, self.max_pixels
-        )
+        resized_h, resized_w = smart_resize(height, width, self.resize_factor, self.min_pixels, self.max_pixels)
         return float(resized_w), float(resized_h)
 
     def to_pixels(self, points: np.ndarray | list, width: int, height: int) -> np.ndarray:

@@ -43,9 +43,7 @@ def check_instruction(instruction: object) -> str:
     if not text:
         raise VLMRequestError("instruction is empty")
     if len(text) > MAX_INSTRUCTION_CHARS:
-        raise VLMRequestError(
-            f"instruction has {len(text)} characters; at most {MAX_INSTRUCTION_CHARS} are allowed"
-        )
+        raise VLMRequestError(f"instruction has {len(text)} characters; at most {MAX_INSTRUCTION_CHARS} are allowed")
     return text
 
 
