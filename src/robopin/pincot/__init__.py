@@ -25,12 +25,27 @@ Public API::
   :func:`pin_accuracy`, :func:`answer_accuracy`, :class:`Box`.
 - Writing traces: :class:`TraceWriter`, :func:`format_anchor`, :func:`format_answer_json`,
   :func:`format_trace`.
-- Coordinates (:mod:`robopin.pincot.coords`): 0–1000 ↔ pixels, Qwen2.5-VL smart resize.
-- Prompts (:mod:`robopin.pincot.prompts`), R^3 subtasks (:mod:`robopin.pincot.r3`), RoboGPT-R1 plans
-  (:mod:`robopin.pincot.plan`), drawing (:mod:`robopin.pincot.draw`).
+- Coordinates (:mod:`robopin.pincot.coords`): :func:`normalized_to_pixels`,
+  :func:`pixels_to_normalized`, :func:`smart_resize` (Qwen2.5-VL / Embodied-R1 resized pixels),
+  :func:`model_point_to_pixels` / :func:`pixels_to_model_point` for either convention.
+- Prompts (:mod:`robopin.pincot.prompts`, wording in ``templates/*.txt``): :func:`pointing_prompt`,
+  :func:`step_prompt`, :func:`subtask_prompt` (R^3), :func:`plan_prompt` (RoboGPT-R1),
+  :func:`verifier_prompt`, :func:`feedback_prompt`, :func:`retry_prompt` (E-TTS).
+- Other output kinds: :func:`parse_subtask` + :class:`SkillGrammar` (R^3 instruction line),
+  :func:`parse_plan` + :func:`plan_accuracy` (RoboGPT-R1 executable plan).
+- Drawing (:mod:`robopin.pincot.draw`): :func:`draw_trace` (one colour per ID across views).
 """
 
 from robopin.pincot.answer import read_answer
+from robopin.pincot.coords import (
+    ImageSize,
+    model_point_to_pixels,
+    normalized_to_pixels,
+    pixels_to_model_point,
+    pixels_to_normalized,
+    smart_resize,
+)
+from robopin.pincot.draw import draw_trace, id_colors
 from robopin.pincot.metrics import (
     Box,
     anchor_coverage,
@@ -43,6 +58,22 @@ from robopin.pincot.metrics import (
     pin_accuracy,
 )
 from robopin.pincot.parser import ERROR_CODES, WARNING_CODES, parse
+from robopin.pincot.plan import PlanResponse, PlanStep, parse_plan, plan_accuracy
+from robopin.pincot.prompts import (
+    HistoryEntry,
+    PromptTemplates,
+    StepRecord,
+    VerifierExample,
+    View,
+    feedback_prompt,
+    plan_prompt,
+    pointing_prompt,
+    retry_prompt,
+    step_prompt,
+    subtask_prompt,
+    verifier_prompt,
+)
+from robopin.pincot.r3 import SkillFormat, SkillGrammar, SubtaskResponse, parse_subtask
 from robopin.pincot.trace import Anchor, AnswerPoint, Issue, Reference, Trace
 from robopin.pincot.writer import (
     TraceWriteError,
@@ -59,23 +90,51 @@ __all__ = [
     "Anchor",
     "AnswerPoint",
     "Box",
+    "HistoryEntry",
+    "ImageSize",
     "Issue",
+    "PlanResponse",
+    "PlanStep",
+    "PromptTemplates",
     "Reference",
+    "SkillFormat",
+    "SkillGrammar",
+    "StepRecord",
+    "SubtaskResponse",
     "Trace",
     "TraceWriteError",
     "TraceWriter",
+    "VerifierExample",
+    "View",
     "anchor_coverage",
     "answer_accuracy",
     "compute_metrics",
     "cross_step_id_coverage",
     "cross_view_id_transfer",
+    "draw_trace",
+    "feedback_prompt",
     "format_anchor",
     "format_answer_json",
     "format_point",
     "format_score",
     "format_trace",
+    "id_colors",
     "identity_consistency",
+    "model_point_to_pixels",
+    "normalized_to_pixels",
     "parse",
+    "parse_plan",
+    "parse_subtask",
     "pin_accuracy",
+    "pixels_to_model_point",
+    "pixels_to_normalized",
+    "plan_accuracy",
+    "plan_prompt",
+    "pointing_prompt",
     "read_answer",
+    "retry_prompt",
+    "smart_resize",
+    "step_prompt",
+    "subtask_prompt",
+    "verifier_prompt",
 ]
