@@ -106,13 +106,9 @@ class ArmConfig:
         if isinstance(self.safety, Mapping):
             self.safety = SafetyConfig(**self.safety)
         if not isinstance(self.safety, SafetyConfig):
-            raise ArmConfigError(
-                f"safety must be a SafetyConfig or a mapping, got {type(self.safety).__name__}"
-            )
+            raise ArmConfigError(f"safety must be a SafetyConfig or a mapping, got {type(self.safety).__name__}")
         if self.robot not in available_descriptions():
-            raise ArmConfigError(
-                f"robot {self.robot!r} has no description; expected one of {available_descriptions()}"
-            )
+            raise ArmConfigError(f"robot {self.robot!r} has no description; expected one of {available_descriptions()}")
         for name in ("goal_tolerance_rad", "gripper_speed_m_s", "gripper_force_n"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0.0):
@@ -327,9 +323,7 @@ class Arm(abc.ABC):
         self._require_connected()
         fault = self._read_fault()
         if fault is not None:
-            raise ArmFaultError(
-                fault, f"{self} cannot be enabled while fault {fault.name} is active: recover first"
-            )
+            raise ArmFaultError(fault, f"{self} cannot be enabled while fault {fault.name} is active: recover first")
         self._set_enabled(True)
         self._enabled = True
         logger.info("%s enabled.", self)
@@ -408,9 +402,7 @@ class Arm(abc.ABC):
         finally:
             self._motion_lock.release()
 
-    def _execute_validated(
-        self, trajectory: JointTrajectory, on_progress: ProgressCallback | None
-    ) -> ExecutionResult:
+    def _execute_validated(self, trajectory: JointTrajectory, on_progress: ProgressCallback | None) -> ExecutionResult:
         execution = Execution(trajectory, self.config.safety, on_progress, self._stop_motion_logged)
         with self._execution_guard:
             self._execution = execution
@@ -433,9 +425,7 @@ class Arm(abc.ABC):
             fault = self._read_fault()
         if fault is not None:
             self._stop_motion_logged()
-            return ExecutionResult(
-                False, Reason.FAULT, f"{fault.name}: {fault.message}", math.nan, duration, fault
-            )
+            return ExecutionResult(False, Reason.FAULT, f"{fault.name}: {fault.message}", math.nan, duration, fault)
         if execution.stop_reason is not None:
             # Cancel stops the arm, whatever the backend already did.
             self._stop_motion_logged()
@@ -520,15 +510,11 @@ class Arm(abc.ABC):
 
     # ----- gripper ---------------------------------------------------------------------------------
 
-    def gripper_move(
-        self, width_m: float, max_effort_n: float = 0.0, *, dry_run: bool | None = None
-    ) -> GripperResult:
+    def gripper_move(self, width_m: float, max_effort_n: float = 0.0, *, dry_run: bool | None = None) -> GripperResult:
         """Move the fingers to ``width_m``; ``max_effort_n`` > 0 grasps with that force limit."""
         dry_run = self.config.dry_run if dry_run is None else dry_run
         d = self.description
-        if not (
-            math.isfinite(width_m) and d.gripper_min_width_m - 1e-9 <= width_m <= d.gripper_max_width_m + 1e-9
-        ):
+        if not (math.isfinite(width_m) and d.gripper_min_width_m - 1e-9 <= width_m <= d.gripper_max_width_m + 1e-9):
             raise GripperError(
                 f"gripper width {width_m} m is outside [{d.gripper_min_width_m}, {d.gripper_max_width_m}] m"
             )
@@ -574,9 +560,7 @@ def _backend_attribute(type_name: str, index: int) -> Any:
     try:
         entry = _ARM_BACKENDS[type_name]
     except KeyError:
-        raise UnknownArmTypeError(
-            f"unknown arm type {type_name!r}; expected one of {available_arm_types()}"
-        ) from None
+        raise UnknownArmTypeError(f"unknown arm type {type_name!r}; expected one of {available_arm_types()}") from None
     module = importlib.import_module(entry[0])
     return getattr(module, entry[index])
 

@@ -232,9 +232,7 @@ def description_from_urdf(
         arm_index = None
         if kind != "fixed":
             if joint_name not in joint_names:
-                raise ArmConfigError(
-                    f"{urdf_path.name}: movable joint {joint_name!r} is not in {joint_names}"
-                )
+                raise ArmConfigError(f"{urdf_path.name}: movable joint {joint_name!r} is not in {joint_names}")
             arm_index = joint_names.index(joint_name)
             axis = axis if np.linalg.norm(axis) > 0 else np.array([1.0, 0.0, 0.0])
             axis = axis / np.linalg.norm(axis)
@@ -273,9 +271,7 @@ def description_from_urdf(
         gripper_max_width_m=float(gripper_width_m[1]),
         chain=tuple(chain),
     )
-    if description.acceleration_rad_s2.shape != (description.dof,) or description.home_rad.shape != (
-        description.dof,
-    ):
+    if description.acceleration_rad_s2.shape != (description.dof,) or description.home_rad.shape != (description.dof,):
         raise ArmConfigError(f"{name}: acceleration limits and home need {description.dof} values each")
     if not description.within_limits(description.home_rad):
         raise ArmConfigError(f"{name}: home {description.home_rad.tolist()} is outside the joint limits")

@@ -112,9 +112,7 @@ class SafetyViolationError(ArmError):
     ``joint`` the offending joint name.
     """
 
-    def __init__(
-        self, reason: Reason, message: str, *, waypoint: int | None = None, joint: str | None = None
-    ) -> None:
+    def __init__(self, reason: Reason, message: str, *, waypoint: int | None = None, joint: str | None = None) -> None:
         super().__init__(f"{reason.value}: {message}", reason=reason)
         self.waypoint = waypoint
         self.joint = joint

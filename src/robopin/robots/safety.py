@@ -82,9 +82,7 @@ class SafetyConfig:
         if not 0.0 <= self.position_margin_rad < 0.5:
             raise ArmConfigError(f"position_margin_rad must be in [0, 0.5), got {self.position_margin_rad}")
         if self.collision_sensitivity not in range(6):
-            raise ArmConfigError(
-                f"collision_sensitivity must be an integer 0..5, got {self.collision_sensitivity}"
-            )
+            raise ArmConfigError(f"collision_sensitivity must be an integer 0..5, got {self.collision_sensitivity}")
 
     def contains(self, point_m: np.ndarray) -> bool:
         """True when ``point_m`` (base frame) lies inside the workspace box."""
@@ -142,9 +140,7 @@ class SafetyChecker:
                     waypoint=0,
                     joint=description.joint_names[j],
                 )
-        trajectory = (
-            trajectory.scaled(self.config.speed_scale) if self.config.speed_scale < 1.0 else trajectory
-        )
+        trajectory = trajectory.scaled(self.config.speed_scale) if self.config.speed_scale < 1.0 else trajectory
         self._check_positions(trajectory)
         self._check_jumps(trajectory)
         self._check_velocities(trajectory)
@@ -152,8 +148,7 @@ class SafetyChecker:
         if trajectory.duration_s > self.config.max_duration_s:
             raise SafetyViolationError(
                 Reason.DURATION,
-                f"trajectory lasts {trajectory.duration_s:.2f} s; "
-                f"the limit is {self.config.max_duration_s:.2f} s",
+                f"trajectory lasts {trajectory.duration_s:.2f} s; the limit is {self.config.max_duration_s:.2f} s",
             )
         self._check_cartesian(trajectory)
         return trajectory
@@ -217,8 +212,7 @@ class SafetyChecker:
             Reason.VELOCITY_LIMIT,
             speed - vmax,
             lambda k, j: (
-                f"{self.description.joint_names[j]} moves at {speed[k, j]:.3f} rad/s; the limit is "
-                f"{vmax[j]:.3f} rad/s"
+                f"{self.description.joint_names[j]} moves at {speed[k, j]:.3f} rad/s; the limit is {vmax[j]:.3f} rad/s"
             ),
         )
 

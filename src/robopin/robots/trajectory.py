@@ -56,9 +56,7 @@ class JointTrajectory:
         if self.velocities is not None:
             velocities = np.array(self.velocities, dtype=np.float64)
             if velocities.shape != positions.shape or not np.all(np.isfinite(velocities)):
-                raise TrajectoryError(
-                    f"velocities must be finite with shape {positions.shape}, got {velocities.shape}"
-                )
+                raise TrajectoryError(f"velocities must be finite with shape {positions.shape}, got {velocities.shape}")
             velocities = _frozen(velocities)
         object.__setattr__(self, "joint_names", names)
         object.__setattr__(self, "times_s", _frozen(times))
@@ -126,9 +124,7 @@ class JointTrajectory:
         if names == self.joint_names:
             return self
         if set(names) != set(self.joint_names) or len(names) != len(self.joint_names):
-            raise TrajectoryError(
-                f"trajectory joints {self.joint_names} do not match the arm's joints {names}"
-            )
+            raise TrajectoryError(f"trajectory joints {self.joint_names} do not match the arm's joints {names}")
         order = [self.joint_names.index(name) for name in names]
         velocities = None if self.velocities is None else self.velocities[:, order]
         return JointTrajectory(names, self.times_s, self.positions[:, order], velocities)
@@ -176,9 +172,7 @@ def min_jerk_move(
     start = np.asarray(start, dtype=np.float64)
     goal = np.asarray(goal, dtype=np.float64)
     if start.shape != goal.shape or start.shape != (len(joint_names),):
-        raise TrajectoryError(
-            f"start {start.shape} and goal {goal.shape} must both have {len(joint_names)} values"
-        )
+        raise TrajectoryError(f"start {start.shape} and goal {goal.shape} must both have {len(joint_names)} values")
     vmax = np.asarray(max_velocity_rad_s, dtype=np.float64)
     amax = np.asarray(max_acceleration_rad_s2, dtype=np.float64)
     if np.any(vmax <= 0) or np.any(amax <= 0):
