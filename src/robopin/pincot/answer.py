@@ -239,12 +239,16 @@ def read_answer(answer: str) -> AnswerReading:
     if re.search(r"<\s*(?:obj|space)\b", body, re.IGNORECASE):
         reading.form = "anchors"
         return reading
-    ok, value = decode_json(body, reading.warnings)
-    if ok:
+    decode_warnings: list[Issue] = []
+    ok, value = decode_json(body, decode_warnings)
+    in_prose = any(w.code == "answer_json_in_text" for w in decode_warnings)
+    loose = _LOOSE_PAIR.findall(body)
+    # In prose, a lone embedded list is only the first of possibly several "[x, y]" pairs: read them all.
+    if ok and not (in_prose and not isinstance(value, dict) and _pair(value) is not None and loose):
+        reading.warnings.extend(decode_warnings)
         reading.form = "json_fenced" if fenced else "json"
         _Reader(reading).value(value)
         return reading
-    loose = _LOOSE_PAIR.findall(body)
     if loose:
         reading.form = "text_pairs"
         reading.points.extend(AnswerPoint(float(x), float(y)) for x, y in loose)
