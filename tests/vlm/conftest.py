@@ -111,9 +111,7 @@ class StubOpenAIServer:
 
     def _record(self, handler: BaseHTTPRequestHandler, body: dict[str, Any] | None) -> None:
         with self._lock:
-            self.requests.append(
-                RecordedRequest(handler.command, handler.path, body, handler.client_address[1])
-            )
+            self.requests.append(RecordedRequest(handler.command, handler.path, body, handler.client_address[1]))
 
     def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         behaviour = self.behaviour
@@ -193,9 +191,7 @@ def _fake_logprobs(text: str, sample_index: int, top_k: int) -> list[dict[str, A
     for word in text.split(" "):
         alternatives = [{"token": word, "logprob": chosen}]
         alternatives += [{"token": f"alt{k}", "logprob": chosen - 2.0 - k} for k in range(max(0, top_k - 1))]
-        steps.append(
-            {"token": word, "logprob": chosen, "bytes": list(word.encode()), "top_logprobs": alternatives}
-        )
+        steps.append({"token": word, "logprob": chosen, "bytes": list(word.encode()), "top_logprobs": alternatives})
     return steps
 
 

@@ -204,9 +204,7 @@ def test_api_key_is_sent_as_bearer_from_the_environment(stub_server, monkeypatch
 
 
 def test_factory_builds_the_backend_from_a_yaml_style_mapping(stub_server):
-    backend = make_backend(
-        {"type": "openai", "base_url": stub_server.base_url, "point_convention": "norm1000"}
-    )
+    backend = make_backend({"type": "openai", "base_url": stub_server.base_url, "point_convention": "norm1000"})
     with backend:
         assert isinstance(backend, OpenAIBackend)
         assert backend.point_convention.name == "norm1000"

@@ -202,7 +202,8 @@ class TransformersBackend(VLMBackend):
         kwargs: dict[str, Any] = {
             "max_new_tokens": max_tokens,
             "do_sample": sampling,
-            "num_return_sequences": n,
+            # Greedy decoding gives one answer; it is computed once and repeated n times below.
+            "num_return_sequences": n if sampling else 1,
             "return_dict_in_generate": True,
             "output_logits": logprobs,
             "pad_token_id": self.tokenizer.pad_token_id,
@@ -239,6 +240,9 @@ class TransformersBackend(VLMBackend):
             if step_logprobs is not None:
                 token_logprobs = self._token_logprobs(tokens[:length], step_logprobs[row], top_logprobs)
             samples.append(Sample(text, finish, token_logprobs))
+        if not sampling and n > 1:
+            samples = samples * n
+            completion_tokens *= n
         return GenerationResult(
             samples=tuple(samples),
             model=self.config.model,
