@@ -104,7 +104,8 @@ def transform_points(T: ArrayLike, points: ArrayLike) -> NDArray[np.float64]:
         raise TransformError(f"T must be a 4x4 homogeneous matrix, got shape {T.shape}")
     if p.shape[-1:] != (3,) or p.ndim > 2:
         raise TransformError(f"points must have shape (3,) or (N, 3), got {p.shape}")
-    return p @ T[:3, :3].T + T[:3, 3]
+    # np.dot with a contiguous 3x3 is several times faster than ``@`` for tall (N, 3) inputs.
+    return np.dot(p, np.ascontiguousarray(T[:3, :3].T)) + T[:3, 3]
 
 
 def transform_vectors(T: ArrayLike, vectors: ArrayLike) -> NDArray[np.float64]:
@@ -113,7 +114,7 @@ def transform_vectors(T: ArrayLike, vectors: ArrayLike) -> NDArray[np.float64]:
     v = np.asarray(vectors, dtype=np.float64)
     if v.shape[-1:] != (3,) or v.ndim > 2:
         raise TransformError(f"vectors must have shape (3,) or (N, 3), got {v.shape}")
-    return v @ T[:3, :3].T
+    return np.dot(v, np.ascontiguousarray(T[:3, :3].T))
 
 
 def quaternion_to_matrix(q: ArrayLike) -> NDArray[np.float64]:

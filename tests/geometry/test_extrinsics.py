@@ -1,0 +1,170 @@
+"""Camera mounts from calibration YAML, the time-indexed arm-pose buffer, and the workspace box."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import pytest
+
+from robopin.geometry import (
+    CalibrationError,
+    CameraMount,
+    PoseBuffer,
+    StalePoseError,
+    WorkspaceBox,
+    WorkspaceError,
+    load_camera_mount,
+    matrix_to_quaternion,
+    mount_from_dict,
+    rotation_angle,
+    rpy_to_matrix,
+    transform_from_xyz_rpy,
+)
+
+
+def test_static_mount_from_yaml_quaternion(tmp_path):
+    R = rpy_to_matrix(-2.2, 0.0, 1.57)
+    q = matrix_to_quaternion(R)
+    path = tmp_path / "static_cam.yaml"
+    path.write_text(
+        "parent_frame: base\nchild_frame: static_cam_optical\n"
+        f"translation: [0.9, -0.1, 0.6]\nrotation: [{q[0]}, {q[1]}, {q[2]}, {q[3]}]\n"
+    )
+    mount = load_camera_mount(path)
+    assert mount.kind == "static"
+    np.testing.assert_allclose(
+        mount.T_base_cam(), transform_from_xyz_rpy([0.9, -0.1, 0.6], [-2.2, 0.0, 1.57]), atol=1e-12
+    )
+
+
+def test_wrist_mount_composes_with_the_arm_pose():
+    T_ee_cam = transform_from_xyz_rpy([0.05, 0.0, 0.04], [0.0, 0.0, -math.pi / 2])
+    mount = mount_from_dict({"parent_frame": "ee", "matrix": T_ee_cam.tolist()})
+    assert mount.kind == "wrist"
+    T_base_ee = transform_from_xyz_rpy([0.4, 0.1, 0.3], [math.pi, 0.0, 0.3])
+    np.testing.assert_allclose(mount.T_base_cam(T_base_ee), T_base_ee @ T_ee_cam, atol=1e-12)
+    with pytest.raises(StalePoseError):
+        mount.T_base_cam(None)
+
+
+def test_easy_handeye_style_and_rpy_forms():
+    m1 = mount_from_dict({"transformation": {"x": 1, "y": 2, "z": 3, "qx": 0, "qy": 0, "qz": 0, "qw": 1}})
+    np.testing.assert_allclose(m1.T_parent_cam[:3, 3], [1, 2, 3])
+    m2 = mount_from_dict({"translation": [0, 0, 1], "rpy": [0, 0, math.pi / 2]})
+    assert rotation_angle(m2.T_parent_cam) == pytest.approx(math.pi / 2)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"translation": [0, 0, 1]}, "expected 'translation'"),
+        ({"translation": [0, 0], "rotation": [0, 0, 0, 1]}, "bad transform"),
+        ({"matrix": np.diag([2.0, 1, 1, 1]).tolist()}, "orthonormal"),
+        ([1, 2, 3], "mapping"),
+    ],
+)
+def test_bad_calibration_is_refused(data, message):
+    with pytest.raises((CalibrationError, ValueError), match=message):
+        mount_from_dict(data)
+
+
+def test_unreadable_calibration_file(tmp_path):
+    with pytest.raises(CalibrationError, match="cannot read"):
+        load_camera_mount(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1, 2\n")
+    with pytest.raises(CalibrationError, match="not valid YAML"):
+        load_camera_mount(bad)
+
+
+def test_unknown_mount_kind():
+    with pytest.raises(CalibrationError, match="static"):
+        CameraMount("ceiling", np.eye(4))
+
+
+def pose_at(x: float, yaw: float = 0.0) -> np.ndarray:
+    return transform_from_xyz_rpy([x, 0.0, 0.5], [0.0, 0.0, yaw])
+
+
+def test_pose_buffer_interpolates_between_neighbours():
+    buf = PoseBuffer()
+    buf.add(10.0, pose_at(0.0, 0.0))
+    buf.add(10.02, pose_at(0.02, 0.2))
+    T = buf.lookup(10.005, tolerance_s=0.05)
+    assert T[0, 3] == pytest.approx(0.005)
+    assert rotation_angle(T) == pytest.approx(0.05)
+
+
+def test_pose_buffer_accepts_out_of_order_stamps():
+    buf = PoseBuffer(max_interpolation_gap_s=2.0)
+    for t in (3.0, 1.0, 2.0):
+        buf.add(t, pose_at(t))
+    assert buf.lookup(1.5, 0.6)[0, 3] == pytest.approx(1.5)
+    assert buf.latest()[0] == 3.0
+
+
+def test_pose_buffer_refuses_stale_and_never_extrapolates():
+    buf = PoseBuffer()
+    with pytest.raises(StalePoseError, match="no arm pose"):
+        buf.lookup(1.0, 0.05)
+    buf.add(1.0, pose_at(1.0))
+    buf.add(1.02, pose_at(1.02))
+    with pytest.raises(StalePoseError, match="ms from the frame"):
+        buf.lookup(1.2, tolerance_s=0.05)
+    # Just past the newest pose, within tolerance: the newest pose itself, not an extrapolation.
+    assert buf.lookup(1.04, tolerance_s=0.05)[0, 3] == pytest.approx(1.02)
+
+
+def test_pose_buffer_uses_the_nearest_pose_across_a_gap():
+    buf = PoseBuffer(max_interpolation_gap_s=0.1)
+    buf.add(0.0, pose_at(0.0))
+    buf.add(1.0, pose_at(1.0))
+    assert buf.lookup(0.03, tolerance_s=0.05)[0, 3] == pytest.approx(0.0)
+    with pytest.raises(StalePoseError):
+        buf.lookup(0.5, tolerance_s=0.05)
+
+
+def test_pose_buffer_capacity_drops_the_oldest():
+    buf = PoseBuffer(capacity=3)
+    for t in range(5):
+        buf.add(float(t), pose_at(t))
+    assert len(buf) == 3
+    with pytest.raises(StalePoseError):
+        buf.lookup(0.0, 0.1)
+
+
+def test_pose_buffer_is_safe_across_threads():
+    buf = PoseBuffer(capacity=5000)
+
+    def writer(offset):
+        for i in range(500):
+            buf.add(offset + i * 1e-3, pose_at(0.0))
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(buf) == 2000
+
+
+def test_workspace_box():
+    box = WorkspaceBox((0.2, -0.4, -0.01), (0.8, 0.4, 0.5))
+    assert box.contains([0.5, 0.0, 0.1])
+    assert not box.contains([0.9, 0.0, 0.1])
+    assert not box.contains([np.nan, 0.0, 0.1])
+    np.testing.assert_array_equal(box.contains([[0.5, 0, 0], [0, 0, 0]]), [True, False])
+    assert box.clearance([0.5, 0.0, 0.1]) == pytest.approx(0.11)
+    assert box.clearance([0.9, 0.0, 0.1]) == pytest.approx(-0.1)
+    assert WorkspaceBox.from_dict({"min_xyz": [0, 0, 0], "max_xyz": [1, 1, 1]}).frame == "base"
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "message"),
+    [((0, 0, 0), (1, 1), "3 numbers"), ((0, 0, 1), (1, 1, 1), "below"), ((0, 0, math.inf), (1, 1, 1), "finite")],
+)
+def test_bad_workspace_refused(lo, hi, message):
+    with pytest.raises(WorkspaceError, match=message):
+        WorkspaceBox(lo, hi)

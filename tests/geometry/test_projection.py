@@ -1,0 +1,195 @@
+"""Projector: static and wrist views onto analytic box scenes, every named refusal, multi-view fusion."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from robopin.geometry import (
+    CameraModel,
+    CameraMount,
+    DepthConfig,
+    PointRequest,
+    PoseBuffer,
+    ProjectionConfig,
+    ProjectionError,
+    Projector,
+    RefusalReason,
+    ViewConfig,
+    ViewData,
+    WorkspaceBox,
+    invert,
+    transform_from_xyz_rpy,
+    transform_points,
+)
+from tests.geometry.geometry_scenes import look_at, render_boxes_on_table
+
+STATIC_CAM = CameraModel(640, 480, 605.0, 605.0, 318.7, 241.2, "plumb_bob", (0.08, -0.15, 0.0005, -0.0007, 0.03))
+WRIST_CAM = CameraModel(640, 480, 385.0, 385.0, 320.3, 239.6)
+T_BASE_STATIC = look_at([1.1, 0.35, 0.75], [0.45, 0.0, 0.0])
+T_EE_WRIST = transform_from_xyz_rpy([0.06, 0.0, 0.03], [0.0, -0.15, -math.pi / 2])
+T_BASE_EE = transform_from_xyz_rpy([0.42, 0.05, 0.45], [math.pi, 0.0, 0.4])
+BOXES = [((0.45, 0.0), 0.4, (0.12, 0.06, 0.05)), ((0.60, 0.18), -0.2, (0.05, 0.05, 0.10))]
+FRAME_STAMP = 100.0
+
+
+def top_centre(i: int) -> np.ndarray:
+    (x, y), _, size = BOXES[i]
+    return np.array([x, y, size[2]])
+
+
+@pytest.fixture(scope="module")
+def scene():
+    T_base_wrist = T_BASE_EE @ T_EE_WRIST
+    frames = {
+        0: ViewData(render_boxes_on_table(STATIC_CAM, T_BASE_STATIC, BOXES), STATIC_CAM, FRAME_STAMP),
+        1: ViewData(render_boxes_on_table(WRIST_CAM, T_base_wrist, BOXES), WRIST_CAM, FRAME_STAMP),
+    }
+    return frames
+
+
+def make_projector(**config) -> Projector:
+    poses = PoseBuffer()
+    # The arm moved during the frame: the pose at the frame time is the interpolation of these two.
+    poses.add(FRAME_STAMP - 0.01, transform_from_xyz_rpy([0.41, 0.05, 0.45], [math.pi, 0.0, 0.4]))
+    poses.add(FRAME_STAMP + 0.01, transform_from_xyz_rpy([0.43, 0.05, 0.45], [math.pi, 0.0, 0.4]))
+    views = [
+        ViewConfig("static_cam", 0, CameraMount("static", T_BASE_STATIC)),
+        ViewConfig("wrist_cam", 1, CameraMount("wrist", T_EE_WRIST, parent_frame="ee")),
+    ]
+    return Projector(views, ProjectionConfig(**config), poses)
+
+
+def pixel_of(view: int, point_base: np.ndarray) -> tuple[float, float]:
+    cam = STATIC_CAM if view == 0 else WRIST_CAM
+    T_base_cam = T_BASE_STATIC if view == 0 else T_BASE_EE @ T_EE_WRIST
+    return cam.project(transform_points(invert(T_base_cam), point_base))
+
+
+@pytest.mark.parametrize("view", [0, 1])
+@pytest.mark.parametrize("box", [0, 1])
+def test_targets_land_on_the_true_surface_point(scene, view, box):
+    truth = top_centre(box) + np.array([0.01, -0.005, 0.0])
+    u, v = pixel_of(view, truth)
+    [t] = make_projector().project([PointRequest(u, v, view, f"obj_{box}", "box")], scene)
+    assert t.valid, (t.reason, t.detail)
+    assert t.source_view == ("static_cam", "wrist_cam")[view]
+    assert np.linalg.norm(t.point - truth) < 1e-3
+    # The top face normal is +z in base.
+    assert np.dot(t.normal, [0, 0, 1]) > math.cos(math.radians(2))
+    assert t.depth_valid_fraction == 1.0
+    assert t.stamp_s == FRAME_STAMP
+
+
+def test_table_point_normal_and_position(scene):
+    truth = np.array([0.3, -0.2, 0.0])
+    [t] = make_projector().project([PointRequest(*pixel_of(0, truth), 0)], scene)
+    assert np.linalg.norm(t.point - truth) < 1e-3
+
+
+def test_unknown_view_and_missing_frame(scene):
+    p = make_projector()
+    [t] = p.project([PointRequest(10.0, 10.0, 7)], scene)
+    assert t.reason is RefusalReason.UNKNOWN_VIEW
+    assert "0=static_cam" in t.detail
+    [t] = p.project([PointRequest(10.0, 10.0, 1)], {0: scene[0]})
+    assert t.reason is RefusalReason.UNKNOWN_VIEW
+    assert not t.valid
+
+
+def test_out_of_image(scene):
+    [t] = make_projector().project([PointRequest(700.0, 10.0, 0)], scene)
+    assert t.reason is RefusalReason.OUT_OF_IMAGE
+
+
+def test_no_depth_and_out_of_range(scene):
+    holes = scene[0].depth_m.copy()
+    holes[200:260, 300:360] = np.nan
+    frames = {0: ViewData(holes, STATIC_CAM, FRAME_STAMP)}
+    [t] = make_projector().project([PointRequest(330.5, 230.5, 0)], frames)
+    assert t.reason is RefusalReason.NO_DEPTH
+    assert math.isnan(t.depth_m)
+    [t] = make_projector(depth=DepthConfig(max_depth_m=0.5)).project([PointRequest(330.5, 230.5, 0)], scene)
+    assert t.reason is RefusalReason.OUT_OF_RANGE
+
+
+def test_depth_edge_ambiguous_on_the_box_outline(scene):
+    # Walk along the image row through the tall box's top centre until the depth jumps.
+    u0, v0 = pixel_of(0, top_centre(1))
+    row = scene[0].depth_m[math.floor(v0)]
+    col = math.floor(u0)
+    while abs(row[col + 1] - row[col]) < 0.03:
+        col += 1
+    [t] = make_projector().project([PointRequest(col + 1.0, math.floor(v0) + 0.5, 0)], scene)
+    assert t.reason is RefusalReason.DEPTH_EDGE_AMBIGUOUS
+
+
+def test_stale_pose_for_the_wrist_view(scene):
+    frames = {1: ViewData(scene[1].depth_m, WRIST_CAM, FRAME_STAMP + 0.5)}
+    [t] = make_projector().project([PointRequest(320.5, 240.5, 1)], frames)
+    assert t.reason is RefusalReason.STALE_POSE
+    assert "ms from the frame" in t.detail
+    # The point in the camera frame is still reported for diagnosis.
+    assert np.all(np.isfinite(t.point_camera))
+
+
+def test_outside_workspace(scene):
+    config = {"workspace": WorkspaceBox((0.2, -0.3, 0.02), (0.8, 0.3, 0.4))}
+    # A table point (z = 0) is below the workspace floor; a box top is inside.
+    reqs = [PointRequest(*pixel_of(0, np.array([0.3, -0.2, 0.0])), 0), PointRequest(*pixel_of(0, top_centre(0)), 0)]
+    t_table, t_box = make_projector(**config).project(reqs, scene)
+    assert t_table.reason is RefusalReason.OUTSIDE_WORKSPACE
+    assert np.all(np.isfinite(t_table.point))
+    assert t_box.valid
+
+
+def test_uncalibrated_view():
+    cam = CameraModel(64, 48, 60.0, 60.0, 31.5, 23.5)
+    p = Projector([ViewConfig("new_cam", 0, None)])
+    [t] = p.project([PointRequest(32.0, 24.0, 0)], {0: ViewData(np.ones((48, 64), np.float32), cam, 0.0)})
+    assert t.reason is RefusalReason.NO_CALIBRATION
+
+
+def test_same_anchor_in_two_views_is_fused(scene):
+    truth = top_centre(0)
+    reqs = [PointRequest(*pixel_of(0, truth), 0, "obj_01"), PointRequest(*pixel_of(1, truth), 1, "obj_01")]
+    a, b = make_projector().project(reqs, scene)
+    assert a.valid
+    assert b.valid
+    assert a.views == b.views == ("static_cam", "wrist_cam")
+    np.testing.assert_allclose(a.point, b.point)
+    assert np.linalg.norm(a.point - truth) < 1e-3
+
+
+@pytest.mark.parametrize(
+    ("policy", "valid"),
+    [("refuse", (False, False)), ("prefer_view", (False, True)), ("nearest_view", (False, True))],
+)
+def test_views_that_disagree_follow_the_policy(scene, policy, valid):
+    # The "same" anchor pointed at two different boxes.
+    reqs = [
+        PointRequest(*pixel_of(0, top_centre(0)), 0, "obj_01"),
+        PointRequest(*pixel_of(1, top_centre(1)), 1, "obj_01"),
+    ]
+    out = make_projector(fusion_policy=policy, view_priority=("wrist_cam", "static_cam")).project(reqs, scene)
+    assert tuple(t.valid for t in out) == valid
+    for t in out:
+        if not t.valid:
+            assert t.reason is RefusalReason.VIEWS_DISAGREE
+            assert "disagree by" in t.detail
+
+
+def test_projector_configuration_errors():
+    mount = CameraMount("static", np.eye(4))
+    with pytest.raises(ProjectionError, match="configured twice"):
+        Projector([ViewConfig("a", 0, mount), ViewConfig("b", 0, mount)])
+    with pytest.raises(ProjectionError, match="unique"):
+        Projector([ViewConfig("a", 0, mount), ViewConfig("a", 1, mount)])
+    with pytest.raises(ProjectionError, match="fusion_policy"):
+        ProjectionConfig(fusion_policy="average")
+    with pytest.raises(ProjectionError, match="view_priority"):
+        Projector([ViewConfig("a", 0, mount)], ProjectionConfig(view_priority=("b",)))
+    with pytest.raises(ProjectionError, match="does not match"):
+        ViewData(np.ones((10, 10), np.float32), STATIC_CAM, 0.0)
