@@ -276,8 +276,9 @@ def test_pixel_mode_needs_view_sizes():
 
 @pytest.mark.parametrize(
     "text",
-    ["", "<", "<obj", "<obj ", "<think>", "</answer><answer>", "<obj name=\"", "[[[[[[[[" * 2000, "<answer>" + "[" * 5000,
-     "\x00\ufffd<think>\udcff</think>", "<think>" + "obj_01 " * 500 + "</think><answer>{}</answer>"],
+    ["", "<", "<obj", "<obj ", "<think>", "</answer><answer>", "<obj name=\"", "[[[[[[[[" * 2000,
+     "<answer>" + "[" * 5000, "\x00\ufffd<think>\udcff</think>",
+     "<think>" + "obj_01 " * 500 + "</think><answer>{}</answer>"],
 )  # fmt: skip
 def test_pathological_text_never_raises(text):
     trace = parse(text, 2)
