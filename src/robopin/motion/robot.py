@@ -1,0 +1,439 @@
+"""Planning model of an arm: kinematics, IK and collision checking on pinocchio + coal.
+
+Loads the arm's URDF (the gripper joints locked open), finds the self-collision pairs worth
+checking, and checks joint configurations against a :class:`~robopin.motion.world.CollisionWorld`.
+This checker is shared by every CPU backend and is the independent judge of every returned path
+(see :mod:`robopin.motion.verify`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from robopin.motion.errors import BackendUnavailableError, MotionConfigError, UnknownRobotError
+from robopin.motion.types import AttachedObject, Box
+from robopin.motion.world import CollisionWorld
+
+logger = logging.getLogger(__name__)
+
+
+def _translation(xyz: tuple[float, float, float]) -> NDArray[np.float64]:
+    T = np.eye(4)
+    T[:3, 3] = xyz
+    return T
+
+
+@dataclass(frozen=True)
+class PlanningRobotSpec:
+    """What the planner needs to know about one arm with its gripper.
+
+    ``urdf`` and ``package_dir`` are relative to ``pybullet_data`` unless absolute. ``locked_joints``
+    (the gripper) are held at the given positions while planning. The TCP (``ee`` frame) is
+    ``tcp_link`` · ``T_link_tcp``; its z axis is the approach direction of the fingers.
+    """
+
+    name: str
+    urdf: str
+    package_dir: str
+    arm_joints: tuple[str, ...]
+    locked_joints: dict[str, float]
+    tcp_link: str
+    T_link_tcp: NDArray[np.float64]
+    home_q: tuple[float, ...]
+    max_acceleration_rad_s2: tuple[float, ...]
+    gripper_links: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if len(self.home_q) != len(self.arm_joints) or len(self.max_acceleration_rad_s2) != len(self.arm_joints):
+            raise MotionConfigError(
+                f"robot {self.name!r}: home_q ({len(self.home_q)}) and max_acceleration_rad_s2 "
+                f"({len(self.max_acceleration_rad_s2)}) must have one value per arm joint ({len(self.arm_joints)})"
+            )
+
+    def resolve(self, relative: str) -> Path:
+        """Absolute path of a file named relative to pybullet_data."""
+        path = Path(relative)
+        if path.is_absolute():
+            return path
+        import pybullet_data
+
+        return Path(pybullet_data.getDataPath()) / path
+
+
+# The URDFs ship with pybullet_data; joint names, TCP and home match robopin.sim.robot_models so a
+# joint state from the simulator or the driver means the same configuration here.
+ROBOT_SPECS: dict[str, PlanningRobotSpec] = {
+    "panda": PlanningRobotSpec(
+        name="panda",
+        urdf="franka_panda/panda.urdf",
+        package_dir="franka_panda",
+        arm_joints=tuple(f"panda_joint{i}" for i in range(1, 8)),
+        locked_joints={"panda_finger_joint1": 0.04, "panda_finger_joint2": 0.04},
+        tcp_link="panda_grasptarget",
+        T_link_tcp=np.eye(4),
+        home_q=(0.0, -0.5, 0.0, -2.2, 0.0, 1.75, 0.785),
+        # Franka's published joint acceleration limits (rad/s²).
+        max_acceleration_rad_s2=(15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0),
+        gripper_links=("panda_hand", "panda_leftfinger", "panda_rightfinger"),
+    ),
+    "xarm6": PlanningRobotSpec(
+        name="xarm6",
+        urdf="xarm/xarm6_with_gripper.urdf",
+        package_dir="xarm",
+        arm_joints=tuple(f"joint{i}" for i in range(1, 7)),
+        locked_joints={
+            "drive_joint": 0.0,
+            "left_finger_joint": 0.0,
+            "left_inner_knuckle_joint": 0.0,
+            "right_outer_knuckle_joint": 0.0,
+            "right_finger_joint": 0.0,
+            "right_inner_knuckle_joint": 0.0,
+        },
+        tcp_link="link6",
+        # UFACTORY's TCP offset for the xArm gripper: 172 mm along link6 z.
+        T_link_tcp=_translation((0.0, 0.0, 0.172)),
+        home_q=(0.0, -0.35, -0.9, 0.0, 1.25, 0.0),
+        # xArm 6 joint acceleration limit from the UFACTORY spec (20 rad/s²), derated for smooth motion.
+        max_acceleration_rad_s2=(10.0,) * 6,
+        gripper_links=(
+            "xarm_gripper_base_link",
+            "left_outer_knuckle",
+            "left_finger",
+            "left_inner_knuckle",
+            "right_inner_knuckle",
+            "right_outer_knuckle",
+            "right_finger",
+        ),
+    ),
+}
+
+
+def robot_spec(name: str) -> PlanningRobotSpec:
+    """Return the planning description of robot ``name`` or raise :class:`UnknownRobotError`."""
+    try:
+        return ROBOT_SPECS[name]
+    except KeyError:
+        raise UnknownRobotError(
+            f"no planning description for robot {name!r}; expected one of {sorted(ROBOT_SPECS)}"
+        ) from None
+
+
+def _import_pinocchio():
+    try:
+        import coal
+        import pinocchio
+    except ImportError as exc:  # pragma: no cover - exercised only without the wheels
+        raise BackendUnavailableError(f"the CPU planning model needs pin and coal: {exc}") from exc
+    return pinocchio, coal
+
+
+class RobotModel:
+    """Kinematics and collision checking of one arm (gripper locked) in a collision world.
+
+    Not thread-safe: each planner owns one. ``padding_m`` inflates every world obstacle for the
+    planner's own checks; :meth:`in_collision` accepts another margin so the verifier can judge
+    with zero padding.
+    """
+
+    def __init__(self, spec: PlanningRobotSpec, *, self_collision_samples: int = 300, seed: int = 0) -> None:
+        pin, _ = _import_pinocchio()
+        self._pin = pin
+        self.spec = spec
+        urdf = spec.resolve(spec.urdf)
+        if not urdf.is_file():
+            raise MotionConfigError(f"robot {spec.name!r}: URDF {urdf} not found")
+        full_model, full_geom, _ = pin.buildModelsFromUrdf(
+            str(urdf), package_dirs=[str(spec.resolve(spec.package_dir))]
+        )
+        q_ref = pin.neutral(full_model)
+        lock_ids = []
+        for joint, value in spec.locked_joints.items():
+            if not full_model.existJointName(joint):
+                raise MotionConfigError(f"robot {spec.name!r}: locked joint {joint!r} not in {urdf.name}")
+            jid = full_model.getJointId(joint)
+            q_ref[full_model.joints[jid].idx_q] = value
+            lock_ids.append(jid)
+        self.model, self._robot_geom = pin.buildReducedModel(full_model, full_geom, lock_ids, q_ref)
+        names = [self.model.names[i] for i in range(1, self.model.njoints)]
+        if tuple(names) != spec.arm_joints:
+            raise MotionConfigError(
+                f"robot {spec.name!r}: reduced model joints {names}, expected {list(spec.arm_joints)}"
+            )
+        self.joint_names = spec.arm_joints
+        self.dof = self.model.nq
+        self.lower = np.array(self.model.lowerPositionLimit, dtype=np.float64)
+        self.upper = np.array(self.model.upperPositionLimit, dtype=np.float64)
+        self.max_velocity = np.array(self.model.velocityLimit, dtype=np.float64)
+        self.max_acceleration = np.array(spec.max_acceleration_rad_s2, dtype=np.float64)
+        self.home = np.array(spec.home_q, dtype=np.float64)
+        self.data = self.model.createData()
+        tcp_frame = self.model.getFrameId(spec.tcp_link)
+        if tcp_frame >= self.model.nframes:
+            raise MotionConfigError(f"robot {spec.name!r}: TCP link {spec.tcp_link!r} not in the model")
+        self._tcp_frame = tcp_frame
+        self._T_link_tcp = np.asarray(spec.T_link_tcp, dtype=np.float64)
+        self._rng = np.random.default_rng(seed)
+        self._self_pairs = self._find_self_collision_pairs(self_collision_samples)
+        self._world: CollisionWorld | None = None
+        self._world_version = -1
+        self._padding = -1.0
+        self.padding_m = 0.0
+        self._geom = None
+        self._geom_data = None
+        self.set_world(CollisionWorld(), padding_m=0.0)
+
+    # --- kinematics -------------------------------------------------------------------------------
+
+    def forward_kinematics(self, q: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``T_base_ee`` of the TCP at joint configuration ``q``."""
+        pin = self._pin
+        pin.framesForwardKinematics(self.model, self.data, np.asarray(q, dtype=np.float64))
+        return self.data.oMf[self._tcp_frame].homogeneous @ self._T_link_tcp
+
+    def within_limits(self, q: NDArray[np.float64], tolerance: float = 1e-6) -> bool:
+        """True when every joint of ``q`` lies inside its position limits."""
+        q = np.asarray(q, dtype=np.float64)
+        return bool(np.all(q >= self.lower - tolerance) and np.all(q <= self.upper + tolerance))
+
+    def random_configuration(self) -> NDArray[np.float64]:
+        """A uniformly sampled configuration inside the joint limits (wide limits clipped to ±π)."""
+        low = np.maximum(self.lower, -np.pi)
+        high = np.minimum(self.upper, np.pi)
+        return self._rng.uniform(low, high)
+
+    def inverse_kinematics(
+        self,
+        T_base_ee: NDArray[np.float64],
+        q_seed: NDArray[np.float64],
+        *,
+        position_tolerance_m: float = 1e-3,
+        orientation_tolerance_rad: float = 1e-2,
+        max_iterations: int = 200,
+        restarts: int = 20,
+        collision_free: bool = True,
+    ) -> NDArray[np.float64] | None:
+        """A joint configuration reaching ``T_base_ee`` (closest to ``q_seed`` first), or None.
+
+        Damped least squares on pinocchio's frame Jacobian from the seed, then from random restarts;
+        with ``collision_free`` a solution in collision with the current world is discarded.
+        """
+        pin = self._pin
+        target = pin.SE3(np.asarray(T_base_ee, dtype=np.float64) @ np.linalg.inv(self._T_link_tcp))
+        seeds = [np.asarray(q_seed, dtype=np.float64)]
+        for attempt in range(restarts + 1):
+            q = seeds[0].copy() if attempt == 0 else self.random_configuration()
+            for _ in range(max_iterations):
+                pin.framesForwardKinematics(self.model, self.data, q)
+                current = self.data.oMf[self._tcp_frame]
+                error_local = pin.log6(current.actInv(target)).vector
+                if (
+                    np.linalg.norm(error_local[:3]) < position_tolerance_m
+                    and np.linalg.norm(error_local[3:]) < orientation_tolerance_rad
+                ):
+                    break
+                J = pin.computeFrameJacobian(self.model, self.data, q, self._tcp_frame, pin.LOCAL)
+                J = -pin.Jlog6(current.actInv(target)) @ J
+                damping = 1e-4
+                step = -J.T @ np.linalg.solve(J @ J.T + damping * np.eye(6), error_local)
+                q = np.clip(q + step, self.lower, self.upper)
+            else:
+                continue
+            if not self._error_small(q, target, position_tolerance_m, orientation_tolerance_rad):
+                continue
+            # Wrap continuous-range joints to the solution nearest the seed.
+            q = self._nearest_equivalent(q, seeds[0])
+            if collision_free and self.in_collision(q):
+                continue
+            return q
+        return None
+
+    def _error_small(self, q, target, pos_tol, rot_tol) -> bool:
+        pin = self._pin
+        pin.framesForwardKinematics(self.model, self.data, q)
+        error = pin.log6(self.data.oMf[self._tcp_frame].actInv(target)).vector
+        return bool(np.linalg.norm(error[:3]) < pos_tol and np.linalg.norm(error[3:]) < rot_tol)
+
+    def _nearest_equivalent(self, q: NDArray[np.float64], reference: NDArray[np.float64]) -> NDArray[np.float64]:
+        q = q.copy()
+        for i in range(self.dof):
+            while q[i] - reference[i] > np.pi and q[i] - 2 * np.pi >= self.lower[i]:
+                q[i] -= 2 * np.pi
+            while reference[i] - q[i] > np.pi and q[i] + 2 * np.pi <= self.upper[i]:
+                q[i] += 2 * np.pi
+        return q
+
+    # --- collision --------------------------------------------------------------------------------
+
+    def _robot_link_of(self, geometry_index: int) -> str:
+        return self._robot_geom.geometryObjects[geometry_index].name.rsplit("_", 1)[0]
+
+    def _find_self_collision_pairs(self, samples: int) -> list[tuple[int, int]]:
+        """Pairs of robot geometries to check against each other, found the way MoveIt's setup does.
+
+        Pairs on adjacent joints, or touching in (nearly) every random sample — meshes that overlap
+        at a joint — can never tell a real self-collision and are dropped; so are pairs within the
+        locked gripper, which move together.
+        """
+        pin = self._pin
+        geom = self._robot_geom
+        count = len(geom.geometryObjects)
+        candidates = []
+        gripper = set(self.spec.gripper_links)
+        for a in range(count):
+            for b in range(a + 1, count):
+                ja, jb = geom.geometryObjects[a].parentJoint, geom.geometryObjects[b].parentJoint
+                if ja == jb or abs(ja - jb) <= 1:
+                    continue
+                if self._robot_link_of(a) in gripper and self._robot_link_of(b) in gripper:
+                    continue
+                candidates.append((a, b))
+        probe = pin.GeometryModel()
+        for obj in geom.geometryObjects:
+            probe.addGeometryObject(obj)
+        for a, b in candidates:
+            probe.addCollisionPair(pin.CollisionPair(a, b))
+        probe_data = pin.GeometryData(probe)
+        hits = np.zeros(len(candidates))
+        configurations = [self.home] + [self.random_configuration() for _ in range(samples)]
+        for q in configurations:
+            pin.updateGeometryPlacements(self.model, self.data, probe, probe_data, q)
+            pin.computeCollisions(probe, probe_data, False)
+            hits += [probe_data.collisionResults[k].isCollision() for k in range(len(candidates))]
+        always = hits >= 0.95 * len(configurations)
+        pin.updateGeometryPlacements(self.model, self.data, probe, probe_data, self.home)
+        pin.computeCollisions(probe, probe_data, False)
+        in_home = np.array([probe_data.collisionResults[k].isCollision() for k in range(len(candidates))])
+        kept = [
+            pair
+            for pair, drop_always, drop_home in zip(candidates, always, in_home, strict=True)
+            if not (drop_always or drop_home)
+        ]
+        logger.debug("robot %s: %d of %d self-collision pairs kept", self.spec.name, len(kept), len(candidates))
+        return kept
+
+    def set_world(self, world: CollisionWorld, *, padding_m: float | None = None) -> None:
+        """Check against ``world`` from now on (rebuilt only when it or the padding changed)."""
+        padding = self.padding_m if padding_m is None else float(padding_m)
+        if padding < 0.0:
+            raise MotionConfigError(f"padding_m must be >= 0, got {padding}")
+        if world is self._world and world.version == self._world_version and padding == self._padding:
+            return
+        pin, coal = self._pin, _import_pinocchio()[1]
+        geom = pin.GeometryModel()
+        robot_ids = [geom.addGeometryObject(obj) for obj in self._robot_geom.geometryObjects]
+        for a, b in self._self_pairs:
+            geom.addCollisionPair(pin.CollisionPair(a, b))
+        obstacle_ids: list[int] = []
+        for box in world.boxes.values():
+            obstacle_ids.append(
+                geom.addGeometryObject(
+                    pin.GeometryObject(f"world/{box.name}", 0, pin.SE3(box.T_base_box), coal.Box(*box.size_m))
+                )
+            )
+        if world.points is not None and len(world.points):
+            octree = coal.makeOctree(np.ascontiguousarray(world.points), world.voxel_size_m)
+            obstacle_ids.append(
+                geom.addGeometryObject(pin.GeometryObject("world/point_cloud", 0, pin.SE3.Identity(), octree))
+            )
+        # The base link never moves and stands on the table it is mounted to: checking it against the
+        # world would only report the mount itself.
+        moving_ids = [rid for rid in robot_ids if self._robot_geom.geometryObjects[rid].parentJoint != 0]
+        for rid in moving_ids:
+            for oid in obstacle_ids:
+                geom.addCollisionPair(pin.CollisionPair(rid, oid))
+        if world.attached is not None:
+            attached_id = geom.addGeometryObject(self._attached_geometry(world.attached))
+            for oid in obstacle_ids:
+                geom.addCollisionPair(pin.CollisionPair(attached_id, oid))
+            # The held object must not sweep through the arm either (the hand holding it is exempt).
+            gripper = set(self.spec.gripper_links) | {self.spec.tcp_link}
+            for rid in moving_ids:
+                if self._robot_link_of(rid) not in gripper:
+                    geom.addCollisionPair(pin.CollisionPair(rid, attached_id))
+        geom_data = pin.GeometryData(geom)
+        obstacle_set = set(obstacle_ids)
+        for k, pair in enumerate(geom.collisionPairs):
+            if pair.second in obstacle_set:
+                geom_data.collisionRequests[k].security_margin = padding
+        self._geom, self._geom_data = geom, geom_data
+        self._world, self._world_version, self._padding, self.padding_m = world, world.version, padding, padding
+        self._obstacle_pairs = [k for k, p in enumerate(geom.collisionPairs) if p.second in obstacle_set]
+
+    def T_joint_tcp(self) -> NDArray[np.float64]:
+        """The TCP in the frame of the joint that carries it (where geometry placements are expressed)."""
+        return self.model.frames[self._tcp_frame].placement.homogeneous @ self._T_link_tcp
+
+    def _attached_geometry(self, attached: AttachedObject):
+        pin, coal = self._pin, _import_pinocchio()[1]
+        frame = self.model.frames[self._tcp_frame]
+        placement = self.T_joint_tcp() @ attached.T_ee_object
+        return pin.GeometryObject(
+            f"attached/{attached.name}", frame.parentJoint, pin.SE3(placement), coal.Box(*attached.size_m)
+        )
+
+    def _compute(self, q: NDArray[np.float64], margin_m: float | None, stop_at_first: bool) -> bool:
+        pin = self._pin
+        q = np.asarray(q, dtype=np.float64)
+        if margin_m is None or margin_m == self._padding:
+            return bool(pin.computeCollisions(self.model, self.data, self._geom, self._geom_data, q, stop_at_first))
+        for k in self._obstacle_pairs:
+            self._geom_data.collisionRequests[k].security_margin = margin_m
+        try:
+            return bool(pin.computeCollisions(self.model, self.data, self._geom, self._geom_data, q, stop_at_first))
+        finally:
+            for k in self._obstacle_pairs:
+                self._geom_data.collisionRequests[k].security_margin = self._padding
+
+    def in_collision(self, q: NDArray[np.float64], *, margin_m: float | None = None) -> bool:
+        """True when ``q`` touches the world (inflated by ``margin_m``, default the padding) or itself."""
+        return self._compute(q, margin_m, True)
+
+    def colliding_pairs(self, q: NDArray[np.float64], *, margin_m: float | None = None) -> list[tuple[str, str]]:
+        """Names of every geometry pair in contact at ``q`` (for messages and debugging)."""
+        self._compute(q, margin_m, False)
+        names = []
+        for k, pair in enumerate(self._geom.collisionPairs):
+            if self._geom_data.collisionResults[k].isCollision():
+                names.append(
+                    (self._geom.geometryObjects[pair.first].name, self._geom.geometryObjects[pair.second].name)
+                )
+        return names
+
+    def ignored_self_collision_links(self) -> list[tuple[str, str]]:
+        """Link pairs never checked against each other (adjacent, always touching, or both in the hand)."""
+        geom = self._robot_geom
+        links = sorted({self._robot_link_of(i) for i in range(len(geom.geometryObjects))})
+        kept = {frozenset((self._robot_link_of(a), self._robot_link_of(b))) for a, b in self._self_pairs}
+        return [(a, b) for i, a in enumerate(links) for b in links[i + 1 :] if frozenset((a, b)) not in kept]
+
+    def static_links(self) -> list[str]:
+        """Links fixed to the base (never checked against the world, which they are mounted on)."""
+        geom = self._robot_geom
+        return sorted({self._robot_link_of(i) for i, obj in enumerate(geom.geometryObjects) if obj.parentJoint == 0})
+
+    def hand_links(self) -> list[str]:
+        """Links of the gripper (and the TCP link), exempt from contact with a held object."""
+        return sorted(set(self.spec.gripper_links) | {self.spec.tcp_link})
+
+    def link_vertices(self) -> dict[str, NDArray[np.float64]]:
+        """Collision-mesh vertices of every robot link, in that link's joint frame (for sphere fitting)."""
+        result: dict[str, NDArray[np.float64]] = {}
+        for obj in self._robot_geom.geometryObjects:
+            vertices = np.asarray(obj.geometry.vertices(), dtype=np.float64)
+            T = obj.placement.homogeneous
+            result[obj.name] = vertices @ T[:3, :3].T + T[:3, 3]
+        return result
+
+    def geometry_frames(self, q: NDArray[np.float64]) -> dict[str, NDArray[np.float64]]:
+        """``T_base_geometry`` of every robot collision geometry at ``q``."""
+        pin = self._pin
+        pin.forwardKinematics(self.model, self.data, np.asarray(q, dtype=np.float64))
+        return {obj.name: self.data.oMi[obj.parentJoint].homogeneous for obj in self._robot_geom.geometryObjects}
+
+
+__all__ = ["ROBOT_SPECS", "Box", "PlanningRobotSpec", "RobotModel", "robot_spec"]

@@ -1,0 +1,138 @@
+"""Plain data passed in and out of every motion planner: statuses, trajectories, results, primitives."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from robopin.motion.errors import MotionConfigError
+
+
+class PlanStatus(str, enum.Enum):
+    """Named outcome of one planning request (the ``status`` string of the ROS actions)."""
+
+    SUCCESS = "success"
+    IK_FAIL = "ik_fail"
+    START_IN_COLLISION = "start_in_collision"
+    GOAL_IN_COLLISION = "goal_in_collision"
+    START_OUTSIDE_LIMITS = "start_outside_limits"
+    GOAL_OUTSIDE_LIMITS = "goal_outside_limits"
+    OUTSIDE_WORKSPACE = "outside_workspace"
+    NO_PATH = "no_path"
+    TIMEOUT = "timeout"
+    TIME_PARAMETERIZATION_FAIL = "time_parameterization_fail"
+    COLLISION_IN_RESULT = "collision_in_result"
+    BACKEND_ERROR = "backend_error"
+
+
+@dataclass
+class JointTrajectory:
+    """A time-parameterised joint trajectory: ``positions[i]`` is reached at ``times_s[i]``.
+
+    Rows are waypoints, columns follow ``joint_names``; velocities and accelerations have the same
+    shape (rad/s, rad/s²). ``times_s`` starts at 0 and strictly increases.
+    """
+
+    joint_names: tuple[str, ...]
+    times_s: NDArray[np.float64]
+    positions: NDArray[np.float64]
+    velocities: NDArray[np.float64]
+    accelerations: NDArray[np.float64]
+
+    def __post_init__(self) -> None:
+        self.times_s = np.asarray(self.times_s, dtype=np.float64).reshape(-1)
+        n, dof = len(self.times_s), len(self.joint_names)
+        for name in ("positions", "velocities", "accelerations"):
+            value = np.asarray(getattr(self, name), dtype=np.float64)
+            if value.shape != (n, dof):
+                raise MotionConfigError(f"trajectory {name} has shape {value.shape}, expected ({n}, {dof})")
+            setattr(self, name, value)
+        if n == 0:
+            raise MotionConfigError("trajectory has no waypoints, expected at least one")
+        if abs(self.times_s[0]) > 1e-9 or np.any(np.diff(self.times_s) <= 0.0):
+            raise MotionConfigError(f"trajectory times must start at 0 and strictly increase, got {self.times_s[:5]}…")
+
+    @property
+    def duration_s(self) -> float:
+        """Time of the last waypoint."""
+        return float(self.times_s[-1])
+
+    def sample(self, t_s: float) -> NDArray[np.float64]:
+        """Joint positions at time ``t_s`` (linear between waypoints, clamped to the ends)."""
+        t = float(np.clip(t_s, 0.0, self.duration_s))
+        index = int(np.searchsorted(self.times_s, t, side="right")) - 1
+        if index >= len(self.times_s) - 1:
+            return self.positions[-1].copy()
+        t0, t1 = self.times_s[index], self.times_s[index + 1]
+        alpha = (t - t0) / (t1 - t0)
+        return (1.0 - alpha) * self.positions[index] + alpha * self.positions[index + 1]
+
+    @classmethod
+    def stationary(cls, joint_names: tuple[str, ...], q: NDArray[np.float64]) -> JointTrajectory:
+        """A one-point trajectory that holds ``q`` (a plan whose start already is its goal)."""
+        zeros = np.zeros((1, len(joint_names)))
+        return cls(joint_names, np.zeros(1), np.asarray(q, dtype=np.float64)[None, :], zeros, zeros.copy())
+
+
+@dataclass
+class PlanResult:
+    """What every planner returns: a named status, the trajectory on success, and the time it took."""
+
+    status: PlanStatus
+    planning_time_s: float
+    trajectory: JointTrajectory | None = None
+    message: str = ""
+    path: NDArray[np.float64] | None = None  # geometric path (waypoints × dof) before timing
+    goal_q: NDArray[np.float64] | None = None
+    details: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def success(self) -> bool:
+        """True when a verified trajectory came back."""
+        return self.status is PlanStatus.SUCCESS and self.trajectory is not None
+
+
+def _check_pose(T: NDArray[np.float64], name: str) -> NDArray[np.float64]:
+    T = np.asarray(T, dtype=np.float64)
+    if T.shape != (4, 4) or not np.all(np.isfinite(T)):
+        raise MotionConfigError(f"{name} must be a finite 4x4 homogeneous matrix, got shape {T.shape}")
+    if not np.allclose(T[3], [0.0, 0.0, 0.0, 1.0]) or not np.allclose(T[:3, :3] @ T[:3, :3].T, np.eye(3), atol=1e-6):
+        raise MotionConfigError(f"{name} is not a rigid transform (rotation not orthonormal or bad last row)")
+    return T
+
+
+@dataclass
+class Box:
+    """A box obstacle: full edge lengths ``size_m`` (x, y, z) centred at ``T_base_box``."""
+
+    name: str
+    size_m: tuple[float, float, float]
+    T_base_box: NDArray[np.float64]
+
+    def __post_init__(self) -> None:
+        size = tuple(float(s) for s in self.size_m)
+        if len(size) != 3 or not all(np.isfinite(s) and s > 0.0 for s in size):
+            raise MotionConfigError(f"box {self.name!r} size_m must be three positive lengths, got {self.size_m}")
+        self.size_m = size  # type: ignore[assignment]
+        self.T_base_box = _check_pose(self.T_base_box, f"box {self.name!r} T_base_box")
+
+
+@dataclass
+class AttachedObject:
+    """An object held in the gripper, a box of ``size_m`` at ``T_ee_object`` in the TCP frame."""
+
+    name: str
+    size_m: tuple[float, float, float]
+    T_ee_object: NDArray[np.float64]
+
+    def __post_init__(self) -> None:
+        size = tuple(float(s) for s in self.size_m)
+        if len(size) != 3 or not all(np.isfinite(s) and s > 0.0 for s in size):
+            raise MotionConfigError(
+                f"attached object {self.name!r} size_m must be three positive lengths, got {self.size_m}"
+            )
+        self.size_m = size  # type: ignore[assignment]
+        self.T_ee_object = _check_pose(self.T_ee_object, f"attached object {self.name!r} T_ee_object")
