@@ -1,0 +1,257 @@
+"""Backend-independent parts of the VLM layer: point conventions, prompts, images, registry."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from robopin.vlm.base import (
+    BackendEntry,
+    ChatMessage,
+    StructuredOutput,
+    ViewImage,
+    YesNoScore,
+    backend_types,
+    config_from_dict,
+    make_backend,
+    register_backend,
+    validate_messages,
+)
+from robopin.vlm.contract import check_backend_contract
+from robopin.vlm.errors import (
+    BackendUnavailableError,
+    UnknownBackendError,
+    VLMConfigError,
+    VLMRequestError,
+)
+from robopin.vlm.images import decode_data_url, encode_image, image_data_url
+from robopin.vlm.points import PointConvention, smart_resize
+from robopin.vlm.prompts import PINCOT_ANSWER_SUFFIX, build_pincot_messages
+
+# ---------------------------------------------------------------------------------------------
+# Point conventions
+# ---------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 4000),
+    st.integers(1, 4000),
+    st.sampled_from([28, 32]),
+)
+def test_smart_resize_gives_multiples_of_the_factor_within_the_pixel_budget(height, width, factor):
+    if max(height, width) / min(height, width) > 200:
+        with pytest.raises(ValueError, match="aspect ratio"):
+            smart_resize(height, width, factor)
+        return
+    min_pixels, max_pixels = factor * factor * 4, factor * factor * 1280
+    resized_h, resized_w = smart_resize(height, width, factor, min_pixels, max_pixels)
+    assert resized_h % factor == 0 and resized_w % factor == 0
+    assert resized_h >= factor and resized_w >= factor
+    assert resized_h * resized_w <= max_pixels or min(resized_h, resized_w) == factor
+    assert resized_h * resized_w >= min_pixels
+    # Both sides come from one common scale s, each off by less than one factor, unless a side was
+    # raised to the one-factor floor: so |rw*h - rh*w| = |ew*h - eh*w| < factor*(h + w).
+    if min(resized_h, resized_w) > factor:
+        assert abs(resized_w * height - resized_h * width) <= factor * (height + width)
+
+
+def test_smart_resize_of_a_640x480_camera_frame():
+    assert smart_resize(480, 640, 28) == (476, 644)
+    assert smart_resize(480, 640, 32) == (480, 640)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from(["norm1000", "pixels_resized"]),
+    st.integers(32, 2000),
+    st.integers(32, 2000),
+    st.floats(0, 1),
+    st.floats(0, 1),
+)
+def test_pixels_round_trip_through_every_convention(name, width, height, fx, fy):
+    if max(width, height) / min(width, height) > 200:
+        return
+    convention = PointConvention(name)
+    pixel = np.array([fx * width, fy * height])
+    model_point = convention.from_pixels(pixel, width, height)
+    assert convention.to_pixels(model_point, width, height) == pytest.approx(pixel, abs=1e-6)
+
+
+def test_norm1000_follows_robopin_x_times_1000_over_w():
+    convention = PointConvention("norm1000")
+    assert convention.to_pixels([[500, 500], [0, 1000]], 640, 480).tolist() == [[320, 240], [0, 480]]
+    assert convention.from_pixels([160, 120], 640, 480).tolist() == pytest.approx([250, 250])
+    # The model's frame ends at 1000; a point past it is clamped onto the image border.
+    assert convention.to_pixels([1200, -5], 640, 480).tolist() == [640, 0]
+
+
+def test_pixels_resized_scales_by_the_smart_resized_frame():
+    convention = PointConvention("pixels_resized", resize_factor=28)
+    # 640x480 is fed to Qwen2.5-VL as 644x476.
+    u, v = convention.to_pixels([644, 476], 640, 480)
+    assert (u, v) == (640, 480)
+    assert convention.to_pixels([322, 238], 640, 480).tolist() == pytest.approx([320, 240])
+
+
+def test_bad_point_convention_values_are_named():
+    with pytest.raises(VLMConfigError, match="'pixels'"):
+        PointConvention("pixels")  # type: ignore[arg-type]
+    with pytest.raises(VLMConfigError, match="min_pixels"):
+        PointConvention("pixels_resized", min_pixels=10, max_pixels=5)
+    with pytest.raises(ValueError, match=r"shape \(\.\.\., 2\)"):
+        PointConvention().to_pixels([1, 2, 3], 10, 10)
+
+
+# ---------------------------------------------------------------------------------------------
+# Prompts and messages
+# ---------------------------------------------------------------------------------------------
+
+
+def test_pincot_prompt_puts_views_in_img_idx_order_then_instruction_and_suffix(make_view):
+    wrist, static = make_view(64, 48, "wrist", 1), make_view(64, 48, "static", 0)
+    messages = build_pincot_messages("  put the cup on the plate ", [wrist, static])
+    assert len(messages) == 1
+    parts = messages[0].parts
+    assert parts[0] is static and parts[1] is wrist
+    assert parts[2] == f"put the cup on the plate {PINCOT_ANSWER_SUFFIX}"
+
+
+def test_pincot_prompt_options_label_views_and_keep_history(make_view):
+    history = [ChatMessage("user", ("step 1",)), ChatMessage("assistant", ("<think>…</think>",))]
+    messages = build_pincot_messages(
+        "next step",
+        [make_view(64, 48, "static", 0), make_view(64, 48, "wrist", 1)],
+        system_prompt="You are a robot.",
+        label_views=True,
+        history=history,
+    )
+    assert [m.role for m in messages] == ["system", "user", "assistant", "user"]
+    texts = [p for p in messages[-1].parts if isinstance(p, str)]
+    assert texts[:2] == ["Image 0 (static):", "Image 1 (wrist):"]
+
+
+@pytest.mark.parametrize(
+    ("instruction", "indices", "fragment"),
+    [
+        ("", (0,), "empty"),
+        ("x" * 5000, (0,), "5000 characters"),
+        (42, (0,), "must be text"),
+        ("go", (0, 2), r"0\.\.1 once each"),
+        ("go", (0, 0), r"0\.\.1 once each"),
+        ("go", (), "at least one view"),
+    ],
+)
+def test_bad_pincot_queries_are_refused(make_view, instruction, indices, fragment):
+    views = [make_view(16, 16, f"v{i}", index) for i, index in enumerate(indices)]
+    with pytest.raises(VLMRequestError, match=fragment):
+        build_pincot_messages(instruction, views)
+
+
+def test_duplicate_view_names_and_images_outside_user_turns_are_refused(make_view):
+    with pytest.raises(VLMRequestError, match="duplicates"):
+        build_pincot_messages("go", [make_view(16, 16, "cam", 0), make_view(16, 16, "cam", 1)])
+    with pytest.raises(VLMRequestError, match="only allowed in user messages"):
+        ChatMessage("assistant", (make_view(16, 16, "cam", 0),))
+    with pytest.raises(VLMRequestError, match="role"):
+        ChatMessage("robot", ("hi",))  # type: ignore[arg-type]
+    with pytest.raises(VLMRequestError, match="must not be empty"):
+        validate_messages([])
+
+
+def test_structured_output_is_validated():
+    assert StructuredOutput("json", {"type": "object"}).kind == "json"
+    with pytest.raises(VLMRequestError, match="non-empty list"):
+        StructuredOutput("choice", [])
+    with pytest.raises(VLMRequestError, match="'grammar'"):
+        StructuredOutput("grammar", "x")  # type: ignore[arg-type]
+
+
+def test_yes_no_score_renormalises_over_the_two_answers():
+    assert YesNoScore(math.log(0.3), math.log(0.1)).p_yes == pytest.approx(0.75)
+    assert YesNoScore(-math.inf, -math.inf).p_yes == 0.5
+    assert YesNoScore(-1000.0, -1.0).p_yes == pytest.approx(0.0, abs=1e-300)
+
+
+# ---------------------------------------------------------------------------------------------
+# Images
+# ---------------------------------------------------------------------------------------------
+
+
+def test_png_is_lossless_and_jpeg_is_close(make_view):
+    rgb = make_view(64, 48, "v", 0).rgb
+    assert (decode_data_url(image_data_url(rgb, "png")) == rgb).all()
+    decoded = decode_data_url(image_data_url(rgb, "jpeg", 95))
+    assert decoded.shape == rgb.shape
+    assert np.abs(decoded.astype(int) - rgb.astype(int)).mean() < 3.0
+    assert encode_image(rgb, "jpeg")[:2] == b"\xff\xd8" and encode_image(rgb, "png")[:4] == b"\x89PNG"
+
+
+def test_bad_image_arguments_are_named(make_view):
+    rgb = make_view(16, 16, "v", 0).rgb
+    with pytest.raises(ValueError, match="'gif'"):
+        encode_image(rgb, "gif")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="jpeg_quality"):
+        encode_image(rgb, "jpeg", 0)
+    with pytest.raises(VLMRequestError, match=r"\(H, W, 3\)"):
+        ViewImage(np.zeros((4, 4), dtype=np.uint8))
+    with pytest.raises(ValueError, match="not a base64 image data URL"):
+        decode_data_url("http://example/x.png")
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry and factory
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_three_backend_types_are_registered_and_imported_lazily():
+    import subprocess
+    import sys
+
+    assert {"openai", "transformers", "oracle"} <= set(backend_types())
+    # A fresh interpreter: importing the package must not pull in any backend's dependencies.
+    probe = "import sys, robopin.vlm; print(sorted(m for m in ('httpx', 'torch', 'PIL') if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_unknown_type_and_unknown_fields_are_named():
+    with pytest.raises(UnknownBackendError, match="'llama'"):
+        make_backend({"type": "llama"})
+    with pytest.raises(VLMConfigError, match="needs a 'type'"):
+        config_from_dict({"model": "x"})
+    with pytest.raises(VLMConfigError, match=r"unknown field\(s\) \['temprature'\]"):
+        config_from_dict({"type": "openai", "temprature": 0.5})
+
+
+def test_a_backend_whose_module_is_missing_says_what_it_needs(monkeypatch):
+    from robopin.vlm import base
+
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    register_backend("ghost", BackendEntry("robopin.vlm.no_such_module", "C", "B", ("ghost-sdk",)))
+    with pytest.raises(BackendUnavailableError, match="needs ghost-sdk"):
+        make_backend({"type": "ghost"})
+
+
+def test_the_contract_check_passes_a_real_backend_and_names_a_broken_one(stub_server, make_view):
+    from robopin.vlm.contract import ContractViolationError
+    from robopin.vlm.openai_backend import OpenAIBackend, OpenAIBackendConfig
+
+    messages = build_pincot_messages("go", [make_view(32, 32, "static", 0)])
+    with OpenAIBackend(OpenAIBackendConfig(base_url=stub_server.base_url)) as backend:
+        result = check_backend_contract(backend, messages, n=3)
+        assert len(result.texts) == 3
+
+        class Broken(OpenAIBackend):
+            def generate(self, messages, **kwargs):
+                result = super().generate(messages, **kwargs)
+                return type(result)(result.samples[:1], result.model)
+
+        broken = Broken(backend.config)
+        with pytest.raises(ContractViolationError, match=r"n=3\) returned 1 samples"):
+            check_backend_contract(broken, messages, n=3)
+        broken.close()
