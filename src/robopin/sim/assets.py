@@ -59,9 +59,7 @@ class AssetSpec:
         if (self.urdf is None) == (self.primitive is None):
             raise ValueError(f"asset {self.kind!r}: give exactly one of urdf or primitive")
         if self.primitive not in (None, "box", "cylinder"):
-            raise ValueError(
-                f"asset {self.kind!r}: primitive must be 'box' or 'cylinder', got {self.primitive!r}"
-            )
+            raise ValueError(f"asset {self.kind!r}: primitive must be 'box' or 'cylinder', got {self.primitive!r}")
         if self.scale <= 0:
             raise ValueError(f"asset {self.kind!r}: scale must be > 0, got {self.scale}")
         for color in (self.default_color, *self.colors):

@@ -104,17 +104,11 @@ class SimCameraSpec:
         if self.mount not in ("world", "ee"):
             raise ValueError(f"camera {self.name!r}: mount must be 'world' or 'ee', got {self.mount!r}")
         if self.width <= 0 or self.height <= 0:
-            raise ValueError(
-                f"camera {self.name!r}: image size must be positive, got {self.width}x{self.height}"
-            )
+            raise ValueError(f"camera {self.name!r}: image size must be positive, got {self.width}x{self.height}")
         if not 1.0 < self.vertical_fov_deg < 170.0:
-            raise ValueError(
-                f"camera {self.name!r}: vertical_fov_deg must be in (1, 170), got {self.vertical_fov_deg}"
-            )
+            raise ValueError(f"camera {self.name!r}: vertical_fov_deg must be in (1, 170), got {self.vertical_fov_deg}")
         if not 0.0 < self.near_m < self.far_m:
-            raise ValueError(
-                f"camera {self.name!r}: need 0 < near_m < far_m, got {self.near_m}, {self.far_m}"
-            )
+            raise ValueError(f"camera {self.name!r}: need 0 < near_m < far_m, got {self.near_m}, {self.far_m}")
         T = np.asarray(self.T_mount_cam, dtype=np.float64)
         if T.shape != (4, 4):
             raise ValueError(f"camera {self.name!r}: T_mount_cam must be 4x4, got shape {T.shape}")
@@ -177,17 +171,13 @@ def render(
         physicsClientId=client,
     )
     rgba = np.asarray(rgba, dtype=np.uint8).reshape(spec.height, spec.width, 4)
-    depth = linearize_depth(
-        np.asarray(depth_buffer).reshape(spec.height, spec.width), spec.near_m, spec.far_m
-    )
+    depth = linearize_depth(np.asarray(depth_buffer).reshape(spec.height, spec.width), spec.near_m, spec.far_m)
     seg = np.asarray(segmentation, dtype=np.int64).reshape(spec.height, spec.width)
     # Low 24 bits carry the body id when link indices are encoded; background stays -1.
     seg = np.where(seg >= 0, seg & ((1 << 24) - 1), -1).astype(np.int32)
     depth[depth >= spec.far_m * 0.999] = 0.0
     if spec.depth_noise.enabled:
-        depth = apply_depth_noise(
-            depth, spec.depth_noise, rng if rng is not None else np.random.default_rng(0)
-        )
+        depth = apply_depth_noise(depth, spec.depth_noise, rng if rng is not None else np.random.default_rng(0))
     return RenderedView(
         spec.name,
         np.ascontiguousarray(rgba[:, :, :3]),
@@ -236,9 +226,7 @@ def deproject(view: RenderedView, u: float, v: float) -> NDArray[np.float64]:
     """
     col, row = math.floor(u), math.floor(v)
     if not (0 <= col < view.depth_m.shape[1] and 0 <= row < view.depth_m.shape[0]):
-        raise ValueError(
-            f"pixel ({u}, {v}) is outside the {view.depth_m.shape[1]}x{view.depth_m.shape[0]} image"
-        )
+        raise ValueError(f"pixel ({u}, {v}) is outside the {view.depth_m.shape[1]}x{view.depth_m.shape[0]} image")
     z = float(view.depth_m[row, col])
     if z <= 0:
         raise ValueError(f"pixel ({u}, {v}) of {view.camera!r} has no depth reading")

@@ -24,7 +24,7 @@ class SimRobotModel:
     """One robot arm with its gripper as pybullet loads it.
 
     ``finger_joints`` maps gripper joint names to a multiplier on the gripper command ``c`` in 0..1
-    (0 open, 1 closed): joint target = ``closed_position * multiplier * c``. For the xArm gripper the
+    (0 open, 1 closed): joint target = ``multiplier * (open + (closed - open) * c)``. For the xArm gripper the
     six linkage joints follow the URDF ``mimic`` entries, each driven by its own position motor,
     which is how a parallel linkage that pybullet cannot close as a loop still squeezes an object
     with a bounded force. ``tcp_link`` is the link whose frame (times ``T_link_tcp``) is the ``ee``
@@ -35,6 +35,7 @@ class SimRobotModel:
     urdf: str
     arm_joints: tuple[str, ...]
     finger_joints: dict[str, float]
+    finger_open_position: float
     finger_closed_position: float
     finger_is_prismatic: bool
     max_width_m: float
@@ -54,13 +55,14 @@ class SimRobotModel:
         return float(np.clip(1.0 - width_m / self.max_width_m, 0.0, 1.0))
 
 
-# The wrist camera sits on the hand 8 cm to the side of the fingers (toward ee -x) and 10 cm behind
-# the fingertips, looking along the approach direction like a D435 on a bracket. Its image "down"
-# is ee +x, so the hand and fingers stay just outside the 42° vertical field of view and the view
-# of the table is clean; ``tilt_rad`` turns it about its own x axis toward the fingers if wanted.
+# The wrist camera sits on the hand 8 cm to the front of the fingers (toward ee +x) and 10 cm behind
+# the fingertips, looking along the approach direction like a D435 on a bracket. Its image "up" is
+# ee +x, so with the hand in its usual yaw the far side of the table is at the top of the image, and
+# the hand and fingers stay just outside the 42° vertical field of view. ``tilt_rad`` turns it about
+# its own x axis toward the fingers if wanted.
 def _wrist_mount(offset_x: float, back_m: float, tilt_rad: float = 0.0) -> np.ndarray:
     c, s = np.cos(tilt_rad), np.sin(tilt_rad)
-    ee_from_image = np.array([[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    ee_from_image = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
     tilt = np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
     return make_transform(ee_from_image @ tilt, [offset_x, 0.0, -back_m])
 
@@ -71,7 +73,8 @@ MODELS: dict[str, SimRobotModel] = {
         urdf="franka_panda/panda.urdf",
         arm_joints=tuple(f"panda_joint{i}" for i in range(1, 8)),
         finger_joints={"panda_finger_joint1": 1.0, "panda_finger_joint2": 1.0},
-        finger_closed_position=0.04,
+        finger_open_position=0.04,
+        finger_closed_position=0.0,
         finger_is_prismatic=True,
         max_width_m=0.08,
         tcp_link="panda_grasptarget",
@@ -79,7 +82,7 @@ MODELS: dict[str, SimRobotModel] = {
         home_q=(0.0, -0.5, 0.0, -2.2, 0.0, 1.75, 0.785),
         grasp_force_n=40.0,
         arm_force_n=(87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0),
-        T_ee_wrist_camera=_wrist_mount(-0.08, 0.10),
+        T_ee_wrist_camera=_wrist_mount(0.08, 0.10),
     ),
     "xarm6": SimRobotModel(
         name="xarm6",
@@ -93,6 +96,7 @@ MODELS: dict[str, SimRobotModel] = {
             "right_finger_joint": 1.0,
             "right_inner_knuckle_joint": 1.0,
         },
+        finger_open_position=0.0,
         finger_closed_position=0.85,
         finger_is_prismatic=False,
         max_width_m=0.085,
@@ -102,7 +106,7 @@ MODELS: dict[str, SimRobotModel] = {
         home_q=(0.0, -0.35, -0.9, 0.0, 1.25, 0.0),
         grasp_force_n=30.0,
         arm_force_n=(50.0, 50.0, 32.0, 32.0, 32.0, 20.0),
-        T_ee_wrist_camera=_wrist_mount(-0.08, 0.10),
+        T_ee_wrist_camera=_wrist_mount(0.08, 0.10),
     ),
 }
 

@@ -61,6 +61,8 @@ class SimObject:
     radius_m: float
     height_m: float
     graspable: bool
+    local_extent_xy: tuple[float, float] = (0.0, 0.0)
+    """Footprint (m) along the object's own x and y axes; grasps close across the smaller one."""
 
 
 _WORLDS: dict[str, SimWorld] = {}
@@ -73,9 +75,7 @@ def get_world(name: str) -> SimWorld:
         try:
             return _WORLDS[name]
         except KeyError:
-            raise UnknownNameError(
-                f"no simulated world named {name!r}; registered: {sorted(_WORLDS)}"
-            ) from None
+            raise UnknownNameError(f"no simulated world named {name!r}; registered: {sorted(_WORLDS)}") from None
 
 
 def registered_worlds() -> list[str]:
@@ -136,9 +136,7 @@ class SimWorld:
             with _WORLDS_LOCK:
                 if name in _WORLDS:
                     p.disconnect(self.client)
-                    raise SimWorldError(
-                        f"a simulated world named {name!r} is already registered; close it first"
-                    )
+                    raise SimWorldError(f"a simulated world named {name!r} is already registered; close it first")
                 _WORLDS[name] = self
         self._registered = register
         logger.info("%s created", self)
@@ -229,17 +227,13 @@ class SimWorld:
     def joint_positions(self) -> NDArray[np.float64]:
         """Measured arm joint positions (rad)."""
         with self.lock:
-            states = self._p.getJointStates(
-                self.robot_id, self.arm_joint_indices, physicsClientId=self.client
-            )
+            states = self._p.getJointStates(self.robot_id, self.arm_joint_indices, physicsClientId=self.client)
         return np.array([s[0] for s in states])
 
     def joint_velocities(self) -> NDArray[np.float64]:
         """Measured arm joint velocities (rad/s)."""
         with self.lock:
-            states = self._p.getJointStates(
-                self.robot_id, self.arm_joint_indices, physicsClientId=self.client
-            )
+            states = self._p.getJointStates(self.robot_id, self.arm_joint_indices, physicsClientId=self.client)
         return np.array([s[1] for s in states])
 
     def ee_pose(self) -> NDArray[np.float64]:
@@ -307,10 +301,7 @@ class SimWorld:
         q = self._check_q(q)
         p = self._p
         with self.lock:
-            saved = [
-                p.getJointState(self.robot_id, i, physicsClientId=self.client)[:2]
-                for i in self.arm_joint_indices
-            ]
+            saved = [p.getJointState(self.robot_id, i, physicsClientId=self.client)[:2] for i in self.arm_joint_indices]
             try:
                 for index, value in zip(self.arm_joint_indices, q, strict=True):
                     p.resetJointState(self.robot_id, index, float(value), physicsClientId=self.client)
@@ -336,9 +327,9 @@ class SimWorld:
         p = self._p
         with self.lock:
             self.gripper_command = float(closed_fraction)
-            targets = [
-                self.model.finger_closed_position * m * closed_fraction for m in self.finger_multipliers
-            ]
+            model = self.model
+            span = model.finger_closed_position - model.finger_open_position
+            targets = [m * (model.finger_open_position + span * closed_fraction) for m in self.finger_multipliers]
             p.setJointMotorControlArray(
                 self.robot_id,
                 self.finger_joint_indices,
@@ -352,13 +343,12 @@ class SimWorld:
     def gripper_width(self) -> float:
         """Current opening (m), from the finger joint positions."""
         with self.lock:
-            states = self._p.getJointStates(
-                self.robot_id, self.finger_joint_indices, physicsClientId=self.client
-            )
+            states = self._p.getJointStates(self.robot_id, self.finger_joint_indices, physicsClientId=self.client)
         if self.model.finger_is_prismatic:
             return float(sum(s[0] for s in states))
-        drive = states[0][0] / self.model.finger_closed_position
-        return self.model.width_from_command(drive)
+        model = self.model
+        span = model.finger_closed_position - model.finger_open_position
+        return model.width_from_command((states[0][0] - model.finger_open_position) / span)
 
     def grasped_object(self) -> str | None:
         """Name of the graspable object both gripper sides touch, or None."""
@@ -412,6 +402,7 @@ class SimWorld:
                         p.GEOM_BOX, halfExtents=(size / 2).tolist(), physicsClientId=self.client
                     )
                     height, radius = size[2], float(np.hypot(size[0], size[1]) / 2)
+                    local_extent = (size[0], size[1])
                 else:
                     collision = p.createCollisionShape(
                         p.GEOM_CYLINDER, radius=size[0], height=size[2], physicsClientId=self.client
@@ -420,6 +411,7 @@ class SimWorld:
                         p.GEOM_CYLINDER, radius=size[0], length=size[2], physicsClientId=self.client
                     )
                     height, radius = size[2], float(size[0])
+                    local_extent = (2 * size[0], 2 * size[0])
                 z = TABLE_TOP_Z + height / 2 + 0.0005 if z_m is None else z_m
                 body = p.createMultiBody(
                     spec.mass_kg,
@@ -430,9 +422,7 @@ class SimWorld:
                     physicsClientId=self.client,
                 )
             else:
-                orientation = p.getQuaternionFromEuler(
-                    [spec.base_rpy[0], spec.base_rpy[1], spec.base_rpy[2] + yaw_rad]
-                )
+                orientation = p.getQuaternionFromEuler([spec.base_rpy[0], spec.base_rpy[1], spec.base_rpy[2] + yaw_rad])
                 body = p.loadURDF(
                     spec.urdf,
                     [0.0, 0.0, 0.3],
@@ -444,18 +434,19 @@ class SimWorld:
                 # Some meshes (the teddy) sit far from their link origin: move the body until its
                 # bounding box is centred on xy with its bottom on the table (AABBs of fixed bodies
                 # refresh only after a collision pass, hence the explicit passes).
+                upright = p.getQuaternionFromEuler(list(spec.base_rpy))
+                p.resetBasePositionAndOrientation(body, [0.0, 0.0, 0.3], upright, physicsClientId=self.client)
+                p.performCollisionDetection(physicsClientId=self.client)
+                low0, high0 = p.getAABB(body, physicsClientId=self.client)
+                local_extent = (high0[0] - low0[0], high0[1] - low0[1])
                 base = np.array([0.0, 0.0, 0.3])
                 for _ in range(2):
-                    p.resetBasePositionAndOrientation(
-                        body, base.tolist(), orientation, physicsClientId=self.client
-                    )
+                    p.resetBasePositionAndOrientation(body, base.tolist(), orientation, physicsClientId=self.client)
                     p.performCollisionDetection(physicsClientId=self.client)
                     low, high = p.getAABB(body, physicsClientId=self.client)
                     bottom = TABLE_TOP_Z + 0.001 if z_m is None else z_m
                     base += [xy[0] - (low[0] + high[0]) / 2, xy[1] - (low[1] + high[1]) / 2, bottom - low[2]]
-                p.resetBasePositionAndOrientation(
-                    body, base.tolist(), orientation, physicsClientId=self.client
-                )
+                p.resetBasePositionAndOrientation(body, base.tolist(), orientation, physicsClientId=self.client)
                 height = high[2] - low[2]
                 radius = spec.footprint_radius_m
                 if spec.graspable:
@@ -470,7 +461,17 @@ class SimWorld:
                 rollingFriction=0.0005,
                 physicsClientId=self.client,
             )
-            obj = SimObject(name, kind, body, color, spec.words, float(radius), float(height), spec.graspable)
+            obj = SimObject(
+                name,
+                kind,
+                body,
+                color,
+                spec.words,
+                float(radius),
+                float(height),
+                spec.graspable,
+                (float(local_extent[0]), float(local_extent[1])),
+            )
             self.objects[name] = obj
             self._objects_by_body[body] = obj
         return obj
@@ -586,9 +587,7 @@ class SimWorld:
                     raise SimWorldError(f"{self}: physics thread stopped while waiting for simulated time")
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    raise TimeoutError(
-                        f"{self}: simulated time did not reach {target:.3f} s within {timeout_s} s"
-                    )
+                    raise TimeoutError(f"{self}: simulated time did not reach {target:.3f} s within {timeout_s} s")
                 self._tick.wait(0.1 if remaining is None else min(0.1, remaining))
 
     @property
