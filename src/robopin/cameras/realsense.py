@@ -262,6 +262,10 @@ class RealSenseCamera(Camera):
                                   config.depth_height or config.height, rs.format.z16, config.fps)
         pipeline = rs.pipeline()
         try:
+            if config.playback_file:
+                # Real-time mode must be chosen before streaming starts: switching after start() lets a
+                # quickly recorded file play out (and drop frames) before the first read.
+                cfg.resolve(pipeline).get_device().as_playback().set_real_time(config.playback_realtime)
             profile = pipeline.start(cfg)
         except RuntimeError as exc:
             raise CameraNotFoundError(
@@ -271,7 +275,6 @@ class RealSenseCamera(Camera):
         device = profile.get_device()
         if config.playback_file:
             self._playback = device.as_playback()
-            self._playback.set_real_time(config.playback_realtime)
             self._serial = _device_info(rs, device)["serial"] or Path(config.playback_file).stem
             if config.serial and config.serial != self._serial:
                 pipeline.stop()

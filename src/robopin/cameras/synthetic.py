@@ -35,13 +35,22 @@ class SyntheticScene:
     distance_m: float = 1.0
     slope_x: float = 0.0
 
-    def depth_m(self, model: CameraModel) -> np.ndarray:
-        """Exact z-depth (float32, metres) of the plane at every pixel centre of ``model``."""
+    def depth_m(self, model: CameraModel, T_camera_scene: np.ndarray | None = None) -> np.ndarray:
+        """Exact z-depth (float32, metres, NaN where the plane is not in front) at every pixel centre.
+
+        The plane is defined in the scene frame; ``T_camera_scene`` maps scene points into the camera
+        (identity by default). For a software RealSense the scene frame is the depth camera's, so the
+        truth for the color camera is ``depth_m(color_model, T_color_depth)``.
+        """
         u, v = model.pixel_centres()
         ray = model.pixel_to_ray(u, v)
-        # z = d + s * x and x = z * ray_x  =>  z = d / (1 - s * ray_x)
+        T = np.eye(4) if T_camera_scene is None else np.asarray(T_camera_scene, dtype=np.float64)
+        # Plane n_s . p_s = d with n_s = (-slope, 0, 1); in the camera n_c = R n_s and the offset gains
+        # n_c . t; along the ray p = z * ray, so z = (d + n_c . t) / (n_c . ray).
+        normal = T[:3, :3] @ np.array([-self.slope_x, 0.0, 1.0])
+        offset = self.distance_m + float(normal @ T[:3, 3])
         with np.errstate(divide="ignore", invalid="ignore"):
-            z = self.distance_m / (1.0 - self.slope_x * ray[..., 0])
+            z = offset / (ray @ normal)
         z[~np.isfinite(z) | (z <= 0)] = np.nan
         return z.astype(np.float32)
 
@@ -199,12 +208,14 @@ def write_realsense_recording(
     serial: str = "SW0001",
     T_color_depth: np.ndarray | None = None,
     start_time_s: float = 1_700_000_000.0,
+    paced: bool = False,
 ) -> Path:
     """Record ``n_frames`` of a synthetic scene from a software RealSense into ``path`` (a ``.db3`` file).
 
     Frames are stamped ``start_time_s + i / fps``; pixel (0, 0) of color frame ``i`` has red = ``i % 256``.
-    Playback through ``rs.pipeline`` pairs depth with color, and librealsense drops the first pair
-    while its matcher settles, so a recording of ``n`` frames plays back ``n - 1``.
+    Real-time playback follows the host time at which frames were *recorded*, not their stamps: pass
+    ``paced=True`` to push at ``fps`` (takes ``n_frames / fps`` seconds) for a recording that plays
+    back at that rate; unpaced recordings suit frame-by-frame playback (``playback_realtime=False``).
     """
     rs = _import_rs()
     path = Path(path)
@@ -216,7 +227,11 @@ def write_realsense_recording(
     device.start(syncer)
     depth_raw = scene.depth_mm_u16(device.depth_model, device.depth_units_m)
     period_s = 1.0 / fps
+    next_push = time.monotonic()
     for i in range(n_frames):
+        if paced:
+            time.sleep(max(0.0, next_push - time.monotonic()))
+            next_push += period_s
         device.push(scene.color(color_model, i), depth_raw, start_time_s + i * period_s)
         syncer.try_wait_for_frames(math.ceil(period_s * 1000) + 100)
     device.close()
