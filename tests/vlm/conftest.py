@@ -78,6 +78,7 @@ class StubOpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, so connection reuse is observable
+            disable_nagle_algorithm = True  # no 40 ms delayed-ACK stall between headers and body
 
             def log_message(self, *args: object) -> None:
                 pass
