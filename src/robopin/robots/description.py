@@ -105,6 +105,10 @@ class _DescriptionSpec:
     tcp_offset_m: tuple[float, float, float]
     home_rad: tuple[float, ...]
     gripper_width_m: tuple[float, float]
+    # Limits that replace the URDF's (a robot sharing another's kinematics but not its limits).
+    lower_rad: tuple[float, ...] | None = None
+    upper_rad: tuple[float, ...] | None = None
+    velocity_rad_s: tuple[float, ...] | None = None
 
 
 # Acceleration limits are not in URDFs: Panda values from Franka's datasheet; the xArm's maximum joint
@@ -122,6 +126,20 @@ _SPECS: dict[str, _DescriptionSpec] = {
         tcp_offset_m=(0.0, 0.0, 0.0),
         home_rad=(0.0, -np.pi / 4, 0.0, -3 * np.pi / 4, 0.0, np.pi / 2, np.pi / 4),
         gripper_width_m=(0.0, 0.08),
+    ),
+    # Franka Research 3: the Panda's kinematics (same joint origins) with FR3 limits from Franka's
+    # datasheet (the limits franky-sim's FR3 model uses).
+    "fr3": _DescriptionSpec(
+        urdf="franka_panda/panda.urdf",
+        joint_names=tuple(f"panda_joint{i}" for i in range(1, 8)),
+        acceleration_rad_s2=(10.0,) * 7,
+        tcp_link="panda_grasptarget",
+        tcp_offset_m=(0.0, 0.0, 0.0),
+        home_rad=(0.0, -np.pi / 4, 0.0, -3 * np.pi / 4, 0.0, np.pi / 2, np.pi / 4),
+        gripper_width_m=(0.0, 0.08),
+        lower_rad=(-2.9007, -1.8361, -2.9007, -3.0770, -2.8763, 0.4398, -3.0508),
+        upper_rad=(2.9007, 1.8361, 2.9007, -0.1169, 2.8763, 4.6216, 3.0508),
+        velocity_rad_s=(2.62, 2.62, 2.62, 2.62, 5.26, 4.18, 5.26),
     ),
     "xarm6": _DescriptionSpec(
         urdf="xarm/xarm6_with_gripper.urdf",
@@ -159,7 +177,7 @@ def pybullet_data_path() -> Path:
 
 @functools.cache
 def load_description(name: str) -> RobotDescription:
-    """The description registered as ``name`` ("panda", "xarm6", "xarm6_bare"), read from its URDF."""
+    """The description registered as ``name`` ("panda", "fr3", "xarm6", "xarm6_bare"), read from its URDF."""
     try:
         spec = _SPECS[name]
     except KeyError:
@@ -175,6 +193,9 @@ def load_description(name: str) -> RobotDescription:
         acceleration_rad_s2=np.array(spec.acceleration_rad_s2),
         home_rad=np.array(spec.home_rad),
         gripper_width_m=spec.gripper_width_m,
+        lower_rad=spec.lower_rad,
+        upper_rad=spec.upper_rad,
+        velocity_rad_s=spec.velocity_rad_s,
     )
 
 
@@ -197,8 +218,14 @@ def description_from_urdf(
     acceleration_rad_s2: np.ndarray,
     home_rad: np.ndarray,
     gripper_width_m: tuple[float, float],
+    lower_rad: tuple[float, ...] | None = None,
+    upper_rad: tuple[float, ...] | None = None,
+    velocity_rad_s: tuple[float, ...] | None = None,
 ) -> RobotDescription:
-    """Build a description from a URDF: the chain base → ``tcp_link`` and the limits of ``joint_names``."""
+    """Build a description from a URDF: the chain base → ``tcp_link`` and the limits of ``joint_names``.
+
+    ``lower_rad``, ``upper_rad`` and ``velocity_rad_s`` replace the URDF's limits when given.
+    """
     root = ET.parse(urdf_path).getroot()
     joints = {}
     parent_of_link: dict[str, str] = {}
@@ -259,9 +286,9 @@ def description_from_urdf(
         name=name,
         urdf_path=Path(urdf_path),
         joint_names=tuple(joint_names),
-        lower_rad=frozen([lower[j] for j in joint_names]),
-        upper_rad=frozen([upper[j] for j in joint_names]),
-        velocity_rad_s=frozen([velocity[j] for j in joint_names]),
+        lower_rad=frozen(lower_rad if lower_rad is not None else [lower[j] for j in joint_names]),
+        upper_rad=frozen(upper_rad if upper_rad is not None else [upper[j] for j in joint_names]),
+        velocity_rad_s=frozen(velocity_rad_s if velocity_rad_s is not None else [velocity[j] for j in joint_names]),
         acceleration_rad_s2=frozen(acceleration_rad_s2),
         base_link=base_link,
         tcp_link=tcp_link,
