@@ -143,14 +143,16 @@ def test_qwen25_pixels_resized_through_the_factory(qwen25_path, make_view):
             "point_convention": "pixels_resized",
             "resize_factor": 28,
             "min_pixels": MIN_PIXELS,
-            "max_pixels": MAX_PIXELS,
+            # Below the checkpoint's own limit and below 130x90: the config must win, or points drift.
+            "max_pixels": 28 * 28 * 8,
         }
     )
     with backend:
         view = make_view(130, 90, "static", 0)
         inputs = backend.build_inputs(build_pincot_messages("x", [view]))
         _, h, w = inputs["image_grid_thw"][0].tolist()
-        resized_h, resized_w = smart_resize(90, 130, 28, MIN_PIXELS, MAX_PIXELS)
+        resized_h, resized_w = smart_resize(90, 130, 28, MIN_PIXELS, 28 * 28 * 8)
+        assert (resized_h, resized_w) == (56, 84)
         assert (h * 14, w * 14) == (resized_h, resized_w)
         # A point the model writes at the centre of its resized frame is the centre of the image.
         assert backend.point_convention.to_pixels([resized_w / 2, resized_h / 2], 130, 90).tolist() == [65, 45]

@@ -33,8 +33,10 @@ from robopin.vlm.errors import (
     VLMTimeoutError,
 )
 from robopin.vlm.points import PointConvention, smart_resize
+from robopin.vlm.prompts import PINCOT_ANSWER_SUFFIX, build_pincot_messages
 
 __all__ = [
+    "PINCOT_ANSWER_SUFFIX",
     "BackendEntry",
     "BackendUnavailableError",
     "ChatMessage",
@@ -57,6 +59,7 @@ __all__ = [
     "ViewImage",
     "YesNoScore",
     "backend_types",
+    "build_pincot_messages",
     "config_from_dict",
     "make_backend",
     "register_backend",

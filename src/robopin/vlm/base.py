@@ -9,6 +9,14 @@ in its text back to pixels of the original image.
 
 Backends are built from a config dataclass by :func:`make_backend`, keyed by the config's type name
 and imported lazily, so ``httpx`` or ``torch`` is needed only when that backend is configured.
+
+Writing a backend (the simulator's oracle is one: ``robopin.sim.oracle_backend``): in the module the
+registry names, define ``<Name>Config(VLMConfig)`` as a ``@dataclass(kw_only=True)`` with
+``type_name: ClassVar[str] = "<type>"`` and validation in ``__post_init__`` (call super's first),
+and ``<Name>(VLMBackend)`` whose ``__init__(self, config)`` calls ``super().__init__(config)`` and
+which implements :meth:`VLMBackend.generate` and :meth:`VLMBackend.score_yes_no`. Text it returns
+carries points in the convention its config declares. ``robopin.vlm.contract.check_backend_contract``
+checks the result shapes in the backend's own tests.
 """
 
 from __future__ import annotations
