@@ -1,0 +1,74 @@
+"""Helpers for tests that talk to real ROS processes: spawn a node process, spin a client node, wait on futures."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+
+TESTS_ROS = Path(__file__).resolve().parent
+
+
+class SpunNode:
+    """A node of the test process spinning on its own executor thread until closed."""
+
+    def __init__(self, name: str, context) -> None:
+        self.node = Node(name, context=context)
+        self._executor = SingleThreadedExecutor(context=context)
+        self._executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._executor.shutdown()
+        self._thread.join(timeout=5)
+        self.node.destroy_node()
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll predicate until true; fail naming what was awaited."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def wait_future(future, timeout_s: float, what: str):
+    """Wait for an rclpy future that another thread spins; return its result."""
+    wait_for(future.done, timeout_s, what)
+    return future.result()
+
+
+def start_process(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start a Python helper process in this test run's ROS domain."""
+    return subprocess.Popen(
+        [sys.executable, *args],
+        env=dict(os.environ if env is None else env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def stop_process(process: subprocess.Popen, timeout_s: float = 10.0) -> tuple[int, str]:
+    """SIGTERM a helper process (as a launch system would) and return its exit code and output."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        output, _ = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGUSR1)  # robopin_ros.runtime dumps all thread stacks on SIGUSR1
+        time.sleep(0.5)
+        process.kill()
+        output, _ = process.communicate()
+        return -9, output
+    return process.returncode, output

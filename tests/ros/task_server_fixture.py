@@ -1,0 +1,93 @@
+"""A minimal task server run as a separate process by the foundation tests (not a product node).
+
+It answers robopin_interfaces/srv/Instruct and serves ExecuteTask with feedback, cancellation and the
+single-goal policy from robopin_ros.single_goal, and publishes one PinnedReasoning per step, so the
+tests exercise our interfaces over real DDS between processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import uuid
+
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from robopin_interfaces.action import ExecuteTask
+from robopin_interfaces.msg import Anchor, PinnedReasoning
+from robopin_interfaces.srv import Instruct
+from robopin_ros.runtime import run_node
+from robopin_ros.single_goal import BUSY_REASON, SingleGoalGuard
+
+
+class TaskServerFixture(Node):
+    def __init__(self, step_period_s: float, steps: int) -> None:
+        super().__init__("task_server_fixture")
+        self._step_period_s = step_period_s
+        self._steps = steps
+        self._guard = SingleGoalGuard()
+        group = ReentrantCallbackGroup()
+        self._reasoning_pub = self.create_publisher(PinnedReasoning, "/robopin/reasoning", 10)
+        self.create_service(Instruct, "/robopin/instruct", self.on_instruct, callback_group=group)
+        self._action = ActionServer(
+            self,
+            ExecuteTask,
+            "/robopin/execute_task",
+            execute_callback=self.execute,
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda _handle: CancelResponse.ACCEPT,
+            callback_group=group,
+        )
+
+    def on_instruct(self, request: Instruct.Request, response: Instruct.Response) -> Instruct.Response:
+        """Accept an instruction unless a task runs."""
+        holder = self._guard.active
+        if not request.instruction.strip():
+            response.accepted, response.message = False, "empty instruction"
+        elif holder is not None:
+            response.accepted, response.message = False, self._guard.busy_message(holder)
+        else:
+            response.accepted, response.task_id = True, uuid.uuid4().hex[:8]
+            response.message = f"accepted '{request.instruction}' in mode {request.mode or 'auto'}"
+        return response
+
+    def execute(self, goal_handle) -> ExecuteTask.Result:
+        """Run a goal step by step with feedback, honouring cancel and the single-goal policy."""
+        task_id = bytes(goal_handle.goal_id.uuid).hex()[:8]
+        result = ExecuteTask.Result(task_id=task_id)
+        holder = self._guard.try_acquire(task_id)
+        if holder is not None:
+            result.reason, result.message = BUSY_REASON, self._guard.busy_message(holder)
+            goal_handle.abort()
+            return result
+        try:
+            for step in range(self._steps):
+                if goal_handle.is_cancel_requested:
+                    result.reason, result.message = "canceled", f"canceled at step {step}"
+                    goal_handle.canceled()
+                    return result
+                goal_handle.publish_feedback(ExecuteTask.Feedback(stage="executing", step=step, detail="tick"))
+                msg = PinnedReasoning(task_id=task_id, step=step, instruction=goal_handle.request.instruction)
+                msg.anchors.append(Anchor(kind="obj", name="duck", id="obj_01", img_idx=0, x=412.0, y=530.0))
+                msg.valid = True
+                self._reasoning_pub.publish(msg)
+                result.reasoning_steps.append(msg)
+                time.sleep(self._step_period_s)
+            result.success, result.steps_executed, result.message = True, self._steps, "done"
+            goal_handle.succeed()
+            return result
+        finally:
+            self._guard.release(task_id)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--step-period", type=float, default=0.1)
+    parser.add_argument("--steps", type=int, default=5)
+    args, ros_args = parser.parse_known_args()
+    raise SystemExit(run_node(lambda: TaskServerFixture(args.step_period, args.steps), ros_args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Our interfaces over real DDS between processes: a custom message, the Instruct service, the ExecuteTask action."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from rclpy.action import ActionClient
+from robopin_interfaces.action import ExecuteTask
+from robopin_interfaces.msg import PinnedReasoning
+from robopin_interfaces.srv import Instruct
+
+from tests.ros.rostest_utils import TESTS_ROS, SpunNode, start_process, stop_process, wait_for, wait_future
+
+pytestmark = pytest.mark.ros
+
+
+@pytest.fixture(scope="module")
+def task_server():
+    process = start_process([str(TESTS_ROS / "task_server_fixture.py"), "--step-period", "0.2", "--steps", "5"])
+    yield process
+    code, output = stop_process(process)
+    assert code == 0, f"task server did not shut down cleanly on SIGTERM (exit {code}):\n{output}"
+
+
+@pytest.fixture
+def client(ros_context, task_server):
+    spun = SpunNode("foundation_test_client", ros_context)
+    yield spun
+    spun.close()
+
+
+def _action_client(client: SpunNode) -> ActionClient:
+    action = ActionClient(client.node, ExecuteTask, "/robopin/execute_task")
+    assert action.wait_for_server(timeout_sec=20), "ExecuteTask server not discovered"
+    return action
+
+
+def _send(action: ActionClient, instruction: str, feedback: list | None = None):
+    callback = (lambda fb: feedback.append(fb.feedback)) if feedback is not None else None
+    future = action.send_goal_async(ExecuteTask.Goal(instruction=instruction), callback)
+    handle = wait_future(future, 10, "goal response")
+    assert handle.accepted
+    return handle
+
+
+def test_instruct_service_answers_from_another_process(client):
+    service = client.node.create_client(Instruct, "/robopin/instruct")
+    assert service.wait_for_service(timeout_sec=20)
+    reply = wait_future(service.call_async(Instruct.Request(instruction="put the duck on the plate")), 10, "Instruct")
+    assert reply.accepted and len(reply.task_id) == 8
+    assert "put the duck on the plate" in reply.message
+    empty = wait_future(service.call_async(Instruct.Request(instruction="  ")), 10, "Instruct")
+    assert not empty.accepted and empty.message == "empty instruction"
+
+
+def test_pinned_reasoning_message_crosses_processes(client):
+    received: list[PinnedReasoning] = []
+    got = threading.Event()
+
+    def on_msg(msg: PinnedReasoning) -> None:
+        received.append(msg)
+        got.set()
+
+    client.node.create_subscription(PinnedReasoning, "/robopin/reasoning", on_msg, 10)
+    action = _action_client(client)
+    handle = _send(action, "pick the duck")
+    wait_for(got.is_set, 10, "a PinnedReasoning message")
+    wait_future(handle.get_result_async(), 10, "task result")
+    first = received[0]
+    assert first.instruction == "pick the duck" and first.valid
+    assert [(a.kind, a.id, a.img_idx, a.x, a.y) for a in first.anchors] == [("obj", "obj_01", 0, 412.0, 530.0)]
+
+
+def test_execute_task_feedback_and_result(client):
+    action = _action_client(client)
+    feedback: list = []
+    handle = _send(action, "stack the cubes", feedback)
+    result = wait_future(handle.get_result_async(), 15, "task result").result
+    assert result.success and result.steps_executed == 5
+    assert [f.step for f in feedback] == [0, 1, 2, 3, 4]
+    assert len(result.reasoning_steps) == 5
+
+
+def test_second_goal_is_rejected_with_reason_while_one_runs(client):
+    action = _action_client(client)
+    first = _send(action, "long task")
+    second = _send(action, "interleaved task")
+    second_result = wait_future(second.get_result_async(), 10, "second result").result
+    assert not second_result.success
+    assert second_result.reason == "busy"
+    assert "another goal is running" in second_result.message
+    # The Instruct service refuses too while the first goal holds the server.
+    service = client.node.create_client(Instruct, "/robopin/instruct")
+    assert service.wait_for_service(timeout_sec=10)
+    reply = wait_future(service.call_async(Instruct.Request(instruction="third")), 10, "Instruct")
+    assert not reply.accepted and "another goal is running" in reply.message
+    assert wait_future(first.get_result_async(), 15, "first result").result.success
+
+
+def test_cancel_stops_a_running_task(client):
+    action = _action_client(client)
+    feedback: list = []
+    handle = _send(action, "cancel me", feedback)
+    wait_for(lambda: len(feedback) >= 1, 10, "first feedback")
+    wait_future(handle.cancel_goal_async(), 10, "cancel response")
+    wrapped = wait_future(handle.get_result_async(), 10, "canceled result")
+    assert wrapped.result.reason == "canceled"
+    assert not wrapped.result.success
+    assert len(feedback) < 5
