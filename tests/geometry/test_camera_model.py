@@ -155,13 +155,17 @@ def test_zed_rectified_and_raw():
 def test_pybullet_projection_matrix_matches_measured_intrinsics():
     pybullet = pytest.importorskip("pybullet")
     P = pybullet.computeProjectionMatrixFOV(fov=45.0, aspect=640 / 480, nearVal=0.05, farVal=5.0)
-    cam = CameraModel.from_pybullet_projection(P, 640, 480)
+    ideal = CameraModel.from_pybullet_projection(P, 640, 480, tiny_renderer=False)
     # 579.41 px for a 45 degree vertical field of view; the image centre is u = 320.0.
-    assert cam.fx == pytest.approx(579.41, abs=0.01)
-    assert cam.fy == pytest.approx(579.41, abs=0.01)
-    assert cam.cx + 0.5 == pytest.approx(320.0)
-    assert cam.cy + 0.5 == pytest.approx(240.0)
-    assert CameraModel.from_fov(640, 480, math.radians(45.0)).fx == pytest.approx(cam.fx)
+    assert ideal.fx == pytest.approx(579.41, abs=0.01)
+    assert ideal.fy == pytest.approx(579.41, abs=0.01)
+    assert ideal.cx + 0.5 == pytest.approx(320.0)
+    assert ideal.cy + 0.5 == pytest.approx(240.0)
+    from_fov = CameraModel.from_fov(640, 480, math.radians(45.0))
+    assert (from_fov.fx, from_fov.cx, from_fov.cy) == pytest.approx((ideal.fx, ideal.cx, ideal.cy), rel=1e-6)
+    # TinyRenderer samples pixel (i, j) at (i, j + 1) of the ideal image: half a pixel right and up.
+    tiny = CameraModel.from_pybullet_projection(P, 640, 480)
+    assert (tiny.cx, tiny.cy) == pytest.approx((320.0, 239.0))
 
 
 def test_resized_keeps_the_same_rays():
