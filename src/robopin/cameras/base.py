@@ -277,7 +277,7 @@ class Camera(abc.ABC):
         self._returned_seq = 0
         self._reader_error: BaseException | None = None
         self._new_frame = threading.Condition()
-        self._reader: threading.Thread | None = None
+        self._reader_thread: threading.Thread | None = None
         self._stop_reader = threading.Event()
 
     def __repr__(self) -> str:
@@ -338,7 +338,7 @@ class Camera(abc.ABC):
         self._require_connected()
         if not (timeout_s >= 0):
             raise ValueError(f"timeout_s must be >= 0 s, got {timeout_s!r}")
-        if self._reader is None or not self._reader.is_alive():
+        if self._reader_thread is None or not self._reader_thread.is_alive():
             self._start_reader()
         deadline = time.monotonic() + timeout_s
         with self._new_frame:
@@ -389,14 +389,14 @@ class Camera(abc.ABC):
     def _start_reader(self) -> None:
         self._stop_reader.clear()
         self._reader_error = None
-        self._reader = threading.Thread(target=self._reader_loop, name=f"{self}-reader", daemon=True)
-        self._reader.start()
+        self._reader_thread = threading.Thread(target=self._reader_loop, name=f"{self}-reader", daemon=True)
+        self._reader_thread.start()
 
     def _stop_reader_thread(self) -> None:
-        if self._reader is not None:
+        if self._reader_thread is not None:
             self._stop_reader.set()
-            self._reader.join(timeout=self.config.read_timeout_s + 1.0)
-            self._reader = None
+            self._reader_thread.join(timeout=self.config.read_timeout_s + 1.0)
+            self._reader_thread = None
 
     def _reader_loop(self) -> None:
         # A short per-call timeout keeps the loop responsive to stop requests; a timeout is not an

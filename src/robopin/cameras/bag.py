@@ -1,0 +1,313 @@
+"""Bag backend: one recorded view played back from a rosbag2 bag (MCAP or SQLite3) as if it were a camera.
+
+It reads the realsense-ros topic layout under a prefix — ``<prefix>/color/image_raw``,
+``<prefix>/color/camera_info`` and ``<prefix>/aligned_depth_to_color/image_raw`` — with ``rosbags`` (pure
+Python, no rclpy), pairs each color image with the depth image whose header stamp is closest (within
+``max_depth_offset_s``), and paces delivery by the recorded stamps unless ``realtime`` is off.
+:func:`write_camera_bag` writes frames in the same layout (test fixtures, demo bags).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+from robopin.cameras.base import (
+    Camera,
+    CameraBackendUnavailableError,
+    CameraConfig,
+    CameraDescription,
+    CameraNotFoundError,
+    CameraReadError,
+    CameraTimeoutError,
+    Frame,
+)
+from robopin.cameras.images import decode_color, decode_depth_m, decode_image, depth_m_to_16uc1
+from robopin.geometry.camera_model import CameraModel
+
+__all__ = ["BagCamera", "BagCameraConfig", "camera_topics", "write_camera_bag"]
+
+logger = logging.getLogger(__name__)
+
+
+def camera_topics(prefix: str) -> dict[str, str]:
+    """The realsense-ros topic names under ``prefix`` (e.g. ``/cameras/wrist`` or ``/camera/camera``)."""
+    prefix = "/" + prefix.strip("/")
+    return {
+        "color": f"{prefix}/color/image_raw",
+        "info": f"{prefix}/color/camera_info",
+        "depth": f"{prefix}/aligned_depth_to_color/image_raw",
+    }
+
+
+def _import_rosbags() -> Any:
+    try:
+        import rosbags.highlevel
+        import rosbags.rosbag2
+        import rosbags.typesys
+    except ImportError as exc:
+        raise CameraBackendUnavailableError(
+            f"the bag camera backend needs rosbags ({exc}); install it with `pip install rosbags`"
+        ) from exc
+    return rosbags
+
+
+@dataclasses.dataclass
+class BagCameraConfig(CameraConfig):
+    """A view recorded in a rosbag2 bag.
+
+    Attributes:
+        bag_path: the bag directory (with metadata.yaml) or a single ``.mcap``/``.db3`` file.
+        topic_prefix: where the view's topics are; empty means ``/cameras/<name>``.
+        realtime: deliver frames at the recorded pace (True) or as fast as they are read.
+        loop: start again at the end of the bag instead of reporting the end as an error.
+        enable_depth: pair color with aligned depth (False plays color only).
+        max_depth_offset_s: the largest color/depth header-stamp difference accepted as one frame.
+        serial: reported as the frame's serial; empty uses the bag's name.
+        restamp: stamp frames with the host clock at delivery (default, so a replayed view looks live)
+            or keep the recorded header stamps (False).
+    """
+
+    type: ClassVar[str] = "bag"
+
+    bag_path: str = ""
+    topic_prefix: str = ""
+    realtime: bool = True
+    loop: bool = False
+    enable_depth: bool = True
+    max_depth_offset_s: float = 0.02
+    serial: str = ""
+    restamp: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.bag_path:
+            raise ValueError(f"camera {self.name!r}: bag_path is required for a bag camera")
+        if not (math.isfinite(self.max_depth_offset_s) and self.max_depth_offset_s >= 0):
+            raise ValueError(f"camera {self.name!r}: max_depth_offset_s must be >= 0 s, "
+                             f"got {self.max_depth_offset_s!r}")
+
+    @property
+    def topics(self) -> dict[str, str]:
+        return camera_topics(self.topic_prefix or f"/cameras/{self.name}")
+
+
+@dataclasses.dataclass
+class _Stamped:
+    stamp_s: float
+    message: Any
+
+
+class BagCamera(Camera):
+    """Plays one view's color, aligned depth and camera info back from a rosbag2 bag."""
+
+    config_class = BagCameraConfig
+    config: BagCameraConfig
+
+    def __init__(self, config: BagCameraConfig) -> None:
+        super().__init__(config)
+        self._bag: Any = None
+        self._messages: Iterator[tuple[str, Any]] | None = None
+        self._colors: collections.deque[_Stamped] = collections.deque()
+        self._depths: collections.deque[_Stamped] = collections.deque(maxlen=30)
+        self._model: CameraModel | None = None
+        self._pending: tuple[Frame, float] | None = None  # frame ready but not yet due (realtime)
+        self._clock_origin: tuple[float, float] | None = None  # (host monotonic, recorded stamp)
+        self._index = 0
+        self.unmatched_colors = 0
+        """Color images skipped because no depth image lay within ``max_depth_offset_s``."""
+
+    @staticmethod
+    def find_cameras() -> list[CameraDescription]:
+        """Bags are files, not devices: nothing to discover."""
+        return []
+
+    def _connect(self) -> None:
+        rosbags = _import_rosbags()
+        path = Path(self.config.bag_path)
+        if not path.exists():
+            raise CameraNotFoundError(f"camera {self.config.name!r}: bag {str(path)!r} does not exist")
+        reader = rosbags.highlevel.AnyReader([path])
+        try:
+            reader.open()
+        except Exception as exc:
+            raise CameraNotFoundError(f"camera {self.config.name!r}: cannot open bag {str(path)!r}: {exc}") from exc
+        topics = self.config.topics
+        wanted = {topics["color"], topics["info"]} | ({topics["depth"]} if self.config.enable_depth else set())
+        present = {c.topic for c in reader.connections}
+        missing = sorted(wanted - present)
+        if missing:
+            reader.close()
+            raise CameraNotFoundError(
+                f"camera {self.config.name!r}: bag {str(path)!r} has no topic(s) {missing}; it has "
+                f"{sorted(t for t in present if '/color/' in t or '/aligned_depth' in t) or sorted(present)}"
+            )
+        self._bag = reader
+        self._serial = self.config.serial or path.stem
+        self._start_messages()
+        self._index = 0
+
+    def _start_messages(self) -> None:
+        reader = self._bag
+        topics = self.config.topics
+        kinds = {topics["color"]: "color", topics["info"]: "info", topics["depth"]: "depth"}
+        connections = [c for c in reader.connections if c.topic in kinds and
+                       (self.config.enable_depth or kinds[c.topic] != "depth")]
+
+        def generate() -> Iterator[tuple[str, Any]]:
+            for connection, _, raw in reader.messages(connections=connections):
+                yield kinds[connection.topic], reader.deserialize(raw, connection.msgtype)
+
+        self._messages = generate()
+        self._colors.clear()
+        self._depths.clear()
+        self._pending = None
+        self._clock_origin = None
+
+    def _next_pair(self) -> tuple[_Stamped, _Stamped | None]:
+        tolerance = self.config.max_depth_offset_s
+        while True:
+            if self._colors and (not self.config.enable_depth or self._depths):
+                color = self._colors[0]
+                if not self.config.enable_depth:
+                    return self._colors.popleft(), None
+                best = min(self._depths, key=lambda d: abs(d.stamp_s - color.stamp_s))
+                if abs(best.stamp_s - color.stamp_s) <= tolerance:
+                    self._colors.popleft()
+                    while self._depths and self._depths[0] is not best:
+                        self._depths.popleft()
+                    self._depths.popleft()
+                    return color, best
+                if self._depths[-1].stamp_s > color.stamp_s + tolerance:
+                    # Depth has moved past this color image: its partner was never recorded.
+                    self._colors.popleft()
+                    self.unmatched_colors += 1
+                    continue
+            assert self._messages is not None
+            try:
+                kind, message = next(self._messages)
+            except StopIteration:
+                if self.config.loop and self._index > 0:
+                    self._start_messages()
+                    continue
+                raise CameraReadError(f"camera {self.config.name!r}: end of bag {self.config.bag_path!r}") from None
+            if kind == "info":
+                self._model = CameraModel.from_camera_info(message)
+                continue
+            stamped = _Stamped(message.header.stamp.sec + message.header.stamp.nanosec * 1e-9, message)
+            (self._colors if kind == "color" else self._depths).append(stamped)
+
+    def _build_frame(self, color: _Stamped, depth: _Stamped | None) -> Frame:
+        message = color.message
+        image = decode_image(message.encoding, message.height, message.width, message.step, message.data,
+                             is_bigendian=bool(message.is_bigendian))
+        rgb = decode_color(message.encoding, image)
+        depth_m = None
+        if depth is not None:
+            d = depth.message
+            depth_m = decode_depth_m(d.encoding, decode_image(d.encoding, d.height, d.width, d.step, d.data,
+                                                              is_bigendian=bool(d.is_bigendian)))
+        if self._model is None:
+            raise CameraReadError(f"camera {self.config.name!r}: color image at {color.stamp_s:.3f} s came before "
+                                  f"any {self.config.topics['info']} message")
+        frame = Frame(color=rgb, depth_m=depth_m, intrinsics=self._model, timestamp_s=color.stamp_s,
+                      serial=self._serial, index=self._index, camera_name=self.config.name)
+        self._index += 1
+        return frame
+
+    def _read(self, timeout_s: float) -> Frame:
+        if self._pending is None:
+            color, depth = self._next_pair()
+            frame = self._build_frame(color, depth)
+            due = time.monotonic()
+            if self.config.realtime:
+                if self._clock_origin is None:
+                    self._clock_origin = (due, color.stamp_s)
+                due = self._clock_origin[0] + (color.stamp_s - self._clock_origin[1])
+            self._pending = (frame, due)
+        frame, due = self._pending
+        wait_s = due - time.monotonic()
+        if wait_s > timeout_s:
+            time.sleep(timeout_s)
+            raise CameraTimeoutError(f"camera {self.config.name!r}: next bag frame is due in "
+                                     f"{wait_s * 1000:.0f} ms, more than the {timeout_s * 1000:.0f} ms allowed")
+        if wait_s > 0:
+            time.sleep(wait_s)
+        self._pending = None
+        if self.config.restamp:
+            frame = dataclasses.replace(frame, timestamp_s=time.time())
+        return frame
+
+    def _disconnect(self) -> None:
+        bag, self._bag, self._messages = self._bag, None, None
+        if bag is not None:
+            bag.close()
+
+
+def write_camera_bag(
+    path: str | Path,
+    frames: Iterable[Frame],
+    *,
+    topic_prefix: str,
+    storage: str = "mcap",
+    depth_offset_s: float = 0.0,
+) -> Path:
+    """Write frames as realsense-ros topics (rgb8 color, 16UC1 mm aligned depth, CameraInfo) to a new bag.
+
+    Each message's header stamp and the bag's receive time are the frame's ``timestamp_s``; the header
+    frame id is the frame's optical frame. Depth is stamped ``depth_offset_s`` later than color (to
+    record the desync real drivers show); a frame without depth writes no depth message.
+    """
+    rosbags = _import_rosbags()
+    import numpy as np
+
+    typestore = rosbags.typesys.get_typestore(rosbags.typesys.Stores.ROS2_JAZZY)
+    types = typestore.types
+    plugin = {"mcap": rosbags.rosbag2.StoragePlugin.MCAP, "sqlite3": rosbags.rosbag2.StoragePlugin.SQLITE3}[storage]
+    topics = camera_topics(topic_prefix)
+    path = Path(path)
+    with rosbags.rosbag2.Writer(path, version=9, storage_plugin=plugin) as writer:
+        connections = {
+            "color": writer.add_connection(topics["color"], "sensor_msgs/msg/Image", typestore=typestore),
+            "info": writer.add_connection(topics["info"], "sensor_msgs/msg/CameraInfo", typestore=typestore),
+            "depth": writer.add_connection(topics["depth"], "sensor_msgs/msg/Image", typestore=typestore),
+        }
+        for frame in frames:
+            stamp_ns = round(frame.timestamp_s * 1e9)
+            header = types["std_msgs/msg/Header"](
+                stamp=types["builtin_interfaces/msg/Time"](sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9),
+                frame_id=frame.optical_frame_id,
+            )
+            fields = frame.intrinsics.to_camera_info_fields()
+            info = types["sensor_msgs/msg/CameraInfo"](
+                header=header, height=fields["height"], width=fields["width"],
+                distortion_model=fields["distortion_model"], d=np.array(fields["d"], dtype=np.float64),
+                k=np.array(fields["k"], dtype=np.float64), r=np.array(fields["r"], dtype=np.float64),
+                p=np.array(fields["p"], dtype=np.float64), binning_x=0, binning_y=0,
+                roi=types["sensor_msgs/msg/RegionOfInterest"](x_offset=0, y_offset=0, height=0, width=0,
+                                                              do_rectify=False),
+            )
+            color = types["sensor_msgs/msg/Image"](
+                header=header, height=frame.height, width=frame.width, encoding="rgb8", is_bigendian=0,
+                step=frame.width * 3, data=np.ascontiguousarray(frame.color).reshape(-1),
+            )
+            writer.write(connections["info"], stamp_ns, typestore.serialize_cdr(info, info.__msgtype__))
+            writer.write(connections["color"], stamp_ns, typestore.serialize_cdr(color, color.__msgtype__))
+            if frame.depth_m is not None:
+                depth_ns = stamp_ns + round(depth_offset_s * 1e9)
+                depth_header = types["std_msgs/msg/Header"](
+                    stamp=types["builtin_interfaces/msg/Time"](sec=depth_ns // 10**9, nanosec=depth_ns % 10**9),
+                    frame_id=frame.optical_frame_id,
+                )
+                depth = types["sensor_msgs/msg/Image"](
+                    header=depth_header, height=frame.height, width=frame.width, encoding="16UC1", is_bigendian=0,
+                    step=frame.width * 2, data=depth_m_to_16uc1(frame.depth_m).view(np.uint8).reshape(-1),
+                )
+                writer.write(connections["depth"], depth_ns, typestore.serialize_cdr(depth, depth.__msgtype__))
+    return path

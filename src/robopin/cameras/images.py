@@ -1,0 +1,104 @@
+"""Raw image buffers ⇄ numpy for the encodings camera topics use (sensor_msgs/Image field semantics).
+
+Pure numpy, no ROS: the bag backend decodes recorded images with it and ``robopin_ros.conversions``
+builds and reads messages with it. Depth on the wire follows realsense-ros: 16UC1 in millimetres with 0
+as "no data"; 32FC1 metres (ZED) is read too. Inside robopin depth is float32 metres with NaN invalid.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "COLOR_ENCODINGS",
+    "DEPTH_ENCODINGS",
+    "ImageEncodingError",
+    "decode_color",
+    "decode_depth_m",
+    "decode_image",
+    "depth_m_to_16uc1",
+]
+
+# encoding -> (numpy dtype, channels)
+_LAYOUTS: dict[str, tuple[np.dtype, int]] = {
+    "rgb8": (np.dtype(np.uint8), 3),
+    "bgr8": (np.dtype(np.uint8), 3),
+    "rgba8": (np.dtype(np.uint8), 4),
+    "bgra8": (np.dtype(np.uint8), 4),
+    "mono8": (np.dtype(np.uint8), 1),
+    "8UC3": (np.dtype(np.uint8), 3),
+    "16UC1": (np.dtype(np.uint16), 1),
+    "mono16": (np.dtype(np.uint16), 1),
+    "32FC1": (np.dtype(np.float32), 1),
+}
+COLOR_ENCODINGS = ("rgb8", "bgr8", "rgba8", "bgra8", "mono8", "8UC3")
+DEPTH_ENCODINGS = ("16UC1", "mono16", "32FC1")
+
+# 16UC1 millimetres cannot hold more than 65.535 m; anything beyond is written as "no data".
+_MAX_DEPTH_MM = 65535
+
+
+class ImageEncodingError(ValueError):
+    """An image buffer whose encoding, size or step cannot be read as claimed."""
+
+
+def decode_image(
+    encoding: str, height: int, width: int, step: int, data: bytes | np.ndarray, *, is_bigendian: bool = False
+) -> np.ndarray:
+    """Return the (H, W) or (H, W, C) array a raw image buffer holds (a view where possible)."""
+    if encoding not in _LAYOUTS:
+        raise ImageEncodingError(f"image encoding {encoding!r} is not supported; expected one of {sorted(_LAYOUTS)}")
+    dtype, channels = _LAYOUTS[encoding]
+    row_bytes = width * channels * dtype.itemsize
+    if step < row_bytes:
+        raise ImageEncodingError(f"{encoding} image {width}x{height}: step {step} < {row_bytes} bytes per row")
+    buffer = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8)
+    if buffer.size < step * height:
+        raise ImageEncodingError(
+            f"{encoding} image {width}x{height} (step {step}) needs {step * height} bytes, got {buffer.size}"
+        )
+    rows = buffer[: step * height].reshape(height, step)[:, :row_bytes]
+    array = np.ascontiguousarray(rows).view(dtype.newbyteorder(">" if is_bigendian else "<"))
+    array = array.astype(dtype, copy=False) if is_bigendian else array
+    return array.reshape(height, width, channels) if channels > 1 else array.reshape(height, width)
+
+
+def decode_color(encoding: str, image: np.ndarray) -> np.ndarray:
+    """Convert a decoded color image of ``encoding`` to uint8 RGB (H, W, 3)."""
+    if encoding in ("rgb8", "8UC3"):
+        return np.ascontiguousarray(image)
+    if encoding == "bgr8":
+        return np.ascontiguousarray(image[..., ::-1])
+    if encoding == "rgba8":
+        return np.ascontiguousarray(image[..., :3])
+    if encoding == "bgra8":
+        return np.ascontiguousarray(image[..., 2::-1])
+    if encoding == "mono8":
+        return np.repeat(image[..., None], 3, axis=2)
+    raise ImageEncodingError(f"{encoding!r} is not a color encoding; expected one of {COLOR_ENCODINGS}")
+
+
+def decode_depth_m(encoding: str, image: np.ndarray, depth_scale_m: float = 0.001) -> np.ndarray:
+    """Convert a decoded depth image to float32 metres with NaN where there is no data.
+
+    16UC1/mono16 are integers in ``depth_scale_m`` (millimetres by the ROS convention) with 0 = no
+    data; 32FC1 is metres with NaN/±inf/0 = no data.
+    """
+    if encoding in ("16UC1", "mono16"):
+        depth = image.astype(np.float32) * np.float32(depth_scale_m)
+        depth[image == 0] = np.nan
+        return depth
+    if encoding == "32FC1":
+        depth = np.array(image, dtype=np.float32, copy=True)
+        depth[~np.isfinite(depth) | (depth <= 0)] = np.nan
+        return depth
+    raise ImageEncodingError(f"{encoding!r} is not a depth encoding; expected one of {DEPTH_ENCODINGS}")
+
+
+def depth_m_to_16uc1(depth_m: np.ndarray) -> np.ndarray:
+    """float32 metres (NaN invalid) → uint16 millimetres (0 = no data), rounded to the nearest mm."""
+    depth = np.asarray(depth_m, dtype=np.float32)
+    mm = np.rint(depth * np.float32(1000.0))
+    invalid = ~np.isfinite(mm) | (mm <= 0) | (mm > _MAX_DEPTH_MM)
+    mm[invalid] = 0
+    return mm.astype(np.uint16)

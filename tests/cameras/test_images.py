@@ -1,0 +1,62 @@
+"""Raw image buffers ⇄ numpy: encodings, row padding, depth millimetres ⇄ metres with NaN as no data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from robopin.cameras.images import (
+    ImageEncodingError,
+    decode_color,
+    decode_depth_m,
+    decode_image,
+    depth_m_to_16uc1,
+)
+
+
+def test_bgr8_with_row_padding_decodes_to_rgb():
+    rgb = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
+    step = 3 * 3 + 7  # padded rows, as some drivers send
+    buffer = np.zeros((2, step), np.uint8)
+    buffer[:, :9] = rgb[..., ::-1].reshape(2, 9)
+    out = decode_color("bgr8", decode_image("bgr8", 2, 3, step, buffer.tobytes()))
+    np.testing.assert_array_equal(out, rgb)
+
+
+def test_big_endian_16uc1_is_read_in_the_right_byte_order():
+    values = np.array([[1, 1000, 65535]], dtype=">u2")
+    out = decode_image("16UC1", 1, 3, 6, values.tobytes(), is_bigendian=True)
+    assert out.tolist() == [[1, 1000, 65535]]
+
+
+def test_short_buffer_names_sizes():
+    with pytest.raises(ImageEncodingError, match="needs 24 bytes, got 10"):
+        decode_image("rgb8", 2, 4, 12, b"\0" * 10)
+
+
+def test_unknown_encoding_is_refused():
+    with pytest.raises(ImageEncodingError, match="yuv422"):
+        decode_image("yuv422", 1, 1, 2, b"\0\0")
+
+
+def test_depth_zero_and_out_of_range_become_no_data():
+    depth = np.array([[0.5, np.nan, -1.0, 70.0, 0.0004]], np.float32)
+    assert depth_m_to_16uc1(depth).tolist() == [[500, 0, 0, 0, 0]]
+    back = decode_depth_m("16UC1", depth_m_to_16uc1(depth))
+    assert back[0, 0] == pytest.approx(0.5) and np.isnan(back[0, 1:]).all()
+
+
+def test_32fc1_invalid_values_become_nan():
+    depth = np.array([[1.5, np.inf, -np.inf, 0.0]], np.float32)
+    out = decode_depth_m("32FC1", depth)
+    assert out[0, 0] == 1.5 and np.isnan(out[0, 1:]).all()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(0.5, 65.0, width=32), min_size=1, max_size=20))
+def test_depth_mm_round_trip_within_half_a_millimetre(values):
+    depth = np.array([values], np.float32)
+    back = decode_depth_m("16UC1", depth_m_to_16uc1(depth))
+    assert np.all(np.abs(back - depth) <= 0.0005 + 1e-6)
