@@ -190,3 +190,22 @@ def test_view_image_rejects_non_rgb_arrays():
 
     with pytest.raises(VLMRequestError, match="uint8"):
         ViewImage(np.zeros((4, 4, 3), dtype=np.float32))
+
+
+def test_a_chat_template_kept_beside_the_processor_is_used(tmp_path):
+    import json
+    import shutil
+
+    path = build_tiny_qwen_vl(tmp_path / "moved", "qwen3_vl", seed=1)
+    template = (path / "chat_template.jinja").read_text()
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (path / "tokenizer_config.json").write_text(json.dumps(config))
+    (path / "chat_template.jinja").unlink()
+    (path / "chat_template.json").write_text(json.dumps({"chat_template": template}))
+    backend = TransformersBackend(TransformersBackendConfig(model_path=str(path), device="cpu"))
+    assert backend.tokenizer.chat_template == template
+    (path / "chat_template.json").unlink()
+    with pytest.raises(VLMConfigError, match="no chat template"):
+        TransformersBackend(TransformersBackendConfig(model_path=str(path), device="cpu"))
+    shutil.rmtree(path)

@@ -10,6 +10,7 @@ The assembly does what the Qwen processors do: one ``<|image_pad|>`` per merged 
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -98,7 +99,8 @@ class TransformersBackend(VLMBackend):
             self.dtype = DTYPES[config.dtype]
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         if not getattr(self.tokenizer, "chat_template", None):
-            raise VLMConfigError(f"the tokenizer in {str(path)!r} has no chat template")
+            # Some Qwen-VL releases keep the template with the processor, not the tokenizer.
+            self.tokenizer.chat_template = _processor_chat_template(path)
         self.image_processor = Qwen2VLImageProcessorPil.from_pretrained(
             path, min_pixels=config.min_pixels, max_pixels=config.max_pixels
         )
@@ -313,3 +315,16 @@ def _cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     if not positions:
         return text, False
     return text[: min(positions)], True
+
+
+def _processor_chat_template(path: Path) -> str:
+    """The chat template a checkpoint ships beside its processor (``chat_template.jinja`` or ``.json``)."""
+    jinja = path / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text()
+    packed = path / "chat_template.json"
+    if packed.is_file():
+        template = json.loads(packed.read_text()).get("chat_template")
+        if isinstance(template, str) and template:
+            return template
+    raise VLMConfigError(f"the checkpoint in {str(path)!r} has no chat template (tokenizer or processor)")
