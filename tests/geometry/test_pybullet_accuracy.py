@@ -117,7 +117,10 @@ def test_projected_targets_within_5_mm_of_ground_truth(world, camera_name):
     targets = projector.project(requests, {0: data})
     errors = [np.linalg.norm(t.point - p) for t, p in zip(targets, truths, strict=True) if t.valid]
     assert len(errors) >= 0.8 * len(targets), [(t.id, t.reason) for t in targets if not t.valid]
-    print(f"{camera_name}: {len(errors)} targets, max error {max(errors) * 1000:.2f} mm")
+    print(
+        f"{camera_name}: {len(errors)} targets, max error {max(errors) * 1000:.2f} mm",
+        [(t.id, round(float(e) * 1000, 2)) for t, e in zip(targets, errors, strict=False)],
+    )
     assert max(errors) < 0.005, f"{camera_name}: errors {np.round(errors, 4).tolist()} m"
     for t in targets:
         if t.valid:

@@ -7,7 +7,7 @@ costs hundreds of milliseconds, a plane fit to one patch costs microseconds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -26,6 +26,16 @@ class SurfaceNormal:
     normal: NDArray[np.float64]
     rms_m: float  # RMS distance of the patch points from the fitted plane
     n_points: int
+    centroid: NDArray[np.float64] = field(default_factory=lambda: np.full(3, np.nan))  # a point on the plane
+
+    def depth_along_ray(self, ray: NDArray[np.float64], min_cos: float = 0.2) -> float:
+        """Optical-axis depth where the ray ``(x, y, 1)`` meets the fitted plane (NaN at grazing angles)."""
+        if not self.valid:
+            return math.nan
+        denominator = float(np.dot(self.normal, ray))
+        if abs(denominator) < min_cos * float(np.linalg.norm(ray)):
+            return math.nan
+        return float(np.dot(self.normal, self.centroid)) / denominator
 
     @property
     def valid(self) -> bool:
@@ -86,7 +96,7 @@ def _fit_plane_normal(points: NDArray[np.float64]) -> SurfaceNormal:
     if np.dot(n, centroid) > 0:  # camera at the origin: the normal must point back toward it
         n = -n
     rms = float(s[2] / math.sqrt(len(points)))
-    return SurfaceNormal(n / np.linalg.norm(n), rms, len(points))
+    return SurfaceNormal(n / np.linalg.norm(n), rms, len(points), centroid)
 
 
 @dataclass(frozen=True)
