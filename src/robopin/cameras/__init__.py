@@ -23,9 +23,17 @@ from robopin.cameras.base import (
     camera_config_from_dict,
     make_camera,
 )
+from robopin.cameras.snapshot import (
+    SNAPSHOT_REFUSALS,
+    MultiViewSnapshot,
+    SnapshotConfig,
+    SnapshotError,
+    SnapshotSynchronizer,
+)
 
 __all__ = [
     "CAMERA_BACKENDS",
+    "SNAPSHOT_REFUSALS",
     "Camera",
     "CameraBackendUnavailableError",
     "CameraConfig",
@@ -37,6 +45,10 @@ __all__ = [
     "DeviceAlreadyConnectedError",
     "DeviceNotConnectedError",
     "Frame",
+    "MultiViewSnapshot",
+    "SnapshotConfig",
+    "SnapshotError",
+    "SnapshotSynchronizer",
     "StreamProfile",
     "UnknownCameraTypeError",
     "camera_class",
