@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import string
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from robopin.pincot import AnswerPoint, TraceWriter, parse
+from robopin.pincot.parser import _id_tokens
 from robopin.pincot.writer import format_answer_json, format_point, format_trace, points_to_answer
 
 WORD = st.text(alphabet=string.ascii_letters, min_size=1, max_size=8)
@@ -99,3 +101,14 @@ def test_arbitrary_text_never_raises(text, num_views):
 @given(st.text(max_size=300), st.integers(1, 3))
 def test_any_unicode_text_never_raises(text, num_views):
     parse(text, num_views)
+
+
+REFERENCE_ID_TOKEN = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z0-9]*_\w+")
+ID_TEXT = st.text(alphabet="ab01_- .é\n", max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ID_TEXT)
+def test_fast_id_token_scan_matches_the_reference_regex(text):
+    expected = [(m.start(), m.group(0)) for m in REFERENCE_ID_TOKEN.finditer(text)]
+    assert _id_tokens(text, []) == expected

@@ -28,6 +28,7 @@ Measures that need ground truth (call them yourself):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -63,6 +64,11 @@ class Box:
         return self.x_min <= x <= self.x_max and self.y_min <= y <= self.y_max
 
 
+@functools.lru_cache(maxsize=4096)
+def _normal_name(name: str) -> str:
+    return " ".join(name.lower().split())
+
+
 def _in_think(trace: Trace, offset: int) -> bool:
     start, end = trace.think_span
     return trace.has_think and start <= offset < end
@@ -82,9 +88,7 @@ def _tag_is_valid(anchor: Anchor, first: Anchor, num_views: int) -> bool:
         and 0.0 <= anchor.x <= NORMALIZED_MAX
         and 0.0 <= anchor.y <= NORMALIZED_MAX
     )
-    same_identity = anchor.kind == first.kind and " ".join(anchor.name.lower().split()) == " ".join(
-        first.name.lower().split()
-    )
+    same_identity = anchor.kind == first.kind and _normal_name(anchor.name) == _normal_name(first.name)
     return in_range and 0 <= anchor.img_idx < num_views and same_identity
 
 
