@@ -29,8 +29,8 @@ from robopin.vlm.errors import (
     VLMRequestError,
 )
 from robopin.vlm.images import decode_data_url, encode_image, image_data_url
-from robopin.vlm.points import PointConvention, smart_resize
-from robopin.vlm.prompts import PINCOT_ANSWER_SUFFIX, build_pincot_messages
+from robopin.vlm.points import PointConvention
+from robopin.vlm.prompts import PINCOT_ANSWER_SUFFIX, build_messages, build_pincot_messages
 
 # ---------------------------------------------------------------------------------------------
 # Point conventions
@@ -43,13 +43,14 @@ from robopin.vlm.prompts import PINCOT_ANSWER_SUFFIX, build_pincot_messages
     st.integers(1, 4000),
     st.sampled_from([28, 32]),
 )
-def test_smart_resize_gives_multiples_of_the_factor_within_the_pixel_budget(height, width, factor):
+def test_the_resized_frame_is_multiples_of_the_factor_within_the_pixel_budget(height, width, factor):
+    min_pixels, max_pixels = factor * factor * 4, factor * factor * 1280
+    convention = PointConvention("pixels_resized", factor, min_pixels, max_pixels)
     if max(height, width) / min(height, width) > 200:
         with pytest.raises(ValueError, match="aspect ratio"):
-            smart_resize(height, width, factor)
+            convention.model_frame_size(width, height)
         return
-    min_pixels, max_pixels = factor * factor * 4, factor * factor * 1280
-    resized_h, resized_w = smart_resize(height, width, factor, min_pixels, max_pixels)
+    resized_w, resized_h = (int(side) for side in convention.model_frame_size(width, height))
     assert resized_h % factor == 0 and resized_w % factor == 0
     assert resized_h >= factor and resized_w >= factor
     assert resized_h * resized_w <= max_pixels or min(resized_h, resized_w) == factor
@@ -60,9 +61,10 @@ def test_smart_resize_gives_multiples_of_the_factor_within_the_pixel_budget(heig
         assert abs(resized_w * height - resized_h * width) <= factor * (height + width)
 
 
-def test_smart_resize_of_a_640x480_camera_frame():
-    assert smart_resize(480, 640, 28) == (476, 644)
-    assert smart_resize(480, 640, 32) == (480, 640)
+def test_the_resized_frame_of_a_640x480_camera_frame():
+    assert PointConvention("pixels_resized", 28).model_frame_size(640, 480) == (644, 476)
+    assert PointConvention("pixels_resized", 32).model_frame_size(640, 480) == (640, 480)
+    assert PointConvention("norm1000").model_frame_size(640, 480) == (1000, 1000)
 
 
 @settings(max_examples=100, deadline=None)
@@ -150,6 +152,17 @@ def test_bad_pincot_queries_are_refused(make_view, instruction, indices, fragmen
     views = [make_view(16, 16, f"v{i}", index) for i, index in enumerate(indices)]
     with pytest.raises(VLMRequestError, match=fragment):
         build_pincot_messages(instruction, views)
+
+
+def test_a_pincot_layer_prompt_goes_after_the_views_unchanged(make_view):
+    from robopin.pincot.prompts import pointing_prompt
+
+    views = [make_view(16, 16, "static", 0), make_view(16, 16, "wrist", 1)]
+    text = pointing_prompt("put the cup on the plate", ["static", "wrist"])
+    parts = build_messages(text, views)[0].parts
+    assert parts == (views[0], views[1], text)
+    with pytest.raises(VLMRequestError, match="non-empty text"):
+        build_messages("  ", views)
 
 
 def test_duplicate_view_names_and_images_outside_user_turns_are_refused(make_view):

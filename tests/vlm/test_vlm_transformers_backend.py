@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 
 from robopin.vlm.base import ChatMessage, StructuredOutput, ViewImage, make_backend
 from robopin.vlm.errors import VLMConfigError, VLMRequestError
-from robopin.vlm.points import smart_resize
+from robopin.vlm.points import PointConvention
 from robopin.vlm.prompts import build_pincot_messages
 from robopin.vlm.tiny_model import build_tiny_qwen_vl
 from robopin.vlm.transformers_backend import TransformersBackend, TransformersBackendConfig
@@ -56,7 +56,8 @@ def test_image_tokens_match_smart_resize_for_each_view(qwen3_backend, small_view
     inputs = qwen3_backend.build_inputs(messages)
     grids = inputs["image_grid_thw"].tolist()
     for (t, h, w), view in zip(grids, small_views, strict=True):
-        resized_h, resized_w = smart_resize(view.height, view.width, 32, MIN_PIXELS, MAX_PIXELS)
+        convention = PointConvention("pixels_resized", 32, MIN_PIXELS, MAX_PIXELS)
+        resized_w, resized_h = convention.model_frame_size(view.width, view.height)
         assert (t, h * 16, w * 16) == (1, resized_h, resized_w)
     image_tokens = int((inputs["mm_token_type_ids"] == 1).sum())
     assert image_tokens == sum(h * w // 4 for _, h, w in grids)
@@ -151,7 +152,7 @@ def test_qwen25_pixels_resized_through_the_factory(qwen25_path, make_view):
         view = make_view(130, 90, "static", 0)
         inputs = backend.build_inputs(build_pincot_messages("x", [view]))
         _, h, w = inputs["image_grid_thw"][0].tolist()
-        resized_h, resized_w = smart_resize(90, 130, 28, MIN_PIXELS, 28 * 28 * 8)
+        resized_w, resized_h = backend.point_convention.model_frame_size(130, 90)
         assert (resized_h, resized_w) == (56, 84)
         assert (h * 14, w * 14) == (resized_h, resized_w)
         # A point the model writes at the centre of its resized frame is the centre of the image.

@@ -32,8 +32,8 @@ from robopin.vlm.errors import (
     VLMServerError,
     VLMTimeoutError,
 )
-from robopin.vlm.points import PointConvention, smart_resize
-from robopin.vlm.prompts import PINCOT_ANSWER_SUFFIX, build_pincot_messages
+from robopin.vlm.points import PointConvention
+from robopin.vlm.prompts import PINCOT_ANSWER_SUFFIX, build_messages, build_pincot_messages
 
 __all__ = [
     "PINCOT_ANSWER_SUFFIX",
@@ -59,9 +59,9 @@ __all__ = [
     "ViewImage",
     "YesNoScore",
     "backend_types",
+    "build_messages",
     "build_pincot_messages",
     "config_from_dict",
     "make_backend",
     "register_backend",
-    "smart_resize",
 ]

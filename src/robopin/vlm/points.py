@@ -5,16 +5,19 @@ y·1000/H, 0–1000), Qwen2.5-VL / Embodied-R1 write ``pixels_resized`` (pixels 
 processor's smart resize to multiples of the patch factor). The core works in continuous pixels of
 the original image (pixel i spans [i, i+1), its centre is i + 0.5), so every backend converts here,
 at its boundary, and nothing downstream needs to know which model ran.
+
+The arithmetic (smart resize) is the PinCoT layer's (:mod:`robopin.pincot.coords`); this module
+binds it to a backend's declared convention and processor settings, and works on arrays.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
+from robopin.pincot.coords import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, QWEN_PATCH_FACTOR, ImageSize, smart_resize
 from robopin.vlm.errors import VLMConfigError
 
 PointConventionName = Literal["norm1000", "pixels_resized"]
@@ -23,48 +26,12 @@ POINT_CONVENTIONS: tuple[str, ...] = ("norm1000", "pixels_resized")
 NORM_SCALE = 1000.0
 """Full scale of the ``norm1000`` convention."""
 
-# Qwen's processors refuse images more elongated than this; the model never saw such inputs.
-MAX_ASPECT_RATIO = 200.0
-
 # Qwen2.5-VL processor defaults: 14 px patches merged 2x2 -> 28; 4..16384 merged tokens.
-QWEN25_RESIZE_FACTOR = 28
-QWEN25_MIN_PIXELS = 56 * 56
-QWEN25_MAX_PIXELS = 28 * 28 * 16384
+QWEN25_RESIZE_FACTOR = QWEN_PATCH_FACTOR
+QWEN25_MIN_PIXELS = QWEN_MIN_PIXELS
+QWEN25_MAX_PIXELS = QWEN_MAX_PIXELS
 # Qwen3-VL: 16 px patches merged 2x2 -> 32.
 QWEN3_RESIZE_FACTOR = 32
-
-
-def smart_resize(
-    height: int,
-    width: int,
-    factor: int = QWEN25_RESIZE_FACTOR,
-    min_pixels: int = QWEN25_MIN_PIXELS,
-    max_pixels: int = QWEN25_MAX_PIXELS,
-) -> tuple[int, int]:
-    """Return the (height, width) a Qwen-VL processor resizes an image to before patching.
-
-    Both sides become multiples of ``factor`` nearest to the original, then the area is scaled into
-    [min_pixels, max_pixels] keeping the aspect ratio (rounding down when shrinking, up when growing).
-    """
-    if height <= 0 or width <= 0:
-        raise ValueError(f"image size must be positive, got height={height}, width={width}")
-    if factor <= 0:
-        raise ValueError(f"resize factor must be positive, got {factor}")
-    if not 0 < min_pixels <= max_pixels:
-        raise ValueError(f"need 0 < min_pixels <= max_pixels, got min={min_pixels}, max={max_pixels}")
-    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
-        raise ValueError(f"aspect ratio of {width}x{height} exceeds {MAX_ASPECT_RATIO:.0f}, which Qwen-VL refuses")
-    resized_h = max(factor, round(height / factor) * factor)
-    resized_w = max(factor, round(width / factor) * factor)
-    if resized_h * resized_w > max_pixels:
-        beta = math.sqrt(height * width / max_pixels)
-        resized_h = max(factor, math.floor(height / beta / factor) * factor)
-        resized_w = max(factor, math.floor(width / beta / factor) * factor)
-    elif resized_h * resized_w < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        resized_h = math.ceil(height * beta / factor) * factor
-        resized_w = math.ceil(width * beta / factor) * factor
-    return resized_h, resized_w
 
 
 @dataclass(frozen=True)
@@ -94,8 +61,13 @@ class PointConvention:
         """Return the (width, height) of the frame the model's coordinates live in for this image."""
         if self.name == "norm1000":
             return NORM_SCALE, NORM_SCALE
-        resized_h, resized_w = smart_resize(height, width, self.resize_factor, self.min_pixels, self.max_pixels)
-        return float(resized_w), float(resized_h)
+        resized = smart_resize(
+            ImageSize(width, height),
+            factor=self.resize_factor,
+            min_pixels=self.min_pixels,
+            max_pixels=self.max_pixels,
+        )
+        return float(resized.width), float(resized.height)
 
     def to_pixels(self, points: np.ndarray | list, width: int, height: int) -> np.ndarray:
         """Map model points, shape (..., 2) as [x, y], to pixels [u, v] of the width x height image.

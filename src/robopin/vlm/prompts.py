@@ -47,25 +47,25 @@ def check_instruction(instruction: object) -> str:
     return text
 
 
-def build_pincot_messages(
-    instruction: str,
+def build_messages(
+    text: str,
     views: Sequence[ViewImage],
     *,
-    suffix: str = PINCOT_ANSWER_SUFFIX,
     system_prompt: str | None = None,
     label_views: bool = False,
     history: Sequence[ChatMessage] = (),
 ) -> list[ChatMessage]:
-    """Build the chat messages of one PinCoT query.
+    """Build the chat messages of one query: the views as images in ``img_idx`` order, then ``text``.
 
-    The images come first, in ``img_idx`` order (Qwen-VL puts vision before the question), then the
-    instruction and ``suffix``. With ``label_views`` each image is preceded by ``Image i (name):`` so
-    a model that was not trained on a fixed view order can still tell the views apart. ``history``
-    (earlier turns, text only) goes between the system prompt and this query.
+    ``text`` is the whole prompt text (e.g. :func:`robopin.pincot.prompts.pointing_prompt`). Images
+    come first, as Qwen-VL expects vision before the question. With ``label_views`` each image is
+    preceded by ``Image i (name):`` so a model not trained on a fixed view order can tell the views
+    apart. ``history`` (earlier turns, text only) goes between the system prompt and this query.
     """
-    text = check_instruction(instruction)
+    if not isinstance(text, str) or not text.strip():
+        raise VLMRequestError(f"the prompt text must be non-empty text, got {text!r}")
     if not views:
-        raise VLMRequestError("a PinCoT query needs at least one view")
+        raise VLMRequestError("a query needs at least one view")
     messages: list[ChatMessage] = []
     if system_prompt:
         messages.append(ChatMessage("system", (system_prompt,)))
@@ -79,6 +79,31 @@ def build_pincot_messages(
             label = f" ({view.name})" if view.name else ""
             parts.append(f"Image {view.img_idx}{label}:")
         parts.append(view)
-    parts.append(f"{text} {suffix}" if suffix else text)
+    parts.append(text)
     messages.append(ChatMessage("user", tuple(parts)))
     return messages
+
+
+def build_pincot_messages(
+    instruction: str,
+    views: Sequence[ViewImage],
+    *,
+    suffix: str = PINCOT_ANSWER_SUFFIX,
+    system_prompt: str | None = None,
+    label_views: bool = False,
+    history: Sequence[ChatMessage] = (),
+) -> list[ChatMessage]:
+    """Build RoboPIN's raw inference query: the views, then the instruction followed by ``suffix``.
+
+    This is the form of RoboPIN's only published inference prompt; the reasoning loop's richer
+    prompts (view roles, history, modes) come from :mod:`robopin.pincot.prompts` via
+    :func:`build_messages`.
+    """
+    text = check_instruction(instruction)
+    return build_messages(
+        f"{text} {suffix}" if suffix else text,
+        views,
+        system_prompt=system_prompt,
+        label_views=label_views,
+        history=history,
+    )
