@@ -9,12 +9,12 @@ and holes resemble a RealSense: error growing with z², dropouts at depth edges 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
+from robopin.geometry.camera_model import CameraModel
 from robopin.geometry.transforms import invert
 
 # OpenGL camera axes (x right, y up, looking down -z) versus OpenCV optical axes (x right, y down,
@@ -118,25 +118,35 @@ class SimCameraSpec:
     def aspect(self) -> float:
         return self.width / self.height
 
-    def intrinsics(self) -> NDArray[np.float64]:
-        """The 3x3 pinhole matrix K of the rendered image (pixel centres at u + 0.5)."""
-        focal = (self.height / 2.0) / math.tan(math.radians(self.vertical_fov_deg) / 2.0)
-        return np.array([[focal, 0.0, self.width / 2.0], [0.0, focal, self.height / 2.0], [0.0, 0.0, 1.0]])
+    def projection_matrix(self) -> list[float]:
+        """pybullet's column-major OpenGL projection for this camera."""
+        import pybullet as p
+
+        return list(p.computeProjectionMatrixFOV(self.vertical_fov_deg, self.aspect, self.near_m, self.far_m))
+
+    def camera_model(self) -> CameraModel:
+        """Intrinsics of the rendered image, including TinyRenderer's half-pixel sampling offset."""
+        return CameraModel.from_pybullet_projection(self.projection_matrix(), self.width, self.height)
 
 
 @dataclass(frozen=True)
 class RenderedView:
     """One rendered RGB-D frame: color (H, W, 3) uint8, depth_m (H, W) float32 with 0 = no reading,
-    segmentation (H, W) int32 body ids (-1 background), K, the optical-frame pose in ``base`` and the
-    simulated time it was taken at."""
+    segmentation (H, W) int32 body ids (-1 background), the intrinsics, the optical-frame pose in
+    ``base`` and the simulated time it was taken at."""
 
     camera: str
     color: NDArray[np.uint8]
     depth_m: NDArray[np.float32]
     segmentation: NDArray[np.int32]
-    K: NDArray[np.float64]
+    model: CameraModel
     T_base_cam: NDArray[np.float64]
     stamp_s: float
+
+    @property
+    def K(self) -> NDArray[np.float64]:
+        """3x3 camera matrix, ROS / OpenCV convention (pixel i centred at i), as in CameraInfo."""
+        return self.model.K
 
 
 def view_matrix(T_base_cam: NDArray[np.float64]) -> list[float]:
@@ -161,7 +171,7 @@ def render(
     """Render one view with TinyRenderer; the caller holds the world lock."""
     import pybullet as p
 
-    projection = p.computeProjectionMatrixFOV(spec.vertical_fov_deg, spec.aspect, spec.near_m, spec.far_m)
+    projection = spec.projection_matrix()
     _, _, rgba, depth_buffer, segmentation = p.getCameraImage(
         spec.width,
         spec.height,
@@ -183,7 +193,7 @@ def render(
         np.ascontiguousarray(rgba[:, :, :3]),
         depth,
         seg,
-        spec.intrinsics(),
+        spec.camera_model(),
         np.array(T_base_cam, dtype=np.float64),
         stamp_s,
     )
@@ -220,29 +230,22 @@ def apply_depth_noise(
 
 
 def deproject(view: RenderedView, u: float, v: float) -> NDArray[np.float64]:
-    """3D point in ``base`` of image position (u, v) (pixel coordinates, centres at +0.5) using its depth.
+    """3D point in ``base`` of image point (u, v) (pixel centres at +0.5) using the depth there.
 
-    Raises ValueError when the pixel has no depth reading.
+    Raises ValueError when the pixel is off the image or has no depth reading.
     """
-    col, row = math.floor(u), math.floor(v)
-    if not (0 <= col < view.depth_m.shape[1] and 0 <= row < view.depth_m.shape[0]):
-        raise ValueError(f"pixel ({u}, {v}) is outside the {view.depth_m.shape[1]}x{view.depth_m.shape[0]} image")
+    if not view.model.contains(u, v):
+        raise ValueError(f"image point ({u}, {v}) is outside the {view.model.width}x{view.model.height} image")
+    col, row = view.model.pixel_index(u, v)
     z = float(view.depth_m[row, col])
     if z <= 0:
         raise ValueError(f"pixel ({u}, {v}) of {view.camera!r} has no depth reading")
-    fx, fy, cx, cy = view.K[0, 0], view.K[1, 1], view.K[0, 2], view.K[1, 2]
-    p_cam = np.array([(u - cx) / fx * z, (v - cy) / fy * z, z, 1.0])
-    return (view.T_base_cam @ p_cam)[:3]
+    p_cam = view.model.deproject(u, v, z)
+    return (view.T_base_cam @ np.append(p_cam, 1.0))[:3]
 
 
 def project(view: RenderedView, p_base: NDArray[np.float64]) -> tuple[float, float, float]:
-    """Pixel position (u, v) and depth z (m) of a ``base`` point in this view (z <= 0: behind the camera)."""
-    p_cam = invert(view.T_base_cam) @ np.append(np.asarray(p_base, dtype=np.float64), 1.0)
-    z = float(p_cam[2])
-    if z <= 1e-9:
-        return float("nan"), float("nan"), z
-    return (
-        float(view.K[0, 0] * p_cam[0] / z + view.K[0, 2]),
-        float(view.K[1, 1] * p_cam[1] / z + view.K[1, 2]),
-        z,
-    )
+    """Image point (u, v) and depth z (m) of a ``base`` point in this view (NaN u, v when behind it)."""
+    p_cam = (invert(view.T_base_cam) @ np.append(np.asarray(p_base, dtype=np.float64), 1.0))[:3]
+    u, v = view.model.project(p_cam)
+    return float(u), float(v), float(p_cam[2])

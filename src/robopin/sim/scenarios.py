@@ -340,14 +340,15 @@ def layout_spatial(rng: np.random.Generator, params: Mapping[str, Any]) -> Layou
     sampler = _Sampler(rng)
     placements: list[Placement] = []
     side = 1.0 if rng.random() < 0.5 else -1.0
-    toy_x = rng.uniform(*_range(params, "toy_x", (0.46, 0.54)))
-    toy_y = side * rng.uniform(0.10, 0.16)
+    toy_x = rng.uniform(*_range(params, "toy_x", (0.44, 0.50)))
+    toy_y = side * rng.uniform(0.09, 0.14)
     toy_a, toy_b = _toy_pair(rng, sampler, params, placements, x=toy_x, y=toy_y)
     duck_r = _radius("duck")
     target = sampler.jitter(toy_x + 0.16, toy_y, duck_r, 0.015)
     placements.append(Placement("duck_0", "duck", target, rng.uniform(-math.pi, math.pi)))
     # The other duck is beside or behind the toys, never in front of them.
-    other_spots = [(toy_x - 0.13, toy_y), (toy_x, toy_y + side * 0.22), (toy_x + 0.02, toy_y - side * 0.22)]
+    # (Not straight behind them: there the static camera could not see it at all.)
+    other_spots = [(toy_x + 0.02, toy_y + side * 0.2), (toy_x - 0.12, toy_y + side * 0.16)]
     order = rng.permutation(len(other_spots))
     for index in order:
         try:
@@ -359,11 +360,11 @@ def layout_spatial(rng: np.random.Generator, params: Mapping[str, Any]) -> Layou
         other = sampler.place(duck_r)
     placements.append(Placement("duck_1", "duck", other, rng.uniform(-math.pi, math.pi)))
     # Plates in a row along x on the other side; the middle one is the target.
-    radii = [rng.uniform(*_range(params, "plate_radius_m", (0.06, 0.075))) for _ in range(3)]
+    radii = [rng.uniform(*_range(params, "plate_radius_m", (0.055, 0.068))) for _ in range(3)]
     colors = list(rng.permutation(params.get("plate_colors", ["white", "red", "green", "blue", "pink"]))[:3])
-    plate_y = -side * rng.uniform(0.17, 0.24)
-    xs = [0.40, 0.40 + radii[0] + radii[1] + 0.03]
-    xs.append(xs[1] + radii[1] + radii[2] + 0.03)
+    plate_y = -side * rng.uniform(0.16, 0.22)
+    xs = [0.35, 0.35 + radii[0] + radii[1] + 0.02]
+    xs.append(xs[1] + radii[1] + radii[2] + 0.02)
     shift = rng.uniform(-0.02, 0.02)
     plates = []
     for k, (x, r, c) in enumerate(zip(xs, radii, colors, strict=True)):
@@ -391,7 +392,7 @@ def layout_multi_view(rng: np.random.Generator, params: Mapping[str, Any]) -> La
     toy_y = rng.uniform(-0.08, 0.08)
     toy_a, toy_b = _toy_pair(rng, sampler, params, placements, x=toy_x, y=toy_y)
     duck_r = _radius("duck")
-    hidden = sampler.jitter(toy_x - 0.125, toy_y, duck_r, 0.01)
+    hidden = sampler.jitter(toy_x - 0.14, toy_y, duck_r, 0.01)
     placements.append(Placement("duck_0", "duck", hidden, rng.uniform(-math.pi, math.pi)))
     plate_r = rng.uniform(*_range(params, "plate_radius_m", (0.065, 0.075)))
     colors = list(rng.permutation(params.get("plate_colors", ["white", "red", "green", "blue", "pink"]))[:2])

@@ -1,0 +1,414 @@
+"""Ground-truth perception that writes RoboPIN-format PinCoT for a simulated scene. Not a model.
+
+:class:`GroundTruthOracle` reads the simulator's segmentation masks and object poses and writes the
+trace a perfect RoboPIN would: every task-relevant entity pinned on a visible pixel in each view
+that shows it, one ID per entity shared across views, IDs in first-mention order, bare-ID
+references afterwards, and an answer with the pick point and the place point. It lets the rest of
+the stack (projection, motion, trials, test-time scaling) run end to end without a GPU.
+
+It can also inject controlled errors (:class:`OracleErrors`): point jitter, a reference to an ID
+never introduced, a missing view, a malformed tag, or the wrong target; validation and E-TTS are
+tested against those.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from robopin.pincot.coords import pixel_index_to_normalized
+from robopin.pincot.trace import AnswerPoint
+from robopin.pincot.writer import TraceWriter, format_answer_json, format_trace
+from robopin.sim.render import RenderedView, project
+from robopin.sim.scenarios import Scene, on_plate
+from robopin.sim.selfcheck import place_points
+
+
+class OracleError(RuntimeError):
+    """The oracle cannot write a trace for this state (no view given, target seen nowhere, …)."""
+
+
+@dataclass(frozen=True)
+class OracleErrors:
+    """Controlled mistakes to inject; all off by default (a perfect trace).
+
+    - ``point_jitter_px``: Gaussian noise (standard deviation, pixels) on every written point.
+    - ``wrong_id_probability``: one bare-ID reference becomes an ID that was never introduced.
+    - ``missing_views``: image indices the oracle writes no anchor in (as if it ignored that view);
+      when the target is only visible there, the answer falls back to a wrong visible entity.
+    - ``malformed_tag_probability``: one anchor tag loses its closing quote and ``>``.
+    - ``wrong_target_probability``: the answer picks a distractor (valid format, wrong entity).
+    """
+
+    point_jitter_px: float = 0.0
+    wrong_id_probability: float = 0.0
+    missing_views: tuple[int, ...] = ()
+    malformed_tag_probability: float = 0.0
+    wrong_target_probability: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.point_jitter_px < 0:
+            raise ValueError(f"point_jitter_px must be >= 0, got {self.point_jitter_px}")
+        for name in ("wrong_id_probability", "malformed_tag_probability", "wrong_target_probability"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        object.__setattr__(self, "missing_views", tuple(int(v) for v in self.missing_views))
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> OracleErrors:
+        """Build from a config mapping, naming unknown keys."""
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f"unknown oracle error settings {sorted(unknown)}; expected some of {sorted(known)}")
+        return cls(**values)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class OracleTrace:
+    """One written trace: the text plus what the oracle meant (for tests and trial reports)."""
+
+    text: str
+    num_views: int
+    pick_object: str | None
+    place_target: str | None
+    done: bool
+    injected: tuple[str, ...] = ()
+    entity_ids: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Sighting:
+    view: int
+    u: float
+    v: float
+    pixels: int
+
+
+def _describe(scene: Scene, name: str) -> str:
+    """The words a person would use for an object: colour + noun (``red plate``, ``duck``)."""
+    obj = scene.world.object(name)
+    noun = {"teddy": "teddy bear", "toy_block": "toy block", "ball": "ball", "lego": "lego brick"}.get(
+        obj.kind, obj.kind
+    )
+    if obj.kind == "duck":
+        return "yellow duck" if scene.task.task_type == "long_horizon" else "duck"
+    return f"{obj.color} {noun}" if obj.color else noun
+
+
+class GroundTruthOracle:
+    """Writes PinCoT from simulator ground truth for ``scene`` (see module docstring).
+
+    ``views`` are camera names in ``img_idx`` order (static first, as the stack configures them).
+    ``min_visible_pixels``: an entity is pinned in a view only when at least this many of its
+    pixels are visible there.
+    """
+
+    def __init__(
+        self,
+        scene: Scene,
+        views: Sequence[str] = ("static", "wrist"),
+        *,
+        min_visible_pixels: int = 40,
+        errors: OracleErrors | None = None,
+        seed: int = 0,
+    ) -> None:
+        if not views:
+            raise OracleError("the oracle needs at least one view")
+        for view in views:
+            scene.world.camera(view)
+        self.scene = scene
+        self.views = tuple(views)
+        self.min_visible_pixels = int(min_visible_pixels)
+        self.errors = errors or OracleErrors()
+        self.rng = np.random.default_rng(seed)
+
+    # ------------------------------------------------------------------ perception
+    def render(self) -> list[RenderedView]:
+        """Render every view now (in ``img_idx`` order)."""
+        return [self.scene.world.render(view) for view in self.views]
+
+    def sightings(self, rendered: Sequence[RenderedView]) -> dict[str, list[_Sighting]]:
+        """Per object: where it is visible, as the mask pixel nearest its visible centroid, per view."""
+        found: dict[str, list[_Sighting]] = {}
+        for index, view in enumerate(rendered):
+            for obj in self.scene.world.objects.values():
+                rows, cols = np.nonzero(view.segmentation == obj.body_id)
+                if len(rows) < self.min_visible_pixels:
+                    continue
+                # The centroid of a concave mask can fall off the object: take the nearest mask pixel.
+                k = int(np.argmin((rows - rows.mean()) ** 2 + (cols - cols.mean()) ** 2))
+                found.setdefault(obj.name, []).append(_Sighting(index, cols[k] + 0.5, rows[k] + 0.5, len(rows)))
+        return found
+
+    # ------------------------------------------------------------------ writing
+    def next_goal(self) -> tuple[str, str] | None:
+        """The first goal (object, target) not yet achieved, or None when the task is done."""
+        for goal in self.scene.task.goals:
+            if not on_plate(self.scene.world, goal.object, goal.target)[0]:
+                return goal.object, goal.target
+        return None
+
+    def write(self, rendered: Sequence[RenderedView] | None = None) -> OracleTrace:
+        """Write the trace for the scene's current state from ``rendered`` views (rendered now if None)."""
+        rendered = list(rendered) if rendered is not None else self.render()
+        if len(rendered) != len(self.views):
+            raise OracleError(f"expected {len(self.views)} rendered views {self.views}, got {len(rendered)}")
+        sightings = self.sightings(rendered)
+        dropped = set(self.errors.missing_views)
+        if dropped:
+            sightings = {n: [s for s in seen if s.view not in dropped] for n, seen in sightings.items()}
+            sightings = {n: seen for n, seen in sightings.items() if seen}
+        goal = self.next_goal()
+        composer = _Composer(self, rendered, sightings)
+        if goal is None:
+            composer.finish()
+        else:
+            composer.compose(*goal)
+        return composer.result()
+
+    def _jitter(self, u: float, v: float, view: RenderedView) -> tuple[float, float]:
+        if self.errors.point_jitter_px > 0:
+            u += float(self.rng.normal(0.0, self.errors.point_jitter_px))
+            v += float(self.rng.normal(0.0, self.errors.point_jitter_px))
+        width, height = view.color.shape[1], view.color.shape[0]
+        return min(max(u, 0.0), width - 1e-6), min(max(v, 0.0), height - 1e-6)
+
+
+class _Composer:
+    """Builds one trace: entity pins per view, reasoning sentences, answer, then injected errors."""
+
+    def __init__(
+        self, oracle: GroundTruthOracle, rendered: Sequence[RenderedView], sightings: Mapping[str, list[_Sighting]]
+    ) -> None:
+        self.oracle = oracle
+        self.scene = oracle.scene
+        self.rendered = rendered
+        self.sightings = sightings
+        self.writer = TraceWriter(num_views=len(rendered))
+        self.ids: dict[str, str] = {}
+        self.counter = {"obj": 0, "space": 0}
+        self.pick: str | None = None
+        self.place: str | None = None
+        self.done = False
+        self.answer_points: list[AnswerPoint] = []
+        self.injected: list[str] = []
+
+    # -- helpers
+    def _id(self, key: str, kind: str = "obj") -> str:
+        if key not in self.ids:
+            self.counter[kind] += 1
+            self.ids[key] = f"{kind}_{self.counter[kind]:02d}"
+        return self.ids[key]
+
+    def _norm(self, u: float, v: float, view_index: int) -> tuple[int, int]:
+        view = self.rendered[view_index]
+        u, v = self.oracle._jitter(u, v, view)
+        width, height = view.color.shape[1], view.color.shape[0]
+        x, y = pixel_index_to_normalized(math.floor(u), math.floor(v), (width, height))
+        return round(x), round(y)
+
+    def visible(self, name: str, view_index: int) -> bool:
+        return any(s.view == view_index for s in self.sightings.get(name, ()))
+
+    def pin(self, name: str, view_index: int) -> str:
+        """Pin ``name`` in a view where it is visible (its ID is created at first mention)."""
+        sighting = next(s for s in self.sightings[name] if s.view == view_index)
+        x, y = self._norm(sighting.u, sighting.v, view_index)
+        return self.writer.pin("obj", _describe(self.scene, name), view_index, x, y, entity_id=self._id(name))
+
+    def mention(self, name: str) -> None:
+        """Refer to an entity by ID if introduced, else by words (it is not visible anywhere)."""
+        if name in self.ids:
+            self.writer.refer(self.ids[name])
+        else:
+            self.writer.say(f"the {_describe(self.scene, name)}")
+
+    def say(self, text: str) -> None:
+        self.writer.say(text)
+
+    def describe_views(self, names: Sequence[str]) -> None:
+        """One sentence per view listing the relevant entities visible there, pinned."""
+        for view_index in range(len(self.rendered)):
+            seen = [n for n in names if self.visible(n, view_index)]
+            label = self.oracle.views[view_index]
+            if not seen:
+                self.say(f"Image {view_index} ({label} camera) shows none of the relevant objects. ")
+                continue
+            self.say(f"In image {view_index} ({label} camera) I see ")
+            for k, name in enumerate(seen):
+                if k:
+                    self.say(", " if k < len(seen) - 1 else " and ")
+                self.pin(name, view_index)
+            self.say(". ")
+
+    def best_view(self, name: str) -> _Sighting | None:
+        seen = self.sightings.get(name, [])
+        return max(seen, key=lambda s: s.pixels) if seen else None
+
+    def answer_pick(self, name: str) -> None:
+        sighting = self.best_view(name)
+        if sighting is None:
+            raise OracleError(f"{name} is visible in no view; cannot answer a pick point")
+        anchor_id = self.ids.get(name) or self.pin(name, sighting.view)
+        self.writer.answer_anchor(anchor_id, img_idx=sighting.view)
+        self.pick = name
+
+    def answer_place(self, target: str, point_base: NDArray[np.float64]) -> None:
+        """Pin a ``space`` anchor on the placement spot (projected ground truth) and answer it."""
+        best = None
+        for view_index, view in enumerate(self.rendered):
+            if view_index in self.oracle.errors.missing_views or not self.visible(target, view_index):
+                continue
+            u, v, z = project(view, point_base)
+            if z > 0 and 0 <= u < view.color.shape[1] and 0 <= v < view.color.shape[0]:
+                pixels = next(s.pixels for s in self.sightings[target] if s.view == view_index)
+                if best is None or pixels > best[3]:
+                    best = (view_index, u, v, pixels)
+        if best is None:
+            raise OracleError(f"the placement spot on {target} is visible in no view")
+        view_index, u, v, _ = best
+        x, y = self._norm(u, v, view_index)
+        space_id = self.writer.pin(
+            "space",
+            f"free area on the {_describe(self.scene, target)}",
+            view_index,
+            x,
+            y,
+            entity_id=self._id(f"space:{target}", "space"),
+        )
+        self.writer.answer_anchor(space_id, img_idx=view_index)
+        self.place = target
+
+    # -- task narratives
+    def compose(self, target: str, place: str) -> None:
+        task = self.scene.task
+        roles = task.roles
+        wrong = self.oracle.rng.random() < self.oracle.errors.wrong_target_probability
+        pick = target
+        if task.task_type in ("spatial", "multi_view"):
+            toys = [roles["toy_a"], roles["toy_b"]]
+            ducks = [roles["target"], roles["other_duck"]]
+            plates = [n for n, o in self.scene.world.objects.items() if o.kind == "plate"]
+            self.describe_views(toys + ducks + plates)
+            if not any(self.visible(target, v) for v in range(len(self.rendered))):
+                # Without a view of the target (e.g. the wrist view ignored), the only duck visible
+                # is the wrong one; RoboPIN's baselines fail exactly this way.
+                pick = roles["other_duck"]
+                self.injected.append("target not visible: answered the visible duck")
+            if wrong:
+                pick = roles["other_duck"]
+                self.injected.append("wrong target")
+            relation = "in front of" if task.task_type == "spatial" else "behind"
+            self.mention(pick)
+            self.say(f" is the duck {relation} ")
+            self.mention(toys[0])
+            self.say(" and ")
+            self.mention(toys[1])
+            self.say(", so it is the one to pick; ")
+            self.mention(roles["other_duck"] if pick == target else target)
+            self.say(" is not. ")
+            if task.task_type == "spatial":
+                self.say("The plates ")
+                self.mention(roles["plate_first"])
+                self.say(", ")
+                self.mention(place)
+                self.say(" and ")
+                self.mention(roles["plate_last"])
+                self.say(" stand in a row and ")
+                self.mention(place)
+                self.say(" is the middle one. ")
+            else:
+                self.mention(place)
+                self.say(" is the plate in front of ")
+                self.mention(toys[0])
+                self.say(" and ")
+                self.mention(toys[1])
+                self.say(". ")
+        elif task.task_type == "long_horizon":
+            remaining = [g.object for g in task.goals if not on_plate(self.scene.world, g.object, g.target)[0]]
+            placed = [g.object for g in task.goals if g.object not in remaining]
+            plates = [n for n, o in self.scene.world.objects.items() if o.kind == "plate"]
+            self.describe_views([place] + remaining + placed + list(task.must_stay) + [p for p in plates if p != place])
+            self.say("The yellow objects still outside the plates are ")
+            for k, name in enumerate(remaining):
+                if k:
+                    self.say(" and ")
+                self.mention(name)
+            self.say(". ")
+            for name in task.must_stay:
+                self.mention(name)
+                self.say(" is already on a plate, so it stays. ")
+            if wrong and task.must_stay:
+                pick = task.must_stay[0]
+                self.injected.append("wrong target")
+            self.say("Next I move ")
+            self.mention(pick)
+            self.say(" into ")
+            self.mention(place)
+            self.say(". ")
+        else:
+            self.describe_views([target, place])
+            if wrong:
+                others = [n for n, o in self.scene.world.objects.items() if o.graspable and n != target]
+                if others:
+                    pick = others[0]
+                    self.injected.append("wrong target")
+            self.say("I pick ")
+            self.mention(pick)
+            self.say(" and place it on ")
+            self.mention(place)
+            self.say(". ")
+        self.answer_pick(pick)
+        spot = place_points(self.scene).get(target)
+        self.answer_place(place, spot if spot is not None else self.scene.world.object_center(place))
+
+    def finish(self) -> None:
+        """Every goal holds: say so and answer ``done``."""
+        task = self.scene.task
+        self.describe_views([g.target for g in task.goals][:1] + [g.object for g in task.goals])
+        self.say("Every object the task names is already where it should be, so the task is complete. ")
+        self.done = True
+
+    def result(self) -> OracleTrace:
+        think = self.writer.think_text()
+        answer = "done" if self.done else format_answer_json(self.writer.answer_points)
+        think, answer = self._inject(think, answer)
+        text = format_trace(think, answer)
+        return OracleTrace(
+            text, len(self.rendered), self.pick, self.place, self.done, tuple(self.injected), dict(self.ids)
+        )
+
+    def _inject(self, think: str, answer: str) -> tuple[str, str]:
+        errors, rng = self.oracle.errors, self.oracle.rng
+        if errors.wrong_id_probability and rng.random() < errors.wrong_id_probability:
+            used = set(self.ids.values())
+            references = [m for m in re.finditer(r"(?<![\w\"])obj_\d{2}(?![\w\"])", think)]
+            if references:
+                match = references[int(rng.integers(len(references)))]
+                unknown = next(f"obj_{k:02d}" for k in range(90, 100) if f"obj_{k:02d}" not in used)
+                think = think[: match.start()] + unknown + think[match.end() :]
+                self.injected.append(f"wrong id {match.group(0)}->{unknown}")
+        if errors.malformed_tag_probability and rng.random() < errors.malformed_tag_probability:
+            tags = list(re.finditer(r'<(obj|space) [^>]*">', think))
+            if tags:
+                tag = tags[int(rng.integers(len(tags)))]
+                broken = tag.group(0)[:-2]  # drop the closing quote and '>'
+                think = think[: tag.start()] + broken + think[tag.end() :]
+                self.injected.append("malformed tag")
+        if errors.missing_views:
+            self.injected.append(f"missing views {list(errors.missing_views)}")
+        return think, answer
+
+
+def oracle_with_errors(oracle: GroundTruthOracle, errors: OracleErrors, seed: int) -> GroundTruthOracle:
+    """A copy of ``oracle`` injecting ``errors`` with its own random stream (E-TTS sampling)."""
+    return GroundTruthOracle(
+        oracle.scene, oracle.views, min_visible_pixels=oracle.min_visible_pixels, errors=errors, seed=seed
+    )
