@@ -59,3 +59,164 @@ def pose_to_matrix(pose: Pose) -> np.ndarray:
     q = pose.orientation
     R = _tf.quaternion_to_matrix([q.x, q.y, q.z, q.w])
     return _tf.make_transform(R, point_to_vector(pose.position))
+
+
+# --- pincot ---
+# Trace ⇄ robopin_interfaces/msg/PinnedReasoning. The message carries what consumers need (anchors
+# with pixels, answer points, issues, three metrics); what it lacks (issue offsets, reference
+# offsets, the other metrics) is re-derived from raw_text by msg_to_trace.
+
+import dataclasses as _dataclasses  # noqa: E402
+from collections.abc import Sequence as _Sequence  # noqa: E402
+
+from robopin_interfaces.msg import Anchor as _AnchorMsg  # noqa: E402
+from robopin_interfaces.msg import AnswerPoint as _AnswerPointMsg  # noqa: E402
+from robopin_interfaces.msg import PinnedReasoning as _PinnedReasoningMsg  # noqa: E402
+from robopin_interfaces.msg import ReasoningIssue as _ReasoningIssueMsg  # noqa: E402
+from std_msgs.msg import Header as _Header  # noqa: E402
+
+from robopin import pincot as _pincot  # noqa: E402
+from robopin.pincot.coords import normalized_to_pixels as _normalized_to_pixels  # noqa: E402
+
+
+def _view_pixels(
+    x: float, y: float, img_idx: int | None, image_sizes: _Sequence[tuple[int, int]] | None
+) -> tuple[float, float]:
+    """0–1000 point → pixels of view img_idx's original image, NaN when the view or its size is unknown."""
+    if image_sizes is None or img_idx is None or not 0 <= img_idx < len(image_sizes):
+        return math.nan, math.nan
+    return _normalized_to_pixels(x, y, image_sizes[img_idx])
+
+
+def anchor_to_msg(anchor: _pincot.Anchor, image_sizes: _Sequence[tuple[int, int]] | None = None) -> _AnchorMsg:
+    """Return a core Anchor as robopin_interfaces/Anchor (u, v NaN without the view's image size)."""
+    u, v = _view_pixels(anchor.x, anchor.y, anchor.img_idx, image_sizes)
+    return _AnchorMsg(
+        kind=anchor.kind,
+        name=anchor.name,
+        id=anchor.id,
+        img_idx=anchor.img_idx,
+        x=float(anchor.x),
+        y=float(anchor.y),
+        u=float(u),
+        v=float(v),
+        char_offset=anchor.offset,
+    )
+
+
+def answer_point_to_msg(
+    point: _pincot.AnswerPoint, image_sizes: _Sequence[tuple[int, int]] | None = None
+) -> _AnswerPointMsg:
+    """Return a core AnswerPoint as robopin_interfaces/AnswerPoint (img_idx -1 and NaN pixels when no view)."""
+    u, v = _view_pixels(point.x, point.y, point.img_idx, image_sizes)
+    return _AnswerPointMsg(
+        img_idx=-1 if point.img_idx is None else point.img_idx,
+        x=float(point.x),
+        y=float(point.y),
+        u=float(u),
+        v=float(v),
+        label=point.label or "",
+        id=point.id or "",
+    )
+
+
+def issue_to_msg(issue: _pincot.Issue, *, is_error: bool) -> _ReasoningIssueMsg:
+    """Return a core Issue as robopin_interfaces/ReasoningIssue."""
+    return _ReasoningIssueMsg(code=issue.code, message=issue.message, is_error=is_error)
+
+
+def trace_to_msg(
+    trace: _pincot.Trace,
+    *,
+    image_sizes: _Sequence[tuple[int, int]] | None = None,
+    view_names: _Sequence[str] = (),
+    header: _Header | None = None,
+    task_id: str = "",
+    step: int = 0,
+    instruction: str = "",
+    model: str = "",
+    generation_time_s: float = 0.0,
+) -> _PinnedReasoningMsg:
+    """Return a parsed Trace as robopin_interfaces/PinnedReasoning.
+
+    ``image_sizes`` are the (width, height) of each view's original image, used for the pixel fields.
+    """
+    if view_names and len(view_names) != trace.num_views:
+        raise ValueError(f"{len(view_names)} view names given for a trace over {trace.num_views} view(s)")
+    return _PinnedReasoningMsg(
+        header=header if header is not None else _Header(),
+        task_id=task_id,
+        step=step,
+        instruction=instruction,
+        model=model,
+        raw_text=trace.text,
+        think=trace.think,
+        answer=trace.answer,
+        anchors=[anchor_to_msg(a, image_sizes) for a in trace.anchors],
+        references=[r.id for r in trace.references],
+        answer_points=[answer_point_to_msg(p, image_sizes) for p in trace.answer_points],
+        view_names=list(view_names),
+        valid=trace.valid,
+        errors=[issue_to_msg(e, is_error=True) for e in trace.errors],
+        warnings=[issue_to_msg(w, is_error=False) for w in trace.warnings],
+        format_score=float(trace.metrics.get("format", 0.0)),
+        identity_consistency=float(trace.metrics.get("consistency", 0.0)),
+        anchor_coverage=float(trace.metrics.get("anchor_coverage", 0.0)),
+        generation_time_s=float(generation_time_s),
+    )
+
+
+def msg_to_trace(msg: _PinnedReasoningMsg, num_views: int | None = None) -> _pincot.Trace:
+    """Return robopin_interfaces/PinnedReasoning as a core Trace.
+
+    The message's anchors, answer points, issues, validity and three metrics are taken as published.
+    Block spans, reference offsets, issue offsets and the remaining metrics are re-derived by parsing
+    raw_text over ``num_views`` views (default: the number of view names, else the highest img_idx + 1).
+    """
+    if num_views is None:
+        indices = [a.img_idx for a in msg.anchors] + [p.img_idx for p in msg.answer_points]
+        num_views = len(msg.view_names) or max([1, *(i + 1 for i in indices)])
+    reread = _pincot.parse(msg.raw_text, num_views, expect_points=bool(msg.answer_points))
+    answer_start, answer_end = reread.answer_span
+    anchors = tuple(
+        _pincot.Anchor(
+            kind=a.kind,
+            name=a.name,
+            id=a.id,
+            img_idx=a.img_idx,
+            x=a.x,
+            y=a.y,
+            offset=a.char_offset,
+            in_answer=reread.has_answer and answer_start <= a.char_offset < answer_end,
+        )
+        for a in msg.anchors
+    )
+    answer_points = tuple(
+        _pincot.AnswerPoint(
+            x=p.x, y=p.y, img_idx=None if p.img_idx < 0 else p.img_idx, label=p.label or None, id=p.id or None
+        )
+        for p in msg.answer_points
+    )
+    offsets = {(i.code, i.message): i.offset for i in (*reread.errors, *reread.warnings)}
+    errors = tuple(_pincot.Issue(e.code, e.message, offsets.get((e.code, e.message), -1)) for e in msg.errors)
+    warnings = tuple(_pincot.Issue(w.code, w.message, offsets.get((w.code, w.message), -1)) for w in msg.warnings)
+    if not msg.valid and not errors:
+        # Never let a message marked invalid turn into a valid trace because it named no error.
+        errors = (_pincot.Issue("invalid_message", "the message is marked invalid but names no error"),)
+    if [r.id for r in reread.references] == list(msg.references):
+        references = reread.references
+    else:
+        references = tuple(_pincot.Reference(ref, -1) for ref in msg.references)
+    metrics = dict(reread.metrics)
+    metrics.update(format=msg.format_score, consistency=msg.identity_consistency, anchor_coverage=msg.anchor_coverage)
+    return _dataclasses.replace(
+        reread,
+        think=msg.think,
+        answer=msg.answer,
+        anchors=anchors,
+        references=references,
+        answer_points=answer_points,
+        errors=errors,
+        warnings=warnings,
+        metrics=metrics,
+    )
