@@ -9,6 +9,7 @@ because ``pipeline.start()`` with no camera blocks for 15 s.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import math
 import time
@@ -275,6 +276,13 @@ class RealSenseCamera(Camera):
         device = profile.get_device()
         if config.playback_file:
             self._playback = device.as_playback()
+            if self._playback.is_real_time() != config.playback_realtime:
+                # resolve() handed out another device instance than start() used: switch now and rewind
+                # so frames played out in the wrong mode are not lost.
+                self._playback.pause()
+                self._playback.set_real_time(config.playback_realtime)
+                self._playback.seek(datetime.timedelta(0))
+                self._playback.resume()
             self._serial = _device_info(rs, device)["serial"] or Path(config.playback_file).stem
             if config.serial and config.serial != self._serial:
                 pipeline.stop()
