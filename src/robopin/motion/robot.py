@@ -200,6 +200,10 @@ class RobotModel:
         q = np.asarray(q, dtype=np.float64)
         return bool(np.all(q >= self.lower - tolerance) and np.all(q <= self.upper + tolerance))
 
+    def reseed(self, seed: int) -> None:
+        """Restart the random stream used by IK restarts (repeatable benchmarks)."""
+        self._rng = np.random.default_rng(seed)
+
     def random_configuration(self) -> NDArray[np.float64]:
         """A uniformly sampled configuration inside the joint limits (wide limits clipped to ±π)."""
         low = np.maximum(self.lower, -np.pi)
@@ -224,39 +228,45 @@ class RobotModel:
         """
         pin = self._pin
         target = pin.SE3(np.asarray(T_base_ee, dtype=np.float64) @ np.linalg.inv(self._T_link_tcp))
-        seeds = [np.asarray(q_seed, dtype=np.float64)]
-        for attempt in range(restarts + 1):
-            q = seeds[0].copy() if attempt == 0 else self.random_configuration()
-            for _ in range(max_iterations):
-                pin.framesForwardKinematics(self.model, self.data, q)
-                current = self.data.oMf[self._tcp_frame]
-                error_local = pin.log6(current.actInv(target)).vector
-                if (
-                    np.linalg.norm(error_local[:3]) < position_tolerance_m
-                    and np.linalg.norm(error_local[3:]) < orientation_tolerance_rad
-                ):
-                    break
-                J = pin.computeFrameJacobian(self.model, self.data, q, self._tcp_frame, pin.LOCAL)
-                J = -pin.Jlog6(current.actInv(target)) @ J
-                damping = 1e-4
-                step = -J.T @ np.linalg.solve(J @ J.T + damping * np.eye(6), error_local)
-                q = np.clip(q + step, self.lower, self.upper)
-            else:
+        seed = np.asarray(q_seed, dtype=np.float64)
+        # The caller's seed first (the nearest solution), then home (a good top-down posture), then random.
+        seeds = [seed, self.home]
+        for attempt in range(restarts + 2):
+            q = seeds[attempt].copy() if attempt < len(seeds) else self.random_configuration()
+            if not self._solve_ik(q, target, position_tolerance_m, orientation_tolerance_rad, max_iterations):
                 continue
-            if not self._error_small(q, target, position_tolerance_m, orientation_tolerance_rad):
-                continue
-            # Wrap continuous-range joints to the solution nearest the seed.
-            q = self._nearest_equivalent(q, seeds[0])
+            q = self._nearest_equivalent(self._last_ik, seed)
             if collision_free and self.in_collision(q):
                 continue
             return q
         return None
 
-    def _error_small(self, q, target, pos_tol, rot_tol) -> bool:
+    def _solve_ik(self, q, target, pos_tol: float, rot_tol: float, max_iterations: int) -> bool:
+        """Damped least squares from ``q``; the result is left in ``self._last_ik``."""
         pin = self._pin
-        pin.framesForwardKinematics(self.model, self.data, q)
-        error = pin.log6(self.data.oMf[self._tcp_frame].actInv(target)).vector
-        return bool(np.linalg.norm(error[:3]) < pos_tol and np.linalg.norm(error[3:]) < rot_tol)
+        best = np.inf
+        for iteration in range(max_iterations):
+            pin.framesForwardKinematics(self.model, self.data, q)
+            current = self.data.oMf[self._tcp_frame]
+            error = pin.log6(current.actInv(target)).vector
+            position_error, rotation_error = np.linalg.norm(error[:3]), np.linalg.norm(error[3:])
+            if position_error < pos_tol and rotation_error < rot_tol:
+                self._last_ik = q
+                return True
+            # Give up on a seed that stopped improving (stuck at a limit or a singularity).
+            norm = position_error + 0.1 * rotation_error
+            if iteration and iteration % 25 == 0:
+                if norm > 0.95 * best:
+                    return False
+                best = norm
+            J = pin.computeFrameJacobian(self.model, self.data, q, self._tcp_frame, pin.LOCAL)
+            J = -pin.Jlog6(current.actInv(target)) @ J
+            step = -J.T @ np.linalg.solve(J @ J.T + 1e-4 * np.eye(6), error)
+            largest = np.max(np.abs(step))
+            if largest > 0.4:  # keep each step inside the region where the linearisation holds
+                step *= 0.4 / largest
+            q = np.clip(q + step, self.lower, self.upper)
+        return False
 
     def _nearest_equivalent(self, q: NDArray[np.float64], reference: NDArray[np.float64]) -> NDArray[np.float64]:
         q = q.copy()
@@ -363,6 +373,7 @@ class RobotModel:
         self._geom, self._geom_data = geom, geom_data
         self._world, self._world_version, self._padding, self.padding_m = world, world.version, padding, padding
         self._obstacle_pairs = [k for k, p in enumerate(geom.collisionPairs) if p.second in obstacle_set]
+        self._checkers = {}
 
     def T_joint_tcp(self) -> NDArray[np.float64]:
         """The TCP in the frame of the joint that carries it (where geometry placements are expressed)."""
@@ -376,18 +387,30 @@ class RobotModel:
             f"attached/{attached.name}", frame.parentJoint, pin.SE3(placement), coal.Box(*attached.size_m)
         )
 
+    def _checker(self, margin_m: float):
+        """Geometry data with obstacle pairs at ``margin_m`` and its broadphase manager (cached per margin).
+
+        The dynamic AABB tree culls far-apart pairs in C++, which halves a check against a point cloud.
+        """
+        checker = self._checkers.get(margin_m)
+        if checker is None:
+            pin = self._pin
+            data = pin.GeometryData(self._geom)
+            for k in self._obstacle_pairs:
+                data.collisionRequests[k].security_margin = margin_m
+            manager = pin.BroadPhaseManager_DynamicAABBTreeCollisionManager(self.model, self._geom, data)
+            checker = self._checkers[margin_m] = (data, manager)
+        return checker
+
     def _compute(self, q: NDArray[np.float64], margin_m: float | None, stop_at_first: bool) -> bool:
         pin = self._pin
         q = np.asarray(q, dtype=np.float64)
-        if margin_m is None or margin_m == self._padding:
-            return bool(pin.computeCollisions(self.model, self.data, self._geom, self._geom_data, q, stop_at_first))
-        for k in self._obstacle_pairs:
-            self._geom_data.collisionRequests[k].security_margin = margin_m
-        try:
-            return bool(pin.computeCollisions(self.model, self.data, self._geom, self._geom_data, q, stop_at_first))
-        finally:
-            for k in self._obstacle_pairs:
-                self._geom_data.collisionRequests[k].security_margin = self._padding
+        margin = self._padding if margin_m is None else float(margin_m)
+        data, manager = self._checker(margin)
+        if stop_at_first:
+            return bool(pin.computeCollisions(self.model, self.data, manager, q, True))
+        self._geom_data = data
+        return bool(pin.computeCollisions(self.model, self.data, self._geom, data, q, False))
 
     def in_collision(self, q: NDArray[np.float64], *, margin_m: float | None = None) -> bool:
         """True when ``q`` touches the world (inflated by ``margin_m``, default the padding) or itself."""
@@ -419,6 +442,16 @@ class RobotModel:
     def hand_links(self) -> list[str]:
         """Links of the gripper (and the TCP link), exempt from contact with a held object."""
         return sorted(set(self.spec.gripper_links) | {self.spec.tcp_link})
+
+    def link_meshes(self) -> dict[str, tuple[NDArray[np.float64], NDArray[np.int64]]]:
+        """Collision meshes (vertices in the link's joint frame, triangle indices) of every robot link."""
+        result = {}
+        vertices = self.link_vertices()
+        for obj in self._robot_geom.geometryObjects:
+            g = obj.geometry
+            triangles = np.array([[g.tri_indices(i)[j] for j in range(3)] for i in range(g.num_tris)], dtype=np.int64)
+            result[obj.name] = (vertices[obj.name], triangles)
+        return result
 
     def link_vertices(self) -> dict[str, NDArray[np.float64]]:
         """Collision-mesh vertices of every robot link, in that link's joint frame (for sphere fitting)."""

@@ -73,7 +73,7 @@ def time_parameterize(
         toppra.constraint.JointAccelerationConstraint(np.stack([-alim, alim], axis=1)),
     ]
     # Enough grid points to resolve every dense segment, capped to keep the LP sweep cheap.
-    gridpoints = np.linspace(0.0, 1.0, int(np.clip(2 * len(dense), 50, 400)))
+    gridpoints = np.linspace(0.0, 1.0, int(np.clip(2 * len(dense), 50, 200)))
     instance = toppra.algorithm.TOPPRA(constraints, spline, gridpoints=gridpoints, parametrizer="ParametrizeConstAccel")
     timed = instance.compute_trajectory(0.0, 0.0)
     if timed is None:

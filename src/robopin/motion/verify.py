@@ -50,25 +50,27 @@ def verify_path(
     positions = np.asarray(positions, dtype=np.float64)
     if times_s is None:
         times_s = np.arange(len(positions), dtype=np.float64)
-    checked = 0
-    for i in range(len(positions)):
-        if i == 0:
-            samples = [(positions[0], float(times_s[0]))]
-        else:
-            a, b = positions[i - 1], positions[i]
-            steps = max(1, int(np.ceil(np.max(np.abs(b - a)) / max_step_rad)))
-            samples = [
-                (a + (b - a) * (k / steps), float(times_s[i - 1] + (times_s[i] - times_s[i - 1]) * k / steps))
-                for k in range(1, steps + 1)
-            ]
-        for q, t in samples:
-            checked += 1
-            if not robot.within_limits(q):
-                return VerificationResult(False, checked, t, q, (), outside_limits=True)
-            if robot.in_collision(q, margin_m=margin_m):
-                robot_pairs = tuple(robot.colliding_pairs(q, margin_m=margin_m))
-                return VerificationResult(False, checked, t, q, robot_pairs)
-    return VerificationResult(True, checked)
+    times_s = np.asarray(times_s, dtype=np.float64)
+    # Walk the polyline by accumulated joint travel: the largest joint move between two checked
+    # configurations never exceeds max_step_rad, and slow stretches are not checked over and over.
+    travel = np.concatenate([[0.0], np.cumsum(np.max(np.abs(np.diff(positions, axis=0)), axis=1))])
+    count = max(2, int(np.ceil(travel[-1] / max_step_rad)) + 1)
+    arc = np.linspace(0.0, travel[-1], count) if travel[-1] > 0.0 else np.zeros(1)
+    segment = np.clip(np.searchsorted(travel, arc, side="right") - 1, 0, max(len(positions) - 2, 0))
+    if len(positions) == 1:
+        samples, sample_times = positions, times_s
+    else:
+        length = travel[segment + 1] - travel[segment]
+        alpha = np.divide(arc - travel[segment], length, out=np.zeros_like(arc), where=length > 0.0)[:, None]
+        samples = (1.0 - alpha) * positions[segment] + alpha * positions[segment + 1]
+        sample_times = (1.0 - alpha[:, 0]) * times_s[segment] + alpha[:, 0] * times_s[segment + 1]
+    for checked, (q, t) in enumerate(zip(samples, sample_times, strict=True), start=1):
+        if not robot.within_limits(q):
+            return VerificationResult(False, checked, float(t), q, (), outside_limits=True)
+        if robot.in_collision(q, margin_m=margin_m):
+            pairs = tuple(robot.colliding_pairs(q, margin_m=margin_m))
+            return VerificationResult(False, checked, float(t), q, pairs)
+    return VerificationResult(True, len(samples))
 
 
 def verify_trajectory(
