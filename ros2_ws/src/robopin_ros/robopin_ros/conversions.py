@@ -220,3 +220,107 @@ def msg_to_trace(msg: _PinnedReasoningMsg, num_views: int | None = None) -> _pin
         warnings=warnings,
         metrics=metrics,
     )
+
+
+# --- cameras ---
+# sensor_msgs Image / CameraInfo ⇄ numpy and robopin.cameras.Frame. Color goes out as rgb8, aligned depth
+# as 16UC1 millimetres with 0 = no data (the realsense-ros convention); both carry the color optical
+# frame id, because aligned depth is expressed in the color camera. Buffers are handed to the message
+# as array.array('B') (rclpy's fast path) and read back with np.frombuffer (no copy).
+
+
+def _image_bytes(array_: np.ndarray):
+    import array as _array
+
+    buffer = _array.array("B")
+    buffer.frombytes(np.ascontiguousarray(array_).view(np.uint8).reshape(-1).data)
+    return buffer
+
+
+def make_header(stamp_s: float, frame_id: str):
+    """Return a std_msgs/Header for ``stamp_s`` (float seconds) and ``frame_id``."""
+    from std_msgs.msg import Header
+
+    return Header(stamp=seconds_to_stamp(stamp_s), frame_id=frame_id)
+
+
+def color_to_image_msg(rgb: np.ndarray, header):
+    """Return an rgb8 sensor_msgs/Image of a uint8 (H, W, 3) RGB array."""
+    from sensor_msgs.msg import Image
+
+    if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
+        raise ValueError(f"color must be uint8 (H, W, 3) RGB, got {rgb.dtype} {rgb.shape}")
+    height, width = rgb.shape[:2]
+    return Image(header=header, height=height, width=width, encoding="rgb8", is_bigendian=0, step=width * 3,
+                 data=_image_bytes(rgb))
+
+
+def depth_to_image_msg(depth_m: np.ndarray, header):
+    """Return a 16UC1 (millimetres, 0 = no data) sensor_msgs/Image of float32 metres with NaN invalid."""
+    from sensor_msgs.msg import Image
+
+    from robopin.cameras.images import depth_m_to_16uc1
+
+    millimetres = depth_m_to_16uc1(depth_m)
+    height, width = millimetres.shape
+    return Image(header=header, height=height, width=width, encoding="16UC1", is_bigendian=0, step=width * 2,
+                 data=_image_bytes(millimetres))
+
+
+def camera_model_to_camera_info(model, header):
+    """Return sensor_msgs/CameraInfo of a robopin.geometry.CameraModel."""
+    from sensor_msgs.msg import CameraInfo
+
+    fields = model.to_camera_info_fields()
+    return CameraInfo(header=header, height=fields["height"], width=fields["width"],
+                      distortion_model=fields["distortion_model"], d=[float(x) for x in fields["d"]],
+                      k=[float(x) for x in fields["k"]], r=[float(x) for x in fields["r"]],
+                      p=[float(x) for x in fields["p"]])
+
+
+def camera_info_to_camera_model(info):
+    """Return the robopin.geometry.CameraModel of a sensor_msgs/CameraInfo."""
+    from robopin.geometry.camera_model import CameraModel
+
+    return CameraModel.from_camera_info(info)
+
+
+def image_msg_to_color(msg) -> np.ndarray:
+    """Return a sensor_msgs/Image (rgb8, bgr8, rgba8, bgra8, mono8) as uint8 (H, W, 3) RGB."""
+    from robopin.cameras.images import decode_color, decode_image
+
+    image = decode_image(msg.encoding, msg.height, msg.width, msg.step, msg.data, is_bigendian=bool(msg.is_bigendian))
+    return decode_color(msg.encoding, image)
+
+
+def image_msg_to_depth_m(msg) -> np.ndarray:
+    """Return a depth sensor_msgs/Image (16UC1 mm or 32FC1 m) as float32 metres with NaN invalid."""
+    from robopin.cameras.images import decode_depth_m, decode_image
+
+    image = decode_image(msg.encoding, msg.height, msg.width, msg.step, msg.data, is_bigendian=bool(msg.is_bigendian))
+    return decode_depth_m(msg.encoding, image)
+
+
+def frame_to_msgs(frame, stamp_s: float | None = None):
+    """Return (color Image, aligned depth Image or None, CameraInfo) of a robopin.cameras.Frame.
+
+    All three share one header: the frame's timestamp (or ``stamp_s``) and its optical frame id.
+    """
+    header = make_header(frame.timestamp_s if stamp_s is None else stamp_s, frame.optical_frame_id)
+    depth = None if frame.depth_m is None else depth_to_image_msg(frame.depth_m, header)
+    return color_to_image_msg(frame.color, header), depth, camera_model_to_camera_info(frame.intrinsics, header)
+
+
+def msgs_to_frame(color_msg, depth_msg, info, camera_name: str = "", index: int = 0):
+    """Return a robopin.cameras.Frame of a color Image, an aligned depth Image (or None) and CameraInfo."""
+    from robopin.cameras.base import Frame
+
+    return Frame(
+        color=image_msg_to_color(color_msg),
+        depth_m=None if depth_msg is None else image_msg_to_depth_m(depth_msg),
+        intrinsics=camera_info_to_camera_model(info),
+        timestamp_s=stamp_to_seconds(color_msg.header.stamp),
+        serial="",
+        index=index,
+        camera_name=camera_name or color_msg.header.frame_id.removesuffix("_optical"),
+    )
