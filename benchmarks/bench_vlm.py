@@ -128,6 +128,7 @@ def main() -> None:
 
     prompt_ms = _median_ms(lambda: build_pincot_messages("put the cup on the middle plate", views))
     jpeg_ms = _median_ms(lambda: [encode_image(v.rgb, "jpeg", 90) for v in views])
+    jpeg444_ms = _median_ms(lambda: [encode_image(v.rgb, "jpeg", 90, "4:4:4") for v in views])
 
     def png_default() -> list[bytes]:
         out = []
@@ -167,7 +168,8 @@ def main() -> None:
     pooled_post_ms = _median_ms(pooled_post_only)
 
     _row("prompt building", prompt_ms)
-    _row(f"image encoding, JPEG q90 ({jpeg_bytes / 1024:.0f} kB)", jpeg_ms, png_default_ms, "PNG default level")
+    _row(f"image encoding, JPEG q90 4:2:0 ({jpeg_bytes / 1024:.0f} kB)", jpeg_ms, png_default_ms, "PNG default level")
+    _row("image encoding, JPEG q90 4:4:4", jpeg444_ms, png_default_ms, "PNG default level")
     print(f"{'':<44s} (PNG default: {png_bytes / 1024:.0f} kB on the wire)")
     _row("request body incl. encoding + base64 + JSON", request_ms)
     _row("  of which JSON serialisation", serialise_ms)

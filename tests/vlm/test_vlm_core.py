@@ -202,6 +202,14 @@ def test_png_is_lossless_and_jpeg_is_close(make_view):
     assert decoded.shape == rgb.shape
     assert np.abs(decoded.astype(int) - rgb.astype(int)).mean() < 3.0
     assert encode_image(rgb, "jpeg")[:2] == b"\xff\xd8" and encode_image(rgb, "png")[:4] == b"\x89PNG"
+    # Full-resolution chroma keeps a saturated one-pixel-wide red line red; 4:2:0 smears it.
+    line = np.full((32, 32, 3), 128, dtype=np.uint8)
+    line[:, 15] = (255, 0, 0)
+    errors = {}
+    for subsampling in ("4:4:4", "4:2:0"):
+        decoded = decode_data_url(image_data_url(line, "jpeg", 95, subsampling))
+        errors[subsampling] = np.abs(decoded[:, 15].astype(int) - line[:, 15].astype(int)).mean()
+    assert errors["4:4:4"] < errors["4:2:0"]
 
 
 def test_bad_image_arguments_are_named(make_view):

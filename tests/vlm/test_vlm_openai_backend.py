@@ -219,6 +219,7 @@ def test_factory_builds_the_backend_from_a_yaml_style_mapping(stub_server):
         ("max_retries", -1, "max_retries"),
         ("image_format", "webp", "webp"),
         ("jpeg_quality", 0, "jpeg_quality"),
+        ("jpeg_chroma_subsampling", "4:1:1", "4:1:1"),
         ("point_convention", "pixels", "point_convention"),
         ("structured_output", {"kind": "grammar", "value": "x"}, "grammar"),
         ("yes_token_ids", (1,), "together"),

@@ -18,10 +18,13 @@ from robopin.vlm.errors import VLMRequestError
 ImageFormat = Literal["jpeg", "png"]
 IMAGE_FORMATS: tuple[str, ...] = ("jpeg", "png")
 MIME_TYPES = {"jpeg": "image/jpeg", "png": "image/png"}
+CHROMA_SUBSAMPLING = {"4:4:4": 0, "4:2:2": 1, "4:2:0": 2}
 
 
-def check_image_format(image_format: str, jpeg_quality: int) -> None:
-    """Raise ValueError naming the value when the format or JPEG quality is not usable."""
+def check_image_format(image_format: str, jpeg_quality: int, chroma_subsampling: str = "4:2:0") -> None:
+    """Raise ValueError naming the value when the format, JPEG quality or subsampling is not usable."""
+    if chroma_subsampling not in CHROMA_SUBSAMPLING:
+        raise ValueError(f"chroma_subsampling must be one of {sorted(CHROMA_SUBSAMPLING)}, got {chroma_subsampling!r}")
     if image_format not in IMAGE_FORMATS:
         raise ValueError(f"image format must be one of {IMAGE_FORMATS}, got {image_format!r}")
     if not isinstance(jpeg_quality, int) or not 1 <= jpeg_quality <= 100:
@@ -35,23 +38,35 @@ def to_pil(rgb: np.ndarray) -> Image.Image:
     return Image.fromarray(np.ascontiguousarray(rgb), mode="RGB")
 
 
-def encode_image(rgb: np.ndarray, image_format: ImageFormat = "jpeg", jpeg_quality: int = 90) -> bytes:
+def encode_image(
+    rgb: np.ndarray,
+    image_format: ImageFormat = "jpeg",
+    jpeg_quality: int = 90,
+    chroma_subsampling: str = "4:2:0",
+) -> bytes:
     """Encode an RGB image as JPEG or PNG bytes."""
-    check_image_format(image_format, jpeg_quality)
+    check_image_format(image_format, jpeg_quality, chroma_subsampling)
     buffer = io.BytesIO()
     image = to_pil(rgb)
     if image_format == "jpeg":
-        # 4:4:4 keeps colour edges sharp: a thin red marker or cable must not bleed into its neighbours.
-        image.save(buffer, format="JPEG", quality=jpeg_quality, subsampling=0)
+        # 4:2:0 is what the model saw in training (web JPEGs) and encodes several times faster;
+        # 4:4:4 keeps thin coloured edges (a red cable, a marker) sharp when that matters.
+        image.save(buffer, format="JPEG", quality=jpeg_quality, subsampling=CHROMA_SUBSAMPLING[chroma_subsampling])
     else:
         # Level 1 is ~5x faster than the default and only slightly larger.
         image.save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()
 
 
-def image_data_url(rgb: np.ndarray, image_format: ImageFormat = "jpeg", jpeg_quality: int = 90) -> str:
+def image_data_url(
+    rgb: np.ndarray,
+    image_format: ImageFormat = "jpeg",
+    jpeg_quality: int = 90,
+    chroma_subsampling: str = "4:2:0",
+) -> str:
     """Return ``data:image/…;base64,…`` for an RGB image, the form OpenAI-style servers accept."""
-    payload = base64.b64encode(encode_image(rgb, image_format, jpeg_quality)).decode("ascii")
+    encoded = encode_image(rgb, image_format, jpeg_quality, chroma_subsampling)
+    payload = base64.b64encode(encoded).decode("ascii")
     return f"data:{MIME_TYPES[image_format]};base64,{payload}"
 
 

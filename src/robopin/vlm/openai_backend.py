@@ -71,6 +71,7 @@ class OpenAIBackendConfig(VLMConfig):
     max_connections: int = 8
     image_format: str = "jpeg"
     jpeg_quality: int = 90
+    jpeg_chroma_subsampling: str = "4:2:0"
     structured_output: dict[str, Any] | None = None
     yes_token_ids: tuple[int, ...] = ()
     no_token_ids: tuple[int, ...] = ()
@@ -93,7 +94,7 @@ class OpenAIBackendConfig(VLMConfig):
         if not isinstance(self.max_connections, int) or self.max_connections < 1:
             raise VLMConfigError(f"max_connections must be an integer >= 1, got {self.max_connections!r}")
         try:
-            check_image_format(self.image_format, self.jpeg_quality)
+            check_image_format(self.image_format, self.jpeg_quality, self.jpeg_chroma_subsampling)
         except ValueError as error:
             raise VLMConfigError(str(error)) from error
         if self.structured_output is not None:
@@ -123,7 +124,9 @@ class OpenAIBackendConfig(VLMConfig):
         return self.api_key or os.environ.get(self.api_key_env, "")
 
 
-def message_to_openai(message: ChatMessage, image_format: str, jpeg_quality: int) -> dict[str, Any]:
+def message_to_openai(
+    message: ChatMessage, image_format: str, jpeg_quality: int, chroma_subsampling: str = "4:2:0"
+) -> dict[str, Any]:
     """Convert one message to the chat-completions form; images become base64 data-URL parts."""
     if not message.images:
         return {"role": message.role, "content": message.text}
@@ -132,7 +135,7 @@ def message_to_openai(message: ChatMessage, image_format: str, jpeg_quality: int
         if isinstance(part, str):
             content.append({"type": "text", "text": part})
         else:
-            url = image_data_url(part.rgb, image_format, jpeg_quality)  # type: ignore[arg-type]
+            url = image_data_url(part.rgb, image_format, jpeg_quality, chroma_subsampling)  # type: ignore[arg-type]
             content.append({"type": "image_url", "image_url": {"url": url}})
     return {"role": message.role, "content": content}
 
@@ -203,7 +206,10 @@ class OpenAIBackend(VLMBackend):
         config = self.config
         body: dict[str, Any] = {
             "model": config.model,
-            "messages": [message_to_openai(m, config.image_format, config.jpeg_quality) for m in messages],
+            "messages": [
+                message_to_openai(m, config.image_format, config.jpeg_quality, config.jpeg_chroma_subsampling)
+                for m in messages
+            ],
             "n": n,
             "temperature": temperature,
             "max_tokens": max_tokens,
