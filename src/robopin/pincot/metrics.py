@@ -34,10 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from robopin.pincot.trace import NORMALIZED_MAX, Anchor, AnswerPoint, Trace
-
-SAME_POINT_TOLERANCE = 15.0
-"""An answer point this close (0–1000 units) to an anchor of its view is tied to that anchor."""
+from robopin.pincot.trace import NORMALIZED_MAX, SAME_POINT_TOLERANCE, Anchor, AnswerPoint, Trace
 
 
 @dataclass(frozen=True)

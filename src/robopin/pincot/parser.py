@@ -25,7 +25,15 @@ from typing import Literal
 
 from robopin.pincot import metrics as _metrics
 from robopin.pincot.answer import read_answer
-from robopin.pincot.trace import NORMALIZED_MAX, Anchor, AnswerPoint, Issue, Reference, Trace
+from robopin.pincot.trace import (
+    NORMALIZED_MAX,
+    SAME_POINT_TOLERANCE,
+    Anchor,
+    AnswerPoint,
+    Issue,
+    Reference,
+    Trace,
+)
 
 ERROR_CODES: dict[str, str] = {
     "missing_think": "no <think>…</think> block",
@@ -71,9 +79,6 @@ WARNING_CODES: dict[str, str] = {
 
 ID_POINT_TOLERANCE = 50.0
 """Two tags of one ID in one view further apart than this (0–1000 units) are ``id_point_conflict``."""
-
-SAME_POINT_TOLERANCE = 15.0
-"""Points closer than this (0–1000 units) are taken as the same place (duplicate-entity warnings)."""
 
 Coordinates = Literal["norm1000", "pixels"]
 
@@ -262,6 +267,7 @@ def _check_anchors(anchors: list[Anchor], num_views: int, issues: _Collector) ->
     first: dict[str, Anchor] = {}
     per_view: dict[tuple[str, int], Anchor] = {}
     last_number: dict[str, int] = {}
+    by_name_view: dict[tuple[str, int], list[Anchor]] = {}  # first tags by (name, view): duplicate entities
     for anchor in anchors:
         if not _in_range(anchor.x, anchor.y):
             issues.error(
@@ -292,19 +298,16 @@ def _check_anchors(anchors: list[Anchor], num_views: int, issues: _Collector) ->
                         anchor.offset,
                     )
                 last_number[family] = max(number, last_number.get(family, 0))
-            for other in first.values():
-                if (
-                    other.id != anchor.id
-                    and other.img_idx == anchor.img_idx
-                    and _normal_name(other.name) == _normal_name(anchor.name)
-                    and math.dist((other.x, other.y), (anchor.x, anchor.y)) <= SAME_POINT_TOLERANCE
-                ):
+            same_name = by_name_view.setdefault((_normal_name(anchor.name), anchor.img_idx), [])
+            for other in same_name:
+                if math.dist((other.x, other.y), (anchor.x, anchor.y)) <= SAME_POINT_TOLERANCE:
                     issues.warn(
                         "same_entity_two_ids",
                         f"{other.id} and {anchor.id} are both {anchor.name!r} at the same point of view "
                         f"{anchor.img_idx}",
                         anchor.offset,
                     )
+            same_name.append(anchor)
         else:
             if _normal_name(earlier.name) != _normal_name(anchor.name):
                 issues.error(

@@ -1,7 +1,7 @@
 """The data model of one parsed PinCoT output: anchors, ID references, answer points and issues.
 
-Everything here is a plain frozen dataclass so traces can be compared, hashed into sets, logged and
-converted to ROS messages without surprises. Points are kept exactly as the model wrote them, in the
+Everything here is a plain frozen dataclass so traces can be compared, logged and converted to ROS
+messages without surprises (anchors, references, answer points and issues are also hashable). Points are kept exactly as the model wrote them, in the
 0–1000 normalized convention; :mod:`robopin.pincot.coords` turns them into pixels.
 """
 
@@ -16,6 +16,10 @@ ANCHOR_KINDS: tuple[AnchorKind, ...] = ("obj", "space")
 
 NORMALIZED_MAX = 1000.0
 """Upper end of the normalized coordinate range the model writes points in (both axes)."""
+
+SAME_POINT_TOLERANCE = 15.0
+"""Points closer than this (0–1000 units) are taken as the same place: an answer point this close to an
+anchor is tied to it, and two IDs of one name this close in one view are flagged as one entity."""
 
 
 @dataclass(frozen=True)
