@@ -14,6 +14,7 @@ the camera (larger x), "behind" means nearer the robot.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -505,6 +506,9 @@ class Scene:
     camera_names: tuple[str, ...] = ("static", "wrist")
 
     def close(self) -> None:
+        with _SCENES_LOCK:
+            if _SCENES.get(self.world.name) is self:
+                del _SCENES[self.world.name]
         self.world.close()
 
     def __enter__(self) -> Scene:
@@ -512,6 +516,19 @@ class Scene:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_SCENES: dict[str, Scene] = {}
+_SCENES_LOCK = threading.Lock()
+
+
+def get_scene(world_name: str) -> Scene:
+    """The scene built (registered) on the world called ``world_name``: how the oracle backend finds its task."""
+    with _SCENES_LOCK:
+        try:
+            return _SCENES[world_name]
+        except KeyError:
+            raise ScenarioError(f"no scene registered on world {world_name!r}; registered: {sorted(_SCENES)}") from None
 
 
 def build_scene(
@@ -539,6 +556,9 @@ def build_scene(
             continue
         scene = _populate(spec, int(seed), layout, world_name=world_name, robot=robot, register=register)
         if not any(on_plate(scene.world, g.object, g.target)[0] for g in scene.task.goals):
+            if register:
+                with _SCENES_LOCK:
+                    _SCENES[scene.world.name] = scene
             return scene
         scene.close()
     raise LayoutError(f"scenario {spec.name!r} seed {seed}: no layout fits after {max_layout_attempts} attempts")

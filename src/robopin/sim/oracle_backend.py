@@ -1,0 +1,176 @@
+"""The ground-truth oracle as a VLM backend (type ``oracle``): answers from the simulator, not a model.
+
+Configured like any VLM backend, it lets the planner, projection, motion and test-time scaling run
+end to end in simulation with no GPU. :meth:`OracleBackend.generate` ignores the pixels it is sent
+(it only checks that the number and size of images match its cameras) and writes the PinCoT trace
+that :class:`~robopin.sim.oracle.GroundTruthOracle` derives from the scene registered on its world;
+each of ``n`` samples draws the configured error injection independently. ``score_yes_no`` is a
+ground-truth verifier: "yes" exactly when the last PinCoT answer in the conversation picks the
+object the task needs next and places on the right target.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from robopin.pincot.coords import normalized_to_pixels
+from robopin.pincot.parser import parse
+from robopin.vlm.base import (
+    ChatMessage,
+    GenerationResult,
+    Sample,
+    StructuredOutput,
+    VLMBackend,
+    VLMConfig,
+    YesNoScore,
+    check_sampling_arguments,
+    images_in,
+    validate_messages,
+)
+from robopin.vlm.errors import VLMConfigError, VLMRequestError
+
+# A verifier answer the oracle is sure of: log P = 0 for the true token, this for the other.
+_CERTAIN_NO_LOGPROB = -30.0
+
+
+@dataclass(kw_only=True)
+class OracleBackendConfig(VLMConfig):
+    """Settings of the ground-truth oracle backend.
+
+    ``world`` names the simulated world whose registered scene supplies the task; ``views`` are
+    its cameras in ``img_idx`` order; ``errors`` holds :class:`~robopin.sim.oracle.OracleErrors`
+    fields (empty: perfect traces); ``seed`` makes error draws reproducible.
+    """
+
+    type_name: ClassVar[str] = "oracle"
+
+    model: str = "ground-truth-oracle"
+    world: str = "workcell"
+    views: tuple[str, ...] = ("static", "wrist")
+    errors: Mapping[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    min_visible_pixels: int = 40
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.point_convention != "norm1000":
+            raise VLMConfigError(
+                f"the oracle writes RoboPIN's norm1000 points, got point_convention={self.point_convention!r}"
+            )
+        self.views = tuple(self.views)
+        if not self.views:
+            raise VLMConfigError("views must name at least one camera of the simulated world")
+        if not self.world:
+            raise VLMConfigError(f"world must name a registered simulated world, got {self.world!r}")
+        from robopin.sim.oracle import OracleErrors
+
+        try:
+            OracleErrors.from_mapping(dict(self.errors))
+        except (TypeError, ValueError) as error:
+            raise VLMConfigError(f"oracle errors {dict(self.errors)!r}: {error}") from None
+
+
+class OracleBackend(VLMBackend):
+    """Ground-truth perception behind the VLM backend contract (see the module docstring)."""
+
+    config: OracleBackendConfig
+
+    def __init__(self, config: OracleBackendConfig) -> None:
+        super().__init__(config)
+        self._calls = 0
+
+    def _oracle(self, seed: int):
+        from robopin.sim.oracle import GroundTruthOracle, OracleErrors
+        from robopin.sim.scenarios import ScenarioError, get_scene
+
+        try:
+            scene = get_scene(self.config.world)
+        except ScenarioError as error:
+            raise VLMRequestError(f"oracle backend: {error}") from None
+        return GroundTruthOracle(
+            scene,
+            self.config.views,
+            min_visible_pixels=self.config.min_visible_pixels,
+            errors=OracleErrors.from_mapping(dict(self.config.errors)),
+            seed=seed,
+        )
+
+    def _check_images(self, messages: Sequence[ChatMessage]) -> None:
+        images = images_in(messages)
+        if len(images) != len(self.config.views):
+            raise VLMRequestError(
+                f"oracle backend is configured for views {self.config.views} but the request has {len(images)} image(s)"
+            )
+
+    def generate(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        structured: StructuredOutput | None = None,
+    ) -> GenerationResult:
+        """Write ``n`` traces for the scene's current state (independent error draws per sample)."""
+        check_sampling_arguments(n, temperature, max_tokens, top_logprobs)
+        messages = validate_messages(messages)
+        self._check_images(messages)
+        start = time.perf_counter()
+        base_seed = self.config.seed if seed is None else int(seed)
+        oracle = self._oracle(base_seed)
+        rendered = oracle.render()
+        samples = []
+        for k in range(n):
+            sampler = oracle if k == 0 else self._oracle(base_seed + 7919 * (k + 1) + self._calls)
+            trace = sampler.write(rendered)
+            samples.append(Sample(trace.text, "stop", None))
+        self._calls += 1
+        return GenerationResult(tuple(samples), self.config.model, latency_s=time.perf_counter() - start)
+
+    def score_yes_no(self, messages: Sequence[ChatMessage], *, yes: str = "yes", no: str = "no") -> YesNoScore:
+        """Judge the last PinCoT answer in the conversation against ground truth."""
+        messages = validate_messages(messages)
+        text = next((m.text for m in reversed(messages) if "<answer>" in m.text), None)
+        if text is None:
+            return YesNoScore(0.0, 0.0, exact=False)
+        oracle = self._oracle(self.config.seed)
+        rendered = oracle.render()
+        trace = parse(text, len(rendered))
+        goal = oracle.next_goal()
+        if goal is None:
+            ok = trace.done
+        else:
+            ok = (
+                not trace.errors
+                and len(trace.answer_points) >= 2
+                and all(
+                    self._on(oracle, rendered, point, name)
+                    for point, name in zip(trace.answer_points[:2], goal, strict=True)
+                )
+            )
+        return YesNoScore(0.0, _CERTAIN_NO_LOGPROB) if ok else YesNoScore(_CERTAIN_NO_LOGPROB, 0.0)
+
+    @staticmethod
+    def _on(oracle, rendered, point, object_name: str) -> bool:
+        view_index = point.img_idx if point.img_idx is not None else 0
+        if not 0 <= view_index < len(rendered):
+            return False
+        view = rendered[view_index]
+        height, width = view.segmentation.shape
+        u, v = normalized_to_pixels(point.x, point.y, (width, height))
+        col, row = min(max(math.floor(u), 0), width - 1), min(max(math.floor(v), 0), height - 1)
+        body = oracle.scene.world.object(object_name).body_id
+        # A point within 3 px of the object's mask counts: models write rounded 0-1000 coordinates.
+        window = view.segmentation[max(row - 3, 0) : row + 4, max(col - 3, 0) : col + 4]
+        return bool(np.any(window == body))
