@@ -168,11 +168,17 @@ class Execution:
                 self._stop_reason = reason
                 self._stop_message = message or reason.value
         self._stop.set()
+        # The motion is being stopped: the wind-down must not trip the watchdog a second time.
+        self.watchdog.disarm()
 
     def _trip(self, reason: Reason, message: str) -> None:
         self.request_stop(reason, message)
         # The backend thread may be blocked (that can be why things went stale): stop from here.
         self._on_trip()
+
+    def allow_blocking(self, seconds: float) -> None:
+        """Tell the watchdog that the next SDK call may block up to ``seconds`` (ends at the next state)."""
+        self.watchdog.grace(seconds)
 
     def report_state(self, state: JointState) -> None:
         """Feed a measured state to the watchdog."""

@@ -293,11 +293,17 @@ class Watchdog:
         self._command_stamp_s = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._grace_until_s = 0.0
         self.tripped: Reason | None = None
+
+    def grace(self, seconds: float) -> None:
+        """Tolerate silence for up to ``seconds`` from now (an SDK call known to block, e.g. starting a motion)."""
+        self._grace_until_s = time.monotonic() + seconds
 
     def feed_state(self, stamp_s: float) -> None:
         """Record the measurement time (monotonic clock) of the newest joint state."""
         self._state_stamp_s = max(self._state_stamp_s, stamp_s)
+        self._grace_until_s = 0.0
 
     def feed_command(self) -> None:
         """Record that a command was just sent (or progress made)."""
@@ -309,6 +315,10 @@ class Watchdog:
         self._thread = threading.Thread(target=self._run, name="arm-watchdog", daemon=True)
         self._thread.start()
 
+    def disarm(self) -> None:
+        """Stop watching without waiting for the thread (a stop is already under way)."""
+        self._stop.set()
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -317,6 +327,8 @@ class Watchdog:
     def _run(self) -> None:
         while not self._stop.wait(self._period_s):
             now = time.monotonic()
+            if now < self._grace_until_s:
+                continue
             state_age = now - self._state_stamp_s
             command_age = now - self._command_stamp_s
             if state_age > self.state_max_age_s:

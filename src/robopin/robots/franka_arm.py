@@ -1,0 +1,302 @@
+"""Franka (FR3 / Panda) backend on ``franky`` (``franky-control``): waypoint motions, reflexes as named faults.
+
+A validated trajectory runs as one asynchronous ``JointWaypointMotion``: its waypoints are the
+trajectory's samples every ``waypoint_spacing_s`` carrying the planned velocities, so the arm passes
+through them without stopping, and franky times the motion itself within
+``relative_dynamics_factor`` (the path is the planned one; its timing is franky's time-optimal one
+under the scaled limits). Progress is the planned time of the path point nearest the measured
+configuration. Cancel preempts the motion with ``Robot.stop``. The SDK is imported lazily.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from robopin.robots.base import Arm, ArmConfig, Execution
+from robopin.robots.errors import ArmConfigError, ArmConnectionError, ArmFaultError, GripperError
+from robopin.robots.state import ArmFault, GripperResult, GripperState, JointState
+from robopin.robots.trajectory import JointTrajectory
+
+logger = logging.getLogger(__name__)
+
+# libfranka error flags, most specific first, mapped to the names we report.
+_ERROR_NAMES: tuple[tuple[str, str], ...] = (
+    ("cartesian_reflex", "collision"),
+    ("joint_reflex", "collision"),
+    ("self_collision_avoidance_violation", "self_collision"),
+    ("joint_position_limits_violation", "joint_limit"),
+    ("cartesian_position_limits_violation", "safety_boundary"),
+    ("joint_velocity_violation", "speed_limit"),
+    ("cartesian_velocity_violation", "speed_limit"),
+    ("power_limit_violation", "power_limit"),
+    ("tau_j_range_violation", "torque_limit"),
+    ("communication_constraints_violation", "communication"),
+    ("instability_detected", "instability"),
+)
+
+
+def fault_from_errors(errors: Any, message: str = "") -> ArmFault:
+    """Name a libfranka ``Errors`` set (from ``RobotState.current_errors`` / ``last_motion_errors``)."""
+    active = [name for name in dir(errors) if not name.startswith("_") and getattr(errors, name) is True]
+    for flag, name in _ERROR_NAMES:
+        if flag in active:
+            return ArmFault(name, message or f"libfranka: {', '.join(active)}", None, True)
+    if active:
+        return ArmFault(active[0], message or f"libfranka: {', '.join(active)}", None, True)
+    return ArmFault("control_exception", message or "libfranka reported a control exception", None, True)
+
+
+@dataclass(kw_only=True)
+class FrankaArmConfig(ArmConfig):
+    """Franka FCI address, dynamics scaling, collision thresholds and gripper use."""
+
+    type_name: ClassVar[str] = "franka"
+
+    robot: str = "fr3"
+    ip: str = ""
+    relative_dynamics_factor: float = 0.2  # franky scales its velocity/acceleration/jerk limits by this
+    realtime: bool = False  # True needs a PREEMPT_RT kernel (libfranka's Enforce)
+    torque_thresholds_nm: tuple[float, ...] = field(default_factory=lambda: (20.0,) * 7)
+    force_thresholds_n: tuple[float, ...] = field(default_factory=lambda: (30.0,) * 6)
+    waypoint_spacing_s: float = 0.2  # planned time between motion waypoints
+    poll_period_s: float = 0.01
+    settle_timeout_s: float = 1.5
+    gripper: bool = True
+    home_gripper_on_enable: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.ip:
+            raise ArmConfigError("FrankaArmConfig.ip must name the robot (FCI) address, got an empty string")
+        if not 0.0 < self.relative_dynamics_factor <= 1.0:
+            raise ArmConfigError(f"relative_dynamics_factor must be in (0, 1], got {self.relative_dynamics_factor}")
+        if len(self.torque_thresholds_nm) != 7 or len(self.force_thresholds_n) != 6:
+            raise ArmConfigError(
+                f"torque_thresholds_nm needs 7 values and force_thresholds_n 6, got "
+                f"{len(self.torque_thresholds_nm)} and {len(self.force_thresholds_n)}"
+            )
+        for name in ("waypoint_spacing_s", "poll_period_s", "settle_timeout_s"):
+            value = getattr(self, name)
+            if not value > 0.0:
+                raise ArmConfigError(f"{name} must be > 0, got {value}")
+
+
+class PathProgress:
+    """Maps a measured configuration to the planned time of the nearest point of a trajectory's path.
+
+    The search only moves forward (within a window) so a path that crosses itself is followed in order.
+    """
+
+    def __init__(self, trajectory: JointTrajectory, step_s: float = 0.01, window_s: float = 1.0) -> None:
+        self.times = trajectory.dense_times(step_s)
+        self.points, _ = trajectory.sample(self.times)
+        self._window = max(1, int(window_s / step_s))
+        self._index = 0
+
+    def update(self, positions: np.ndarray) -> tuple[float, float]:
+        """(planned time, distance in rad to the path) for ``positions``."""
+        stop = min(len(self.times), self._index + self._window + 1)
+        distances = np.max(np.abs(self.points[self._index : stop] - positions), axis=1)
+        best = int(np.argmin(distances))
+        self._index += best
+        return float(self.times[self._index]), float(distances[best])
+
+
+class FrankaArm(Arm):
+    """A Franka Research 3 or Panda through franky's ``Robot`` and ``Gripper``."""
+
+    config: FrankaArmConfig
+
+    def __init__(self, config: FrankaArmConfig) -> None:
+        super().__init__(config)
+        self._franky: Any = None
+        self._robot: Any = None
+        self._gripper: Any = None
+        self._fault: ArmFault | None = None
+        self._stopping = False
+
+    # ----- connection ------------------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        import franky
+
+        self._franky = franky
+        realtime = franky.RealtimeConfig.Enforce if self.config.realtime else franky.RealtimeConfig.Ignore
+        try:
+            robot = franky.Robot(self.config.ip, realtime_config=realtime)
+            # franky times motions itself: keep its limits inside the ones our safety layer allows.
+            safety = self.config.safety
+            robot.relative_dynamics_factor = min(
+                self.config.relative_dynamics_factor, safety.velocity_fraction * safety.speed_scale
+            )
+            robot.set_collision_behavior(list(self.config.torque_thresholds_nm), list(self.config.force_thresholds_n))
+            gripper = franky.Gripper(self.config.ip) if self.config.gripper else None
+        except franky.Exception as error:
+            raise ArmConnectionError(f"Franka at {self.config.ip} unreachable: {error}") from None
+        self._robot, self._gripper = robot, gripper
+
+    def _disconnect(self) -> None:
+        # franky closes the connection when the objects go away.
+        self._robot = None
+        self._gripper = None
+
+    def _set_enabled(self, enabled: bool) -> None:
+        # The FCI has no motor enable (brakes are opened in Desk); enabling checks control and homes.
+        if enabled and self._gripper is not None and self.config.home_gripper_on_enable:
+            self._gripper_call(self._gripper.homing)
+
+    # ----- state and faults --------------------------------------------------------------------------
+
+    def _read_joint_state(self) -> JointState:
+        state = self._robot.current_joint_state
+        return JointState(
+            self.joint_names, np.asarray(state.position, dtype=np.float64), np.asarray(state.velocity), None
+        )
+
+    def _read_fault(self) -> ArmFault | None:
+        if self._fault is not None:
+            return self._fault
+        if self._robot is not None and self._robot.has_errors:
+            return fault_from_errors(self._robot.state.current_errors)
+        return None
+
+    def _recover(self) -> None:
+        self._robot.recover_from_errors()
+        self._fault = None
+
+    # ----- motion ----------------------------------------------------------------------------------
+
+    def _feasible(self, trajectory: JointTrajectory) -> JointTrajectory:
+        """Slow ``trajectory`` down until its velocities and accelerations fit franky's scaled limits.
+
+        franky refuses waypoints whose velocities exceed its limits times the dynamics factor.
+        """
+        factor = float(self._robot.relative_dynamics_factor.velocity) * 0.9
+        times = trajectory.dense_times(0.01)
+        _, velocity = trajectory.sample(times)
+        peak_velocity = np.max(np.abs(velocity) / self.description.velocity_rad_s)
+        acceleration = np.diff(velocity, axis=0) / np.diff(times)[:, None] if times.size > 1 else np.zeros((1, 1))
+        peak_acceleration = np.max(np.abs(acceleration) / self.description.acceleration_rad_s2)
+        scale = 1.0
+        if peak_velocity > 0:
+            scale = min(scale, factor / peak_velocity)
+        if peak_acceleration > 0:
+            scale = min(scale, math.sqrt(factor / peak_acceleration))
+        return trajectory.scaled(scale) if scale < 1.0 else trajectory
+
+    def _waypoint_motion(self, trajectory: JointTrajectory) -> Any:
+        franky = self._franky
+        spacing = self.config.waypoint_spacing_s
+        times = np.arange(spacing, trajectory.duration_s, spacing)
+        times = np.append(times[times < trajectory.duration_s - spacing / 2], trajectory.duration_s)
+        positions, velocities = trajectory.sample(times)
+        velocities[-1] = 0.0  # rest at the goal
+        waypoints = [franky.JointWaypoint(franky.JointState(q, v)) for q, v in zip(positions, velocities, strict=True)]
+        return franky.JointWaypointMotion(waypoints)
+
+    def _run_trajectory(self, trajectory: JointTrajectory, execution: Execution) -> None:
+        franky = self._franky
+        robot = self._robot
+        trajectory = self._feasible(trajectory)
+        progress = PathProgress(trajectory)
+        self._stopping = False
+        try:
+            robot.move(self._waypoint_motion(trajectory), asynchronous=True)
+        except franky.Exception as error:
+            self._raise_fault(error)
+        finished = False
+        while not finished:
+            if execution.should_stop():
+                self._stop_motion()
+                break
+            try:
+                # poll_motion() reads False before an asynchronous motion has started; join with a
+                # short timeout does not.
+                finished = robot.join_motion(self.config.poll_period_s)
+            except (franky.ControlException, RuntimeError) as error:
+                if self._stopping or execution.should_stop():
+                    break  # our own preemption
+                self._raise_fault(error)
+            state = self._read_joint_state()
+            planned_t, _ = progress.update(state.positions)
+            execution.report(planned_t, state)
+        if execution.should_stop():
+            self._wait_until_still(execution)
+            return
+        goal = trajectory.positions[-1]
+        deadline = time.monotonic() + self.config.settle_timeout_s
+        while time.monotonic() < deadline and not execution.should_stop():
+            state = self._read_joint_state()
+            execution.report(trajectory.duration_s, state)
+            if np.max(np.abs(state.positions - goal)) <= self.config.goal_tolerance_rad * 0.5:
+                break
+            execution.wait_stop(self.config.poll_period_s)
+
+    def _wait_until_still(self, execution: Execution, speed_rad_s: float = 0.01, timeout_s: float = 1.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            state = self._read_joint_state()
+            execution.report_state(state)
+            if state.velocities is not None and np.max(np.abs(state.velocities)) < speed_rad_s:
+                return
+            time.sleep(self.config.poll_period_s)
+
+    def _raise_fault(self, error: BaseException) -> None:
+        robot = self._robot
+        message = f"{type(error).__name__}: {error}"
+        if robot is not None and robot.has_errors:
+            # A reflex or limit violation: the robot stays faulted until recover().
+            self._fault = fault_from_errors(robot.state.last_motion_errors, message)
+            raise ArmFaultError(self._fault) from error
+        # franky refused or aborted the motion without a robot error (e.g. its planner failed).
+        raise ArmFaultError(ArmFault("motion_rejected", message, None, True)) from error
+
+    def _stop_motion(self) -> None:
+        robot = self._robot
+        if robot is None:
+            return
+        self._stopping = True
+        try:
+            robot.stop()
+        except (self._franky.Exception, RuntimeError) as error:
+            # Preempting an asynchronous motion can surface as an exception: the arm is stopping anyway.
+            logger.debug("franky stop: %s", error)
+        try:
+            robot.join_motion(1.0)
+        except (self._franky.Exception, RuntimeError) as error:
+            logger.debug("franky join after stop: %s", error)
+
+    # ----- gripper ---------------------------------------------------------------------------------
+
+    def _gripper_call(self, call: Any, *args: Any) -> Any:
+        if self._gripper is None:
+            raise GripperError(f"{self} has no gripper configured (gripper=False)")
+        try:
+            return call(*args)
+        except self._franky.Exception as error:
+            raise GripperError(f"Franka gripper: {error}") from None
+
+    def _gripper_command(self, width_m: float, speed_m_s: float, force_n: float | None) -> GripperResult:
+        gripper = self._gripper
+        if gripper is None:
+            raise GripperError(f"{self} has no gripper configured (gripper=False)")
+        if force_n is None:
+            self._gripper_call(gripper.move, width_m, speed_m_s)
+        else:
+            # Any final width between the target and fully open counts as a grasp.
+            self._gripper_call(gripper.grasp, width_m, speed_m_s, force_n, 0.005, gripper.max_width)
+        final = float(gripper.width)
+        tolerance = 0.003
+        reached = abs(final - width_m) <= tolerance
+        stalled = force_n is not None and final > width_m + tolerance
+        return GripperResult(final, force_n if force_n is not None else math.nan, stalled, reached)
+
+    def _read_gripper(self) -> GripperState:
+        state = self._gripper_call(lambda: self._gripper.state)
+        return GripperState(float(state.width), bool(state.is_grasped), float(state.max_width))
