@@ -4,7 +4,7 @@ Poses are 4x4 float64 matrices ``T_a_b`` (maps frame ``b`` into frame ``a``); qu
 ``[x, y, z, w]``; image points are pixels of the original image with pixel centres at ``i + 0.5``.
 """
 
-from robopin.geometry.camera_model import DISTORTION_MODELS, CameraModel, CameraModelError
+from robopin.geometry.camera_model import DISTORTION_MODELS, CameraModel, CameraModelError, pixel_rays
 from robopin.geometry.depth import (
     DepthConfig,
     DepthError,
@@ -21,7 +21,7 @@ from robopin.geometry.extrinsics import (
     load_camera_mount,
     mount_from_dict,
 )
-from robopin.geometry.pointcloud import PointCloud, depth_to_point_cloud, pixel_rays, voxel_downsample
+from robopin.geometry.pointcloud import PointCloud, depth_to_point_cloud, voxel_downsample
 from robopin.geometry.projection import (
     FUSION_POLICIES,
     PointRequest,

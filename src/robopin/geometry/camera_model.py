@@ -29,12 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["DISTORTION_MODELS", "CameraModel", "CameraModelError"]
+__all__ = ["DISTORTION_MODELS", "CameraModel", "CameraModelError", "pixel_rays"]
 
 
 class CameraModelError(ValueError):
@@ -381,3 +382,15 @@ class CameraModel:
             raise CameraModelError(f"vertical_fov_rad must be in (0, pi), got {vertical_fov_rad}")
         f = height / 2.0 / math.tan(vertical_fov_rad / 2.0)
         return cls(width, height, f, f, width / 2.0 - 0.5, height / 2.0 - 0.5)
+
+
+@lru_cache(maxsize=16)
+def pixel_rays(camera: CameraModel) -> NDArray[np.float32]:
+    """Undistorted ray ``(x, y, 1)`` of every pixel centre, shape ``(H, W, 3)`` float32 (cached per model).
+
+    Undistorting a whole image costs tens of milliseconds; point clouds and patch fits reuse this.
+    """
+    u, v = camera.pixel_centres()
+    rays = camera.pixel_to_ray(u, v).astype(np.float32)
+    rays.setflags(write=False)
+    return rays

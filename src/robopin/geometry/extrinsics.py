@@ -30,8 +30,8 @@ import yaml
 from numpy.typing import ArrayLike, NDArray
 
 from robopin.geometry.transforms import (
+    _interpolate_unchecked,
     as_transform,
-    interpolate_transforms,
     transform_from_xyz_quaternion,
     transform_from_xyz_rpy,
 )
@@ -74,13 +74,19 @@ class CameraMount:
             raise CalibrationError(f"mount kind must be 'static' or 'wrist', got {self.kind!r}")
         object.__setattr__(self, "T_parent_cam", as_transform(self.T_parent_cam, "T_parent_cam").copy())
 
-    def T_base_cam(self, T_base_ee: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
-        """Camera pose in the base frame (a wrist mount needs the arm pose at the frame's time)."""
+    def T_base_cam(self, T_base_ee: NDArray[np.float64] | None = None, validate: bool = True) -> NDArray[np.float64]:
+        """Camera pose in the base frame (a wrist mount needs the arm pose at the frame's time).
+
+        ``validate=False`` skips the rigidity check of ``T_base_ee`` (for poses from a
+        :class:`PoseBuffer`, which validated them on insertion).
+        """
         if self.kind == "static":
             return self.T_parent_cam
         if T_base_ee is None:
             raise StalePoseError(f"wrist camera {self.child_frame or '?'} needs an arm pose T_base_ee")
-        return as_transform(T_base_ee, "T_base_ee") @ self.T_parent_cam
+        if validate:
+            T_base_ee = as_transform(T_base_ee, "T_base_ee")
+        return T_base_ee @ self.T_parent_cam
 
 
 def _transform_from_dict(data: Mapping[str, Any], source: str) -> NDArray[np.float64]:
@@ -195,5 +201,6 @@ class PoseBuffer:
                 gap = stamps[after] - stamps[before]
                 if gap <= self.max_interpolation_gap_s:
                     alpha = (stamp_s - stamps[before]) / gap
-                    return interpolate_transforms(poses[before], poses[after], alpha)
+                    # Both poses were validated on add(); skip re-validating on every lookup.
+                    return _interpolate_unchecked(poses[before], poses[after], alpha)
             return poses[nearest].copy()

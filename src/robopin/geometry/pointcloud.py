@@ -7,12 +7,11 @@ are computed once and cached, and downsampling keeps one centroid per occupied v
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from robopin.geometry.camera_model import CameraModel
+from robopin.geometry.camera_model import CameraModel, pixel_rays
 from robopin.geometry.workspace import WorkspaceBox
 
 __all__ = ["PointCloud", "depth_to_point_cloud", "pixel_rays", "voxel_downsample"]
@@ -28,15 +27,6 @@ class PointCloud:
 
     def __len__(self) -> int:
         return len(self.points)
-
-
-@lru_cache(maxsize=16)
-def pixel_rays(camera: CameraModel) -> NDArray[np.float32]:
-    """Undistorted ray ``(x, y, 1)`` of every pixel centre, shape ``(H, W, 3)`` float32 (cached per model)."""
-    u, v = camera.pixel_centres()
-    rays = camera.pixel_to_ray(u, v).astype(np.float32)
-    rays.setflags(write=False)
-    return rays
 
 
 def voxel_downsample(
@@ -94,16 +84,32 @@ def depth_to_point_cloud(
         rays = rays[::stride, ::stride]
         d = d[::stride, ::stride]
         color = None if color is None else color[::stride, ::stride]
-    ok = (d >= min_depth_m) & (d <= max_depth_m)  # NaN compares false: holes drop out here
-    z = d[ok].astype(np.float32)
-    pts_cam = rays[ok] * z[:, None]
+    # Column-wise (structure of arrays) float32 maths on the flat image: several times faster than
+    # (N, 3) fancy indexing and reductions over the last axis.
+    d = np.ascontiguousarray(d, dtype=np.float32).ravel()
+    ok = d >= np.float32(min_depth_m)  # NaN compares false: holes drop out here
+    ok &= d <= np.float32(max_depth_m)
+    index = np.flatnonzero(ok)
+    z = d[index]
+    ray_x = np.ascontiguousarray(rays[..., 0]).ravel()[index]
+    ray_y = np.ascontiguousarray(rays[..., 1]).ravel()[index]
     T = np.asarray(T_base_cam, dtype=np.float32)
-    pts = pts_cam @ T[:3, :3].T + T[:3, 3]
-    cols = None if color is None else color[ok]
+    columns = []
+    for axis in range(3):
+        # p_base[axis] = z * (R[axis, 0] x + R[axis, 1] y + R[axis, 2]) + t[axis], with (x, y, 1) the ray.
+        columns.append(z * (T[axis, 0] * ray_x + T[axis, 1] * ray_y + T[axis, 2]) + T[axis, 3])
+    keep = None
     if workspace is not None:
-        inside = np.all((pts >= np.float32(workspace.min_xyz)) & (pts <= np.float32(workspace.max_xyz)), axis=1)
-        pts = pts[inside]
-        cols = None if cols is None else cols[inside]
+        keep = np.ones(len(z), dtype=bool)
+        for axis in range(3):
+            keep &= columns[axis] >= np.float32(workspace.min_xyz[axis])
+            keep &= columns[axis] <= np.float32(workspace.max_xyz[axis])
+        columns = [c[keep] for c in columns]
+    pts = np.stack(columns, axis=1)
+    cols = None
+    if color is not None:
+        cols = np.asarray(color).reshape(-1, 3)[index]
+        cols = cols if keep is None else cols[keep]
     if voxel_size_m:
         pts, cols = voxel_downsample(pts, voxel_size_m, cols)
     return PointCloud(pts, cols, frame)

@@ -254,7 +254,7 @@ class Projector:
             T_base_ee = None
             if view.mount.kind == "wrist":
                 T_base_ee = self.pose_buffer.lookup(data.stamp_s, cfg.pose_tolerance_s)
-            T_base_cam = view.mount.T_base_cam(T_base_ee)
+            T_base_cam = view.mount.T_base_cam(T_base_ee, validate=False)
         except StalePoseError as exc:
             return replace(base, reason=RefusalReason.STALE_POSE, detail=str(exc))
         point = transform_points(T_base_cam, p_cam)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from robopin.geometry.camera_model import CameraModel
+from robopin.geometry.camera_model import CameraModel, pixel_rays
 from robopin.geometry.depth import DepthConfig, _split_surfaces
 from robopin.geometry.transforms import transform_points
 
@@ -81,7 +81,8 @@ def estimate_normal(
     member = labels == own
     if member.sum() < min_points:
         return _NO_NORMAL
-    points = camera.deproject(cols[member] + c0 + 0.5, rows[member] + r0 + 0.5, values[member])
+    rays = pixel_rays(camera)[rows[member] + r0, cols[member] + c0].astype(np.float64)
+    points = rays * values[member][:, None]
     return _fit_plane_normal(points)
 
 

@@ -140,9 +140,13 @@ def matrix_to_quaternion(R: ArrayLike) -> NDArray[np.float64]:
     R = np.asarray(R, dtype=np.float64)
     if R.shape == (4, 4):
         R = R[:3, :3]
-    R = _as_rotation(R)
+    return _rotation_to_quaternion(_as_rotation(R))
+
+
+def _rotation_to_quaternion(R: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Unchecked core of :func:`matrix_to_quaternion` for rotations already validated."""
     # Shepperd's method: branch on the largest diagonal term so the square root is never tiny.
-    trace = np.trace(R)
+    trace = R[0, 0] + R[1, 1] + R[2, 2]
     if trace > 0:
         s = 2.0 * np.sqrt(1.0 + trace)
         q = np.array([(R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s, 0.25 * s])
@@ -242,8 +246,13 @@ def interpolate_transforms(T0: ArrayLike, T1: ArrayLike, alpha: float) -> NDArra
     """Pose ``alpha`` (0..1) of the way from ``T0`` to ``T1``: linear in translation, slerp in rotation."""
     if not np.isfinite(alpha):
         raise TransformError(f"alpha must be a finite fraction, got {alpha}")
-    A = as_transform(T0, "T0")
-    B = as_transform(T1, "T1")
-    q = _slerp(matrix_to_quaternion(A), matrix_to_quaternion(B), float(alpha))
-    t = (1.0 - alpha) * A[:3, 3] + alpha * B[:3, 3]
-    return make_transform(quaternion_to_matrix(q), t)
+    return _interpolate_unchecked(as_transform(T0, "T0"), as_transform(T1, "T1"), float(alpha))
+
+
+def _interpolate_unchecked(A: NDArray[np.float64], B: NDArray[np.float64], alpha: float) -> NDArray[np.float64]:
+    """:func:`interpolate_transforms` for transforms already validated (the pose buffer's hot path)."""
+    q = _slerp(_rotation_to_quaternion(A[:3, :3]), _rotation_to_quaternion(B[:3, :3]), alpha)
+    out = np.eye(4)
+    out[:3, :3] = quaternion_to_matrix(q)
+    out[:3, 3] = (1.0 - alpha) * A[:3, 3] + alpha * B[:3, 3]
+    return out
