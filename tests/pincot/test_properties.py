@@ -54,7 +54,7 @@ def written_traces(draw):
     return text, num_views, expected, list(writer.answer_points), form
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(written_traces())
 def test_written_traces_parse_back_to_the_same_anchors_and_answer(case):
     text, num_views, expected_anchors, expected_points, form = case
@@ -86,7 +86,7 @@ FRAGMENTS = st.sampled_from([
 ])  # fmt: skip
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(st.lists(st.one_of(FRAGMENTS, st.text(max_size=6)), max_size=40).map("".join), st.integers(1, 4))
 def test_arbitrary_text_never_raises(text, num_views):
     trace = parse(text, num_views)

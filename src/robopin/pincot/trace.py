@@ -1,8 +1,9 @@
 """The data model of one parsed PinCoT output: anchors, ID references, answer points and issues.
 
 Everything here is a plain frozen dataclass so traces can be compared, logged and converted to ROS
-messages without surprises (anchors, references, answer points and issues are also hashable). Points are kept exactly as the model wrote them, in the
-0–1000 normalized convention; :mod:`robopin.pincot.coords` turns them into pixels.
+messages without surprises (anchors, references, answer points and issues are also hashable).
+Points are kept exactly as the model wrote them, in the 0–1000 normalized convention;
+:mod:`robopin.pincot.coords` turns them into pixels.
 """
 
 from __future__ import annotations
