@@ -1,0 +1,91 @@
+"""Motion-planning benchmark: CPU planner candidates on the fixed tabletop problem set.
+
+For each candidate library (roboplan, OMPL; mplib cannot join a numpy 2 environment) and each robot
+(Panda, xArm 6): success rate, planning time median / p95 (IK + search + TOPP-RA + dense check, i.e.
+what a caller waits for), and the share of returned paths that an independent, twice as dense
+collision check finds collision-free. Ratios are to OMPL RRT-Connect measured in the same run;
+cuRobo's published figures (RTX 6000 Ada) are printed as the reference line.
+
+Run: python benchmarks/bench_motion.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from robopin.motion.planner import OmplPlannerConfig, RoboplanPlannerConfig, make_planner
+from robopin.motion.problems import tabletop_problems
+from robopin.motion.verify import verify_trajectory
+
+CUROBO_REFERENCE = "cuRobo v2 docs, RTX 6000 Ada, MotionBenchMaker+MπNets: 99.73 % success, mean 38 ms, p98 81 ms"
+CANDIDATES = {"ompl": OmplPlannerConfig, "roboplan": RoboplanPlannerConfig}
+ROBOTS = ("panda", "xarm6")
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def run_candidate(kind: str, robot: str, problems) -> dict[str, float]:
+    planner = make_planner(CANDIDATES[kind](robot=robot, timeout_s=2.0))
+    planner.warmup()
+    times, successes, clean = [], 0, 0
+    for k, problem in enumerate(problems):
+        planner.update_world(problem.world)
+        planner.robot.reseed(k)
+        start = planner.robot.inverse_kinematics(problem.T_base_start, planner.robot.home, restarts=50)
+        if start is None:
+            raise RuntimeError(f"{robot} {problem.name}: start pose has no collision-free IK")
+        planner.robot.reseed(1000 + k)
+        result = planner.plan_to_pose(start, problem.T_base_goal)
+        times.append(result.planning_time_s)
+        if result.success:
+            successes += 1
+            check = verify_trajectory(planner.robot, result.trajectory, max_step_rad=0.005)
+            clean += int(check.collision_free)
+    return {
+        "success_rate": successes / len(problems),
+        "median_ms": 1e3 * statistics.median(times),
+        "p95_ms": 1e3 * percentile(times, 95),
+        "mean_ms": 1e3 * statistics.fmean(times),
+        "collision_free": clean / max(successes, 1),
+        "problems": len(problems),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="two problems per world")
+    args = parser.parse_args()
+    problems = tabletop_problems()
+    if args.quick:
+        problems = [p for p in problems if p.name.endswith(("/0", "/1"))]
+    print(f"reference line: {CUROBO_REFERENCE}")
+    print("mplib: not measured here (its wheel pins numpy<2, which the stack's numpy 2.4 cannot satisfy)")
+    began = time.perf_counter()
+    results: dict[tuple[str, str], dict[str, float]] = {}
+    for robot in ROBOTS:
+        for kind in ("ompl", "roboplan"):
+            results[kind, robot] = run_candidate(kind, robot, problems)
+    print(
+        f"{'candidate':<10} {'robot':<6} {'n':>3} {'success':>8} {'median ms':>10} {'p95 ms':>8} "
+        f"{'mean ms':>8} {'free %':>7}  ratio to ompl (median, p95)  ratio to cuRobo (mean 38 ms, p98 81 ms)"
+    )
+    for (kind, robot), r in results.items():
+        base = results["ompl", robot]
+        print(
+            f"{kind:<10} {robot:<6} {r['problems']:>3} {100 * r['success_rate']:>7.1f}% {r['median_ms']:>10.1f} "
+            f"{r['p95_ms']:>8.1f} {r['mean_ms']:>8.1f} {100 * r['collision_free']:>6.1f}%  "
+            f"{r['median_ms'] / base['median_ms']:>6.2f}x, {r['p95_ms'] / base['p95_ms']:>5.2f}x"
+            f"{'':>16}{r['mean_ms'] / 38.0:>6.2f}x, {r['p95_ms'] / 81.0:>5.2f}x"
+        )
+    print(f"total benchmark time {time.perf_counter() - began:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
