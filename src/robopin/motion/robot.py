@@ -22,19 +22,14 @@ from robopin.motion.world import CollisionWorld
 logger = logging.getLogger(__name__)
 
 
-def _translation(xyz: tuple[float, float, float]) -> NDArray[np.float64]:
-    T = np.eye(4)
-    T[:3, 3] = xyz
-    return T
-
-
 @dataclass(frozen=True)
 class PlanningRobotSpec:
     """What the planner needs to know about one arm with its gripper.
 
     ``urdf`` and ``package_dir`` are relative to ``pybullet_data`` unless absolute. ``locked_joints``
     (the gripper) are held at the given positions while planning. The TCP (``ee`` frame) is
-    ``tcp_link`` · ``T_link_tcp``; its z axis is the approach direction of the fingers.
+    ``tcp_link`` · ``T_link_tcp``; its z axis is the approach direction of the fingers. Limits left
+    as None come from the URDF.
     """
 
     name: str
@@ -47,13 +42,16 @@ class PlanningRobotSpec:
     home_q: tuple[float, ...]
     max_acceleration_rad_s2: tuple[float, ...]
     gripper_links: tuple[str, ...] = field(default_factory=tuple)
+    lower_rad: tuple[float, ...] | None = None
+    upper_rad: tuple[float, ...] | None = None
+    max_velocity_rad_s: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
-        if len(self.home_q) != len(self.arm_joints) or len(self.max_acceleration_rad_s2) != len(self.arm_joints):
-            raise MotionConfigError(
-                f"robot {self.name!r}: home_q ({len(self.home_q)}) and max_acceleration_rad_s2 "
-                f"({len(self.max_acceleration_rad_s2)}) must have one value per arm joint ({len(self.arm_joints)})"
-            )
+        n = len(self.arm_joints)
+        for name in ("home_q", "max_acceleration_rad_s2", "lower_rad", "upper_rad", "max_velocity_rad_s"):
+            value = getattr(self, name)
+            if value is not None and len(value) != n:
+                raise MotionConfigError(f"robot {self.name!r}: {name} has {len(value)} values, expected {n}")
 
     def resolve(self, relative: str) -> Path:
         """Absolute path of a file named relative to pybullet_data."""
@@ -65,42 +63,34 @@ class PlanningRobotSpec:
         return Path(pybullet_data.getDataPath()) / path
 
 
-# The URDFs ship with pybullet_data; joint names, TCP and home match robopin.sim.robot_models so a
-# joint state from the simulator or the driver means the same configuration here.
-ROBOT_SPECS: dict[str, PlanningRobotSpec] = {
-    "panda": PlanningRobotSpec(
-        name="panda",
-        urdf="franka_panda/panda.urdf",
-        package_dir="franka_panda",
-        arm_joints=tuple(f"panda_joint{i}" for i in range(1, 8)),
-        locked_joints={"panda_finger_joint1": 0.04, "panda_finger_joint2": 0.04},
-        tcp_link="panda_grasptarget",
-        T_link_tcp=np.eye(4),
-        home_q=(0.0, -0.5, 0.0, -2.2, 0.0, 1.75, 0.785),
-        # Franka's published joint acceleration limits (rad/s²).
-        max_acceleration_rad_s2=(15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0),
-        gripper_links=("panda_hand", "panda_leftfinger", "panda_rightfinger"),
+@dataclass(frozen=True)
+class _GripperModel:
+    """What the planner adds to a robot description: the gripper joints it locks and the hand links."""
+
+    package_dir: str
+    locked_joints: dict[str, float]
+    gripper_links: tuple[str, ...]
+
+
+_XARM_GRIPPER_JOINTS = (
+    "drive_joint",
+    "left_finger_joint",
+    "left_inner_knuckle_joint",
+    "right_outer_knuckle_joint",
+    "right_finger_joint",
+    "right_inner_knuckle_joint",
+)
+# Keyed by URDF (relative to pybullet_data): the gripper held open while planning.
+_GRIPPERS: dict[str, _GripperModel] = {
+    "franka_panda/panda.urdf": _GripperModel(
+        "franka_panda",
+        {"panda_finger_joint1": 0.04, "panda_finger_joint2": 0.04},
+        ("panda_hand", "panda_leftfinger", "panda_rightfinger"),
     ),
-    "xarm6": PlanningRobotSpec(
-        name="xarm6",
-        urdf="xarm/xarm6_with_gripper.urdf",
-        package_dir="xarm",
-        arm_joints=tuple(f"joint{i}" for i in range(1, 7)),
-        locked_joints={
-            "drive_joint": 0.0,
-            "left_finger_joint": 0.0,
-            "left_inner_knuckle_joint": 0.0,
-            "right_outer_knuckle_joint": 0.0,
-            "right_finger_joint": 0.0,
-            "right_inner_knuckle_joint": 0.0,
-        },
-        tcp_link="link6",
-        # UFACTORY's TCP offset for the xArm gripper: 172 mm along link6 z.
-        T_link_tcp=_translation((0.0, 0.0, 0.172)),
-        home_q=(0.0, -0.35, -0.9, 0.0, 1.25, 0.0),
-        # xArm 6 joint acceleration limit from the UFACTORY spec (20 rad/s²), derated for smooth motion.
-        max_acceleration_rad_s2=(10.0,) * 6,
-        gripper_links=(
+    "xarm/xarm6_with_gripper.urdf": _GripperModel(
+        "xarm",
+        dict.fromkeys(_XARM_GRIPPER_JOINTS, 0.0),
+        (
             "xarm_gripper_base_link",
             "left_outer_knuckle",
             "left_finger",
@@ -110,17 +100,44 @@ ROBOT_SPECS: dict[str, PlanningRobotSpec] = {
             "right_finger",
         ),
     ),
+    "xarm/xarm6_robot.urdf": _GripperModel("xarm", {}, ()),
 }
 
 
 def robot_spec(name: str) -> PlanningRobotSpec:
-    """Return the planning description of robot ``name`` or raise :class:`UnknownRobotError`."""
+    """The planning description of robot ``name``, built from :mod:`robopin.robots.description`.
+
+    Joint names, limits, TCP, home and acceleration limits are the shared description's, so the
+    planner, the drivers and the simulator agree on what a joint state means.
+    """
+    from robopin.robots.description import UnknownRobotDescriptionError, load_description, pybullet_data_path
+
     try:
-        return ROBOT_SPECS[name]
-    except KeyError:
-        raise UnknownRobotError(
-            f"no planning description for robot {name!r}; expected one of {sorted(ROBOT_SPECS)}"
-        ) from None
+        description = load_description(name)
+    except UnknownRobotDescriptionError as exc:
+        raise UnknownRobotError(str(exc)) from None
+    try:
+        urdf = str(Path(description.urdf_path).relative_to(pybullet_data_path()))
+    except ValueError:
+        urdf = str(description.urdf_path)
+    gripper = _GRIPPERS.get(urdf)
+    if gripper is None:
+        raise UnknownRobotError(f"robot {name!r}: no gripper model for URDF {urdf}; known: {sorted(_GRIPPERS)}")
+    return PlanningRobotSpec(
+        name=name,
+        urdf=urdf,
+        package_dir=gripper.package_dir,
+        arm_joints=tuple(description.joint_names),
+        locked_joints=dict(gripper.locked_joints),
+        tcp_link=description.tcp_link,
+        T_link_tcp=np.asarray(description.T_link_tcp, dtype=np.float64),
+        home_q=tuple(float(v) for v in description.home_rad),
+        max_acceleration_rad_s2=tuple(float(v) for v in description.acceleration_rad_s2),
+        gripper_links=gripper.gripper_links,
+        lower_rad=tuple(float(v) for v in description.lower_rad),
+        upper_rad=tuple(float(v) for v in description.upper_rad),
+        max_velocity_rad_s=tuple(float(v) for v in description.velocity_rad_s),
+    )
 
 
 def _import_pinocchio():
@@ -166,9 +183,12 @@ class RobotModel:
             )
         self.joint_names = spec.arm_joints
         self.dof = self.model.nq
-        self.lower = np.array(self.model.lowerPositionLimit, dtype=np.float64)
-        self.upper = np.array(self.model.upperPositionLimit, dtype=np.float64)
-        self.max_velocity = np.array(self.model.velocityLimit, dtype=np.float64)
+        self.lower = np.array(spec.lower_rad or self.model.lowerPositionLimit, dtype=np.float64)
+        self.upper = np.array(spec.upper_rad or self.model.upperPositionLimit, dtype=np.float64)
+        self.max_velocity = np.array(spec.max_velocity_rad_s or self.model.velocityLimit, dtype=np.float64)
+        # The shared description may be stricter than the URDF (FR3): the model clamps IK to it too.
+        self.model.lowerPositionLimit = self.lower
+        self.model.upperPositionLimit = self.upper
         self.max_acceleration = np.array(spec.max_acceleration_rad_s2, dtype=np.float64)
         self.home = np.array(spec.home_q, dtype=np.float64)
         self.data = self.model.createData()
@@ -469,4 +489,4 @@ class RobotModel:
         return {obj.name: self.data.oMi[obj.parentJoint].homogeneous for obj in self._robot_geom.geometryObjects}
 
 
-__all__ = ["ROBOT_SPECS", "Box", "PlanningRobotSpec", "RobotModel", "robot_spec"]
+__all__ = ["Box", "PlanningRobotSpec", "RobotModel", "robot_spec"]
