@@ -1,0 +1,219 @@
+"""camera_node: one camera (RealSense | ZED | sim | bag) published on realsense-ros topics.
+
+Publishes ``/cameras/<name>/color/image_raw`` (rgb8), ``/cameras/<name>/color/camera_info`` and
+``/cameras/<name>/aligned_depth_to_color/image_raw`` (16UC1 mm, 0 = no data), all stamped with the
+frame's capture time and the frame id ``<name>_optical``, plus health on ``/diagnostics``. A capture
+thread reads the camera; when it fails (unplugged, end of recording) the node keeps running, reports
+the failure and reconnects every ``reconnect_period_s``. Run one node per camera, e.g.::
+
+    ros2 run robopin_ros camera_node --ros-args -r __node:=camera_wrist \\
+        -p name:=wrist -p backend:=realsense -p serial:="'123456789'" -p filters:="['hole_filling']"
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Any
+
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CameraInfo, Image
+
+from robopin.cameras import Camera, CameraError, CameraTimeoutError, camera_config_from_dict, make_camera
+from robopin_ros import conversions
+from robopin_ros.runtime import run_node
+
+# Reliable publishers serve both reliable and best-effort subscribers; a few frames of history let a
+# subscriber that is briefly late still get every frame.
+IMAGE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.RELIABLE)
+
+# Parameters that, when set, are copied into the backend config (only if that backend has the field).
+_PASS_THROUGH = ("serial", "filters", "playback_file", "bag_path", "topic_prefix")
+_READ_ONLY_AFTER_START = ("name", "backend", "serial", "width", "height", "fps", "filters", "options",
+                          "playback_file", "bag_path", "topic_prefix")
+
+
+class CameraNode(Node):
+    """Reads one camera on a capture thread and publishes color, aligned depth, camera info and health."""
+
+    def __init__(self) -> None:
+        super().__init__("camera_node")
+        self.declare_parameter("name", "camera")
+        self.declare_parameter("backend", "realsense")
+        # Serials are digits: dynamic typing lets `-p serial:=123456` through (as an int) instead of failing.
+        self.declare_parameter("serial", "", ParameterDescriptor(dynamic_typing=True))
+        self.declare_parameter("width", 640)
+        self.declare_parameter("height", 480)
+        self.declare_parameter("fps", 30)
+        self.declare_parameter("filters", [""])
+        self.declare_parameter("playback_file", "")
+        self.declare_parameter("bag_path", "")
+        self.declare_parameter("topic_prefix", "")
+        self.declare_parameter("options", "{}")  # YAML mapping of any other backend option
+        self.declare_parameter("reconnect_period_s", 1.0)
+        self.declare_parameter("diagnostics_period_s", 1.0)
+        self.camera_name = str(self.get_parameter("name").value)
+        self.reconnect_period_s = float(self.get_parameter("reconnect_period_s").value)
+        self.camera = self._make_camera()
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+        prefix = f"/cameras/{self.camera_name}"
+        self.color_pub = self.create_publisher(Image, f"{prefix}/color/image_raw", IMAGE_QOS)
+        self.info_pub = self.create_publisher(CameraInfo, f"{prefix}/color/camera_info", IMAGE_QOS)
+        self.depth_pub = self.create_publisher(Image, f"{prefix}/aligned_depth_to_color/image_raw", IMAGE_QOS)
+        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+
+        self._stats_lock = threading.Lock()
+        self._publish_times: collections.deque[float] = collections.deque(maxlen=300)
+        self.frames_published = 0
+        self.timeouts = 0
+        self.failures = 0
+        self.reconnects = 0
+        self.last_error = ""
+        self._serial = ""
+        self._stop = threading.Event()
+        self._capture = threading.Thread(target=self._capture_loop, name=f"capture-{self.camera_name}", daemon=True)
+        self._capture.start()
+        self.create_timer(float(self.get_parameter("diagnostics_period_s").value), self._publish_diagnostics)
+
+    def _make_camera(self) -> Camera:
+        """Build the camera config from parameters (validated by the backend's config class)."""
+        options = yaml.safe_load(str(self.get_parameter("options").value)) or {}
+        if not isinstance(options, dict):
+            raise ValueError(f"parameter options must be a YAML mapping, got {options!r}")
+        data: dict[str, Any] = {
+            "type": str(self.get_parameter("backend").value),
+            "name": self.camera_name,
+            "width": int(self.get_parameter("width").value),
+            "height": int(self.get_parameter("height").value),
+            "fps": int(self.get_parameter("fps").value),
+        }
+        for key in _PASS_THROUGH:
+            value = self.get_parameter(key).value
+            if key == "filters":
+                value = [f for f in value if f]
+            elif key == "serial" and value is not None:
+                value = str(value)
+            if value:
+                data[key] = value
+        data.update(options)
+        return make_camera(camera_config_from_dict(data))
+
+    def _on_set_parameters(self, parameters) -> SetParametersResult:
+        """Refuse changes that would need a new camera; accept timing changes."""
+        for parameter in parameters:
+            if parameter.name in _READ_ONLY_AFTER_START:
+                return SetParametersResult(successful=False,
+                                           reason=f"{parameter.name} is fixed once the camera node has started")
+            if parameter.name == "reconnect_period_s":
+                if not float(parameter.value) > 0:
+                    return SetParametersResult(successful=False, reason="reconnect_period_s must be > 0")
+                self.reconnect_period_s = float(parameter.value)
+        return SetParametersResult(successful=True)
+
+    def _capture_loop(self) -> None:
+        """Connect, read and publish until shutdown; on failure report, release and reconnect."""
+        while not self._stop.is_set():
+            if not self.camera.is_connected:
+                try:
+                    self.camera.connect()
+                except Exception as error:  # keep the node up: report and retry
+                    self._record_failure(f"connect failed: {error}")
+                    self._stop.wait(self.reconnect_period_s)
+                    continue
+                with self._stats_lock:
+                    if self.frames_published or self.failures:
+                        self.reconnects += 1
+                self.get_logger().info(f"camera {self.camera_name!r} connected ({type(self.camera).__name__})")
+            try:
+                frame = self.camera.read()
+            except CameraTimeoutError as error:
+                with self._stats_lock:
+                    self.timeouts += 1
+                    self.last_error = str(error)
+                continue
+            except (CameraError, OSError, RuntimeError) as error:
+                self._record_failure(f"read failed: {error}")
+                self._release()
+                self._stop.wait(self.reconnect_period_s)
+                continue
+            self._publish(frame)
+        self._release()
+
+    def _publish(self, frame) -> None:
+        """Publish one frame's three messages with one header."""
+        color, depth, info = conversions.frame_to_msgs(frame)
+        # Depth and info first: a subscriber that keys on color then finds its partners already there.
+        if depth is not None:
+            self.depth_pub.publish(depth)
+        self.info_pub.publish(info)
+        self.color_pub.publish(color)
+        with self._stats_lock:
+            self.frames_published += 1
+            self._serial = frame.serial
+            self._publish_times.append(time.monotonic())
+
+    def _record_failure(self, message: str) -> None:
+        with self._stats_lock:
+            self.failures += 1
+            self.last_error = message
+        self.get_logger().warning(f"camera {self.camera_name!r}: {message}; retrying in "
+                                  f"{self.reconnect_period_s:.1f} s", throttle_duration_sec=5.0)
+
+    def _release(self) -> None:
+        if self.camera.is_connected:
+            try:
+                self.camera.disconnect()
+            except Exception as error:  # the device may already be gone
+                self.get_logger().debug(f"disconnect: {error}")
+
+    def _publish_diagnostics(self) -> None:
+        """Publish rate, drops, timeouts and reconnects on /diagnostics."""
+        now = time.monotonic()
+        with self._stats_lock:
+            recent = [t for t in self._publish_times if now - t <= 2.0]
+            rate_hz = (len(recent) - 1) / (recent[-1] - recent[0]) if len(recent) > 1 else 0.0
+            values = {
+                "backend": type(self.camera).__name__,
+                "serial": self._serial,
+                "connected": str(self.camera.is_connected),
+                "rate_hz": f"{rate_hz:.2f}",
+                "frames_published": str(self.frames_published),
+                "dropped_frames": str(getattr(self.camera, "dropped_frames", 0)),
+                "timeouts": str(self.timeouts),
+                "failures": str(self.failures),
+                "reconnects": str(self.reconnects),
+                "last_error": self.last_error,
+            }
+        expected_hz = float(self.get_parameter("fps").value)
+        if not self.camera.is_connected:
+            level, message = DiagnosticStatus.ERROR, "disconnected"
+        elif rate_hz < 0.8 * expected_hz:
+            level, message = DiagnosticStatus.WARN, f"rate {rate_hz:.1f} Hz below {expected_hz:.0f} Hz"
+        else:
+            level, message = DiagnosticStatus.OK, "streaming"
+        status = DiagnosticStatus(level=level, name=f"camera_node: {self.camera_name}", message=message,
+                                  hardware_id=self._serial,
+                                  values=[KeyValue(key=k, value=v) for k, v in values.items()])
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self.diagnostics_pub.publish(array)
+
+    def destroy_node(self) -> None:
+        """Stop the capture thread and release the camera before the node goes."""
+        self._stop.set()
+        self._capture.join(timeout=5.0)
+        super().destroy_node()
+
+
+def main(args=None) -> int:
+    return run_node(CameraNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

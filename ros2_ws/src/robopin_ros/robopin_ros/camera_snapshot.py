@@ -1,0 +1,128 @@
+"""Camera topics → synchronised multi-view snapshots, for any node that needs "what every camera sees now".
+
+:class:`CameraViewsSubscriber` subscribes to each view's realsense-ros topics (color, aligned depth,
+camera info) on a given node, pairs color with depth by header stamp, turns them into
+``robopin.cameras.Frame`` and feeds a ``robopin.cameras.SnapshotSynchronizer``; ``snapshot()`` returns
+the newest synchronised set or raises ``SnapshotError`` (``stale_frame``, ``views_out_of_sync``,
+``stale_arm_pose``). Not a node itself: the planner (or a benchmark) owns the node.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CameraInfo, Image
+
+from robopin.cameras import Frame, MultiViewSnapshot, SnapshotConfig, SnapshotSynchronizer
+from robopin.cameras.snapshot import PoseSource
+from robopin_ros import conversions
+
+SUBSCRIBER_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def view_topics(view: str) -> dict[str, str]:
+    """The realsense-ros topic names of ``view`` under ``/cameras/<view>``."""
+    prefix = f"/cameras/{view}"
+    return {
+        "color": f"{prefix}/color/image_raw",
+        "info": f"{prefix}/color/camera_info",
+        "depth": f"{prefix}/aligned_depth_to_color/image_raw",
+    }
+
+
+class _ViewPairer:
+    """Pairs one view's color and depth images by header stamp (nearest within tolerance)."""
+
+    def __init__(self, view: str, require_depth: bool, tolerance_s: float) -> None:
+        self.view = view
+        self.require_depth = require_depth
+        self.tolerance_s = tolerance_s
+        self.info: CameraInfo | None = None
+        self.colors: dict[float, Image] = {}
+        self.depths: dict[float, Image] = {}
+        self.index = 0
+
+    def _prune(self, pending: dict[float, Image]) -> None:
+        while len(pending) > 10:
+            del pending[min(pending)]
+
+    def add(self, kind: str, msg: Image) -> tuple[Image, Image | None] | None:
+        stamp = conversions.stamp_to_seconds(msg.header.stamp)
+        if kind == "color" and not self.require_depth:
+            return msg, None
+        mine, other = (self.colors, self.depths) if kind == "color" else (self.depths, self.colors)
+        if other:
+            partner_stamp = min(other, key=lambda s: abs(s - stamp))
+            if abs(partner_stamp - stamp) <= self.tolerance_s:
+                partner = other.pop(partner_stamp)
+                for old in [s for s in other if s < partner_stamp]:
+                    del other[old]  # older than a completed pair: never completed now
+                return (msg, partner) if kind == "color" else (partner, msg)
+        mine[stamp] = msg
+        self._prune(mine)
+        return None
+
+
+class CameraViewsSubscriber:
+    """Subscribes to every configured view on ``node`` and keeps a SnapshotSynchronizer fed."""
+
+    def __init__(
+        self,
+        node: Node,
+        config: SnapshotConfig,
+        *,
+        poses: PoseSource | None = None,
+        require_depth: bool = True,
+        pair_tolerance_s: float = 0.005,
+        on_frame: Callable[[str, Frame, float], None] | None = None,
+    ) -> None:
+        self.node = node
+        self.synchronizer = SnapshotSynchronizer(config, poses=poses)
+        self.on_frame = on_frame
+        self._lock = threading.Lock()
+        self._pairers = {v: _ViewPairer(v, require_depth, pair_tolerance_s) for v in config.views}
+        self.subscriptions = []
+        for view in config.views:
+            topics = view_topics(view)
+            self.subscriptions.append(node.create_subscription(
+                CameraInfo, topics["info"], lambda msg, v=view: self._on_info(v, msg), SUBSCRIBER_QOS))
+            self.subscriptions.append(node.create_subscription(
+                Image, topics["color"], lambda msg, v=view: self._on_image(v, "color", msg), SUBSCRIBER_QOS))
+            if require_depth:
+                self.subscriptions.append(node.create_subscription(
+                    Image, topics["depth"], lambda msg, v=view: self._on_image(v, "depth", msg), SUBSCRIBER_QOS))
+
+    def _on_info(self, view: str, msg: CameraInfo) -> None:
+        """Keep the view's latest intrinsics."""
+        with self._lock:
+            self._pairers[view].info = msg
+
+    def _on_image(self, view: str, kind: str, msg: Image) -> None:
+        """Pair the image with its partner and, when complete, hand the frame to the synchronizer."""
+        received_s = time.time()
+        with self._lock:
+            pairer = self._pairers[view]
+            pair = pairer.add(kind, msg)
+            info = pairer.info
+            if pair is None or info is None:
+                return
+            index = pairer.index
+            pairer.index += 1
+        frame = conversions.msgs_to_frame(pair[0], pair[1], info, camera_name=view, index=index)
+        self.synchronizer.add(view, frame)
+        if self.on_frame is not None:
+            self.on_frame(view, frame, received_s)
+
+    def snapshot(self, now_s: float | None = None) -> MultiViewSnapshot:
+        """The newest synchronised set of frames (raises robopin.cameras.SnapshotError)."""
+        return self.synchronizer.snapshot(now_s)
+
+    def close(self) -> None:
+        """Remove the subscriptions from the node."""
+        for subscription in self.subscriptions:
+            self.node.destroy_subscription(subscription)
+        self.subscriptions = []
