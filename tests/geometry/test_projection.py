@@ -193,3 +193,11 @@ def test_projector_configuration_errors():
         Projector([ViewConfig("a", 0, mount)], ProjectionConfig(view_priority=("b",)))
     with pytest.raises(ProjectionError, match="does not match"):
         ViewData(np.ones((10, 10), np.float32), STATIC_CAM, 0.0)
+
+
+def test_stale_frame_is_refused_when_an_age_limit_is_set(scene):
+    request = PointRequest(*pixel_of(0, top_centre(0)), 0)
+    [t] = make_projector(max_frame_age_s=0.5).project([request], scene, now_s=FRAME_STAMP + 0.8)
+    assert t.reason is RefusalReason.STALE_FRAME
+    [t] = make_projector(max_frame_age_s=0.5).project([request], scene, now_s=FRAME_STAMP + 0.2)
+    assert t.valid

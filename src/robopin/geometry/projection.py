@@ -141,6 +141,8 @@ class ProjectionConfig:
         view_priority: view names, most trusted first (for ``prefer_view``).
         plane_agreement_m: the local plane fit refines the window median (sub-pixel position) only
             when the two depths agree within this (or within 3 robust standard deviations).
+        max_frame_age_s: frames older than this at projection time are refused (``stale_frame``);
+            0 disables the check (offline use, tests). Needs ``now_s`` in :meth:`Projector.project`.
     """
 
     depth: DepthConfig = field(default_factory=DepthConfig)
@@ -151,6 +153,7 @@ class ProjectionConfig:
     fusion_policy: str = "refuse"
     view_priority: tuple[str, ...] = ()
     plane_agreement_m: float = 0.005
+    max_frame_age_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.fusion_policy not in FUSION_POLICIES:
@@ -159,6 +162,8 @@ class ProjectionConfig:
             raise ProjectionError(f"pose_tolerance_s must be >= 0 seconds, got {self.pose_tolerance_s}")
         if not self.fusion_tolerance_m > 0:
             raise ProjectionError(f"fusion_tolerance_m must be positive metres, got {self.fusion_tolerance_m}")
+        if not self.max_frame_age_s >= 0:
+            raise ProjectionError(f"max_frame_age_s must be >= 0 seconds, got {self.max_frame_age_s}")
         if self.normal_window_px < 3 or self.normal_window_px % 2 == 0:
             raise ProjectionError(f"normal_window_px must be an odd integer >= 3, got {self.normal_window_px}")
 
@@ -195,8 +200,10 @@ class Projector:
     def view(self, img_idx: int) -> ViewConfig | None:
         return self._views.get(img_idx)
 
-    def project_point(self, request: PointRequest, frames: Mapping[int, ViewData]) -> Target:
-        """Project one point (no multi-view fusion)."""
+    def project_point(
+        self, request: PointRequest, frames: Mapping[int, ViewData], now_s: float | None = None
+    ) -> Target:
+        """Project one point (no multi-view fusion); ``now_s`` enables the frame-age check."""
         cfg = self.config
         view = self._views.get(request.img_idx)
         base = Target(request.id, request.name, view.name if view else "", request.img_idx, request.u, request.v)
@@ -212,6 +219,13 @@ class Projector:
                 base, reason=RefusalReason.UNKNOWN_VIEW, detail=f"no depth frame from view {view.name!r} yet"
             )
         base = replace(base, stamp_s=data.stamp_s, views=(view.name,))
+        if cfg.max_frame_age_s > 0 and now_s is not None and now_s - data.stamp_s > cfg.max_frame_age_s:
+            return replace(
+                base,
+                reason=RefusalReason.STALE_FRAME,
+                detail=f"newest frame of {view.name!r} is {now_s - data.stamp_s:.3f} s old; "
+                f"limit {cfg.max_frame_age_s:.3f} s",
+            )
         camera = data.camera
         if not camera.contains(request.u, request.v):
             return replace(
@@ -268,9 +282,11 @@ class Projector:
             )
         return replace(target, valid=True)
 
-    def project(self, requests: Sequence[PointRequest], frames: Mapping[int, ViewData]) -> list[Target]:
+    def project(
+        self, requests: Sequence[PointRequest], frames: Mapping[int, ViewData], now_s: float | None = None
+    ) -> list[Target]:
         """Project every point, then fuse points that share an anchor ID across views (same order)."""
-        targets = [self.project_point(r, frames) for r in requests]
+        targets = [self.project_point(r, frames, now_s) for r in requests]
         return fuse_targets(targets, self.config)
 
     def _describe_views(self) -> str:

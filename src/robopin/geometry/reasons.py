@@ -14,6 +14,7 @@ class RefusalReason(str, Enum):
     OUT_OF_IMAGE = "out_of_image"  # the point lies outside the view's image
     OUT_OF_RANGE = "out_of_range"  # depth exists but lies outside the camera's trusted range
     DEPTH_EDGE_AMBIGUOUS = "depth_edge_ambiguous"  # the point straddles a depth edge; surface unclear
+    STALE_FRAME = "stale_frame"  # the newest frame of the view is older than the allowed age
     STALE_POSE = "stale_pose"  # no arm pose within tolerance of the frame's timestamp (wrist view)
     VIEWS_DISAGREE = "views_disagree"  # several views saw the same anchor ID at different places
     UNKNOWN_VIEW = "unknown_view"  # img_idx / view name not configured, or no frame for it yet

@@ -324,3 +324,115 @@ def msgs_to_frame(color_msg, depth_msg, info, camera_name: str = "", index: int 
         index=index,
         camera_name=camera_name or color_msg.header.frame_id.removesuffix("_optical"),
     )
+
+
+# --- geometry ---
+# robopin_interfaces Anchor → robopin.geometry.PointRequest, Target → Target3D, targets → RViz markers,
+# PoseStamped → T_base_ee, PointCloud → sensor_msgs/PointCloud2 (float32 x, y, z [+ packed rgb]).
+
+
+def anchor_msg_to_point_request(anchor, image_size: tuple[int, int] | None = None):
+    """Return a robopin.geometry.PointRequest of a robopin_interfaces/Anchor.
+
+    The anchor's pixels (u, v) are used; when they are NaN and the view's (width, height) is known, they
+    are computed from the model's 0–1000 point (x, y).
+    """
+    from robopin.geometry import PointRequest
+
+    u, v = float(anchor.u), float(anchor.v)
+    if not (math.isfinite(u) and math.isfinite(v)) and image_size is not None:
+        u, v = _normalized_to_pixels(float(anchor.x), float(anchor.y), image_size)
+    return PointRequest(u=u, v=v, img_idx=int(anchor.img_idx), id=anchor.id, name=anchor.name)
+
+
+def target_to_msg(target, frame_id: str = "base"):
+    """Return a robopin.geometry.Target as robopin_interfaces/Target3D (NaN point/normal become zeros)."""
+    from robopin_interfaces.msg import Target3D
+
+    point = target.point if np.all(np.isfinite(target.point)) else np.zeros(3)
+    normal = target.normal if np.all(np.isfinite(target.normal)) else np.zeros(3)
+    stamp = seconds_to_stamp(target.stamp_s) if math.isfinite(target.stamp_s) and target.stamp_s >= 0 else Time()
+    reason = "" if target.valid else str(target.reason or "")
+    return Target3D(
+        header=_Header(stamp=stamp, frame_id=frame_id),
+        id=target.id,
+        name=target.name,
+        point=vector_to_point(point),
+        normal=vector_to_vector3(normal),
+        source_view=target.source_view,
+        img_idx=int(target.img_idx),
+        u=float(target.u),
+        v=float(target.v),
+        depth_m=float(target.depth_m),
+        depth_spread_m=float(target.depth_spread_m),
+        depth_valid_fraction=float(target.depth_valid_fraction),
+        valid=bool(target.valid),
+        reason=reason,
+    )
+
+
+def pose_stamped_to_seconds_and_matrix(msg) -> tuple[float, np.ndarray]:
+    """Return (stamp seconds, 4x4 T_frame_child) of a geometry_msgs/PoseStamped."""
+    return stamp_to_seconds(msg.header.stamp), pose_to_matrix(msg.pose)
+
+
+def targets_to_marker_array(targets, frame_id: str, stamp: Time, namespace: str = "robopin_targets"):
+    """Return a visualization_msgs/MarkerArray drawing targets: spheres (green valid, red refused),
+    normal arrows, and text labels "id name" or "id: reason". The first marker clears the previous set.
+    """
+    from visualization_msgs.msg import Marker, MarkerArray
+
+    markers = [Marker(action=Marker.DELETEALL, ns=namespace)]
+    for index, target in enumerate(targets):
+        if not np.all(np.isfinite(target.point)):
+            continue
+        header = _Header(stamp=stamp, frame_id=frame_id)
+        color = (0.1, 0.9, 0.2, 0.9) if target.valid else (0.95, 0.15, 0.1, 0.9)
+        sphere = Marker(header=header, ns=namespace, id=3 * index, type=Marker.SPHERE, action=Marker.ADD)
+        sphere.pose.position = vector_to_point(target.point)
+        sphere.pose.orientation.w = 1.0
+        sphere.scale = Vector3(x=0.015, y=0.015, z=0.015)
+        sphere.color.r, sphere.color.g, sphere.color.b, sphere.color.a = color
+        markers.append(sphere)
+        if np.all(np.isfinite(target.normal)):
+            arrow = Marker(header=header, ns=namespace, id=3 * index + 1, type=Marker.ARROW, action=Marker.ADD)
+            arrow.points = [vector_to_point(target.point), vector_to_point(target.point + 0.05 * target.normal)]
+            arrow.pose.orientation.w = 1.0
+            arrow.scale = Vector3(x=0.004, y=0.008, z=0.01)
+            arrow.color.r, arrow.color.g, arrow.color.b, arrow.color.a = color
+            markers.append(arrow)
+        label = Marker(header=header, ns=namespace, id=3 * index + 2, type=Marker.TEXT_VIEW_FACING,
+                       action=Marker.ADD)
+        label.pose.position = vector_to_point(target.point + np.array([0.0, 0.0, 0.03]))
+        label.pose.orientation.w = 1.0
+        label.scale.z = 0.02
+        label.color.r = label.color.g = label.color.b = label.color.a = 1.0
+        label.text = f"{target.id} {target.name}".strip() if target.valid else f"{target.id}: {target.reason}"
+        markers.append(label)
+    return MarkerArray(markers=markers)
+
+
+def point_cloud_to_msg(cloud, header):
+    """Return a robopin.geometry.PointCloud as sensor_msgs/PointCloud2 (x, y, z float32 [+ rgb packed])."""
+    from sensor_msgs.msg import PointCloud2, PointField
+
+    points = np.ascontiguousarray(cloud.points, dtype=np.float32).reshape(-1, 3)
+    fields = [PointField(name=n, offset=4 * i, datatype=PointField.FLOAT32, count=1) for i, n in enumerate("xyz")]
+    if cloud.colors is not None:
+        rgb = np.asarray(cloud.colors, dtype=np.uint32).reshape(-1, 3)
+        packed = ((rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]).astype(np.uint32).view(np.float32)
+        data = np.column_stack([points, packed[:, None]])
+        fields.append(PointField(name="rgb", offset=12, datatype=PointField.FLOAT32, count=1))
+    else:
+        data = points
+    point_step = 4 * data.shape[1]
+    return PointCloud2(header=header, height=1, width=len(points), fields=fields, is_bigendian=False,
+                       point_step=point_step, row_step=point_step * len(points), is_dense=True,
+                       data=_image_bytes(np.ascontiguousarray(data, dtype=np.float32)))
+
+
+def point_cloud_msg_to_points(msg) -> np.ndarray:
+    """Return the x, y, z of a float32 sensor_msgs/PointCloud2 as an (N, 3) float32 array."""
+    offsets = {f.name: f.offset for f in msg.fields}
+    raw = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(-1, msg.point_step)
+    return np.stack([raw[:, offsets[a]: offsets[a] + 4].copy().view(np.float32)[:, 0] for a in "xyz"], axis=1)

@@ -1,0 +1,323 @@
+"""projection_node: the ProjectPoints service — pinned 2D anchors to 3D targets in the base frame.
+
+Subscribes per configured view (``views[i]`` is ``img_idx`` i) to realsense-ros style topics
+``<camera_prefix>/<view>/aligned_depth_to_color/image_raw`` and ``.../color/camera_info`` (and
+``.../color/image_raw`` when ``sync_color``), pairs them by stamp, and keeps the last few synced
+frames. Arm poses for wrist views come from a ``geometry_msgs/PoseStamped`` of the end effector in
+base (``ee_pose_topic``) and/or ``sensor_msgs/JointState`` through the forward kinematics of
+``robot_description``. Camera mounts come from ``<calibration_dir>/<view>.yaml`` or the
+``calibrations`` parameter (YAML mapping view -> mount). Serves ``/robopin/project_points`` and
+draws the targets on ``/robopin/targets/markers``; optionally publishes the workspace point cloud.
+
+    ros2 run robopin_ros projection_node --ros-args -p views:="['static', 'wrist']" \\
+        -p calibration_dir:=calibration -p workspace:="{min_xyz: [0.1, -0.5, -0.02], max_xyz: [0.9, 0.5, 0.6]}"
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from geometry_msgs.msg import PoseStamped
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from robopin_interfaces.srv import ProjectPoints
+from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
+from visualization_msgs.msg import MarkerArray
+
+from robopin.geometry import (
+    CalibrationError,
+    CameraMount,
+    DepthConfig,
+    PoseBuffer,
+    ProjectionConfig,
+    Projector,
+    StalePoseError,
+    ViewConfig,
+    ViewData,
+    WorkspaceBox,
+    depth_to_point_cloud,
+    load_camera_mount,
+    mount_from_dict,
+    voxel_downsample,
+)
+from robopin.geometry.pointcloud import PointCloud
+from robopin_ros import conversions
+from robopin_ros.runtime import run_node
+
+# Best effort matches both reliable publishers (camera_node) and realsense-ros's sensor-data QoS.
+SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
+READ_ONLY = ParameterDescriptor(read_only=True)
+
+
+@dataclass
+class _SyncedFrame:
+    stamp_s: float
+    depth: Image
+    info: CameraInfo
+    color: Image | None
+
+
+class _ViewStreams:
+    """Recent depth / info / color messages of one view, paired by stamp into synced frames.
+
+    Messages are kept undecoded: decoding happens only for the frame a request uses.
+    """
+
+    def __init__(self, tolerance_s: float, keep: int, sync_color: bool) -> None:
+        self.tolerance_s = tolerance_s
+        self.sync_color = sync_color
+        self.lock = threading.Lock()
+        self.pending: dict[str, collections.deque] = {
+            k: collections.deque(maxlen=keep) for k in ("depth", "info", "color")
+        }
+        self.frames: collections.deque[_SyncedFrame] = collections.deque(maxlen=keep)
+
+    def add(self, kind: str, msg: Any) -> None:
+        stamp = conversions.stamp_to_seconds(msg.header.stamp)
+        with self.lock:
+            self.pending[kind].append((stamp, msg))
+            self._match()
+
+    def _nearest(self, kind: str, stamp: float):
+        best = min(self.pending[kind], key=lambda item: abs(item[0] - stamp), default=None)
+        return best if best is not None and abs(best[0] - stamp) <= self.tolerance_s else None
+
+    def _match(self) -> None:
+        for entry in list(self.pending["depth"]):
+            stamp, depth = entry
+            info = self._nearest("info", stamp)
+            color = self._nearest("color", stamp) if self.sync_color else None
+            if info is None or (self.sync_color and color is None):
+                continue
+            self.pending["depth"].remove(entry)
+            self.frames.append(_SyncedFrame(stamp, depth, info[1], None if color is None else color[1]))
+
+    def pick(self, stamp_s: float | None) -> _SyncedFrame | None:
+        """The newest synced frame, or the one nearest ``stamp_s`` (within tolerance) when given."""
+        with self.lock:
+            if not self.frames:
+                return None
+            if stamp_s is None:
+                return self.frames[-1]
+            best = min(self.frames, key=lambda f: abs(f.stamp_s - stamp_s))
+            return best if abs(best.stamp_s - stamp_s) <= self.tolerance_s else None
+
+
+class ProjectionNode(Node):
+    """Serves ProjectPoints from the latest synced depth of every configured view."""
+
+    def __init__(self) -> None:
+        super().__init__("projection_node")
+        p = self._declare
+        self.view_names = [v for v in p("views", ["static"]) if v]
+        self.target_frame = str(p("target_frame", "base"))
+        camera_prefix = str(p("camera_prefix", "/cameras")).rstrip("/")
+        calibration_dir = Path(str(p("calibration_dir", "calibration")))
+        calibrations = yaml.safe_load(str(p("calibrations", "{}"))) or {}
+        workspace = yaml.safe_load(str(p("workspace", ""))) or None
+        self.sync_tolerance_s = float(p("sync_tolerance_s", 0.02))
+        self.stamp_tolerance_s = float(p("stamp_tolerance_s", 0.1))
+        sync_color = bool(p("sync_color", False))
+        ee_pose_topic = str(p("ee_pose_topic", "/arm/ee_pose"))
+        joint_states_topic = str(p("joint_states_topic", "/joint_states"))
+        robot_description = str(p("robot_description", ""))
+        self.cloud_voxel_m = float(p("cloud_voxel_m", 0.01))
+        cloud_period_s = float(p("cloud_period_s", 0.0))
+        depth = DepthConfig(
+            window_px=int(p("window_px", 7)),
+            min_depth_m=float(p("min_depth_m", 0.1)),
+            max_depth_m=float(p("max_depth_m", 3.0)),
+            min_valid_fraction=float(p("min_valid_fraction", 0.3)),
+            edge_gap_m=float(p("edge_gap_m", 0.015)),
+        )
+        self.workspace = WorkspaceBox.from_dict(workspace) if workspace else None
+        config = ProjectionConfig(
+            depth=depth,
+            normal_window_px=int(p("normal_window_px", 9)),
+            workspace=self.workspace,
+            pose_tolerance_s=float(p("pose_tolerance_s", 0.05)),
+            fusion_tolerance_m=float(p("fusion_tolerance_m", 0.02)),
+            fusion_policy=str(p("fusion_policy", "refuse")),
+            view_priority=tuple(v for v in p("view_priority", [""]) if v),
+            max_frame_age_s=float(p("max_frame_age_s", 1.0)),
+        )
+        if not self.view_names:
+            raise ValueError("parameter views must name at least one camera view (img_idx 0, 1, ...)")
+        views = [
+            ViewConfig(name, i, self._load_mount(name, calibrations, calibration_dir))
+            for i, name in enumerate(self.view_names)
+        ]
+        self.poses = PoseBuffer()
+        self.projector = Projector(views, config, self.poses)
+
+        self.streams: dict[int, _ViewStreams] = {}
+        for i, name in enumerate(self.view_names):
+            streams = _ViewStreams(self.sync_tolerance_s, keep=10, sync_color=sync_color)
+            self.streams[i] = streams
+            base = f"{camera_prefix}/{name}"
+            self.create_subscription(
+                Image, f"{base}/aligned_depth_to_color/image_raw", lambda m, s=streams: s.add("depth", m), SENSOR_QOS
+            )
+            self.create_subscription(
+                CameraInfo, f"{base}/color/camera_info", lambda m, s=streams: s.add("info", m), SENSOR_QOS
+            )
+            if sync_color:
+                self.create_subscription(
+                    Image, f"{base}/color/image_raw", lambda m, s=streams: s.add("color", m), SENSOR_QOS
+                )
+        self.create_subscription(PoseStamped, ee_pose_topic, self._on_ee_pose, 50)
+        self._description = None
+        if robot_description:
+            from robopin.robots.description import load_description
+
+            self._description = load_description(robot_description)
+            self.create_subscription(JointState, joint_states_topic, self._on_joint_state, 50)
+
+        self._camera_models: dict[tuple, Any] = {}
+        self.markers_pub = self.create_publisher(MarkerArray, "/robopin/targets/markers", 10)
+        self.cloud_pub = self.create_publisher(PointCloud2, "/robopin/workspace_cloud", 2)
+        # The service gets its own group so it runs while subscriptions keep filling the buffers.
+        self.create_service(
+            ProjectPoints,
+            "/robopin/project_points",
+            self._on_project_points,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
+        if cloud_period_s > 0:
+            self.create_timer(cloud_period_s, self._publish_cloud, callback_group=MutuallyExclusiveCallbackGroup())
+        mounts = ", ".join(f"{v.img_idx}={v.name} ({v.mount.kind if v.mount else 'uncalibrated'})" for v in views)
+        self.get_logger().info(f"projection_node ready: views {mounts}; target frame {self.target_frame!r}")
+
+    def _declare(self, name: str, default: Any) -> Any:
+        return self.declare_parameter(name, default, READ_ONLY).value
+
+    def _load_mount(self, view: str, calibrations: dict, calibration_dir: Path) -> CameraMount | None:
+        """Mount of a view from the calibrations parameter, else calibration_dir/<view>.yaml, else None."""
+        if view in calibrations:
+            return mount_from_dict(calibrations[view], source=f"calibrations[{view!r}]")
+        path = calibration_dir / f"{view}.yaml"
+        if path.is_file():
+            try:
+                return load_camera_mount(path)
+            except CalibrationError as error:
+                self.get_logger().error(f"view {view!r}: {error}")
+                return None
+        self.get_logger().warning(f"view {view!r} has no calibration ({path} missing): its targets are refused")
+        return None
+
+    def _on_ee_pose(self, msg: PoseStamped) -> None:
+        """Store the end-effector pose at its stamp."""
+        stamp, T = conversions.pose_stamped_to_seconds_and_matrix(msg)
+        self.poses.add(stamp, T)
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        """Store the end-effector pose computed from joint positions at the message's stamp."""
+        names = self._description.joint_names
+        index = {n: i for i, n in enumerate(msg.name)}
+        if not all(n in index for n in names):
+            return  # e.g. a gripper-only JointState
+        q = np.array([msg.position[index[n]] for n in names])
+        self.poses.add(conversions.stamp_to_seconds(msg.header.stamp), self._description.forward_kinematics(q))
+
+    def _view_data(self, img_idx: int, stamp_s: float | None) -> ViewData | None:
+        frame = self.streams[img_idx].pick(stamp_s)
+        if frame is None:
+            return None
+        key = (
+            tuple(frame.info.k),
+            tuple(frame.info.d),
+            frame.info.width,
+            frame.info.height,
+            frame.info.distortion_model,
+        )
+        camera = self._camera_models.get(key)
+        if camera is None:
+            camera = conversions.camera_info_to_camera_model(frame.info)
+            self._camera_models[key] = camera
+        return ViewData(conversions.image_msg_to_depth_m(frame.depth), camera, frame.stamp_s)
+
+    def _on_project_points(self, request, response):
+        """Project each anchor of the request into the target frame, one Target3D per anchor."""
+        target_frame = request.target_frame or self.target_frame
+        wanted = conversions.stamp_to_seconds(request.stamp)
+        stamp_s = wanted if wanted > 0 else None
+        if target_frame != self.target_frame:
+            response.success = False
+            response.message = f"unknown target frame {target_frame!r}; this node projects into {self.target_frame!r}"
+            return response
+        frames = {}
+        for img_idx in self.streams:
+            data = self._view_data(img_idx, stamp_s)
+            if data is not None:
+                frames[img_idx] = data
+        sizes = {i: (d.camera.width, d.camera.height) for i, d in frames.items()}
+        requests = [conversions.anchor_msg_to_point_request(a, sizes.get(a.img_idx)) for a in request.anchors]
+        now_s = conversions.stamp_to_seconds(self.get_clock().now().to_msg())
+        targets = self.projector.project(requests, frames, now_s=None if stamp_s is not None else now_s)
+        response.targets = [conversions.target_to_msg(t, target_frame) for t in targets]
+        response.success = bool(frames)
+        if frames:
+            refused = [f"{t.id or i}: {t.reason} ({t.detail})" for i, t in enumerate(targets) if not t.valid]
+            response.message = f"{len(targets) - len(refused)}/{len(targets)} targets valid"
+            for line in refused:
+                self.get_logger().warning(f"target refused: {line}")
+        else:
+            near = "" if stamp_s is None else f" near t={stamp_s:.3f} s"
+            response.message = f"no synced depth + camera_info frames{near} from views {self.view_names}"
+        self.markers_pub.publish(
+            conversions.targets_to_marker_array(targets, target_frame, self.get_clock().now().to_msg())
+        )
+        return response
+
+    def _publish_cloud(self) -> None:
+        """Publish the depth of every calibrated view as one cropped, voxel-downsampled cloud."""
+        clouds = []
+        stamp = None
+        for img_idx, view in self.projector.views.items():
+            data = self._view_data(img_idx, None)
+            if data is None or view.mount is None:
+                continue
+            try:
+                T_base_ee = None
+                if view.mount.kind == "wrist":
+                    T_base_ee = self.poses.lookup(data.stamp_s, self.projector.config.pose_tolerance_s)
+                T_base_cam = view.mount.T_base_cam(T_base_ee, validate=False)
+            except StalePoseError:
+                continue
+            depth = self.projector.config.depth
+            clouds.append(
+                depth_to_point_cloud(
+                    data.depth_m,
+                    data.camera,
+                    T_base_cam,
+                    workspace=self.workspace,
+                    voxel_size_m=self.cloud_voxel_m,
+                    min_depth_m=depth.min_depth_m,
+                    max_depth_m=depth.max_depth_m,
+                ).points
+            )
+            stamp = data.stamp_s if stamp is None else max(stamp, data.stamp_s)
+        if not clouds:
+            return
+        points, _ = voxel_downsample(np.concatenate(clouds), self.cloud_voxel_m)
+        header = conversions.make_header(
+            stamp if stamp is not None and math.isfinite(stamp) else 0.0, self.target_frame
+        )
+        self.cloud_pub.publish(conversions.point_cloud_to_msg(PointCloud(points, None, self.target_frame), header))
+
+
+def main(args=None) -> int:
+    return run_node(ProjectionNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
