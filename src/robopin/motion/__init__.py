@@ -20,7 +20,7 @@ from robopin.motion.planner import (
     planner_config_from_dict,
 )
 from robopin.motion.types import AttachedObject, Box, JointTrajectory, PlanResult, PlanStatus
-from robopin.motion.world import CollisionWorld, points_from_depth
+from robopin.motion.world import CollisionWorld
 
 __all__ = [
     "AttachedObject",
@@ -47,5 +47,4 @@ __all__ = [
     "place_candidates",
     "plan_pick_place",
     "planner_config_from_dict",
-    "points_from_depth",
 ]

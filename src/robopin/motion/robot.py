@@ -176,6 +176,13 @@ class RobotModel:
             q_ref[full_model.joints[jid].idx_q] = value
             lock_ids.append(jid)
         self.model, self._robot_geom = pin.buildReducedModel(full_model, full_geom, lock_ids, q_ref)
+        self._link_meshes = {obj.name: obj.geometry for obj in self._robot_geom.geometryObjects}
+        # Check with each link's convex hull: a triangle mesh is only a surface, so an obstacle (a
+        # cloud voxel) wholly inside a link would go unseen; the hull is solid and slightly larger.
+        for obj in self._robot_geom.geometryObjects:
+            mesh = obj.geometry.clone()
+            mesh.buildConvexRepresentation(False)
+            obj.geometry = mesh.convex
         names = [self.model.names[i] for i in range(1, self.model.njoints)]
         if tuple(names) != spec.arm_joints:
             raise MotionConfigError(
@@ -468,7 +475,7 @@ class RobotModel:
         result = {}
         vertices = self.link_vertices()
         for obj in self._robot_geom.geometryObjects:
-            g = obj.geometry
+            g = self._link_meshes[obj.name]
             triangles = np.array([[g.tri_indices(i)[j] for j in range(3)] for i in range(g.num_tris)], dtype=np.int64)
             result[obj.name] = (vertices[obj.name], triangles)
         return result
@@ -477,7 +484,7 @@ class RobotModel:
         """Collision-mesh vertices of every robot link, in that link's joint frame (for sphere fitting)."""
         result: dict[str, NDArray[np.float64]] = {}
         for obj in self._robot_geom.geometryObjects:
-            vertices = np.asarray(obj.geometry.vertices(), dtype=np.float64)
+            vertices = np.asarray(self._link_meshes[obj.name].vertices(), dtype=np.float64)
             T = obj.placement.homogeneous
             result[obj.name] = vertices @ T[:3, :3].T + T[:3, 3]
         return result

@@ -1,8 +1,9 @@
 """The collision world a planner plans against: box primitives, a point cloud, a held object.
 
 Pure data with a version counter, so every backend (pinocchio/coal, roboplan, cuRobo) rebuilds its
-own representation only when something changed. Point clouds are in the base frame, with the robot
-already masked out (:func:`points_from_depth` and :class:`robopin.motion.spheres.RobotSpheres`).
+own representation only when something changed. Point clouds are in the base frame (from
+:func:`robopin.geometry.pointcloud.depth_to_point_cloud`) with the robot already masked out
+(:meth:`robopin.motion.curobo.spheres.RobotSpheres.mask_points`).
 """
 
 from __future__ import annotations
@@ -93,47 +94,3 @@ class CollisionWorld:
             attached=self.attached,
             version=self.version,
         )
-
-
-def voxel_downsample(points: ArrayLike, voxel_size_m: float) -> NDArray[np.float64]:
-    """One point per occupied voxel (the centroid of its points)."""
-    array = np.asarray(points, dtype=np.float64)
-    if len(array) == 0:
-        return array.reshape(0, 3)
-    keys = np.floor(array / voxel_size_m).astype(np.int64)
-    _, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
-    sums = np.zeros((len(counts), 3))
-    np.add.at(sums, inverse.reshape(-1), array)
-    return sums / counts[:, None]
-
-
-def points_from_depth(
-    depth_m: ArrayLike,
-    intrinsics: ArrayLike,
-    T_base_camera: ArrayLike,
-    *,
-    stride: int = 4,
-    min_depth_m: float = 0.1,
-    max_depth_m: float = 2.0,
-) -> NDArray[np.float64]:
-    """Deproject a depth image (metres along the optical axis) into base-frame points.
-
-    ``intrinsics`` is the 3x3 K of the optical frame (z forward, x right, y down); pixel centres are
-    at u + 0.5. Every ``stride``-th pixel in each direction is used; invalid depth (0, NaN, out of
-    range) is skipped.
-    """
-    depth = np.asarray(depth_m, dtype=np.float64)
-    K = np.asarray(intrinsics, dtype=np.float64)
-    if depth.ndim != 2 or K.shape != (3, 3):
-        raise WorldError(f"need a 2-D depth image and a 3x3 K, got {depth.shape} and {K.shape}")
-    rows, cols = np.mgrid[0 : depth.shape[0] : stride, 0 : depth.shape[1] : stride]
-    z = depth[rows, cols]
-    valid = np.isfinite(z) & (z >= min_depth_m) & (z <= max_depth_m)
-    u = cols[valid] + 0.5
-    v = rows[valid] + 0.5
-    z = z[valid]
-    x = (u - K[0, 2]) * z / K[0, 0]
-    y = (v - K[1, 2]) * z / K[1, 1]
-    camera_points = np.stack([x, y, z], axis=1)
-    T = np.asarray(T_base_camera, dtype=np.float64)
-    return camera_points @ T[:3, :3].T + T[:3, 3]

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from robopin.motion.types import JointTrajectory, PlanStatus
-from robopin.motion.world import CollisionWorld, voxel_downsample
+from robopin.motion.world import CollisionWorld
 
 
 def matrix_to_quaternion_wxyz(R: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -162,6 +162,5 @@ __all__ = [
     "status_from_curobo",
     "tcp_goal_to_link_goal",
     "trajectory_from_curobo",
-    "voxel_downsample",
     "world_to_curobo_dict",
 ]
