@@ -1,0 +1,247 @@
+"""projection_node over real DDS: a pybullet scene's static and wrist views in, 3D targets out.
+
+The test process renders the simulated workcell once, then streams both views' aligned depth and
+CameraInfo (realsense-ros topics) and the end-effector pose, as a camera driver and an arm driver
+would. The node runs as its own process; ground truth is the physics engine's object poses.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+import yaml
+from geometry_msgs.msg import PoseStamped
+from robopin_interfaces.msg import Anchor
+from robopin_interfaces.srv import ProjectPoints
+from robopin_ros import conversions
+from sensor_msgs.msg import CameraInfo, Image
+from visualization_msgs.msg import Marker, MarkerArray
+
+from robopin.geometry import CameraModel, depth_image_to_meters, transform_from_xyz_rpy, transform_points
+from tests.ros.rostest_utils import SpunNode, start_process, stop_process, wait_for, wait_future
+
+pybullet = pytest.importorskip("pybullet")
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+T_EE_WRIST = transform_from_xyz_rpy([0.07, 0.0, -0.06], [0.0, 0.12, math.pi / 2])
+OBJECTS = [("cube", "cube_0", (0.42, -0.10), 0.3), ("toy_block", "block_0", (0.55, 0.12), -0.5)]
+VIEWS = ("static_cam", "wrist_cam")
+
+
+@pytest.fixture(scope="module")
+def scene():
+    """Render both views once; ground-truth top-face points of each object and where each view sees them."""
+    from robopin.sim.render import SimCameraSpec
+    from robopin.sim.render import project as sim_project
+    from robopin.sim.world import SimWorld, look_at, top_down_grasp
+
+    world = SimWorld("projection-node-test", robot="panda", register=False)
+    try:
+        for kind, name, xy, yaw in OBJECTS:
+            world.add_object(kind, name, xy, yaw)
+        world.settle()
+        world.add_camera(SimCameraSpec("static_cam", look_at([1.05, 0.45, 0.65], [0.45, 0.0, 0.0])))
+        world.add_camera(SimCameraSpec("wrist_cam", T_EE_WRIST, mount="ee", vertical_fov_deg=58.0))
+        world.reset_arm(world.inverse_kinematics(top_down_grasp([0.47, 0.0, 0.40], 0.0)))
+        views = {}
+        for img_idx, name in enumerate(VIEWS):
+            spec = world.camera(name)
+            shot = world.render(name)
+            projection = pybullet.computeProjectionMatrixFOV(
+                spec.vertical_fov_deg, spec.aspect, spec.near_m, spec.far_m
+            )
+            views[img_idx] = {
+                "name": name,
+                "camera": CameraModel.from_pybullet_projection(projection, spec.width, spec.height),
+                "depth_m": depth_image_to_meters(shot.depth_m),
+                "T_base_cam": shot.T_base_cam,
+                "points": [],
+            }
+            for _, obj_name, _, _ in OBJECTS:
+                obj = world.object(obj_name)
+                truth = transform_points(world.object_pose(obj_name), np.array([0.0, 0.0, obj.height_m / 2]))
+                u, v, _ = sim_project(shot, truth)
+                u, v = u + 0.5, v - 0.5  # TinyRenderer's sampling offset (CameraModel.from_pybullet_projection)
+                seen = world.object_by_body(int(shot.segmentation[math.floor(v), math.floor(u)]))
+                if 0 <= u < spec.width and 0 <= v < spec.height and seen is obj:
+                    views[img_idx]["points"].append((obj_name, u, v, truth))
+        T_base_ee = world.ee_pose()
+        T_base_static = world.camera("static_cam").T_mount_cam
+    finally:
+        world.close()
+    assert all(len(views[i]["points"]) == len(OBJECTS) for i in views), "each view must see every object"
+    return {"views": views, "T_base_ee": T_base_ee, "T_base_static": T_base_static}
+
+
+@pytest.fixture(scope="module")
+def projection_node(scene, tmp_path_factory):
+    calibrations = {
+        "static_cam": {"parent_frame": "base", "matrix": scene["T_base_static"].tolist()},
+        "wrist_cam": {"parent_frame": "ee", "matrix": T_EE_WRIST.tolist()},
+    }
+    params = {
+        "projection_node": {
+            "ros__parameters": {
+                "views": list(VIEWS),
+                "calibrations": yaml.safe_dump(calibrations),
+                "workspace": yaml.safe_dump({"min_xyz": [0.1, -0.5, -0.02], "max_xyz": [0.9, 0.5, 0.6]}),
+                "max_frame_age_s": 5.0,
+                "pose_tolerance_s": 0.05,
+            }
+        }
+    }
+    path = tmp_path_factory.mktemp("projection") / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    process = start_process(["-m", "robopin_ros.projection_node", "--ros-args", "--params-file", str(path)])
+    yield process
+    code, output = stop_process(process)
+    assert code == 0, f"projection_node did not shut down cleanly on SIGTERM (exit {code}):\n{output}"
+
+
+@pytest.fixture
+def client(ros_context, scene, projection_node):
+    """A node streaming both views and the arm pose at 10 Hz (stamped now), plus a ProjectPoints client."""
+    spun = SpunNode("projection_test_client", ros_context)
+    node = spun.node
+    pubs = {}
+    for img_idx, view in scene["views"].items():
+        prefix = f"/cameras/{view['name']}"
+        pubs[img_idx] = (
+            node.create_publisher(Image, f"{prefix}/aligned_depth_to_color/image_raw", 5),
+            node.create_publisher(CameraInfo, f"{prefix}/color/camera_info", 5),
+        )
+    pose_pub = node.create_publisher(PoseStamped, "/arm/ee_pose", 10)
+
+    def stream() -> None:
+        stamp = time.time()
+        pose = PoseStamped(
+            header=conversions.make_header(stamp, "base"), pose=conversions.matrix_to_pose(scene["T_base_ee"])
+        )
+        pose_pub.publish(pose)
+        for img_idx, view in scene["views"].items():
+            header = conversions.make_header(stamp, f"{view['name']}_optical")
+            depth_pub, info_pub = pubs[img_idx]
+            depth_pub.publish(conversions.depth_to_image_msg(view["depth_m"], header))
+            info_pub.publish(conversions.camera_model_to_camera_info(view["camera"], header))
+
+    node.create_timer(0.1, stream)
+    service = node.create_client(ProjectPoints, "/robopin/project_points")
+    assert service.wait_for_service(timeout_sec=30), "ProjectPoints service not discovered"
+    yield spun, service
+    spun.close()
+
+
+def call(service, anchors, target_frame: str = "", wait_for_frames: bool = True) -> ProjectPoints.Response:
+    """Call ProjectPoints; while the node has not yet received frames (success False) try again."""
+    deadline = time.monotonic() + 20
+    while True:
+        reply = wait_future(
+            service.call_async(ProjectPoints.Request(anchors=anchors, target_frame=target_frame)),
+            10,
+            "ProjectPoints reply",
+        )
+        if reply.success or not wait_for_frames or time.monotonic() > deadline:
+            return reply
+        time.sleep(0.2)
+
+
+def anchor(img_idx: int, u: float, v: float, anchor_id: str = "", name: str = "") -> Anchor:
+    return Anchor(
+        kind="obj", name=name, id=anchor_id, img_idx=img_idx, x=math.nan, y=math.nan, u=u, v=v, char_offset=-1
+    )
+
+
+def test_static_and_wrist_targets_within_5_mm_of_ground_truth(scene, client):
+    _, service = client
+    anchors, truths = [], []
+    for img_idx, view in scene["views"].items():
+        for obj_name, u, v, truth in view["points"]:
+            anchors.append(anchor(img_idx, u, v, f"{obj_name}@{view['name']}", obj_name))
+            truths.append(truth)
+    reply = call(service, anchors)
+    assert reply.success, reply.message
+    assert len(reply.targets) == len(anchors)
+    errors = [
+        np.linalg.norm(conversions.point_to_vector(t.point) - p) for t, p in zip(reply.targets, truths, strict=True)
+    ]
+    print(
+        "projection_node errors (mm):",
+        {t.id: round(float(e) * 1000, 2) for t, e in zip(reply.targets, errors, strict=True)},
+    )
+    for target, truth, sent in zip(reply.targets, truths, anchors, strict=True):
+        assert target.valid, (target.id, target.reason)
+        assert target.header.frame_id == "base"
+        assert target.source_view == VIEWS[sent.img_idx]
+        error = np.linalg.norm(conversions.point_to_vector(target.point) - truth)
+        assert error < 0.005, f"{target.id}: {error * 1000:.2f} mm from the true surface point"
+        assert conversions.point_to_vector(target.normal) @ [0, 0, 1] > math.cos(math.radians(10))
+        assert target.depth_valid_fraction > 0.9
+        # The spread includes the surface's slope across the window: finite, a few millimetres.
+        assert 0.0 <= target.depth_spread_m < 0.02
+
+
+def test_named_refusals_and_normalized_points(scene, client):
+    _, service = client
+    _, u0, v0, _ = scene["views"][0]["points"][0]
+    _, wu, wv, _ = scene["views"][1]["points"][1]
+    width, height = scene["views"][0]["camera"].width, scene["views"][0]["camera"].height
+    from_model = Anchor(
+        kind="obj",
+        name="cube",
+        id="obj_09",
+        img_idx=0,
+        x=u0 / width * 1000,
+        y=v0 / height * 1000,
+        u=math.nan,
+        v=math.nan,
+        char_offset=-1,
+    )
+    anchors = [
+        anchor(5, 10.0, 10.0, "obj_01"),  # no view 5
+        anchor(0, -4.0, 10.0, "obj_02"),  # off the image
+        anchor(0, u0, v0, "obj_03"),  # the cube in the static view ...
+        anchor(1, wu, wv, "obj_03"),  # ... and "the same" anchor on the block in the wrist view
+        from_model,  # pixels filled in from the model's 0..1000 point
+    ]
+    reply = call(service, anchors)
+    assert reply.success, reply.message
+    reasons = [t.reason for t in reply.targets]
+    assert reasons[:4] == ["unknown_view", "out_of_image", "views_disagree", "views_disagree"]
+    assert [t.valid for t in reply.targets] == [False, False, False, False, True]
+    assert abs(reply.targets[4].u - u0) < 1e-6
+
+
+def test_unknown_target_frame_is_refused(client):
+    _, service = client
+    reply = call(service, [anchor(0, 100.0, 100.0)], target_frame="world", wait_for_frames=False)
+    assert not reply.success
+    assert "unknown target frame" in reply.message
+
+
+def test_markers_drawn_for_targets(scene, client):
+    spun, service = client
+    got: list[MarkerArray] = []
+    lock = threading.Lock()
+
+    def on_markers(msg: MarkerArray) -> None:
+        with lock:
+            got.append(msg)
+
+    spun.node.create_subscription(MarkerArray, "/robopin/targets/markers", on_markers, 10)
+    time.sleep(1.0)  # discovery of the new subscription
+    _, u, v, _ = scene["views"][0]["points"][0]
+    reply = call(service, [anchor(0, u, v, "obj_01", "cube")])
+    assert reply.targets[0].valid
+    wait_for(lambda: any(len(m.markers) > 1 for m in got), 10, "a MarkerArray with target markers")
+    with lock:
+        markers = next(m for m in got if len(m.markers) > 1).markers
+    assert markers[0].action == Marker.DELETEALL
+    spheres = [m for m in markers if m.type == Marker.SPHERE]
+    assert len(spheres) == 1
+    assert spheres[0].header.frame_id == "base"
+    assert "obj_01" in next(m.text for m in markers if m.type == Marker.TEXT_VIEW_FACING)
