@@ -124,5 +124,5 @@ def test_camera_spec_validation_names_the_value():
         SimCameraSpec("c", np.eye(4), vertical_fov_deg=200)
     with pytest.raises(ValueError, match="'ceiling'"):
         SimCameraSpec("c", np.eye(4), mount="ceiling")
-    with pytest.raises(ValueError, match="1.5"):
+    with pytest.raises(ValueError, match=r"1\.5"):
         DepthNoiseConfig(random_hole_fraction=1.5)

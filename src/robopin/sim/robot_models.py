@@ -27,8 +27,11 @@ class SimRobotModel:
     (0 open, 1 closed): joint target = ``multiplier * (open + (closed - open) * c)``. For the xArm gripper the
     six linkage joints follow the URDF ``mimic`` entries, each driven by its own position motor,
     which is how a parallel linkage that pybullet cannot close as a loop still squeezes an object
-    with a bounded force. ``tcp_link`` is the link whose frame (times ``T_link_tcp``) is the ``ee``
-    frame. ``observe_q`` is the joint configuration the wrist camera looks at the workspace from.
+    with a bounded force. That open chain gives way under load, so it cannot hold by friction:
+    with ``grasp_weld`` the world locks an object to the hand once both finger sides touch it
+    while the gripper is closing, and releases it when the gripper opens (the Panda's prismatic
+    fingers hold by friction alone and do not use this). ``tcp_link`` is the link whose frame
+    (times ``T_link_tcp``) is the ``ee`` frame. ``T_ee_wrist_camera`` mounts the wrist camera.
     """
 
     name: str
@@ -45,6 +48,7 @@ class SimRobotModel:
     grasp_force_n: float
     arm_force_n: tuple[float, ...]
     T_ee_wrist_camera: np.ndarray
+    grasp_weld: bool = False
 
     def width_from_command(self, closed_fraction: float) -> float:
         """Unobstructed opening (m) at ``closed_fraction`` (0 open .. 1 closed)."""
@@ -107,6 +111,7 @@ MODELS: dict[str, SimRobotModel] = {
         grasp_force_n=30.0,
         arm_force_n=(50.0, 50.0, 32.0, 32.0, 32.0, 20.0),
         T_ee_wrist_camera=_wrist_mount(0.08, 0.10),
+        grasp_weld=True,
     ),
 }
 

@@ -179,6 +179,8 @@ class SimWorld:
             p.changeDynamics(
                 self.robot_id, index, lateralFriction=1.5, spinningFriction=0.01, physicsClientId=self.client
             )
+        self._weld: tuple[int, str] | None = None  # (constraint id, object name) while welded
+        self._steps = 0
         self.arm_targets = np.array(self.model.home_q, dtype=np.float64)
         self.gripper_command = 0.0
         self.reset_arm(self.model.home_q)
@@ -350,8 +352,46 @@ class SimWorld:
         span = model.finger_closed_position - model.finger_open_position
         return model.width_from_command((states[0][0] - model.finger_open_position) / span)
 
+    def _update_grasp_weld(self) -> None:
+        """Lock / release the held object for grippers that cannot hold by friction (see SimRobotModel)."""
+        p = self._p
+        if self._weld is not None and self.gripper_command < 0.3:
+            p.removeConstraint(self._weld[0], physicsClientId=self.client)
+            self._weld = None
+        elif self._weld is None and self.gripper_command >= 0.3:
+            name = self._touched_by_both_sides()
+            if name is not None:
+                body = self.objects[name].body_id
+                T_base_link = transform_from_xyz_quaternion(
+                    *p.getLinkState(
+                        self.robot_id, self.tcp_link_index, computeForwardKinematics=True, physicsClientId=self.client
+                    )[4:6]
+                )
+                xyz, quat = p.getBasePositionAndOrientation(body, physicsClientId=self.client)
+                T_link_object = invert(T_base_link) @ transform_from_xyz_quaternion(xyz, quat)
+                position, orientation = transform_to_xyz_quaternion(T_link_object)
+                constraint = p.createConstraint(
+                    self.robot_id,
+                    self.tcp_link_index,
+                    body,
+                    -1,
+                    p.JOINT_FIXED,
+                    [0, 0, 0],
+                    position.tolist(),
+                    [0, 0, 0],
+                    orientation.tolist(),
+                    physicsClientId=self.client,
+                )
+                p.changeConstraint(constraint, maxForce=50.0, physicsClientId=self.client)
+                self._weld = (constraint, name)
+
     def grasped_object(self) -> str | None:
-        """Name of the graspable object both gripper sides touch, or None."""
+        """Name of the graspable object both gripper sides touch (or the one locked to the hand), or None."""
+        if self._weld is not None:
+            return self._weld[1]
+        return self._touched_by_both_sides()
+
+    def _touched_by_both_sides(self) -> str | None:
         p = self._p
         with self.lock:
             contacts = p.getContactPoints(bodyA=self.robot_id, physicsClientId=self.client)
@@ -570,6 +610,9 @@ class SimWorld:
                     callback(self.sim_time_s)
                 self._p.stepSimulation(physicsClientId=self.client)
                 self.sim_time_s += self.time_step_s
+                self._steps += 1
+                if self.model.grasp_weld and self._steps % 8 == 0:
+                    self._update_grasp_weld()
                 self._tick.notify_all()
 
     def advance(self, duration_s: float, timeout_s: float | None = None) -> None:

@@ -1,0 +1,197 @@
+"""The sim camera, sim arm and oracle VLM backends, built through the project's factories."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from robopin.cameras.base import CameraNotFoundError, camera_config_from_dict, make_camera
+from robopin.robots.base import ArmConnectionError, ArmFaultError, make_arm, make_arm_config
+from robopin.robots.errors import Reason
+from robopin.robots.state import ArmFault
+from robopin.sim.scenarios import build_scene
+from robopin.sim.scripted import grasp_pose, move_linear, move_to_pose
+from robopin.vlm.base import ChatMessage, ViewImage, config_from_dict, make_backend
+from robopin.vlm.errors import VLMConfigError, VLMRequestError
+
+from .helpers import unique_world_name
+
+
+@pytest.fixture(scope="module")
+def scene():
+    scene = build_scene("sanity_cube", 2, world_name=unique_world_name("backends"))
+    yield scene
+    scene.close()
+
+
+@pytest.fixture
+def arm(scene):
+    arm = make_arm(make_arm_config("sim", {"world": scene.world.name, "robot": "panda"}))
+    arm.connect()
+    arm.enable()
+    yield arm
+    arm.disconnect()
+    scene.world.reset_arm(scene.observe_q)
+
+
+def test_sim_camera_frames_follow_the_camera_contract(scene):
+    camera = make_camera(camera_config_from_dict({"type": "sim", "name": "static", "world": scene.world.name}))
+    with camera:
+        frame = camera.read()
+        second = camera.read()
+    assert frame.color.shape == (480, 640, 3) and frame.color.dtype == np.uint8
+    assert frame.depth_m.dtype == np.float32
+    assert np.isnan(frame.depth_m).sum() == 0 or np.nanmin(frame.depth_m) > 0  # invalid is NaN, never 0
+    assert not np.any(frame.depth_m == 0)
+    assert (frame.intrinsics.width, frame.intrinsics.height) == (640, 480)
+    assert frame.optical_frame_id == "static_optical"
+    assert second.index == frame.index + 1
+    np.testing.assert_allclose(camera.last_pose, scene.world.camera_pose("static"))
+
+
+def test_sim_camera_depth_matches_its_intrinsics_and_pose(scene):
+    camera = make_camera(camera_config_from_dict({"type": "sim", "name": "wrist", "world": scene.world.name}))
+    with camera:
+        frame = camera.read()
+        pose = camera.last_pose
+    body = scene.world.object("object_0").body_id
+    view = scene.world.render("wrist")
+    rows, cols = np.nonzero(view.segmentation == body)
+    k = len(rows) // 2
+    point_cam = frame.intrinsics.deproject(cols[k] + 0.5, rows[k] + 0.5, frame.depth_m[rows[k], cols[k]])
+    point = (pose @ np.append(point_cam, 1.0))[:3]
+    low, high = scene.world.object_aabb("object_0")
+    assert np.all(point > low - 0.005) and np.all(point < high + 0.005)
+
+
+def test_sim_camera_refuses_unknown_world_and_camera(scene):
+    with pytest.raises(CameraNotFoundError, match="no-world"):
+        make_camera(camera_config_from_dict({"type": "sim", "name": "static", "world": "no-world"})).connect()
+    with pytest.raises(CameraNotFoundError, match="ceiling"):
+        make_camera(camera_config_from_dict({"type": "sim", "name": "ceiling", "world": scene.world.name})).connect()
+
+
+def test_sim_cameras_are_discoverable(scene):
+    from robopin.sim.camera import SimCamera
+
+    serials = {d.serial for d in SimCamera.find_cameras()}
+    assert {f"{scene.world.name}/static", f"{scene.world.name}/wrist"} <= serials
+
+
+def test_sim_arm_executes_a_trajectory_to_its_goal(arm, scene):
+    start = arm.joint_state().positions
+    goal = start + np.array([0.25, 0.1, 0.0, -0.1, 0.0, 0.1, 0.2])
+    result = arm.move_to_joints(goal)
+    assert result.success, result
+    np.testing.assert_allclose(arm.joint_state().positions, goal, atol=arm.config.goal_tolerance_rad)
+    np.testing.assert_allclose(arm.ee_pose(), arm.true_ee_pose(), atol=1e-6)
+
+
+def test_sim_arm_refuses_a_trajectory_outside_the_limits(arm):
+    from robopin.robots.base import SafetyViolationError
+
+    goal = arm.joint_state().positions.copy()
+    goal[3] = 1.0  # panda_joint4 must stay below 0
+    with pytest.raises(SafetyViolationError):
+        arm.move_to_joints(goal)
+
+
+def test_sim_arm_cancel_stops_the_motion(arm, scene):
+    start = arm.joint_state().positions
+    goal = start + np.array([1.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    outcome = {}
+
+    def run():
+        outcome["result"] = arm.move_to_joints(goal)
+
+    scene.world.start(real_time_factor=1.0)
+    try:
+        worker = threading.Thread(target=run)
+        worker.start()
+        deadline = time.monotonic() + 30.0
+        while not arm.is_moving and time.monotonic() < deadline:
+            time.sleep(0.005)
+        scene.world.advance(0.3, timeout_s=60)
+        assert arm.cancel()
+        worker.join(timeout=60)
+    finally:
+        scene.world.stop()
+    result = outcome["result"]
+    assert not result.success and result.reason == Reason.CANCELED
+    assert abs(arm.joint_state().positions[0] - goal[0]) > 0.1
+
+
+def test_sim_arm_fault_blocks_motion_until_recovered(arm):
+    arm.inject_fault(ArmFault("collision", "simulated collision reflex", code=31))
+    with pytest.raises(ArmFaultError):
+        arm.move_to_joints(arm.joint_state().positions)
+    arm.recover()
+    assert arm.fault() is None
+    assert arm.move_to_joints(arm.joint_state().positions).success
+
+
+def test_sim_arm_gripper_grasps_an_object(arm, scene):
+    world = scene.world
+    center = world.object_center("object_0")
+    from robopin.sim.scripted import closing_yaw
+
+    T_grasp = grasp_pose(np.array([center[0], center[1], max(center[2], 0.018)]), closing_yaw(world, "object_0"))
+    T_above = T_grasp.copy()
+    T_above[2, 3] += 0.1
+    assert arm.gripper_open().reached_goal
+    move_to_pose(world, T_above, 1.5)
+    move_linear(world, T_above, T_grasp, 1.0)
+    result = arm.gripper_close(force_n=40.0)
+    state = arm.gripper_state()
+    assert result.reached_goal and state.is_grasped
+    assert 0.02 < state.width_m < 0.06  # the 4.5 cm cube is between the fingers
+    assert arm.gripper_open().reached_goal
+    assert not arm.gripper_state().is_grasped
+
+
+def test_sim_arm_needs_a_matching_world(scene):
+    arm = make_arm(make_arm_config("sim", {"world": scene.world.name, "robot": "xarm6"}))
+    with pytest.raises(ArmConnectionError, match="xarm6"):
+        arm.connect()
+    with pytest.raises(ArmConnectionError, match="nowhere"):
+        make_arm(make_arm_config("sim", {"world": "nowhere"})).connect()
+
+
+def _messages(scene, views=("static", "wrist")):
+    images = [ViewImage(scene.world.render(name).color, name, k) for k, name in enumerate(views)]
+    return [ChatMessage("user", (*images, scene.task.instruction))]
+
+
+def test_oracle_backend_answers_and_verifies_from_ground_truth(scene):
+    from robopin.pincot.parser import parse
+
+    backend = make_backend({"type": "oracle", "world": scene.world.name, "errors": {"point_jitter_px": 2.0}})
+    messages = _messages(scene)
+    result = backend.generate(messages, n=3, temperature=1.0)
+    assert len(result.samples) == 3
+    assert len({s.text for s in result.samples}) > 1  # independent error draws
+    for sample in result.samples:
+        assert not parse(sample.text, 2).errors
+    good = backend.score_yes_no([*messages, ChatMessage("assistant", result.samples[0].text)])
+    assert good.p_yes > 0.99
+    wrong = make_backend({"type": "oracle", "world": scene.world.name, "errors": {"wrong_target_probability": 1.0}})
+    bad_text = wrong.generate(messages).samples[0].text
+    assert backend.score_yes_no([*messages, ChatMessage("assistant", bad_text)]).p_yes < 0.01
+    unknown = backend.score_yes_no(messages)
+    assert math.isclose(unknown.p_yes, 0.5) and not unknown.exact
+
+
+def test_oracle_backend_configuration_is_validated(scene):
+    with pytest.raises(VLMConfigError, match="teleport"):
+        config_from_dict({"type": "oracle", "errors": {"teleport": 1.0}})
+    with pytest.raises(VLMConfigError, match="pixels_resized"):
+        config_from_dict({"type": "oracle", "point_convention": "pixels_resized"})
+    backend = make_backend({"type": "oracle", "world": scene.world.name})
+    with pytest.raises(VLMRequestError, match="1 image"):
+        backend.generate(_messages(scene, views=("static",)))
+    with pytest.raises(VLMRequestError, match="no scene registered"):
+        make_backend({"type": "oracle", "world": "elsewhere"}).generate(_messages(scene))

@@ -1,0 +1,148 @@
+"""The ground-truth oracle writes PinCoT that parses, validates and points at the right things."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from robopin.pincot.coords import normalized_to_pixels
+from robopin.pincot.parser import parse
+from robopin.sim.oracle import GroundTruthOracle, OracleErrors
+from robopin.sim.scenarios import build_scene
+
+
+def _body_at(view, x, y):
+    height, width = view.segmentation.shape
+    u, v = normalized_to_pixels(x, y, (width, height))
+    return int(view.segmentation[min(math.floor(v), height - 1), min(math.floor(u), width - 1)])
+
+
+@pytest.fixture(scope="module", params=["spatial", "multi_view", "long_horizon", "sanity_cube", "sanity_tray"])
+def scene(request):
+    scene = build_scene(request.param, 4, register=False)
+    yield scene
+    scene.close()
+
+
+def test_perfect_trace_parses_and_validates(scene):
+    oracle = GroundTruthOracle(scene)
+    rendered = oracle.render()
+    written = oracle.write(rendered)
+    trace = parse(written.text, num_views=2)
+    assert not trace.errors, [str(e) for e in trace.errors]
+    assert trace.metrics["format"] == 1.0
+    assert trace.metrics["consistency"] == 1.0
+    assert len(trace.answer_points) == 2
+    assert written.pick_object == scene.task.goals[0].object
+
+
+def test_anchors_pin_visible_pixels_of_their_entity(scene):
+    oracle = GroundTruthOracle(scene)
+    rendered = oracle.render()
+    written = oracle.write(rendered)
+    trace = parse(written.text, num_views=2)
+    body_of_id = {anchor_id: scene.world.object(name).body_id for name, anchor_id in written.entity_ids.items()
+                  if not name.startswith("space:")}
+    obj_anchors = [a for a in trace.anchors if a.kind == "obj"]
+    assert obj_anchors
+    for anchor in obj_anchors:
+        assert _body_at(rendered[anchor.img_idx], anchor.x, anchor.y) == body_of_id[anchor.id], anchor
+    # The pick answer lies on the object to pick, the place answer on its target.
+    pick, place = trace.answer_points
+    goal = scene.task.goals[0]
+    assert _body_at(rendered[pick.img_idx], pick.x, pick.y) == scene.world.object(goal.object).body_id
+    target_body = scene.world.object(goal.target).body_id
+    assert _body_at(rendered[place.img_idx], place.x, place.y) in (target_body,) or scene.world.object(
+        goal.target
+    ).kind == "tray"
+
+
+def test_ids_are_shared_across_views_and_numbered_in_first_mention_order(scene):
+    written = GroundTruthOracle(scene).write()
+    trace = parse(written.text, num_views=2)
+    first_seen = list(dict.fromkeys(a.id for a in trace.anchors if a.kind == "obj"))
+    assert first_seen == [f"obj_{k:02d}" for k in range(1, len(first_seen) + 1)]
+    views_per_id = {}
+    for anchor in trace.anchors:
+        views_per_id.setdefault(anchor.id, set()).add(anchor.img_idx)
+    names_per_id = {}
+    for anchor in trace.anchors:
+        names_per_id.setdefault(anchor.id, set()).add(anchor.name)
+    assert all(len(names) == 1 for names in names_per_id.values())
+    assert any(len(views) == 2 for views in views_per_id.values()), "some entity should be pinned in both views"
+
+
+def test_same_seed_writes_the_same_trace(scene):
+    errors = OracleErrors(point_jitter_px=4.0)
+    rendered = GroundTruthOracle(scene).render()
+    a = GroundTruthOracle(scene, errors=errors, seed=5).write(rendered).text
+    b = GroundTruthOracle(scene, errors=errors, seed=5).write(rendered).text
+    c = GroundTruthOracle(scene, errors=errors, seed=6).write(rendered).text
+    assert a == b
+    assert a != c
+
+
+def test_injected_errors_are_caught_by_validation(multi_view_scene):
+    rendered = GroundTruthOracle(multi_view_scene).render()
+
+    wrong_id = GroundTruthOracle(multi_view_scene, errors=OracleErrors(wrong_id_probability=1.0)).write(rendered)
+    assert any(e.code == "unknown_id" for e in parse(wrong_id.text, 2).errors)
+
+    malformed = GroundTruthOracle(multi_view_scene, errors=OracleErrors(malformed_tag_probability=1.0)).write(rendered)
+    trace = parse(malformed.text, 2)
+    assert trace.errors and trace.metrics["format"] < 1.0
+
+
+def test_missing_view_and_wrong_target_stay_well_formed_but_wrong(multi_view_scene):
+    scene = multi_view_scene
+    rendered = GroundTruthOracle(scene).render()
+    no_wrist = GroundTruthOracle(scene, errors=OracleErrors(missing_views=(1,))).write(rendered)
+    trace = parse(no_wrist.text, 2)
+    assert not trace.errors
+    assert all(a.img_idx == 0 for a in trace.anchors)
+    assert trace.metrics["cross_view_id_transfer"] == 0.0
+
+    wrong = GroundTruthOracle(scene, errors=OracleErrors(wrong_target_probability=1.0)).write(rendered)
+    trace = parse(wrong.text, 2)
+    assert not trace.errors
+    assert wrong.pick_object == scene.task.roles["other_duck"] != scene.task.roles["target"]
+    pick = trace.answer_points[0]
+    assert _body_at(rendered[pick.img_idx], pick.x, pick.y) == scene.world.object(wrong.pick_object).body_id
+
+
+def test_point_jitter_moves_points_by_about_the_requested_amount(spatial_scene):
+    rendered = GroundTruthOracle(spatial_scene).render()
+    exact = parse(GroundTruthOracle(spatial_scene).write(rendered).text, 2)
+    shifts = []
+    for seed in range(5):
+        jittered = parse(
+            GroundTruthOracle(spatial_scene, errors=OracleErrors(point_jitter_px=10.0), seed=seed).write(rendered).text,
+            2,
+        )
+        for a, b in zip(exact.anchors, jittered.anchors, strict=True):
+            du, dv = (a.x - b.x) * 0.64, (a.y - b.y) * 0.48  # norm1000 -> pixels at 640x480
+            shifts.append(math.hypot(du, dv))
+    # Rayleigh mean of a 2-D Gaussian with σ = 10 px is ~12.5 px.
+    assert 6.0 < float(np.mean(shifts)) < 20.0
+
+
+def test_long_horizon_says_done_when_every_goal_holds():
+    import pybullet as p
+
+    with build_scene("long_horizon", 2, register=False) as scene:
+        world = scene.world
+        plate = world.object_center("plate_yellow")
+        for k, goal in enumerate(scene.task.goals):
+            angle = 2 * math.pi * k / len(scene.task.goals)
+            body = world.object(goal.object).body_id
+            position = [plate[0] + 0.045 * math.cos(angle), plate[1] + 0.045 * math.sin(angle), 0.06]
+            p.resetBasePositionAndOrientation(body, position, [0, 0, 0, 1], physicsClientId=world.client)
+        world.settle()
+        written = GroundTruthOracle(scene).write()
+        assert written.done
+        trace = parse(written.text, 2)
+        assert trace.done and not trace.errors
+        assert re.search(r"<answer>done</answer>", written.text)
