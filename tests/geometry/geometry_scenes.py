@@ -75,3 +75,22 @@ def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:
     T[:3, :3] = np.column_stack([x, y, z])
     T[:3, 3] = eye
     return T
+
+
+def pybullet_image_point(
+    T_base_cam: np.ndarray, projection_matrix, width: int, height: int, p_base
+) -> tuple[float, float]:
+    """Where pybullet's TinyRenderer shows base point ``p_base``, in robopin image points (centres at +0.5).
+
+    Computed with OpenGL maths from pybullet's own projection matrix (independent of CameraModel):
+    clip = P · V · p, window coordinates from NDC, then TinyRenderer's measured sampling offset (pixel
+    (i, j) shows the ideal image at (i, j + 1), so a point appears half a pixel right and up).
+    """
+    T_base_gl = T_base_cam @ np.diag([1.0, -1.0, -1.0, 1.0])  # optical (x right, y down, z fwd) -> GL axes
+    view = np.linalg.inv(T_base_gl)
+    proj = np.asarray(projection_matrix, dtype=np.float64).reshape(4, 4).T  # column-major storage
+    clip = proj @ view @ np.append(np.asarray(p_base, dtype=np.float64), 1.0)
+    ndc = clip[:3] / clip[3]
+    x_edge = (ndc[0] + 1.0) / 2.0 * width
+    y_edge = (1.0 - ndc[1]) / 2.0 * height
+    return x_edge + 0.5, y_edge - 0.5

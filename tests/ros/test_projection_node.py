@@ -22,6 +22,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from visualization_msgs.msg import Marker, MarkerArray
 
 from robopin.geometry import CameraModel, depth_image_to_meters, transform_from_xyz_rpy, transform_points
+from tests.geometry.geometry_scenes import pybullet_image_point
 from tests.ros.rostest_utils import SpunNode, start_process, stop_process, wait_for, wait_future
 
 pybullet = pytest.importorskip("pybullet")
@@ -37,7 +38,6 @@ VIEWS = ("static_cam", "wrist_cam")
 def scene():
     """Render both views once; ground-truth top-face points of each object and where each view sees them."""
     from robopin.sim.render import SimCameraSpec
-    from robopin.sim.render import project as sim_project
     from robopin.sim.world import SimWorld, look_at, top_down_grasp
 
     world = SimWorld("projection-node-test", robot="panda", register=False)
@@ -65,8 +65,8 @@ def scene():
             for _, obj_name, _, _ in OBJECTS:
                 obj = world.object(obj_name)
                 truth = transform_points(world.object_pose(obj_name), np.array([0.0, 0.0, obj.height_m / 2]))
-                u, v, _ = sim_project(shot, truth)
-                u, v = u + 0.5, v - 0.5  # TinyRenderer's sampling offset (CameraModel.from_pybullet_projection)
+                # Where the renderer shows the point: OpenGL maths, independent of CameraModel.
+                u, v = pybullet_image_point(shot.T_base_cam, projection, spec.width, spec.height, truth)
                 seen = world.object_by_body(int(shot.segmentation[math.floor(v), math.floor(u)]))
                 if 0 <= u < spec.width and 0 <= v < spec.height and seen is obj:
                     views[img_idx]["points"].append((obj_name, u, v, truth))
