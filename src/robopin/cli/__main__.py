@@ -1,0 +1,7 @@
+"""``python -m robopin.cli``."""
+
+import sys
+
+from robopin.cli import main
+
+sys.exit(main())
