@@ -74,7 +74,8 @@ def interpolate_pose(T0: NDArray[np.float64], T1: NDArray[np.float64], alpha: fl
 def principal_yaw(points_xy: ArrayLike) -> float | None:
     """Yaw (rad, about base z) of the long horizontal axis of an object's points, None if round.
 
-    A parallel gripper should close across the short side: grasp yaw = this + π/2.
+    A parallel gripper closes along the TCP y axis, which :func:`top_down_rotation` puts at yaw + π/2,
+    so grasping at yaw = this closes the fingers across the short side.
     """
     xy = np.asarray(points_xy, dtype=np.float64)[:, :2]
     if len(xy) < 3:
@@ -148,7 +149,7 @@ def grasp_candidates(
 ) -> list[GraspCandidate]:
     """Grasp poses at ``pick_point`` (base frame), best first.
 
-    Yaw: ``yaw_rad`` if given (not NaN), else across the object's principal axis from
+    Yaw: ``yaw_rad`` if given (not NaN), else the fingers close across the object's principal axis from
     ``object_points``, else 0; the other ``yaw_variants`` − 1 yaws follow, spread over a half turn.
     """
     point = np.asarray(pick_point, dtype=np.float64).reshape(3)
@@ -156,7 +157,7 @@ def grasp_candidates(
         raise MotionConfigError(f"pick point must be finite, got {point.tolist()}")
     if yaw_rad is None or not np.isfinite(yaw_rad):
         axis = principal_yaw(object_points) if object_points is not None else None
-        preferred = 0.0 if axis is None else axis + np.pi / 2
+        preferred = 0.0 if axis is None else axis
     else:
         preferred = float(yaw_rad)
     approach = np.array([0.0, 0.0, -1.0])

@@ -1,0 +1,155 @@
+"""The planner contract on the CPU backends (roboplan, OMPL) for the Panda and the xArm 6.
+
+Real libraries and real collision geometry throughout; the only stand-in is ``_StraightLineBackend``,
+a deliberately wrong backend used to prove the pipeline's dense check catches a path through a wall.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robopin.motion.errors import MotionConfigError, UnknownPlannerError
+from robopin.motion.planner import (
+    MotionPlanner,
+    RoboplanPlannerConfig,
+    make_planner,
+    planner_config_from_dict,
+)
+from robopin.motion.problems import make_world
+from robopin.motion.types import PlanStatus
+from robopin.motion.verify import verify_path, verify_trajectory
+from robopin.motion.world import CollisionWorld
+
+from .conftest import CPU_BACKENDS, ROBOTS, planner, robot_model, top_down
+
+CASES = [(backend, robot) for backend in CPU_BACKENDS for robot in ROBOTS]
+
+
+def _start(p, world, T):
+    p.update_world(world)
+    p.robot.reseed(0)
+    q = p.robot.inverse_kinematics(T, p.robot.home, restarts=50)
+    assert q is not None
+    return q
+
+
+def _check_trajectory(p, result, q_start):
+    traj = result.trajectory
+    assert traj.joint_names == p.joint_names
+    np.testing.assert_allclose(traj.positions[0], q_start, atol=1e-9)
+    # At rest at both ends and inside the velocity limits (with TOPP-RA's small tolerance).
+    assert np.allclose(traj.velocities[[0, -1]], 0.0, atol=1e-6)
+    assert np.all(np.abs(traj.velocities) <= p.robot.max_velocity * p.config.velocity_scale * 1.05 + 1e-6)
+    assert np.all(np.diff(traj.times_s) > 0.0)
+
+
+@pytest.mark.parametrize(("backend", "robot"), CASES)
+def test_plans_around_a_box_wall_collision_free(backend, robot):
+    p = planner(backend, robot)
+    world = make_world("box_wall")
+    q_start = _start(p, world, top_down(0.40, -0.35, 0.12, 0.3))
+    goal = top_down(0.40, 0.35, 0.12, -0.3)
+    result = p.plan_to_pose(q_start, goal)
+    assert result.success, result.message
+    _check_trajectory(p, result, q_start)
+    reached = p.robot.forward_kinematics(result.trajectory.positions[-1])
+    assert np.linalg.norm(reached[:3, 3] - goal[:3, 3]) < 2e-3
+    # An independent, twice as dense check at zero margin.
+    assert verify_trajectory(p.robot, result.trajectory, max_step_rad=0.005).collision_free
+    # The straight joint-space line between the same endpoints does hit the wall: the plan went around.
+    assert not verify_path(p.robot, np.stack([q_start, result.trajectory.positions[-1]])).collision_free
+    assert result.planning_time_s > 0.0
+
+
+@pytest.mark.parametrize(("backend", "robot"), CASES)
+def test_plans_around_point_cloud_clutter(backend, robot):
+    p = planner(backend, robot)
+    world = make_world("cloud_clutter")
+    q_start = _start(p, world, top_down(0.45, -0.35, 0.10))
+    result = p.plan_to_pose(q_start, top_down(0.45, 0.35, 0.10))
+    assert result.success, result.message
+    assert verify_trajectory(p.robot, result.trajectory, max_step_rad=0.005).collision_free
+
+
+def test_joint_goal_and_trivial_goal():
+    p = planner("roboplan", "panda")
+    p.update_world(make_world("free"))
+    start = p.robot.home
+    goal = start + np.array([0.5, 0.2, 0.0, 0.2, 0.0, -0.2, 0.3])
+    result = p.plan_to_joints(start, goal)
+    assert result.success, result.message
+    np.testing.assert_allclose(result.trajectory.positions[-1], goal, atol=1e-9)
+    same = p.plan_to_joints(start, start)
+    assert same.success and len(same.trajectory.times_s) == 1
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_named_statuses(robot):
+    p = planner("roboplan", robot)
+    world = make_world("free")
+    p.update_world(world)
+    home = p.robot.home
+    # Unreachable pose.
+    far = p.plan_to_pose(home, top_down(2.0, 0.0, 0.3))
+    assert far.status is PlanStatus.IK_FAIL and not far.success
+    # Joint goal outside the limits.
+    outside = home.copy()
+    outside[1] = p.robot.upper[1] + 0.5
+    assert p.plan_to_joints(home, outside).status is PlanStatus.GOAL_OUTSIDE_LIMITS
+    assert p.plan_to_joints(outside, home).status is PlanStatus.START_OUTSIDE_LIMITS
+    # Goal pose inside a box: reachable, but only in collision.
+    boxed = world.copy()
+    T = top_down(0.45, 0.0, 0.15)
+    boxed.add_box("block", (0.12, 0.12, 0.12), T)
+    p.update_world(boxed)
+    blocked = p.plan_to_pose(home, T)
+    assert blocked.status is PlanStatus.GOAL_IN_COLLISION, blocked.message
+    # Start inside an obstacle.
+    tcp = p.robot.forward_kinematics(home)
+    T_hand = tcp.copy()
+    T_hand[:3, 3] -= 0.08 * tcp[:3, 2]
+    boxed.add_box("on_hand", (0.05, 0.05, 0.05), T_hand)
+    p.update_world(boxed)
+    assert p.plan_to_joints(home, home + 0.1).status is PlanStatus.START_IN_COLLISION
+    with pytest.raises(MotionConfigError, match="finite joint positions"):
+        p.plan_to_joints(home[:3], home)
+
+
+class _StraightLineBackend(MotionPlanner):
+    """A broken planner that ignores obstacles: its straight line must never leave the pipeline."""
+
+    def _solve_path(self, start, goal, timeout_s):
+        return np.stack([start, goal]), PlanStatus.SUCCESS, ""
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_a_path_through_an_obstacle_is_caught(robot):
+    model = robot_model(robot)
+    broken = _StraightLineBackend(RoboplanPlannerConfig(robot=robot), model)
+    world = make_world("box_wall")
+    broken.update_world(world)
+    model.reseed(0)
+    start = model.inverse_kinematics(top_down(0.40, -0.35, 0.12), model.home, restarts=50)
+    goal = model.inverse_kinematics(top_down(0.40, 0.35, 0.12), start, restarts=50)
+    result = broken.plan_to_joints(start, goal)
+    assert result.status is PlanStatus.COLLISION_IN_RESULT
+    assert "world/wall" in result.message and result.trajectory is None
+    # With the wall gone the same straight line is accepted.
+    broken.update_world(make_world("free"))
+    assert broken.plan_to_joints(start, goal).success
+    model.set_world(CollisionWorld(), padding_m=0.0)
+
+
+def test_factory_and_config_validation():
+    config = planner_config_from_dict({"type": "ompl", "robot": "xarm6", "timeout_s": 1.5})
+    assert config.type == "ompl" and config.timeout_s == 1.5
+    with pytest.raises(UnknownPlannerError, match="'rrt'"):
+        planner_config_from_dict({"type": "rrt"})
+    with pytest.raises(MotionConfigError, match="no field"):
+        planner_config_from_dict({"type": "roboplan", "speed": 3})
+    with pytest.raises(MotionConfigError, match="velocity_scale"):
+        RoboplanPlannerConfig(velocity_scale=1.5)
+    with pytest.raises(MotionConfigError, match="verify_margin_m"):
+        RoboplanPlannerConfig(padding_m=0.0, verify_margin_m=0.01)
+    assert type(make_planner(RoboplanPlannerConfig(robot="panda"), robot_model("panda"))).__name__ == "RoboplanPlanner"
