@@ -462,18 +462,29 @@ class Arm(abc.ABC):
             logger.exception("%s: stopping the motion failed", self)
 
     def plan_move(self, goal_rad: np.ndarray, start: JointState | None = None) -> JointTrajectory:
-        """A min-jerk trajectory from the current (or ``start``) state to ``goal_rad`` within the limits."""
+        """A min-jerk trajectory from the current (or ``start``) state to ``goal_rad`` within the joint
+        velocity, acceleration and TCP speed limits (workspace and position limits are still checked
+        when it is executed)."""
         start = self.joint_state() if start is None else start
         goal = np.asarray(goal_rad, dtype=np.float64)
         if goal.shape != (self.description.dof,):
             raise TrajectoryError(f"goal needs {self.description.dof} joint values, got shape {goal.shape}")
-        return min_jerk_move(
+        trajectory = min_jerk_move(
             self.joint_names,
             start.positions,
             goal,
             self.safety.max_velocity_rad_s,
             self.safety.max_acceleration_rad_s2,
         )
+        times = trajectory.dense_times(self.config.safety.fk_check_step_s)
+        points = self.description.forward_kinematics_batch(trajectory.sample(times)[0])[:, :3, 3]
+        if times.size > 1:
+            peak = float(np.max(np.linalg.norm(np.diff(points, axis=0), axis=1) / np.diff(times)))
+            # 5 % below the limit: the check samples the same path on a different grid.
+            allowed = 0.95 * self.config.safety.max_tcp_speed_m_s
+            if peak > allowed:
+                trajectory = trajectory.scaled(allowed / peak)
+        return trajectory
 
     def move_to_joints(
         self,

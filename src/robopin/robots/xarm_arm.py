@@ -98,6 +98,32 @@ class XArmConfig(ArmConfig):
             raise ArmConfigError(f"gripper must be one of {GRIPPER_FAMILIES}, got {self.gripper!r}")
 
 
+class _SocketWithoutProcessTimeout:
+    """The ``socket`` module as the SDK's socket layer sees it, minus ``setdefaulttimeout``.
+
+    The SDK calls ``socket.setdefaulttimeout(1)`` each time it opens a socket, including when its
+    report thread reconnects long after connect(), which would give every other socket in the
+    process (rclpy, HTTP clients) a 1 s timeout. Its own sockets set their timeouts explicitly.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(socket, name)
+
+    @staticmethod
+    def setdefaulttimeout(_timeout: float | None) -> None:
+        return None
+
+
+def _import_sdk() -> Any:
+    """Import ``xarm.wrapper.XArmAPI`` with the process-wide socket timeout side effect removed."""
+    from xarm.core.comm import socket_port
+    from xarm.wrapper import XArmAPI
+
+    if not isinstance(socket_port.socket, _SocketWithoutProcessTimeout):
+        socket_port.socket = _SocketWithoutProcessTimeout()
+    return XArmAPI
+
+
 def _check(code: int | list[int] | tuple[int, ...], what: str) -> None:
     if isinstance(code, (list, tuple)):  # a few SDK calls return [code] or (code, value)
         code = code[0]
@@ -237,8 +263,7 @@ class XArm(Arm):
         except OSError as error:
             raise ArmConnectionError(f"xArm controller {self.config.ip}:{CONTROL_PORT} unreachable: {error}") from None
 
-        from xarm.wrapper import XArmAPI
-
+        XArmAPI = _import_sdk()
         previous_timeout = socket.getdefaulttimeout()
         outcome: dict[str, BaseException | None] = {"error": None}
         api = XArmAPI(
@@ -273,7 +298,7 @@ class XArm(Arm):
                 self._close_quietly(api)
                 raise ArmConnectionError(f"xArm controller {self.config.ip} sent no state report")
         finally:
-            # The SDK sets a 1 s default timeout for every socket in the process; give it back.
+            # Belt and braces: whatever set a process-wide default during the handshake, undo it.
             socket.setdefaulttimeout(previous_timeout)
         self._api = api
         self._needs_rearm = True

@@ -125,6 +125,7 @@ class XArmControllerEmulator:
         self._clients: list[socket.socket] = []
         self._threads: list[threading.Thread] = []
         self._running = threading.Event()
+        self.reports_paused = False  # True: the report stream goes quiet (a stalled controller)
         self.first_motion_s: float | None = None  # when the joints first moved after reset_motion_clock
         self.stopped_s: float | None = None  # when the joints last came to rest
         self._motion_reference = self.joints.copy()
@@ -190,6 +191,11 @@ class XArmControllerEmulator:
         """Motion requests received at or after ``since_s`` (monotonic)."""
         with self._lock:
             return [c for c in self.commands if c.register in MOTION_REGISTERS and c.time_s >= since_s]
+
+    def state_requests(self, since_s: float = 0.0) -> list[int]:
+        """States requested with set_state since ``since_s`` (4 = stop)."""
+        with self._lock:
+            return [c.payload[0] for c in self.commands if c.register == REG_SET_STATE and c.time_s >= since_s]
 
     def servo_times(self, since_s: float = 0.0) -> np.ndarray:
         """Arrival times of servo-j commands since ``since_s``."""
@@ -341,7 +347,7 @@ class XArmControllerEmulator:
         period = 1.0 / self.settings.report_rate_hz
         next_time = time.monotonic()
         while self._running.is_set():
-            if not self.settings.silent:
+            if not (self.settings.silent or self.reports_paused):
                 with self._lock:
                     frame = struct.pack(
                         ">IBH", 87, (self.state & 0x0F) | (self.mode << 4), self.cmdnum & 0xFFFF
