@@ -18,7 +18,7 @@ from geometry_msgs.msg import PoseStamped
 from robopin_interfaces.msg import Anchor
 from robopin_interfaces.srv import ProjectPoints
 from robopin_ros import conversions
-from sensor_msgs.msg import CameraInfo, Image
+from sensor_msgs.msg import CameraInfo, Image, JointState
 from visualization_msgs.msg import Marker, MarkerArray
 
 from robopin.geometry import CameraModel, depth_image_to_meters, transform_from_xyz_rpy, transform_points
@@ -71,33 +71,38 @@ def scene():
                 if 0 <= u < spec.width and 0 <= v < spec.height and seen is obj:
                     views[img_idx]["points"].append((obj_name, u, v, truth))
         T_base_ee = world.ee_pose()
+        q_arm = world.joint_positions()
         T_base_static = world.camera("static_cam").T_mount_cam
     finally:
         world.close()
     assert all(len(views[i]["points"]) == len(OBJECTS) for i in views), "each view must see every object"
-    return {"views": views, "T_base_ee": T_base_ee, "T_base_static": T_base_static}
+    return {"views": views, "T_base_ee": T_base_ee, "q_arm": q_arm, "T_base_static": T_base_static}
 
 
-@pytest.fixture(scope="module")
-def projection_node(scene, tmp_path_factory):
+def start_projection_node(scene, folder, extra_params: dict, remaps: tuple[str, ...] = ()):
     calibrations = {
         "static_cam": {"parent_frame": "base", "matrix": scene["T_base_static"].tolist()},
         "wrist_cam": {"parent_frame": "ee", "matrix": T_EE_WRIST.tolist()},
     }
-    params = {
-        "projection_node": {
-            "ros__parameters": {
-                "views": list(VIEWS),
-                "calibrations": yaml.safe_dump(calibrations),
-                "workspace": yaml.safe_dump({"min_xyz": [0.1, -0.5, -0.02], "max_xyz": [0.9, 0.5, 0.6]}),
-                "max_frame_age_s": 5.0,
-                "pose_tolerance_s": 0.05,
-            }
-        }
+    parameters = {
+        "views": list(VIEWS),
+        "calibrations": yaml.safe_dump(calibrations),
+        "workspace": yaml.safe_dump({"min_xyz": [0.1, -0.5, -0.02], "max_xyz": [0.9, 0.5, 0.6]}),
+        "max_frame_age_s": 5.0,
+        "pose_tolerance_s": 0.05,
+        **extra_params,
     }
-    path = tmp_path_factory.mktemp("projection") / "params.yaml"
-    path.write_text(yaml.safe_dump(params))
-    process = start_process(["-m", "robopin_ros.projection_node", "--ros-args", "--params-file", str(path)])
+    path = folder / "params.yaml"
+    path.write_text(yaml.safe_dump({"projection_node": {"ros__parameters": parameters}}))
+    args = ["-m", "robopin_ros.projection_node", "--ros-args", "--params-file", str(path)]
+    for remap in remaps:
+        args += ["-r", remap]
+    return start_process(args)
+
+
+@pytest.fixture(scope="module")
+def projection_node(scene, tmp_path_factory):
+    process = start_projection_node(scene, tmp_path_factory.mktemp("projection"), {})
     yield process
     code, output = stop_process(process)
     assert code == 0, f"projection_node did not shut down cleanly on SIGTERM (exit {code}):\n{output}"
@@ -116,6 +121,8 @@ def client(ros_context, scene, projection_node):
             node.create_publisher(CameraInfo, f"{prefix}/color/camera_info", 5),
         )
     pose_pub = node.create_publisher(PoseStamped, "/arm/ee_pose", 10)
+    joints_pub = node.create_publisher(JointState, "/joint_states", 10)
+    joint_names = [f"panda_joint{i}" for i in range(1, 8)]
 
     def stream() -> None:
         stamp = time.time()
@@ -123,6 +130,10 @@ def client(ros_context, scene, projection_node):
             header=conversions.make_header(stamp, "base"), pose=conversions.matrix_to_pose(scene["T_base_ee"])
         )
         pose_pub.publish(pose)
+        joints = JointState(
+            header=conversions.make_header(stamp, ""), name=joint_names, position=[float(q) for q in scene["q_arm"]]
+        )
+        joints_pub.publish(joints)
         for img_idx, view in scene["views"].items():
             header = conversions.make_header(stamp, f"{view['name']}_optical")
             depth_pub, info_pub = pubs[img_idx]
@@ -134,6 +145,15 @@ def client(ros_context, scene, projection_node):
     assert service.wait_for_service(timeout_sec=30), "ProjectPoints service not discovered"
     yield spun, service
     spun.close()
+
+
+def ground_truth_anchors(scene) -> tuple[list[Anchor], list[np.ndarray]]:
+    anchors, truths = [], []
+    for img_idx, view in scene["views"].items():
+        for obj_name, u, v, truth in view["points"]:
+            anchors.append(anchor(img_idx, u, v, f"{obj_name}@{view['name']}", obj_name))
+            truths.append(truth)
+    return anchors, truths
 
 
 def call(service, anchors, target_frame: str = "", wait_for_frames: bool = True) -> ProjectPoints.Response:
@@ -158,11 +178,7 @@ def anchor(img_idx: int, u: float, v: float, anchor_id: str = "", name: str = ""
 
 def test_static_and_wrist_targets_within_5_mm_of_ground_truth(scene, client):
     _, service = client
-    anchors, truths = [], []
-    for img_idx, view in scene["views"].items():
-        for obj_name, u, v, truth in view["points"]:
-            anchors.append(anchor(img_idx, u, v, f"{obj_name}@{view['name']}", obj_name))
-            truths.append(truth)
+    anchors, truths = ground_truth_anchors(scene)
     reply = call(service, anchors)
     assert reply.success, reply.message
     assert len(reply.targets) == len(anchors)
@@ -245,3 +261,26 @@ def test_markers_drawn_for_targets(scene, client):
     assert len(spheres) == 1
     assert spheres[0].header.frame_id == "base"
     assert "obj_01" in next(m.text for m in markers if m.type == Marker.TEXT_VIEW_FACING)
+
+
+def test_wrist_view_through_joint_states_and_forward_kinematics(scene, client, tmp_path):
+    """A second node that knows the arm only from /joint_states (Panda FK), on its own service name."""
+    spun, _ = client
+    process = start_projection_node(
+        scene,
+        tmp_path,
+        {"robot_description": "panda", "ee_pose_topic": "/unused/ee_pose"},
+        remaps=("/robopin/project_points:=/fk_test/project_points",),
+    )
+    try:
+        service = spun.node.create_client(ProjectPoints, "/fk_test/project_points")
+        assert service.wait_for_service(timeout_sec=30), "second projection_node not discovered"
+        anchors, truths = ground_truth_anchors(scene)
+        reply = call(service, anchors)
+        assert reply.success, reply.message
+        for target, truth in zip(reply.targets, truths, strict=True):
+            assert target.valid, (target.id, target.reason)
+            assert np.linalg.norm(conversions.point_to_vector(target.point) - truth) < 0.005
+    finally:
+        code, output = stop_process(process)
+    assert code == 0, output
