@@ -361,11 +361,11 @@ def layout_spatial(rng: np.random.Generator, params: Mapping[str, Any]) -> Layou
         other = sampler.place(duck_r)
     placements.append(Placement("duck_1", "duck", other, rng.uniform(-math.pi, math.pi)))
     # Plates in a row along x on the other side; the middle one is the target.
-    radii = [rng.uniform(*_range(params, "plate_radius_m", (0.055, 0.068))) for _ in range(3)]
+    radii = [rng.uniform(*_range(params, "plate_radius_m", (0.06, 0.07))) for _ in range(3)]
     colors = list(rng.permutation(params.get("plate_colors", ["white", "red", "green", "blue", "pink"]))[:3])
     plate_y = -side * rng.uniform(0.16, 0.22)
-    xs = [0.35, 0.35 + radii[0] + radii[1] + 0.02]
-    xs.append(xs[1] + radii[1] + radii[2] + 0.02)
+    xs = [0.34, 0.34 + radii[0] + radii[1] + 0.015]
+    xs.append(xs[1] + radii[1] + radii[2] + 0.015)
     shift = rng.uniform(-0.02, 0.02)
     plates = []
     for k, (x, r, c) in enumerate(zip(xs, radii, colors, strict=True)):

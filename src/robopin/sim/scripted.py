@@ -165,7 +165,7 @@ def pick_and_place(
         # Where in the hand the object ended up: aim so the object's centre, not the TCP, lands on target.
         held_offset = world.object_center(object_name)[:2] - world.ee_pose()[:2, 3]
         target_xy = np.asarray(place_xyz[:2], dtype=np.float64) - held_offset
-        release_z = float(place_xyz[2]) + (grasp_z - low[2]) + 0.02
+        release_z = float(place_xyz[2]) + (grasp_z - low[2]) + 0.01
         T_place = grasp_pose(np.array([target_xy[0], target_xy[1], release_z]), yaw)
         T_place_above = T_place.copy()
         T_place_above[:3, 3] = [target_xy[0], target_xy[1], max(release_z, 0.0) + APPROACH_HEIGHT_M]
