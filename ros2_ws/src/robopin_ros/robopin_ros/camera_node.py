@@ -70,6 +70,8 @@ class CameraNode(Node):
 
         self._stats_lock = threading.Lock()
         self._publish_times: collections.deque[float] = collections.deque(maxlen=300)
+        # capture → published, per frame: the aligned-depth latency users of other drivers complain about
+        self._publish_latencies_s: collections.deque[float] = collections.deque(maxlen=300)
         self.frames_published = 0
         self.timeouts = 0
         self.failures = 0
@@ -132,10 +134,10 @@ class CameraNode(Node):
                 self.get_logger().info(f"camera {self.camera_name!r} connected ({type(self.camera).__name__})")
             try:
                 frame = self.camera.read()
-            except CameraTimeoutError as error:
+            except CameraTimeoutError:
+                # Counted, not reported as the last error: that keeps the failure that matters visible.
                 with self._stats_lock:
                     self.timeouts += 1
-                    self.last_error = str(error)
                 continue
             except (CameraError, OSError, RuntimeError) as error:
                 self._record_failure(f"read failed: {error}")
@@ -153,10 +155,12 @@ class CameraNode(Node):
             self.depth_pub.publish(depth)
         self.info_pub.publish(info)
         self.color_pub.publish(color)
+        latency_s = time.time() - frame.timestamp_s
         with self._stats_lock:
             self.frames_published += 1
             self._serial = frame.serial
             self._publish_times.append(time.monotonic())
+            self._publish_latencies_s.append(latency_s)
 
     def _record_failure(self, message: str) -> None:
         with self._stats_lock:
@@ -173,17 +177,23 @@ class CameraNode(Node):
                 self.get_logger().debug(f"disconnect: {error}")
 
     def _publish_diagnostics(self) -> None:
-        """Publish rate, drops, timeouts and reconnects on /diagnostics."""
+        """Publish rate, drops, capture-to-publish latency, timeouts and reconnects on /diagnostics."""
         now = time.monotonic()
         with self._stats_lock:
             recent = [t for t in self._publish_times if now - t <= 2.0]
             rate_hz = (len(recent) - 1) / (recent[-1] - recent[0]) if len(recent) > 1 else 0.0
+            latencies_ms = sorted(x * 1000.0 for x in self._publish_latencies_s)
+            p50_ms = latencies_ms[len(latencies_ms) // 2] if latencies_ms else float("nan")
+            p95_ms = latencies_ms[min(len(latencies_ms) - 1, int(0.95 * len(latencies_ms)))] if latencies_ms \
+                else float("nan")
             values = {
                 "backend": type(self.camera).__name__,
                 "serial": self._serial,
                 "connected": str(self.camera.is_connected),
                 "rate_hz": f"{rate_hz:.2f}",
                 "frames_published": str(self.frames_published),
+                "capture_to_publish_p50_ms": f"{p50_ms:.2f}",
+                "capture_to_publish_p95_ms": f"{p95_ms:.2f}",
                 "dropped_frames": str(getattr(self.camera, "dropped_frames", 0)),
                 "timeouts": str(self.timeouts),
                 "failures": str(self.failures),
