@@ -41,8 +41,9 @@ _READ_ONLY_AFTER_START = ("name", "backend", "serial", "width", "height", "fps",
 class CameraNode(Node):
     """Reads one camera on a capture thread and publishes color, aligned depth, camera info and health."""
 
-    def __init__(self) -> None:
-        super().__init__("camera_node")
+    def __init__(self, **node_kwargs: Any) -> None:
+        # node_kwargs (context, parameter_overrides, ...) let a test or the in-process runner host it.
+        super().__init__("camera_node", **node_kwargs)
         self.declare_parameter("name", "camera")
         self.declare_parameter("backend", "realsense")
         # Serials are digits: dynamic typing lets `-p serial:=123456` through (as an int) instead of failing.
