@@ -42,15 +42,16 @@ from robopin.geometry.camera_model import CameraModel  # noqa: E402
 MODEL = CameraModel.from_fov(640, 480, np.deg2rad(42.5))
 VIEWS = ("static", "wrist")
 FPS = 30
+LOOP_FRAMES = 60  # length of both recordings; they loop
 
 
 def make_sources(root: Path) -> dict[str, dict]:
     """Write the two recordings and return the camera configs that play them (as node parameters)."""
     scene = SyntheticScene(1.0, 0.2)
     depth = scene.depth_m(MODEL)
-    frames = (Frame(scene.color(MODEL, i), depth, MODEL, 1000.0 + i / FPS, "", i, "static") for i in range(60))
+    frames = (Frame(scene.color(MODEL, i), depth, MODEL, 1000.0 + i / FPS, "", i, "static") for i in range(LOOP_FRAMES))
     bag = write_camera_bag(root / "static_bag", frames, topic_prefix="/cameras/static")
-    recording = write_realsense_recording(root / "wrist.db3", MODEL, 60, scene=scene, fps=FPS, paced=True)
+    recording = write_realsense_recording(root / "wrist.db3", MODEL, LOOP_FRAMES, scene=scene, fps=FPS, paced=True)
     return {
         "static": {"type": "bag", "name": "static", "bag_path": str(bag), "loop": True},
         "wrist": {"type": "realsense", "name": "wrist", "playback_file": str(recording), "repeat_playback": True},
@@ -61,18 +62,13 @@ def percentile_ms(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values) * 1000.0, q)) if values else float("nan")
 
 
-def count_drops(markers: list[int]) -> int:
-    """Frames missing between consecutive received ones (pixel (0, 0) red = frame number mod 256).
+def count_drops(markers: list[int], loop_length: int = LOOP_FRAMES) -> int:
+    """Frames missing between consecutive received ones (pixel (0, 0) red = frame number).
 
-    Recordings loop every 60 frames, so a restart (marker back to ~0) is not a drop.
+    Recordings loop every ``loop_length`` frames, so counting is modulo that length; a gap of a whole
+    loop or more cannot be told apart from none (the rates show it).
     """
-    drops = 0
-    for previous, current in itertools.pairwise(markers):
-        step = (current - previous) % 256
-        if current < previous and current <= 2:
-            step = 1 + current  # wrapped to the start of the recording
-        drops += max(0, step - 1)
-    return drops
+    return sum(max(0, (current - previous) % loop_length - 1) for previous, current in itertools.pairwise(markers))
 
 
 class Collector:
