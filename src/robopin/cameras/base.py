@@ -324,7 +324,11 @@ class Camera(abc.ABC):
         logger.info("%s connected.", self)
 
     def read(self) -> Frame:
-        """Block until the camera delivers its next frame and return it."""
+        """Block until the camera delivers its next frame and return it.
+
+        Use either ``read()`` or ``async_read()`` on one camera: once the reader thread behind
+        ``async_read`` runs, the two take turns at the device and each sees only some frames.
+        """
         self._require_connected()
         with self._io_lock:
             return self._read(self.config.read_timeout_s)
