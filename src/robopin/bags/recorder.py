@@ -1,0 +1,306 @@
+"""Write a trial to a rosbag2 bag (MCAP) from raw CDR bytes, off the caller's thread.
+
+:class:`BagWriter` takes serialized messages exactly as DDS delivered them (a ``raw=True``
+subscription) and hands them to a writer thread through a bounded queue, so a subscription callback
+costs one enqueue and never a decode. :class:`TrialRecorder` opens one bag per task: it keeps the
+latest static transforms and writes them first in every bag (replays otherwise lack ``/tf_static``,
+which was latched before the bag began), and turns each recorded ``PinnedReasoning`` into Foxglove
+image annotations per view.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robopin.bags.annotations import annotation_topic, reasoning_to_annotations
+from robopin.bags.typestore import robopin_typestore
+from robopin.geometry.transforms import matrix_to_quaternion
+
+__all__ = [
+    "REASONING_TYPE",
+    "TF_STATIC_TOPIC",
+    "TF_TYPE",
+    "BagClosedError",
+    "BagStats",
+    "BagWriter",
+    "RecorderError",
+    "StaticTransform",
+    "TrialRecorder",
+]
+
+logger = logging.getLogger(__name__)
+
+TF_STATIC_TOPIC = "/tf_static"
+TF_TYPE = "tf2_msgs/msg/TFMessage"
+REASONING_TYPE = "robopin_interfaces/msg/PinnedReasoning"
+_TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class RecorderError(RuntimeError):
+    """The recorder cannot do what was asked (no task running, a bag already exists, bad task id)."""
+
+
+class BagClosedError(RecorderError):
+    """A message was written to a bag that is already closed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StaticTransform:
+    """One fixed transform ``T_parent_child`` to publish on /tf_static (e.g. a calibrated camera)."""
+
+    parent_frame: str
+    child_frame: str
+    T_parent_child: np.ndarray
+
+
+@dataclasses.dataclass
+class BagStats:
+    """What one bag received and wrote; ``dropped`` counts messages refused because the queue was full."""
+
+    path: Path
+    messages: dict[str, int] = dataclasses.field(default_factory=dict)
+    dropped: int = 0
+    bytes_written: int = 0
+    write_time_s: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return sum(self.messages.values())
+
+
+_STOP = object()
+
+
+class BagWriter:
+    """A rosbag2 MCAP writer fed raw CDR messages through a bounded queue drained by its own thread.
+
+    Topics are added on first use with the type given; a message never waits for the disk: when the
+    queue is full it is dropped and counted (the caller's callback must not stall DDS).
+    """
+
+    def __init__(self, path: str | Path, *, typestore: Any = None, queue_size: int = 2000,
+                 storage: str = "mcap", qos: Mapping[str, Any] | None = None) -> None:
+        from rosbags.rosbag2 import StoragePlugin, Writer
+
+        self.path = Path(path)
+        if self.path.exists():
+            raise RecorderError(f"bag {str(self.path)!r} already exists; choose a new path")
+        plugins = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
+        if storage not in plugins:
+            raise RecorderError(f"storage {storage!r} is unknown; expected one of {sorted(plugins)}")
+        self.typestore = typestore or robopin_typestore()
+        self._qos = dict(qos or {})
+        self._writer = Writer(self.path, version=9, storage_plugin=plugins[storage])
+        self._writer.open()
+        self._connections: dict[str, Any] = {}
+        self._types: dict[str, str] = {}
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self.stats = BagStats(self.path)
+        self._error: BaseException | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._drain, name=f"bag-writer-{self.path.name}", daemon=True)
+        self._thread.start()
+
+    def write(self, topic: str, msgtype: str, data: bytes | memoryview, stamp_ns: int | None = None) -> bool:
+        """Queue one serialized message; return False (and count it) when it had to be dropped."""
+        if self._closed:
+            raise BagClosedError(f"bag {str(self.path)!r} is closed; {topic} was not written")
+        if self._error is not None:
+            raise RecorderError(f"bag {str(self.path)!r} failed earlier: {self._error}") from self._error
+        item = (topic, msgtype, bytes(data), time.time_ns() if stamp_ns is None else int(stamp_ns))
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            with self._lock:
+                self.stats.dropped += 1
+            return False
+        return True
+
+    def _connection(self, topic: str, msgtype: str) -> Any:
+        connection = self._connections.get(topic)
+        if connection is None:
+            if msgtype not in self.typestore.fielddefs:
+                raise RecorderError(f"topic {topic!r} has type {msgtype!r}, which the bag's typestore does not know")
+            qos = self._qos.get(topic, ())
+            connection = self._writer.add_connection(topic, msgtype, typestore=self.typestore,
+                                                     offered_qos_profiles=qos)
+            self._connections[topic], self._types[topic] = connection, msgtype
+        elif self._types[topic] != msgtype:
+            raise RecorderError(f"topic {topic!r} was recorded as {self._types[topic]!r}, now offered as {msgtype!r}")
+        return connection
+
+    def _drain(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            topic, msgtype, data, stamp_ns = item
+            started = time.perf_counter()
+            try:
+                self._writer.write(self._connection(topic, msgtype), stamp_ns, data)
+            except BaseException as error:  # reported to the next write() and to close()
+                logger.error("bag %s: writing %s failed: %s", self.path, topic, error)
+                self._error = error
+                continue
+            with self._lock:
+                self.stats.messages[topic] = self.stats.messages.get(topic, 0) + 1
+                self.stats.bytes_written += len(data)
+                self.stats.write_time_s += time.perf_counter() - started
+
+    def close(self) -> BagStats:
+        """Write everything still queued, close the bag and return its statistics."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(_STOP)
+            self._thread.join()
+            self._writer.close()
+        if self._error is not None:
+            raise RecorderError(f"bag {str(self.path)!r}: {self._error}") from self._error
+        return self.stats
+
+
+def _transient_local_qos() -> list[Any]:
+    from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+
+    never = QosTime(sec=0x7FFFFFFF, nsec=0xFFFFFFFF)
+    return [Qos(QosHistory.KEEP_LAST, 1, QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL, never, never,
+                QosLiveliness.AUTOMATIC, never, False)]
+
+
+class TrialRecorder:
+    """One bag per task under ``root``: start with a task, stop with it, static transforms first.
+
+    Thread-safe: subscription callbacks call :meth:`record` from any thread. Messages that arrive
+    while no task runs are dropped, except ``/tf_static`` which is always remembered.
+    """
+
+    def __init__(self, root: str | Path, *, static_transforms: Sequence[StaticTransform] = (),
+                 typestore: Any = None, queue_size: int = 2000, annotate: bool = True) -> None:
+        self.root = Path(root)
+        self.typestore = typestore or robopin_typestore()
+        self.queue_size = queue_size
+        self.annotate = annotate
+        self._lock = threading.Lock()
+        self._static: dict[str, Any] = {}  # child frame → geometry_msgs/TransformStamped (rosbags class)
+        self._writer: BagWriter | None = None
+        self.task_id = ""
+        self.finished: list[BagStats] = []
+        for transform in static_transforms:
+            self.add_static_transform(transform)
+
+    @property
+    def recording(self) -> bool:
+        return self._writer is not None
+
+    def add_static_transform(self, transform: StaticTransform, stamp_ns: int = 0) -> None:
+        """Remember one fixed transform; it is written at the start of every later bag."""
+        types = self.typestore.types
+        T = np.asarray(transform.T_parent_child, dtype=np.float64)
+        qx, qy, qz, qw = (float(c) for c in matrix_to_quaternion(T[:3, :3]))
+        message = types["geometry_msgs/msg/TransformStamped"](
+            header=types["std_msgs/msg/Header"](
+                stamp=types["builtin_interfaces/msg/Time"](sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9),
+                frame_id=transform.parent_frame),
+            child_frame_id=transform.child_frame,
+            transform=types["geometry_msgs/msg/Transform"](
+                translation=types["geometry_msgs/msg/Vector3"](x=float(T[0, 3]), y=float(T[1, 3]), z=float(T[2, 3])),
+                rotation=types["geometry_msgs/msg/Quaternion"](x=qx, y=qy, z=qz, w=qw)),
+        )
+        with self._lock:
+            self._static[transform.child_frame] = message
+
+    def _remember_static(self, data: bytes) -> None:
+        # Low rate (a few latched messages per run), so decoding here costs nothing that matters.
+        message = self.typestore.deserialize_cdr(bytes(data), TF_TYPE)
+        with self._lock:
+            for transform in message.transforms:
+                self._static[transform.child_frame_id] = transform
+
+    def static_transforms_message(self) -> bytes | None:
+        """Every remembered static transform as one serialized TFMessage (None when there are none)."""
+        with self._lock:
+            transforms = list(self._static.values())
+        if not transforms:
+            return None
+        message = self.typestore.types[TF_TYPE](transforms=transforms)
+        return bytes(self.typestore.serialize_cdr(message, TF_TYPE))
+
+    def start(self, task_id: str, stamp_ns: int | None = None) -> Path:
+        """Open ``<root>/<task_id>`` as a new bag and write the static transforms into it first."""
+        if not _TASK_ID.match(task_id):
+            raise RecorderError(f"task id {task_id!r} must be letters, digits, '_', '-' or '.' (it names a folder)")
+        with self._lock:
+            if self._writer is not None:
+                raise RecorderError(f"already recording task {self.task_id!r}; stop it before starting {task_id!r}")
+        self.root.mkdir(parents=True, exist_ok=True)
+        writer = BagWriter(self.root / task_id, typestore=self.typestore, queue_size=self.queue_size,
+                           qos={TF_STATIC_TOPIC: _transient_local_qos()})
+        static = self.static_transforms_message()
+        if static is not None:
+            writer.write(TF_STATIC_TOPIC, TF_TYPE, static, time.time_ns() if stamp_ns is None else stamp_ns)
+        with self._lock:
+            self._writer, self.task_id = writer, task_id
+        logger.info("recording task %s to %s", task_id, writer.path)
+        return writer.path
+
+    def record(self, topic: str, msgtype: str, data: bytes | memoryview, stamp_ns: int | None = None) -> bool:
+        """Record one serialized message into the current task's bag; False when none runs or it was dropped."""
+        if msgtype == TF_TYPE and topic == TF_STATIC_TOPIC:
+            self._remember_static(data)
+        writer = self._writer
+        if writer is None:
+            return False
+        try:
+            written = writer.write(topic, msgtype, data, stamp_ns)
+        except BagClosedError:
+            return False  # the task stopped between the check and the write
+        if written and self.annotate and msgtype == REASONING_TYPE:
+            self._write_annotations(writer, data, stamp_ns)
+        return written
+
+    def _write_annotations(self, writer: BagWriter, data: bytes | memoryview, stamp_ns: int | None) -> None:
+        reasoning = self.typestore.deserialize_cdr(bytes(data), REASONING_TYPE)
+        for view, view_annotations in reasoning_to_annotations(reasoning, self.typestore).items():
+            payload = self.typestore.serialize_cdr(view_annotations, "foxglove_msgs/msg/ImageAnnotations")
+            try:
+                writer.write(annotation_topic(view), "foxglove_msgs/msg/ImageAnnotations", bytes(payload), stamp_ns)
+            except BagClosedError:
+                return
+
+    def stop(self) -> BagStats | None:
+        """Close the current task's bag (None when no task was recording)."""
+        with self._lock:
+            writer, self._writer = self._writer, None
+            task_id, self.task_id = self.task_id, ""
+        if writer is None:
+            return None
+        stats = writer.close()
+        self.finished.append(stats)
+        logger.info("task %s: %d messages in %s (%d dropped)", task_id, stats.total, stats.path, stats.dropped)
+        return stats
+
+    def close(self) -> None:
+        self.stop()
+
+
+def record_messages(path: str | Path, messages: Iterable[tuple[str, str, bytes, int]], **kwargs: Any) -> BagStats:
+    """Write ``(topic, type, raw CDR, stamp_ns)`` tuples to a new bag (test fixtures, conversions)."""
+    writer = BagWriter(path, **kwargs)
+    try:
+        for topic, msgtype, data, stamp_ns in messages:
+            while not writer.write(topic, msgtype, data, stamp_ns):
+                time.sleep(0.001)  # offline: wait for room rather than drop
+    finally:
+        stats = writer.close()
+    return stats

@@ -1,0 +1,153 @@
+"""The message types a robopin bag may hold, for ``rosbags``: Jazzy's standard types plus our own.
+
+``robopin_interfaces`` messages are registered from their ``.msg`` text; each ``.action`` adds the
+types rosidl derives from it (``<Name>_Goal``/``_Result``/``_Feedback``, ``_FeedbackMessage`` carried
+on ``<action>/_action/feedback``, and the send-goal / get-result request and response); Foxglove's
+``foxglove_msgs/msg/ImageAnnotations`` is registered so the recorder can write anchors as image
+annotations. The type hashes ``rosbags`` computes from these definitions equal the ROS build's, so
+``ros2 bag``, Foxglove and ``rosbags`` all read the bags written with them.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from robopin.env import REPO_ROOT, ament_prefix
+
+__all__ = [
+    "FOXGLOVE_DEFINITIONS",
+    "InterfaceDefinitionsNotFoundError",
+    "action_type_definitions",
+    "interface_directory",
+    "robopin_typestore",
+]
+
+INTERFACE_PACKAGE = "robopin_interfaces"
+
+# Foxglove's ROS 2 image-annotation schema (foxglove_msgs), written out because no Jazzy wheel ships it.
+FOXGLOVE_DEFINITIONS: dict[str, str] = {
+    "foxglove_msgs/msg/Color": "float64 r\nfloat64 g\nfloat64 b\nfloat64 a\n",
+    "foxglove_msgs/msg/Point2": "float64 x\nfloat64 y\n",
+    "foxglove_msgs/msg/CircleAnnotation": (
+        "builtin_interfaces/Time timestamp\nfoxglove_msgs/Point2 position\nfloat64 diameter\nfloat64 thickness\n"
+        "foxglove_msgs/Color fill_color\nfoxglove_msgs/Color outline_color\n"
+    ),
+    "foxglove_msgs/msg/PointsAnnotation": (
+        "uint8 UNKNOWN=0\nuint8 POINTS=1\nuint8 LINE_LOOP=2\nuint8 LINE_STRIP=3\nuint8 LINE_LIST=4\n"
+        "builtin_interfaces/Time timestamp\nuint8 type\nfoxglove_msgs/Point2[] points\n"
+        "foxglove_msgs/Color outline_color\nfoxglove_msgs/Color[] outline_colors\nfoxglove_msgs/Color fill_color\n"
+        "float64 thickness\n"
+    ),
+    "foxglove_msgs/msg/TextAnnotation": (
+        "builtin_interfaces/Time timestamp\nfoxglove_msgs/Point2 position\nstring text\nfloat64 font_size\n"
+        "foxglove_msgs/Color text_color\nfoxglove_msgs/Color background_color\n"
+    ),
+    "foxglove_msgs/msg/ImageAnnotations": (
+        "foxglove_msgs/CircleAnnotation[] circles\nfoxglove_msgs/PointsAnnotation[] points\n"
+        "foxglove_msgs/TextAnnotation[] texts\n"
+    ),
+}
+
+
+class InterfaceDefinitionsNotFoundError(FileNotFoundError):
+    """Neither the installed ``share/robopin_interfaces`` nor the source tree holds the .msg files."""
+
+
+def interface_directory() -> Path:
+    """Where the robopin_interfaces definitions are: the install prefix, else the source checkout."""
+    candidates = [Path(ament_prefix()) / "share" / INTERFACE_PACKAGE, REPO_ROOT / "ros2_ws" / "src" / INTERFACE_PACKAGE]
+    for candidate in candidates:
+        if (candidate / "msg").is_dir():
+            return candidate
+    raise InterfaceDefinitionsNotFoundError(
+        f"no {INTERFACE_PACKAGE} definitions in any of {[str(c) for c in candidates]}"
+    )
+
+
+def _split_sections(text: str, parts: int, source: str) -> list[str]:
+    sections: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.strip() == "---":
+            sections.append([])
+        else:
+            sections[-1].append(line)
+    if len(sections) != parts:
+        raise ValueError(f"{source}: expected {parts} sections separated by '---', found {len(sections)}")
+    return ["\n".join(s) + "\n" for s in sections]
+
+
+def action_type_definitions(package: str, name: str, text: str) -> dict[str, str]:
+    """Message definitions rosidl derives from one ``.action`` file, keyed by full type name."""
+    goal, result, feedback = _split_sections(text, 3, f"{package}/action/{name}")
+    prefix = f"{package}/action/{name}"
+    return {
+        f"{prefix}_Goal": goal,
+        f"{prefix}_Result": result,
+        f"{prefix}_Feedback": feedback,
+        f"{prefix}_FeedbackMessage": f"unique_identifier_msgs/UUID goal_id\n{prefix}_Feedback feedback\n",
+        f"{prefix}_SendGoal_Request": f"unique_identifier_msgs/UUID goal_id\n{prefix}_Goal goal\n",
+        f"{prefix}_SendGoal_Response": "bool accepted\nbuiltin_interfaces/Time stamp\n",
+        f"{prefix}_GetResult_Request": "unique_identifier_msgs/UUID goal_id\n",
+        f"{prefix}_GetResult_Response": f"int8 status\n{prefix}_Result result\n",
+    }
+
+
+def service_type_definitions(package: str, name: str, text: str) -> dict[str, str]:
+    """The request and response message definitions of one ``.srv`` file."""
+    request, response = _split_sections(text, 2, f"{package}/srv/{name}")
+    return {f"{package}/srv/{name}_Request": request, f"{package}/srv/{name}_Response": response}
+
+
+def _qualify(definition: str, package: str) -> str:
+    """Prefix bare same-package type names (``Anchor[] anchors``) with the package, as rosidl resolves them."""
+    primitive = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",
+                 "uint32", "int64", "uint64", "string", "wstring"}
+    lines = []
+    for line in definition.splitlines():
+        stripped = line.split("#", 1)[0].strip()
+        if not stripped or "=" in stripped.split()[1 if len(stripped.split()) > 1 else 0]:
+            lines.append(line)
+            continue
+        field_type = stripped.split()[0]
+        base = field_type.split("[", 1)[0].split("<=", 1)[0]
+        if "/" not in base and base not in primitive and base[:1].isupper():
+            lines.append(line.replace(field_type, f"{package}/{field_type}", 1))
+        else:
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def robopin_definitions(directory: Path | None = None) -> dict[str, str]:
+    """Every message definition of robopin_interfaces (messages, service and action parts) by type name."""
+    directory = directory or interface_directory()
+    package = INTERFACE_PACKAGE
+    definitions: dict[str, str] = {}
+    for path in sorted((directory / "msg").glob("*.msg")):
+        definitions[f"{package}/msg/{path.stem}"] = path.read_text()
+    for path in sorted((directory / "srv").glob("*.srv")):
+        definitions.update(service_type_definitions(package, path.stem, path.read_text()))
+    for path in sorted((directory / "action").glob("*.action")):
+        definitions.update(action_type_definitions(package, path.stem, path.read_text()))
+    return {name: _qualify(text, package) for name, text in definitions.items()}
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_typestore(directory: str) -> Any:
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    typestore = get_typestore(Stores.ROS2_JAZZY)
+    types: dict[str, Any] = {}
+    for name, text in {**FOXGLOVE_DEFINITIONS, **robopin_definitions(Path(directory))}.items():
+        types.update(get_types_from_msg(text, name))
+    typestore.register(types)
+    return typestore
+
+
+def robopin_typestore(directory: Path | None = None) -> Any:
+    """A ``rosbags`` Typestore with Jazzy's types, robopin_interfaces and Foxglove's image annotations.
+
+    Built once per definitions directory and shared: treat it as read-only.
+    """
+    return _cached_typestore(str(directory or interface_directory()))
