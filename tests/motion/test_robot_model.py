@@ -87,7 +87,7 @@ def test_point_cloud_obstacle_collides(robot_name):
     world.set_point_cloud(hand + rng.uniform(-0.03, 0.03, size=(200, 3)), voxel_size_m=0.01)
     robot.set_world(world, padding_m=0.0)
     assert robot.in_collision(robot.home)
-    world.set_point_cloud([*tcp, 0.0, 0.4, 0.0, *rng.uniform(-0.03, 0.03, size=(200, 3))])
+    world.set_point_cloud(tcp + np.array([0.0, 0.4, 0.0]) + rng.uniform(-0.03, 0.03, size=(200, 3)))
     robot.set_world(world, padding_m=0.0)
     assert not robot.in_collision(robot.home)
     robot.set_world(CollisionWorld(), padding_m=0.0)
