@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from robopin.geometry.camera_model import CameraModel
 from robopin.geometry.reasons import RefusalReason
-from robopin.geometry.transforms import transform_points
 
 __all__ = [
     "DepthConfig",
@@ -255,15 +255,15 @@ def align_depth_to_color(
     # splatting each depth pixel at k x k sub-pixel positions fills them (as rs.align fills the
     # rectangle a depth pixel covers) instead of leaving a lattice of holes.
     k = max(1, math.ceil(max(color_camera.fx / depth_camera.fx, color_camera.fy / depth_camera.fy)))
+    rays = _subpixel_rays(depth_camera, k)  # (H, W, k*k, 3), cached: no per-frame undistortion
     ok = np.isfinite(d) & (d > 0)
-    rows, cols = np.nonzero(ok)
-    z_d = d[rows, cols]
-    offsets = (np.arange(k) + 0.5) / k
-    du, dv = np.meshgrid(offsets, offsets)
-    u = (cols[:, None] + du.ravel()[None, :]).ravel()
-    v = (rows[:, None] + dv.ravel()[None, :]).ravel()
-    points_depth = depth_camera.deproject(u, v, np.repeat(z_d, k * k))
-    points_color = transform_points(T_color_depth, points_depth)
+    z_d = d[ok]
+    T = np.asarray(T_color_depth, dtype=np.float64)
+    # p_color = R (z ray) + t, computed as z (R ray) + t with R ray per sub-pixel sample.
+    rays_color = rays[ok]  # (N, k*k, 3)
+    points_color = np.dot(rays_color.reshape(-1, 3), np.ascontiguousarray(T[:3, :3].T, dtype=np.float32))
+    points_color *= np.repeat(z_d.astype(np.float32), k * k)[:, None]
+    points_color += T[:3, 3].astype(np.float32)
     uc, vc = color_camera.project(points_color)
     z = points_color[:, 2]
     inside = np.isfinite(uc) & np.isfinite(vc) & (uc >= 0) & (uc < color_camera.width)
@@ -274,3 +274,18 @@ def align_depth_to_color(
     np.minimum.at(out, flat, z)
     out[~np.isfinite(out)] = np.nan
     return out.reshape(color_camera.height, color_camera.width).astype(np.float32)
+
+
+@lru_cache(maxsize=4)
+def _subpixel_rays(camera: CameraModel, k: int) -> NDArray[np.float32]:
+    """Undistorted rays at k x k sample positions inside every pixel, shape (H, W, k*k, 3) float32.
+
+    float32 keeps a 640x480, k = 2 grid at 15 MB; its 1e-7 relative error is 0.1 µm at 1 m.
+    """
+    offsets = (np.arange(k) + 0.5) / k
+    du, dv = np.meshgrid(offsets, offsets)
+    cols = np.arange(camera.width, dtype=np.float64)[None, :, None] + du.ravel()[None, None, :]
+    rows = np.arange(camera.height, dtype=np.float64)[:, None, None] + dv.ravel()[None, None, :]
+    rays = camera.pixel_to_ray(*np.broadcast_arrays(cols, rows)).astype(np.float32)
+    rays.setflags(write=False)
+    return rays

@@ -6,8 +6,10 @@ Subscribes per configured view (``views[i]`` is ``img_idx`` i) to realsense-ros 
 frames. Arm poses for wrist views come from a ``geometry_msgs/PoseStamped`` of the end effector in
 base (``ee_pose_topic``) and/or ``sensor_msgs/JointState`` through the forward kinematics of
 ``robot_description``. Camera mounts come from ``<calibration_dir>/<view>.yaml`` or the
-``calibrations`` parameter (YAML mapping view -> mount). Serves ``/robopin/project_points`` and
-draws the targets on ``/robopin/targets/markers``; optionally publishes the workspace point cloud.
+``calibrations`` parameter (YAML mapping view -> mount). A view listed in ``unaligned_depth`` (YAML
+mapping view -> ``T_color_depth``) reads ``.../depth/image_rect_raw`` and ``.../depth/camera_info``
+instead and registers depth to color on demand. Serves ``/robopin/project_points`` and draws the
+targets on ``/robopin/targets/markers``; optionally publishes the workspace point cloud.
 
     ros2 run robopin_ros projection_node --ros-args -p views:="['static', 'wrist']" \\
         -p calibration_dir:=calibration -p workspace:="{min_xyz: [0.1, -0.5, -0.02], max_xyz: [0.9, 0.5, 0.6]}"
@@ -44,6 +46,7 @@ from robopin.geometry import (
     ViewConfig,
     ViewData,
     WorkspaceBox,
+    align_depth_to_color,
     depth_to_point_cloud,
     load_camera_mount,
     mount_from_dict,
@@ -64,20 +67,23 @@ class _SyncedFrame:
     depth: Image
     info: CameraInfo
     color: Image | None
+    depth_info: CameraInfo | None = None
 
 
 class _ViewStreams:
     """Recent depth / info / color messages of one view, paired by stamp into synced frames.
 
-    Messages are kept undecoded: decoding happens only for the frame a request uses.
+    Messages are kept undecoded: decoding happens only for the frame a request uses. An unaligned
+    view also pairs the depth camera's own CameraInfo (``depth_info``).
     """
 
-    def __init__(self, tolerance_s: float, keep: int, sync_color: bool) -> None:
+    def __init__(self, tolerance_s: float, keep: int, sync_color: bool, unaligned: bool = False) -> None:
         self.tolerance_s = tolerance_s
         self.sync_color = sync_color
+        self.unaligned = unaligned
         self.lock = threading.Lock()
         self.pending: dict[str, collections.deque] = {
-            k: collections.deque(maxlen=keep) for k in ("depth", "info", "color")
+            k: collections.deque(maxlen=keep) for k in ("depth", "info", "color", "depth_info")
         }
         self.frames: collections.deque[_SyncedFrame] = collections.deque(maxlen=keep)
 
@@ -96,10 +102,19 @@ class _ViewStreams:
             stamp, depth = entry
             info = self._nearest("info", stamp)
             color = self._nearest("color", stamp) if self.sync_color else None
-            if info is None or (self.sync_color and color is None):
+            depth_info = self._nearest("depth_info", stamp) if self.unaligned else None
+            if info is None or (self.sync_color and color is None) or (self.unaligned and depth_info is None):
                 continue
             self.pending["depth"].remove(entry)
-            self.frames.append(_SyncedFrame(stamp, depth, info[1], None if color is None else color[1]))
+            self.frames.append(
+                _SyncedFrame(
+                    stamp,
+                    depth,
+                    info[1],
+                    None if color is None else color[1],
+                    None if depth_info is None else depth_info[1],
+                )
+            )
 
     def pick(self, stamp_s: float | None) -> _SyncedFrame | None:
         """The newest synced frame, or the one nearest ``stamp_s`` (within tolerance) when given."""
@@ -124,6 +139,8 @@ class ProjectionNode(Node):
         calibration_dir = Path(str(p("calibration_dir", "calibration")))
         calibrations = yaml.safe_load(str(p("calibrations", "{}"))) or {}
         workspace = yaml.safe_load(str(p("workspace", ""))) or None
+        # view -> T_color_depth (same keys as a calibration) for cameras whose depth is not aligned to color
+        unaligned = yaml.safe_load(str(p("unaligned_depth", "{}"))) or {}
         self.sync_tolerance_s = float(p("sync_tolerance_s", 0.02))
         self.stamp_tolerance_s = float(p("stamp_tolerance_s", 0.1))
         sync_color = bool(p("sync_color", False))
@@ -159,14 +176,33 @@ class ProjectionNode(Node):
         self.poses = PoseBuffer()
         self.projector = Projector(views, config, self.poses)
 
+        unknown = sorted(set(unaligned) - set(self.view_names))
+        if unknown:
+            raise ValueError(f"unaligned_depth names unknown views {unknown}; views: {self.view_names}")
+        self.T_color_depth = {
+            self.view_names.index(v): mount_from_dict(d, source=f"unaligned_depth[{v!r}]").T_parent_cam
+            for v, d in unaligned.items()
+        }
         self.streams: dict[int, _ViewStreams] = {}
         for i, name in enumerate(self.view_names):
-            streams = _ViewStreams(self.sync_tolerance_s, keep=10, sync_color=sync_color)
+            streams = _ViewStreams(self.sync_tolerance_s, 10, sync_color, unaligned=i in self.T_color_depth)
             self.streams[i] = streams
             base = f"{camera_prefix}/{name}"
-            self.create_subscription(
-                Image, f"{base}/aligned_depth_to_color/image_raw", lambda m, s=streams: s.add("depth", m), SENSOR_QOS
-            )
+            if streams.unaligned:
+                # realsense-ros names without align_depth: the depth stream in its own camera.
+                self.create_subscription(
+                    Image, f"{base}/depth/image_rect_raw", lambda m, s=streams: s.add("depth", m), SENSOR_QOS
+                )
+                self.create_subscription(
+                    CameraInfo, f"{base}/depth/camera_info", lambda m, s=streams: s.add("depth_info", m), SENSOR_QOS
+                )
+            else:
+                self.create_subscription(
+                    Image,
+                    f"{base}/aligned_depth_to_color/image_raw",
+                    lambda m, s=streams: s.add("depth", m),
+                    SENSOR_QOS,
+                )
             self.create_subscription(
                 CameraInfo, f"{base}/color/camera_info", lambda m, s=streams: s.add("info", m), SENSOR_QOS
             )
@@ -228,25 +264,31 @@ class ProjectionNode(Node):
         q = np.array([msg.position[index[n]] for n in names])
         self.poses.add(conversions.stamp_to_seconds(msg.header.stamp), self._description.forward_kinematics(q))
 
+    def _camera_model(self, info: CameraInfo):
+        key = (tuple(info.k), tuple(info.d), info.width, info.height, info.distortion_model)
+        camera = self._camera_models.get(key)
+        if camera is None:
+            camera = conversions.camera_info_to_camera_model(info)
+            self._camera_models[key] = camera
+        return camera
+
     def _view_data(self, img_idx: int, stamp_s: float | None) -> ViewData | None:
         frame = self.streams[img_idx].pick(stamp_s)
         if frame is None:
             return None
-        key = (
-            tuple(frame.info.k),
-            tuple(frame.info.d),
-            frame.info.width,
-            frame.info.height,
-            frame.info.distortion_model,
-        )
-        camera = self._camera_models.get(key)
-        if camera is None:
-            camera = conversions.camera_info_to_camera_model(frame.info)
-            self._camera_models[key] = camera
-        return ViewData(conversions.image_msg_to_depth_m(frame.depth), camera, frame.stamp_s)
+        camera = self._camera_model(frame.info)
+        depth_m = conversions.image_msg_to_depth_m(frame.depth)
+        if frame.depth_info is not None:
+            # Registration on demand: only the frames a request uses pay for it.
+            depth_m = align_depth_to_color(
+                depth_m, self._camera_model(frame.depth_info), camera, self.T_color_depth[img_idx]
+            )
+        return ViewData(depth_m, camera, frame.stamp_s)
 
     def _on_project_points(self, request, response):
         """Project each anchor of the request into the target frame, one Target3D per anchor."""
+        # Frame age is judged at arrival: decoding and registration below must not age the frames.
+        now_s = conversions.stamp_to_seconds(self.get_clock().now().to_msg())
         target_frame = request.target_frame or self.target_frame
         wanted = conversions.stamp_to_seconds(request.stamp)
         stamp_s = wanted if wanted > 0 else None
@@ -255,17 +297,17 @@ class ProjectionNode(Node):
             response.message = f"unknown target frame {target_frame!r}; this node projects into {self.target_frame!r}"
             return response
         frames = {}
-        for img_idx in self.streams:
-            data = self._view_data(img_idx, stamp_s)
+        for img_idx in sorted({a.img_idx for a in request.anchors if a.img_idx in self.streams}):
+            data = self._view_data(img_idx, stamp_s)  # only the views the anchors use are decoded
             if data is not None:
                 frames[img_idx] = data
+        have_frames = bool(frames) or any(s.pick(stamp_s) is not None for s in self.streams.values())
         sizes = {i: (d.camera.width, d.camera.height) for i, d in frames.items()}
         requests = [conversions.anchor_msg_to_point_request(a, sizes.get(a.img_idx)) for a in request.anchors]
-        now_s = conversions.stamp_to_seconds(self.get_clock().now().to_msg())
         targets = self.projector.project(requests, frames, now_s=None if stamp_s is not None else now_s)
         response.targets = [conversions.target_to_msg(t, target_frame) for t in targets]
-        response.success = bool(frames)
-        if frames:
+        response.success = have_frames
+        if have_frames:
             refused = [f"{t.id or i}: {t.reason} ({t.detail})" for i, t in enumerate(targets) if not t.valid]
             response.message = f"{len(targets) - len(refused)}/{len(targets)} targets valid"
             for line in refused:
