@@ -1,0 +1,169 @@
+"""The *reason* stage: a query (prompt, images, how to validate an answer) in, a chosen answer out.
+
+:class:`SingleSampleReasoner` asks the backend for one sample and validates it. Other strategies
+plug in by configuration through :func:`make_reasoner` (``reasoner: {type: ..., ...}`` in the
+reasoning config) without touching the loop: E-TTS (``type: etts``, in ``robopin.reasoning.tts``)
+samples M traces × N actions, scores them with the backend's verifier (``score_yes_no``) and picks
+one. A reasoner module exposes ``make_reasoner(settings, backend) -> Reasoner``; register a new
+type with :func:`register_reasoner`.
+
+Every query carries ``interpret``: the function that validates a sample in this mode (PinCoT,
+R^3 subtask or RoboGPT-R1 plan), so a reasoner can rank and retry without knowing the mode.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from robopin.reasoning.errors import ReasoningConfigError, TaskRefusal
+from robopin.reasoning.interfaces import Observation
+from robopin.vlm.base import ChatMessage, VLMBackend
+from robopin.vlm.errors import (
+    BackendUnavailableError,
+    VLMConnectionError,
+    VLMError,
+    VLMModelNotFoundError,
+    VLMTimeoutError,
+)
+
+QueryKind = Literal["pointing", "step", "subtask", "plan"]
+
+
+class Interpretation(Protocol):
+    """A validated model answer (see :mod:`robopin.reasoning.interpret`)."""
+
+    @property
+    def valid(self) -> bool: ...
+
+    @property
+    def refusal(self) -> TaskRefusal | None: ...
+
+
+@dataclass(frozen=True)
+class ReasoningQuery:
+    """One question to the model.
+
+    ``kind`` is the prompt kind; ``instruction`` the task (or the subtask being grounded);
+    ``prompt`` the text part; ``messages`` the full request (images included); ``interpret``
+    validates one sampled text; ``history`` the earlier steps' summaries (for verifiers).
+    """
+
+    kind: QueryKind
+    instruction: str
+    prompt: str
+    messages: tuple[ChatMessage, ...]
+    observation: Observation
+    interpret: Callable[[str], Interpretation]
+    step: int = 0
+    history: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """The reason stage's answer: the chosen text and its interpretation, with accounting.
+
+    ``candidates`` holds every sampled text (the chosen one included) for logs; ``scores`` any
+    per-candidate scores a strategy computed (same order).
+    """
+
+    text: str
+    interpretation: Any
+    model: str
+    generation_time_s: float
+    candidates: tuple[str, ...] = ()
+    scores: tuple[float, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Reasoner(Protocol):
+    """Answers a :class:`ReasoningQuery`; raises ``TaskRefusal`` (``vlm_timeout``, …) when the model fails."""
+
+    def reason(self, query: ReasoningQuery) -> Reasoning: ...
+
+
+def refusal_from_vlm_error(error: VLMError) -> TaskRefusal:
+    """Name a backend failure: ``vlm_timeout``, ``vlm_unavailable`` or ``vlm_error``."""
+    if isinstance(error, VLMTimeoutError):
+        return TaskRefusal("vlm_timeout", str(error))
+    if isinstance(error, VLMConnectionError | VLMModelNotFoundError | BackendUnavailableError):
+        return TaskRefusal("vlm_unavailable", str(error))
+    return TaskRefusal("vlm_error", f"{type(error).__name__}: {error}")
+
+
+class SingleSampleReasoner:
+    """One sample per query at the configured temperature (RoboPIN's greedy deployment)."""
+
+    def __init__(self, backend: VLMBackend, *, temperature: float = 0.0, max_tokens: int = 1024) -> None:
+        self.backend = backend
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+
+    def reason(self, query: ReasoningQuery) -> Reasoning:
+        """Sample once and validate the sample."""
+        start = time.perf_counter()
+        try:
+            result = self.backend.generate(
+                list(query.messages), n=1, temperature=self.temperature, max_tokens=self.max_tokens
+            )
+        except VLMError as error:
+            raise refusal_from_vlm_error(error) from error
+        elapsed = time.perf_counter() - start
+        if not result.samples:
+            raise TaskRefusal("vlm_error", f"model {result.model!r} returned no sample")
+        text = result.samples[0].text
+        generation_time_s = result.latency_s if result.latency_s > 0 else elapsed
+        return Reasoning(text, query.interpret(text), result.model, generation_time_s, candidates=(text,))
+
+    def __repr__(self) -> str:
+        return f"SingleSampleReasoner({self.backend!r}, temperature={self.temperature})"
+
+
+def _make_single(settings: Mapping[str, Any], backend: VLMBackend) -> SingleSampleReasoner:
+    unknown = sorted(set(settings) - {"type", "temperature", "max_tokens"})
+    if unknown:
+        raise ReasoningConfigError(
+            f"unknown setting(s) {unknown} for reasoner 'single'; expected temperature, max_tokens"
+        )
+    return SingleSampleReasoner(
+        backend, temperature=float(settings.get("temperature", 0.0)), max_tokens=int(settings.get("max_tokens", 1024))
+    )
+
+
+_REGISTRY: dict[str, str | Callable[[Mapping[str, Any], VLMBackend], Reasoner]] = {
+    "single": _make_single,
+    # Test-time scaling (issue 10) lives in robopin/reasoning/tts and is imported only when configured.
+    "etts": "robopin.reasoning.tts:make_reasoner",
+}
+
+
+def register_reasoner(type_name: str, factory: str | Callable[[Mapping[str, Any], VLMBackend], Reasoner]) -> None:
+    """Add a reasoner type: a factory, or ``"module:function"`` imported when first used."""
+    if not type_name or not type_name.isidentifier():
+        raise ReasoningConfigError(f"reasoner type name must be an identifier, got {type_name!r}")
+    _REGISTRY[type_name] = factory
+
+
+def reasoner_types() -> tuple[str, ...]:
+    return tuple(sorted(_REGISTRY))
+
+
+def make_reasoner(
+    settings: Mapping[str, Any], backend: VLMBackend, *, defaults: Mapping[str, Any] | None = None
+) -> Reasoner:
+    """Build the reasoner ``settings["type"]`` names; ``defaults`` fill settings it does not give."""
+    type_name = settings.get("type")
+    factory = _REGISTRY.get(type_name) if isinstance(type_name, str) else None
+    if factory is None:
+        raise ReasoningConfigError(f"unknown reasoner type {type_name!r}; expected one of {reasoner_types()}")
+    if isinstance(factory, str):
+        module_name, _, function = factory.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), function)
+        except (ImportError, AttributeError) as error:
+            raise ReasoningConfigError(f"reasoner {type_name!r} is not available ({factory}): {error}") from error
+    merged = {**(defaults or {}), **settings} if type_name == "single" else dict(settings)
+    return factory(merged, backend)
