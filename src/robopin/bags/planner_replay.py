@@ -1,0 +1,255 @@
+"""Planner in the loop on a recorded trial: feed each recorded step's views to a planner again and diff.
+
+:func:`recorded_steps` cuts a trial bag into the planner's steps: each recorded ``PinnedReasoning``
+with the newest color, aligned depth and camera info of every view at its stamp, the camera mounts
+from ``/tf_static`` (wrist views through the recorded end-effector poses), and the targets and
+trajectories that followed it. A :class:`StepPlanner` plans a step again — the arm is never involved
+(dry run) — and :func:`replay_with_planner` diffs its outcome with the recorded one.
+
+:class:`VLMPointPlanner` is the self-contained planner used until the reasoning loop's public API
+lands: any VLM backend → PinCoT parse → projection of the answer points with the recorded depth.
+It plans no motion, so plan endpoints are compared only by planners that produce them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from robopin.bags.diff import StepDiff, StepOutcome, TargetPoint, diff_steps, outcome_from_messages
+from robopin.bags.reader import TrialBag
+from robopin.bags.recorder import REASONING_TYPE, TF_STATIC_TOPIC
+from robopin.cameras.images import decode_color, decode_depth_m, decode_image
+from robopin.geometry.camera_model import CameraModel
+from robopin.geometry.extrinsics import CameraMount, PoseBuffer
+from robopin.geometry.projection import PointRequest, ProjectionConfig, Projector, ViewConfig, ViewData
+from robopin.geometry.transforms import quaternion_to_matrix
+
+__all__ = [
+    "PlannerReplayError",
+    "RecordedStep",
+    "RecordedView",
+    "StepPlanner",
+    "StepReplay",
+    "TrialTopics",
+    "VLMPointPlanner",
+    "recorded_steps",
+    "replay_with_planner",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class PlannerReplayError(RuntimeError):
+    """The bag lacks what a planner replay needs (no reasoning, a view without images or camera info)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialTopics:
+    """Where a trial's planner inputs and outputs are recorded."""
+
+    reasoning: str = "/robopin/reasoning"
+    targets: str = "/robopin/targets"
+    trajectory: str = "/robopin/planned_trajectory"
+    ee_pose: str = "/arm/ee_pose"
+    camera_prefix: str = "/cameras"
+
+    def color(self, view: str) -> str:
+        return f"{self.camera_prefix}/{view}/color/image_raw"
+
+    def info(self, view: str) -> str:
+        return f"{self.camera_prefix}/{view}/color/camera_info"
+
+    def depth(self, view: str) -> str:
+        return f"{self.camera_prefix}/{view}/aligned_depth_to_color/image_raw"
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedView:
+    name: str
+    img_idx: int
+    rgb: np.ndarray
+    depth_m: np.ndarray | None
+    camera: CameraModel
+    stamp_s: float
+
+
+@dataclasses.dataclass
+class RecordedStep:
+    """One recorded planner step and what it was given and produced."""
+
+    index: int
+    stamp_s: float
+    instruction: str
+    reasoning: Any  # decoded PinnedReasoning
+    views: list[RecordedView]
+    mounts: dict[str, CameraMount]
+    poses: PoseBuffer
+    targets: list[Any] = dataclasses.field(default_factory=list)
+    trajectories: list[Any] = dataclasses.field(default_factory=list)
+
+    @property
+    def outcome(self) -> StepOutcome:
+        return outcome_from_messages(self.reasoning, self.targets, self.trajectories)
+
+
+class StepPlanner(Protocol):
+    """Plans a recorded step again (never moving an arm) and says what it decided."""
+
+    def plan(self, step: RecordedStep) -> StepOutcome: ...
+
+
+@dataclasses.dataclass
+class StepReplay:
+    step: RecordedStep
+    replayed: StepOutcome
+    diff: StepDiff
+
+
+def _stamp_s(header: Any) -> float:
+    return header.stamp.sec + header.stamp.nanosec * 1e-9
+
+
+def _transform(message: Any) -> np.ndarray:
+    t, q = message.transform.translation, message.transform.rotation
+    T = np.eye(4)
+    T[:3, :3] = quaternion_to_matrix([q.x, q.y, q.z, q.w])
+    T[:3, 3] = [t.x, t.y, t.z]
+    return T
+
+
+def _mounts(bag: TrialBag) -> dict[str, CameraMount]:
+    mounts: dict[str, CameraMount] = {}
+    if TF_STATIC_TOPIC not in bag.topics:
+        return mounts
+    for _, message in bag.decoded([TF_STATIC_TOPIC]):
+        for transform in message.transforms:
+            parent = transform.header.frame_id.lstrip("/")
+            if parent not in ("base", "ee"):
+                continue
+            kind = "static" if parent == "base" else "wrist"
+            child = transform.child_frame_id
+            mounts[child] = CameraMount(kind, _transform(transform), parent, child)
+    return mounts
+
+
+def recorded_steps(bag: TrialBag, topics: TrialTopics | None = None) -> list[RecordedStep]:
+    """The planner steps of a trial bag, in order (see the module docstring)."""
+    topics = topics or TrialTopics()
+    available = bag.topics
+    if topics.reasoning not in available or available[topics.reasoning].msgtype != REASONING_TYPE:
+        raise PlannerReplayError(f"bag {str(bag.path)!r} has no {REASONING_TYPE} on {topics.reasoning!r}; "
+                                 f"topics: {sorted(available)}")
+    mounts = _mounts(bag)
+    poses = PoseBuffer()
+    latest: dict[str, Any] = {}  # topic → newest decoded message
+    steps: list[RecordedStep] = []
+    wanted = [t for t in available if t.startswith(topics.camera_prefix + "/") and
+              (t.endswith("/color/image_raw") or t.endswith("/color/camera_info") or
+               t.endswith("/aligned_depth_to_color/image_raw"))]
+    wanted += [t for t in (topics.reasoning, topics.targets, topics.trajectory, topics.ee_pose) if t in available]
+    for message, decoded in bag.decoded(wanted):
+        if message.topic == topics.ee_pose:
+            poses.add(_stamp_s(decoded.header), _pose_matrix(decoded.pose))
+        elif message.topic == topics.reasoning:
+            steps.append(_make_step(len(steps), decoded, latest, mounts=mounts, poses=poses, topics=topics))
+        elif message.topic == topics.targets and steps:
+            steps[-1].targets.append(decoded)
+        elif message.topic == topics.trajectory and steps:
+            steps[-1].trajectories.append(decoded)
+        else:
+            latest[message.topic] = decoded
+    return steps
+
+
+def _pose_matrix(pose: Any) -> np.ndarray:
+    T = np.eye(4)
+    q = pose.orientation
+    T[:3, :3] = quaternion_to_matrix([q.x, q.y, q.z, q.w])
+    T[:3, 3] = [pose.position.x, pose.position.y, pose.position.z]
+    return T
+
+
+def _make_step(index: int, reasoning: Any, latest: Mapping[str, Any], *, mounts: dict[str, CameraMount],
+               poses: PoseBuffer, topics: TrialTopics) -> RecordedStep:
+    views = []
+    for img_idx, name in enumerate(reasoning.view_names):
+        color, info = latest.get(topics.color(name)), latest.get(topics.info(name))
+        if color is None or info is None:
+            raise PlannerReplayError(f"step {index}: view {name!r} has no color image or camera info recorded "
+                                     f"before the reasoning ({topics.color(name)}, {topics.info(name)})")
+        rgb = decode_color(color.encoding, decode_image(color.encoding, color.height, color.width, color.step,
+                                                        color.data, is_bigendian=bool(color.is_bigendian)))
+        depth = latest.get(topics.depth(name))
+        depth_m = None if depth is None else decode_depth_m(depth.encoding, decode_image(
+            depth.encoding, depth.height, depth.width, depth.step, depth.data, is_bigendian=bool(depth.is_bigendian)))
+        views.append(RecordedView(name, img_idx, rgb.copy(), None if depth_m is None else depth_m.copy(),
+                                  CameraModel.from_camera_info(info), _stamp_s(color.header)))
+    return RecordedStep(index, _stamp_s(reasoning.header), reasoning.instruction, reasoning, views, mounts, poses)
+
+
+class VLMPointPlanner:
+    """Any VLM backend → PinCoT → answer points projected with the recorded depth (see the module docstring)."""
+
+    def __init__(self, backend: Any, *, projection: ProjectionConfig | None = None, max_tokens: int = 1024) -> None:
+        self.backend = backend
+        self.projection = projection or ProjectionConfig()
+        self.max_tokens = max_tokens
+
+    def plan(self, step: RecordedStep) -> StepOutcome:
+        from robopin.pincot import parse
+        from robopin.pincot.coords import normalized_to_pixels
+        from robopin.pincot.prompts import View, pointing_prompt
+        from robopin.vlm.base import ChatMessage, ViewImage
+
+        images = [ViewImage(v.rgb, v.name, v.img_idx) for v in step.views]
+        prompt = pointing_prompt(step.instruction, [View(v.name) for v in step.views])
+        result = self.backend.generate([ChatMessage("user", (*images, prompt))], n=1, temperature=0.0,
+                                       max_tokens=self.max_tokens)
+        trace = parse(result.samples[0].text, len(step.views))
+        sizes = [(v.camera.width, v.camera.height) for v in step.views]
+
+        def pixels(x: float, y: float, img_idx: int | None) -> tuple[float, float]:
+            if img_idx is None or not 0 <= img_idx < len(sizes):
+                return float("nan"), float("nan")
+            return normalized_to_pixels(x, y, sizes[img_idx])
+
+        from robopin.bags.diff import AnchorPoint
+
+        anchors = tuple(AnchorPoint(a.id, a.name, a.img_idx, *pixels(a.x, a.y, a.img_idx)) for a in trace.anchors)
+        answers = tuple(AnchorPoint(f"answer{k}", p.label or p.id or "", -1 if p.img_idx is None else p.img_idx,
+                                    *pixels(p.x, p.y, p.img_idx)) for k, p in enumerate(trace.answer_points))
+        projector = Projector([ViewConfig(v.name, v.img_idx, step.mounts.get(f"{v.name}_optical")) for v in step.views],
+                              self.projection, step.poses)
+        frames = {v.img_idx: ViewData(v.depth_m, v.camera, v.stamp_s) for v in step.views if v.depth_m is not None}
+        requests = [PointRequest(a.u, a.v, a.img_idx, p.id or "", p.label or "")
+                    for a, p in zip(answers, trace.answer_points, strict=True) if a.img_idx >= 0]
+        targets = projector.project(requests, frames) if trace.valid else []
+        target_points = tuple(
+            TargetPoint(f"{t.id or f'target{k}'}@{t.img_idx}", tuple(float(c) for c in t.point), t.valid,
+                        t.reason.value if t.reason is not None else "")
+            for k, t in enumerate(targets))
+        return StepOutcome(anchors, answers, target_points, (), trace.valid, result.model)
+
+
+def replay_with_planner(steps: Iterable[RecordedStep], planner: StepPlanner, *, tolerance_px: float = 0.0,
+                        tolerance_m: float = 0.0, tolerance_rad: float = 0.0) -> list[StepReplay]:
+    """Plan every recorded step again and diff each outcome with the recorded one."""
+    replays = []
+    for step in steps:
+        replayed = planner.plan(step)
+        replays.append(StepReplay(step, replayed, diff_steps(step.outcome, replayed, tolerance_px=tolerance_px,
+                                                             tolerance_m=tolerance_m, tolerance_rad=tolerance_rad)))
+    return replays
+
+
+def summarize(replays: Sequence[StepReplay]) -> dict[str, Any]:
+    """A JSON-ready summary of a planner replay: per step identical or the differences."""
+    return {"steps": [{"index": r.step.index, "instruction": r.step.instruction,
+                       "recorded_model": r.step.reasoning.model, "replayed_model": r.replayed.model,
+                       **r.diff.to_dict()} for r in replays],
+            "identical": all(r.diff.identical for r in replays)}

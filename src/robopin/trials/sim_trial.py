@@ -1,0 +1,219 @@
+"""Run and record one pointing trial in the simulator: views → VLM → PinCoT → 3D targets → bag + trial log.
+
+A stand-in for the planner node while the reasoning loop lands, and the fixture of the bag, replay
+and report tests: it writes exactly what a live trial records — camera topics, ``/tf_static`` with
+the camera mounts, the arm pose and joint states, the ``PinnedReasoning`` and ``Target3D``s — through
+:class:`~robopin.bags.recorder.TrialRecorder`, and the step and summary through
+:class:`~robopin.trials.log.TrialLog`. The arm does not move (dry run); success means every target
+projected validly.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robopin.bags.planner_replay import TrialTopics
+from robopin.bags.recorder import StaticTransform, TrialRecorder
+from robopin.cameras.images import decode_depth_m, depth_m_to_16uc1
+from robopin.trials.log import TrialLog, TrialStep, TrialSummary, trace_to_json
+
+__all__ = ["record_sim_trial"]
+
+
+def _time(types: Any, stamp_s: float) -> Any:
+    ns = round(stamp_s * 1e9)
+    return types["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
+
+
+def _header(types: Any, stamp_s: float, frame_id: str) -> Any:
+    return types["std_msgs/msg/Header"](stamp=_time(types, stamp_s), frame_id=frame_id)
+
+
+def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, *, method: str = "",
+                     topics: TrialTopics | None = None, frames_before: int = 2, stamp_s: float | None = None) -> Path:
+    """Record one dry-run pointing step of ``scene`` planned by ``backend``; return the trial folder.
+
+    The bag is ``<root>/<trial_id>/bag``; ``frames_before`` copies of each view are recorded before
+    the reasoning (as a camera streaming at 30 Hz would) so replays have a schedule to keep.
+    """
+    from robopin.geometry.extrinsics import CameraMount, PoseBuffer
+    from robopin.geometry.projection import PointRequest, Projector, ViewConfig, ViewData
+    from robopin.pincot import parse
+    from robopin.pincot.coords import normalized_to_pixels
+    from robopin.pincot.prompts import View, pointing_prompt
+    from robopin.vlm.base import ChatMessage, ViewImage
+
+    topics = topics or TrialTopics()
+    world = scene.world
+    log = TrialLog(root, trial_id)
+    recorder = TrialRecorder(log.folder.parent / f".{trial_id}-recording")
+    typestore = recorder.typestore
+    types = typestore.types
+    views = list(scene.camera_names)
+    mounts: dict[str, CameraMount] = {}
+    # Mounts and arm poses reach a replay through quaternions in /tf_static and PoseStamped; project
+    # with the same round-tripped matrices so the replay can reproduce the targets exactly.
+    for name in views:
+        camera = world.camera(name)
+        if camera.mount == "ee":
+            mounts[name] = CameraMount("wrist", _via_quaternion(camera.T_mount_cam), "ee", f"{name}_optical")
+        else:
+            mounts[name] = CameraMount("static", _via_quaternion(world.camera_pose(name)), "base", f"{name}_optical")
+        recorder.add_static_transform(StaticTransform(mounts[name].parent_frame, f"{name}_optical",
+                                                      mounts[name].T_parent_cam))
+    t0 = time.time() if stamp_s is None else stamp_s
+    started = time.perf_counter()
+    recorder.start("bag", stamp_ns=round(t0 * 1e9))
+    # The recorder wrote into a scratch root; the bag belongs inside the trial folder.
+    writer_path = recorder.root / "bag"
+
+    def record(topic: str, message: Any, stamp: float) -> None:
+        recorder.record(topic, message.__msgtype__, typestore.serialize_cdr(message, message.__msgtype__),
+                        round(stamp * 1e9))
+
+    observe_start = time.perf_counter()
+    rendered = {name: world.render(name) for name in views}
+    # Project from exactly what the bag holds (16UC1 millimetres, 0 = no data), so a replay that reads
+    # the bag back sees the same depth and can reproduce the targets bit for bit.
+    depth_recorded = {name: decode_depth_m("16UC1", depth_m_to_16uc1(np.where(view.depth_m > 0, view.depth_m, np.nan)))
+                      for name, view in rendered.items()}
+    T_base_ee = _via_quaternion(world.ee_pose())
+    q = world.joint_positions()
+    observe_s = time.perf_counter() - observe_start
+    period = 1.0 / 30.0
+    for k in range(frames_before + 1):
+        stamp = t0 + k * period
+        pose = _pose(types, T_base_ee)
+        record(topics.ee_pose, types["geometry_msgs/msg/PoseStamped"](header=_header(types, stamp, "base"), pose=pose),
+               stamp)
+        joint_names = list(getattr(world.model, "joint_names", None) or [f"joint{i + 1}" for i in range(len(q))])
+        record("/joint_states", types["sensor_msgs/msg/JointState"](
+            header=_header(types, stamp, ""), name=joint_names, position=np.asarray(q, np.float64),
+            velocity=np.zeros(0), effort=np.zeros(0)), stamp)
+        for name in views:
+            _record_view(record, types, topics, name, rendered[name], depth_m=depth_recorded[name], stamp=stamp)
+    snapshot_stamp = t0 + frames_before * period
+
+    reason_start = time.perf_counter()
+    images = [ViewImage(rendered[name].color, name, i) for i, name in enumerate(views)]
+    prompt = pointing_prompt(scene.task.instruction, [View(name) for name in views])
+    result = backend.generate([ChatMessage("user", (*images, prompt))], n=1, temperature=0.0)
+    text = result.samples[0].text
+    reason_s = time.perf_counter() - reason_start
+    trace = parse(text, len(views))
+    sizes = [(rendered[n].color.shape[1], rendered[n].color.shape[0]) for n in views]
+
+    def pixels(x: float, y: float, img_idx: int | None) -> tuple[float, float]:
+        if img_idx is None or not 0 <= img_idx < len(sizes):
+            return float("nan"), float("nan")
+        return normalized_to_pixels(x, y, sizes[img_idx])
+
+    reasoning = types["robopin_interfaces/msg/PinnedReasoning"](
+        header=_header(types, snapshot_stamp, "base"), task_id=trial_id, step=0, instruction=scene.task.instruction,
+        model=result.model, raw_text=text, think=trace.think, answer=trace.answer,
+        anchors=[types["robopin_interfaces/msg/Anchor"](
+            kind=a.kind, name=a.name, id=a.id, img_idx=a.img_idx, x=float(a.x), y=float(a.y),
+            u=float(pixels(a.x, a.y, a.img_idx)[0]), v=float(pixels(a.x, a.y, a.img_idx)[1]), char_offset=a.offset)
+            for a in trace.anchors],
+        references=[r.id for r in trace.references],
+        answer_points=[types["robopin_interfaces/msg/AnswerPoint"](
+            img_idx=-1 if p.img_idx is None else p.img_idx, x=float(p.x), y=float(p.y),
+            u=float(pixels(p.x, p.y, p.img_idx)[0]), v=float(pixels(p.x, p.y, p.img_idx)[1]),
+            label=p.label or "", id=p.id or "") for p in trace.answer_points],
+        view_names=views, valid=trace.valid,
+        errors=[types["robopin_interfaces/msg/ReasoningIssue"](code=e.code, message=e.message, is_error=True)
+                for e in trace.errors],
+        warnings=[types["robopin_interfaces/msg/ReasoningIssue"](code=w.code, message=w.message, is_error=False)
+                  for w in trace.warnings],
+        format_score=float(trace.metrics.get("format", 0.0)),
+        identity_consistency=float(trace.metrics.get("consistency", 0.0)),
+        anchor_coverage=float(trace.metrics.get("anchor_coverage", 0.0)), generation_time_s=float(reason_s))
+    record(topics.reasoning, reasoning, snapshot_stamp + reason_s)
+
+    project_start = time.perf_counter()
+    poses = PoseBuffer()
+    poses.add(snapshot_stamp, T_base_ee)
+    projector = Projector([ViewConfig(n, i, mounts[n]) for i, n in enumerate(views)], pose_buffer=poses)
+    frames = {i: ViewData(depth_recorded[n], rendered[n].model, snapshot_stamp) for i, n in enumerate(views)}
+    requests = [PointRequest(*pixels(p.x, p.y, p.img_idx), p.img_idx, p.id or "", p.label or "")
+                for p in trace.answer_points if p.img_idx is not None]
+    targets = projector.project(requests, frames) if trace.valid else []
+    project_s = time.perf_counter() - project_start
+    for target in targets:
+        record(topics.targets, types["robopin_interfaces/msg/Target3D"](
+            header=_header(types, snapshot_stamp, "base"), id=target.id, name=target.name,
+            point=types["geometry_msgs/msg/Point"](**dict(zip("xyz", (float(c) for c in target.point), strict=True))),
+            normal=types["geometry_msgs/msg/Vector3"](**dict(zip("xyz", (float(c) for c in target.normal),
+                                                                 strict=True))),
+            source_view=target.source_view, img_idx=target.img_idx, u=float(target.u), v=float(target.v),
+            depth_m=float(target.depth_m), depth_spread_m=float(target.depth_spread_m),
+            depth_valid_fraction=float(target.depth_valid_fraction), valid=target.valid,
+            reason=target.reason.value if target.reason is not None else ""), snapshot_stamp + reason_s + project_s)
+    recorder.stop()
+    bag_path = log.folder / "bag"
+    writer_path.rename(bag_path)
+    recorder.root.rmdir()
+
+    failure = ""
+    if not trace.valid:
+        failure = "invalid_reasoning"
+    elif not targets or not all(t.valid for t in targets):
+        failure = next((t.reason.value for t in targets if t.reason is not None), "no_targets")
+    step = TrialStep(
+        step=0, instruction=scene.task.instruction,
+        views={name: log.save_view(0, name, rendered[name].color) for name in views},
+        raw_output=text, trace=trace_to_json(trace, sizes), errors=[f"{e.code}: {e.message}" for e in trace.errors],
+        targets=[{"id": t.id, "name": t.name, "view": t.source_view, "point": [float(c) for c in t.point]
+                  if t.valid else None, "valid": t.valid, "reason": t.reason.value if t.reason else ""}
+                 for t in targets],
+        planner_status="dry_run", execution="dry_run", model=result.model,
+        durations_s={"observe": observe_s, "reason": reason_s, "project": project_s},
+        stage_starts_s={"observe": 0.0, "reason": observe_s, "project": observe_s + reason_s})
+    log.add_step(step)
+    log.finish(TrialSummary(trial_id=trial_id, task=scene.spec.name, method=method or result.model,
+                            success=not failure, failure=failure, steps=1,
+                            duration_s=time.perf_counter() - started, instruction=scene.task.instruction,
+                            bag="bag", extra={"scenario": scene.spec.name, "seed": scene.seed}))
+    return log.folder
+
+
+def _via_quaternion(T: np.ndarray) -> np.ndarray:
+    from robopin.geometry.transforms import matrix_to_quaternion, quaternion_to_matrix
+
+    result = np.eye(4)
+    result[:3, :3] = quaternion_to_matrix(matrix_to_quaternion(np.asarray(T)[:3, :3]))
+    result[:3, 3] = np.asarray(T)[:3, 3]
+    return result
+
+
+def _pose(types: Any, T: np.ndarray) -> Any:
+    from robopin.geometry.transforms import matrix_to_quaternion
+
+    qx, qy, qz, qw = (float(c) for c in matrix_to_quaternion(T[:3, :3]))
+    return types["geometry_msgs/msg/Pose"](
+        position=types["geometry_msgs/msg/Point"](x=float(T[0, 3]), y=float(T[1, 3]), z=float(T[2, 3])),
+        orientation=types["geometry_msgs/msg/Quaternion"](x=qx, y=qy, z=qz, w=qw))
+
+
+def _record_view(record: Any, types: Any, topics: TrialTopics, name: str, view: Any, *, depth_m: np.ndarray,
+                 stamp: float) -> None:
+    header = _header(types, stamp, f"{name}_optical")
+    fields = view.model.to_camera_info_fields()
+    record(topics.info(name), types["sensor_msgs/msg/CameraInfo"](
+        header=header, height=fields["height"], width=fields["width"], distortion_model=fields["distortion_model"],
+        d=np.array(fields["d"], np.float64), k=np.array(fields["k"], np.float64), r=np.array(fields["r"], np.float64),
+        p=np.array(fields["p"], np.float64), binning_x=0, binning_y=0,
+        roi=types["sensor_msgs/msg/RegionOfInterest"](x_offset=0, y_offset=0, height=0, width=0, do_rectify=False)),
+        stamp)
+    color = np.ascontiguousarray(view.color)
+    record(topics.color(name), types["sensor_msgs/msg/Image"](
+        header=header, height=color.shape[0], width=color.shape[1], encoding="rgb8", is_bigendian=0,
+        step=color.shape[1] * 3, data=color.reshape(-1)), stamp)
+    depth = depth_m_to_16uc1(depth_m)
+    record(topics.depth(name), types["sensor_msgs/msg/Image"](
+        header=header, height=depth.shape[0], width=depth.shape[1], encoding="16UC1", is_bigendian=0,
+        step=depth.shape[1] * 2, data=depth.view(np.uint8).reshape(-1)), stamp)
