@@ -436,3 +436,55 @@ def point_cloud_msg_to_points(msg) -> np.ndarray:
     offsets = {f.name: f.offset for f in msg.fields}
     raw = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(-1, msg.point_step)
     return np.stack([raw[:, offsets[a]: offsets[a] + 4].copy().view(np.float32)[:, 0] for a in "xyz"], axis=1)
+
+
+# --- motion ---
+
+
+def _duration(seconds: float):
+    from builtin_interfaces.msg import Duration
+
+    whole = math.floor(seconds)
+    return Duration(sec=int(whole), nanosec=min(round((seconds - whole) * 1e9), 999_999_999))
+
+
+def motion_trajectory_to_msg(trajectory, frame_id: str = "base"):
+    """Return a robopin.motion JointTrajectory as trajectory_msgs/JointTrajectory (stamp 0: start now)."""
+    from trajectory_msgs.msg import JointTrajectory as _JointTrajectoryMsg
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    msg = _JointTrajectoryMsg()
+    msg.header.frame_id = frame_id
+    msg.joint_names = list(trajectory.joint_names)
+    for i, t in enumerate(trajectory.times_s):
+        msg.points.append(
+            JointTrajectoryPoint(
+                positions=[float(v) for v in trajectory.positions[i]],
+                velocities=[float(v) for v in trajectory.velocities[i]],
+                accelerations=[float(v) for v in trajectory.accelerations[i]],
+                time_from_start=_duration(float(t)),
+            )
+        )
+    return msg
+
+
+def msg_to_motion_trajectory(msg):
+    """Return a trajectory_msgs/JointTrajectory as a robopin.motion JointTrajectory (missing rates = 0)."""
+    from robopin.motion.types import JointTrajectory as _MotionTrajectory
+
+    n, dof = len(msg.points), len(msg.joint_names)
+    times = np.array([p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points])
+    positions = np.array([list(p.positions) for p in msg.points], dtype=np.float64).reshape(n, dof)
+
+    def rates(field: str) -> np.ndarray:
+        values = [list(getattr(p, field)) for p in msg.points]
+        return np.array(values, dtype=np.float64) if all(len(v) == dof for v in values) else np.zeros((n, dof))
+
+    return _MotionTrajectory(tuple(msg.joint_names), times, positions, rates("velocities"), rates("accelerations"))
+
+
+def target3d_to_pick_point(msg) -> tuple[np.ndarray, np.ndarray | None]:
+    """The point (m) and unit normal (None when zero) of a robopin_interfaces/Target3D."""
+    normal = point_to_vector(msg.normal)
+    norm = float(np.linalg.norm(normal))
+    return point_to_vector(msg.point), (normal / norm if norm > 1e-9 else None)

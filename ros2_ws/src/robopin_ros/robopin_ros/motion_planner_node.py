@@ -1,0 +1,401 @@
+"""motion_planner_node: PickPlace and MoveToPose actions — 3D targets to verified, executed arm motion.
+
+Plans with a robopin.motion backend (``planner`` parameter, a YAML mapping; CPU ``roboplan`` by
+default, ``curobo`` on a GPU machine), keeps the collision world fresh from the workspace point cloud
+(``cloud_topic``, robot masked out at the joint state of capture) and the configured table, and
+executes through the arm driver's ``ExecuteTrajectory`` and ``GripperCommand`` actions. One goal at a
+time across both actions; targets outside the workspace are refused before planning; ``dry_run``
+plans only; cancelling a goal cancels the driver's goal, which stops the arm.
+
+    ros2 run robopin_ros motion_planner_node --ros-args -p robot:=xarm6 \\
+        -p planner:="{type: roboplan, timeout_s: 2.0}" -p table_height_m:=0.0
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import yaml
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from robopin_interfaces.action import ExecuteTrajectory, GripperCommand, MoveToPose, PickPlace
+from sensor_msgs.msg import JointState, PointCloud2
+
+from robopin.geometry.workspace import WorkspaceBox
+from robopin.motion import PickPlaceConfig, make_planner, plan_pick_place, planner_config_from_dict
+from robopin.motion.grasps import GraspConfig
+from robopin.motion.scene import SceneConfig, SceneKeeper, StaleWorldError
+from robopin_ros import conversions
+from robopin_ros.runtime import run_node
+from robopin_ros.single_goal import BUSY_REASON, SingleGoalGuard
+
+READ_ONLY = ParameterDescriptor(read_only=True)
+SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
+STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
+
+
+class _RefusalError(Exception):
+    """A goal that must end now with a named status (never moved the arm past this point)."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class MotionPlannerNode(Node):
+    """Serves /robopin/motion/pick_place and /robopin/motion/move_to_pose."""
+
+    def __init__(self) -> None:
+        super().__init__("motion_planner_node")
+        p = self._declare
+        robot = str(p("robot", "panda"))
+        planner_values = yaml.safe_load(str(p("planner", "{type: roboplan}"))) or {}
+        planner_values.setdefault("type", "roboplan")
+        planner_values["robot"] = robot
+        self.planner = make_planner(planner_config_from_dict(planner_values))
+        self.planner.warmup()
+        workspace = WorkspaceBox.from_dict(
+            yaml.safe_load(str(p("workspace", "{min_xyz: [0.1, -0.6, -0.05], max_xyz: [0.9, 0.6, 0.8]}")))
+        )
+        table = float(p("table_height_m", 0.0))
+        self.scene = SceneKeeper(
+            self.planner.robot,
+            SceneConfig(
+                workspace=workspace,
+                table_height_m=None if math.isnan(table) else table,
+                robot_mask_padding_m=float(p("robot_mask_padding_m", 0.03)),
+                voxel_size_m=float(p("voxel_size_m", 0.01)),
+                max_cloud_age_s=float(p("max_cloud_age_s", 2.0)),
+                require_cloud=bool(p("require_cloud", False)),
+            ),
+        )
+        self.grasp_config = GraspConfig(
+            pre_grasp_distance_m=float(p("pre_grasp_distance_m", 0.10)),
+            grasp_depth_m=float(p("grasp_depth_m", 0.02)),
+            lift_height_m=float(p("lift_height_m", 0.12)),
+            place_clearance_m=float(p("place_clearance_m", 0.01)),
+            pre_place_distance_m=float(p("pre_place_distance_m", 0.10)),
+            retreat_distance_m=float(p("retreat_distance_m", 0.10)),
+        )
+        self.gripper_open_m = float(p("gripper_open_m", 0.08))
+        self.gripper_max_effort_n = float(p("gripper_max_effort_n", 20.0))
+        self.min_held_width_m = float(p("min_held_width_m", 0.003))
+        self.object_footprint_m = float(p("object_footprint_m", 0.05))
+        self.max_joint_state_age_s = float(p("max_joint_state_age_s", 1.0))
+        self.execution_timeout_s = float(p("execution_timeout_s", 60.0))
+        self.driver_wait_s = float(p("driver_wait_s", 5.0))
+
+        self.guard = SingleGoalGuard()
+        self._plan_lock = threading.Lock()  # planners are not thread-safe
+        self._state_lock = threading.Lock()
+        self._joint_history: collections.deque[tuple[float, np.ndarray]] = collections.deque(maxlen=200)
+        group = ReentrantCallbackGroup()
+        self.create_subscription(
+            JointState,
+            str(p("joint_states_topic", "/joint_states")),
+            self._on_joint_state,
+            STATE_QOS,
+            callback_group=group,
+        )
+        self.create_subscription(
+            PointCloud2,
+            str(p("cloud_topic", "/robopin/workspace_cloud")),
+            self._on_cloud,
+            SENSOR_QOS,
+            callback_group=group,
+        )
+        self.execute_action = str(p("execute_action", "/robopin/arm/execute_trajectory"))
+        self.gripper_action = str(p("gripper_action", "/robopin/arm/gripper_command"))
+        self.execute_client = ActionClient(self, ExecuteTrajectory, self.execute_action, callback_group=group)
+        self.gripper_client = ActionClient(self, GripperCommand, self.gripper_action, callback_group=group)
+        self.pick_place_server = ActionServer(
+            self,
+            PickPlace,
+            "/robopin/motion/pick_place",
+            execute_callback=self._execute_pick_place,
+            goal_callback=self._accept_goal,
+            cancel_callback=self._accept_cancel,
+            callback_group=group,
+        )
+        self.move_server = ActionServer(
+            self,
+            MoveToPose,
+            "/robopin/motion/move_to_pose",
+            execute_callback=self._execute_move_to_pose,
+            goal_callback=self._accept_goal,
+            cancel_callback=self._accept_cancel,
+            callback_group=group,
+        )
+        self.get_logger().info(f"motion planner ready: {self.planner!r}, workspace {workspace}")
+
+    def _declare(self, name: str, default: Any) -> Any:
+        return self.declare_parameter(name, default, READ_ONLY).value
+
+    # --- inputs -----------------------------------------------------------------------------------
+
+    def _now_s(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        """Keep the arm joint positions, in planner order, with their stamp."""
+        index = {name: i for i, name in enumerate(msg.name)}
+        try:
+            q = np.array([msg.position[index[name]] for name in self.planner.joint_names], dtype=np.float64)
+        except (KeyError, IndexError):
+            return  # a message about other joints (e.g. the gripper alone)
+        stamp = conversions.stamp_to_seconds(msg.header.stamp) or self._now_s()
+        with self._state_lock:
+            self._joint_history.append((stamp, q))
+
+    def _on_cloud(self, msg: PointCloud2) -> None:
+        """Take the workspace cloud, masking the robot at the joint state nearest its stamp."""
+        if msg.header.frame_id not in ("", "base"):
+            self.get_logger().warning(f"ignoring cloud in frame {msg.header.frame_id!r}; expected 'base'")
+            return
+        stamp = conversions.stamp_to_seconds(msg.header.stamp) or self._now_s()
+        with self._state_lock:
+            history = list(self._joint_history)
+        q = min(history, key=lambda item: abs(item[0] - stamp))[1] if history else None
+        self.scene.update_cloud(conversions.point_cloud_msg_to_points(msg), q, stamp)
+
+    def _current_q(self) -> np.ndarray:
+        with self._state_lock:
+            latest = self._joint_history[-1] if self._joint_history else None
+        if latest is None:
+            raise _RefusalError("no_joint_state", "no joint state received yet")
+        age = self._now_s() - latest[0]
+        if age > self.max_joint_state_age_s:
+            raise _RefusalError("stale_state", f"joint state is {age:.2f} s old (max {self.max_joint_state_age_s} s)")
+        return latest[1]
+
+    # --- goal policy ------------------------------------------------------------------------------
+
+    def _accept_goal(self, goal_request) -> GoalResponse:
+        """Accept every goal; a second one while one runs is aborted with reason 'busy'."""
+        return GoalResponse.ACCEPT
+
+    def _accept_cancel(self, goal_handle) -> CancelResponse:
+        """Always allow cancelling: the running phase's driver goal is cancelled too."""
+        return CancelResponse.ACCEPT
+
+    # --- downstream actions -----------------------------------------------------------------------
+
+    def _wait(self, future, goal_handle, timeout_s: float) -> bool:
+        """Wait for ``future``; False when the goal was cancelled or the time ran out first."""
+        done = threading.Event()
+        future.add_done_callback(lambda _: done.set())
+        deadline = time.monotonic() + timeout_s
+        while not done.wait(0.02):
+            if goal_handle.is_cancel_requested or time.monotonic() > deadline:
+                return False
+        return True
+
+    def _call(self, client: ActionClient, name: str, goal, goal_handle, *, feedback=None, timeout_s: float = 30.0):
+        """Run one driver action to its end; cancels it when our own goal is cancelled."""
+        if not client.wait_for_server(timeout_sec=self.driver_wait_s):
+            raise _RefusalError("driver_unavailable", f"arm driver action {name} is not available")
+        sent = client.send_goal_async(goal, feedback_callback=feedback)
+        if not self._wait(sent, goal_handle, self.driver_wait_s):
+            raise _RefusalError(
+                "canceled" if goal_handle.is_cancel_requested else "driver_timeout",
+                "driver did not accept the goal in time",
+            )
+        handle = sent.result()
+        if not handle.accepted:
+            raise _RefusalError("driver_rejected", f"{name} rejected the goal")
+        result_future = handle.get_result_async()
+        if not self._wait(result_future, goal_handle, timeout_s):
+            canceled = goal_handle.is_cancel_requested
+            cancel_future = handle.cancel_goal_async()
+            self._wait(cancel_future, _NeverCanceled, 5.0)
+            self._wait(result_future, _NeverCanceled, 5.0)
+            raise _RefusalError(
+                "canceled" if canceled else "execution_timeout",
+                "canceled by the client" if canceled else f"driver took longer than {timeout_s} s",
+            )
+        return result_future.result().result
+
+    def _execute(self, trajectory, goal_handle, stage: str, feedback_type) -> None:
+        goal = ExecuteTrajectory.Goal(trajectory=conversions.motion_trajectory_to_msg(trajectory))
+
+        def relay(message) -> None:
+            goal_handle.publish_feedback(feedback_type(stage=stage, progress=float(message.feedback.progress)))
+
+        result = self._call(
+            self.execute_client,
+            self.execute_action,
+            goal,
+            goal_handle,
+            feedback=relay,
+            timeout_s=max(self.execution_timeout_s, 3.0 * trajectory.duration_s),
+        )
+        if not result.success:
+            raise _RefusalError(result.reason or "execution_failed", f"arm driver: {result.message}")
+
+    def _gripper(self, width_m: float, goal_handle):
+        goal = GripperCommand.Goal(position=float(width_m), max_effort=self.gripper_max_effort_n)
+        return self._call(self.gripper_client, self.gripper_action, goal, goal_handle, timeout_s=15.0)
+
+    # --- MoveToPose -------------------------------------------------------------------------------
+
+    def _execute_move_to_pose(self, goal_handle) -> MoveToPose.Result:
+        """Plan to the TCP pose, then (unless dry run) execute it."""
+        request = goal_handle.request
+        result = MoveToPose.Result()
+        goal_id = bytes(goal_handle.goal_id.uuid).hex()
+        holder = self.guard.try_acquire(goal_id)
+        if holder is not None:
+            result.status, result.message = BUSY_REASON, self.guard.busy_message(holder)
+            goal_handle.abort()
+            return result
+        try:
+            frame = request.target.header.frame_id or "base"
+            if frame != "base":
+                raise _RefusalError("unsupported_frame", f"target frame {frame!r}; expected 'base'")
+            T_goal = conversions.pose_to_matrix(request.target.pose)
+            if not self.scene.inside_workspace(T_goal[:3, 3]):
+                raise _RefusalError(
+                    "outside_workspace", f"target {T_goal[:3, 3].round(3).tolist()} is outside the workspace"
+                )
+            goal_handle.publish_feedback(MoveToPose.Feedback(stage="planning", progress=0.0))
+            q_start = self._current_q()
+            with self._plan_lock:
+                self.planner.update_world(self._world())
+                plan = self.planner.plan_to_pose(q_start, T_goal, velocity_scale=request.velocity_scale or None)
+            result.planning_time_s = plan.planning_time_s
+            if not plan.success:
+                raise _RefusalError(plan.status.value, plan.message or "planning failed")
+            result.trajectory = conversions.motion_trajectory_to_msg(plan.trajectory)
+            if not request.dry_run:
+                self._execute(plan.trajectory, goal_handle, "executing", MoveToPose.Feedback)
+            result.success, result.status = True, "success"
+            result.message = "planned (dry run)" if request.dry_run else "moved"
+            goal_handle.succeed()
+        except _RefusalError as refusal:
+            result.success, result.status, result.message = False, refusal.status, str(refusal)
+            self._finish_failed(goal_handle, refusal)
+        finally:
+            self.guard.release(goal_id)
+        return result
+
+    # --- PickPlace --------------------------------------------------------------------------------
+
+    def _execute_pick_place(self, goal_handle) -> PickPlace.Result:
+        """Plan every phase first, then run them with the gripper in between (unless dry run)."""
+        request = goal_handle.request
+        result = PickPlace.Result()
+        goal_id = bytes(goal_handle.goal_id.uuid).hex()
+        holder = self.guard.try_acquire(goal_id)
+        if holder is not None:
+            result.status, result.message = BUSY_REASON, self.guard.busy_message(holder)
+            goal_handle.abort()
+            return result
+        try:
+            pick, normal = conversions.target3d_to_pick_point(request.pick)
+            place, _ = conversions.target3d_to_pick_point(request.place)
+            for name, target, point in (("pick", request.pick, pick), ("place", request.place, place)):
+                if not target.valid:
+                    raise _RefusalError(
+                        "invalid_target", f"{name} target is not valid: {target.reason or 'no reason given'}"
+                    )
+                if not self.scene.inside_workspace(point):
+                    raise _RefusalError(
+                        "outside_workspace", f"{name} point {np.round(point, 3).tolist()} is outside the workspace"
+                    )
+            goal_handle.publish_feedback(PickPlace.Feedback(stage="planning", progress=0.0))
+            q_start = self._current_q()
+            plan = self._plan_pick_place(request, q_start, pick, place, normal=normal)
+            result.planning_time_s = plan.planning_time_s
+            result.trajectories = [conversions.motion_trajectory_to_msg(ph.result.trajectory) for ph in plan.phases]
+            if not plan.success:
+                raise _RefusalError(plan.status.value, plan.message)
+            if not request.dry_run:
+                self._run_phases(plan, goal_handle)
+            result.success, result.status = True, "success"
+            result.message = "planned (dry run)" if request.dry_run else "picked and placed"
+            goal_handle.succeed()
+        except _RefusalError as refusal:
+            result.success, result.status, result.message = False, refusal.status, str(refusal)
+            self._finish_failed(goal_handle, refusal)
+        finally:
+            self.guard.release(goal_id)
+        return result
+
+    def _plan_pick_place(self, request, q_start, pick, place, *, normal):
+        grasp = GraspConfig(**{**self.grasp_config.__dict__})
+        if request.approach_distance_m > 0.0:
+            grasp.pre_grasp_distance_m = grasp.pre_place_distance_m = float(request.approach_distance_m)
+        table = self.scene.config.table_height_m
+        height = max(float(pick[2] - table), 0.01) if table is not None else 0.05
+        config = PickPlaceConfig(
+            grasp=grasp,
+            object_size_m=(self.object_footprint_m, self.object_footprint_m, height),
+            gripper_open_width_m=self.gripper_open_m,
+        )
+        yaw = None if math.isnan(request.grasp_yaw) else float(request.grasp_yaw)
+        with self._plan_lock:
+            world = self._world()
+            object_points = None
+            if world.points is not None and len(world.points):
+                near = np.linalg.norm(world.points[:, :2] - pick[:2], axis=1) <= config.target_clearance_radius_m
+                object_points = world.points[near] if near.sum() >= 3 else None
+            self.planner.update_world(world)
+            return plan_pick_place(
+                self.planner,
+                q_start,
+                pick,
+                place,
+                config,
+                yaw_rad=yaw,
+                object_points=object_points,
+                pick_normal=normal,
+                velocity_scale=request.velocity_scale or None,
+            )
+
+    def _run_phases(self, plan, goal_handle) -> None:
+        for phase in plan.phases:
+            self._execute(phase.result.trajectory, goal_handle, phase.stage, PickPlace.Feedback)
+            if phase.gripper_after_m is None:
+                continue
+            closing = phase.gripper_after_m < self.gripper_open_m / 2
+            gripper = self._gripper(phase.gripper_after_m, goal_handle)
+            if closing and not gripper.stalled and gripper.position < self.min_held_width_m:
+                raise _RefusalError("grasp_missed", f"gripper closed to {gripper.position * 1e3:.1f} mm: nothing held")
+
+    # --- helpers ----------------------------------------------------------------------------------
+
+    def _world(self):
+        try:
+            return self.scene.world(self._now_s())
+        except StaleWorldError as error:
+            raise _RefusalError("stale_world", str(error)) from None
+
+    def _finish_failed(self, goal_handle, refusal: _RefusalError) -> None:
+        self.get_logger().warning(f"goal refused or failed: {refusal.status}: {refusal}")
+        if refusal.status == "canceled" and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        else:
+            goal_handle.abort()
+
+
+class _NeverCanceled:
+    """Stand-in goal handle for waits that must not be cut short by our own cancel request."""
+
+    is_cancel_requested = False
+
+
+def main(args=None) -> int:
+    """Run the motion planner node until Ctrl-C or SIGTERM."""
+    return run_node(MotionPlannerNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
