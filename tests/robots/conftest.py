@@ -38,3 +38,32 @@ def xarm(xarm_emulator):
     arm.enable()
     yield arm
     arm.disconnect()
+
+
+@pytest.fixture(scope="session")
+def franka_sim():
+    """One franky-sim server (MuJoCo, real libfranka protocol) for the whole session; startup ~5-15 s."""
+    pytest.importorskip("franky_sim", reason="franky-sim is in requirements/robots.txt")
+    from robopin.robots.franka_sim_process import FrankaSimProcess
+
+    with FrankaSimProcess() as sim:
+        yield sim
+
+
+@pytest.fixture
+def franka(franka_sim):
+    """A connected, enabled FrankaArm on the simulator, back at its start configuration afterwards."""
+    from robopin.robots.base import make_arm
+    from robopin.robots.franka_arm import FrankaArmConfig
+
+    arm = make_arm(FrankaArmConfig(ip=franka_sim.hostname, relative_dynamics_factor=0.5))
+    arm.connect()
+    arm.enable()
+    start = arm.joint_state().positions
+    yield arm
+    try:
+        if arm.fault() is not None:
+            arm.recover()
+        arm.move_to_joints(start)
+    finally:
+        arm.disconnect()

@@ -5,6 +5,7 @@ Only the controller is emulated (there is no xArm here); every SDK call, socket 
 
 from __future__ import annotations
 
+import itertools
 import socket
 import struct
 import threading
@@ -89,7 +90,7 @@ def test_trajectory_is_streamed_with_servo_j_to_the_goal(xarm, xarm_emulator):
     last_target = np.array(struct.unpack("<7f", servo[-1].payload[:28]))[:6]
     np.testing.assert_allclose(last_target, goal, atol=1e-5)
     assert progress[-1].progress == pytest.approx(1.0)
-    assert all(b.time_from_start_s >= a.time_from_start_s for a, b in zip(progress, progress[1:], strict=False))
+    assert all(b.time_from_start_s >= a.time_from_start_s for a, b in itertools.pairwise(progress))
 
 
 def test_gripper_opens_closes_and_detects_a_grasp(make_xarm_emulator):

@@ -101,6 +101,8 @@ class ArmConfig:
     dry_run: bool = False
     gripper_speed_m_s: float = 0.05
     gripper_force_n: float = 20.0  # grasp force when a command gives none
+    still_speed_rad_s: float = 0.02  # after a stop, the arm counts as at rest below this joint speed
+    stop_timeout_s: float = 3.0  # longest wait for rest after a stop before reporting anyway
 
     def __post_init__(self) -> None:
         if isinstance(self.safety, Mapping):
@@ -109,7 +111,13 @@ class ArmConfig:
             raise ArmConfigError(f"safety must be a SafetyConfig or a mapping, got {type(self.safety).__name__}")
         if self.robot not in available_descriptions():
             raise ArmConfigError(f"robot {self.robot!r} has no description; expected one of {available_descriptions()}")
-        for name in ("goal_tolerance_rad", "gripper_speed_m_s", "gripper_force_n"):
+        for name in (
+            "goal_tolerance_rad",
+            "gripper_speed_m_s",
+            "gripper_force_n",
+            "still_speed_rad_s",
+            "stop_timeout_s",
+        ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0.0):
                 raise ArmConfigError(f"{name} must be a finite number > 0, got {value}")
@@ -433,8 +441,9 @@ class Arm(abc.ABC):
             self._stop_motion_logged()
             return ExecutionResult(False, Reason.FAULT, f"{fault.name}: {fault.message}", math.nan, duration, fault)
         if execution.stop_reason is not None:
-            # Cancel stops the arm, whatever the backend already did.
+            # Cancel stops the arm, whatever the backend already did; report once it is at rest.
             self._stop_motion_logged()
+            self.wait_until_still()
             error = self._final_error(trajectory)
             return ExecutionResult(False, execution.stop_reason, execution.stop_message, error, duration)
         error = self._final_error(trajectory)
@@ -447,6 +456,28 @@ class Arm(abc.ABC):
                 duration,
             )
         return ExecutionResult(True, Reason.COMPLETED, "trajectory executed", error, duration)
+
+    def wait_until_still(self) -> bool:
+        """Wait until no joint moves faster than ``still_speed_rad_s``; False after ``stop_timeout_s``."""
+        deadline = time.monotonic() + self.config.stop_timeout_s
+        previous: JointState | None = None
+        while time.monotonic() < deadline:
+            try:
+                state = self.joint_state()
+            except ArmError:
+                return False
+            if state.velocities is not None:
+                speed = float(np.max(np.abs(state.velocities)))
+            elif previous is not None and state.stamp_s > previous.stamp_s:
+                speed = float(np.max(np.abs(state.positions - previous.positions)) / (state.stamp_s - previous.stamp_s))
+            else:
+                speed = math.inf
+            if speed < self.config.still_speed_rad_s:
+                return True
+            previous = state
+            time.sleep(0.01)
+        logger.warning("%s still moving %.1f s after a stop", self, self.config.stop_timeout_s)
+        return False
 
     def _final_error(self, trajectory: JointTrajectory) -> float:
         try:

@@ -227,8 +227,7 @@ class FrankaArm(Arm):
             planned_t, _ = progress.update(state.positions)
             execution.report(planned_t, state)
         if execution.should_stop():
-            self._wait_until_still(execution)
-            return
+            return  # the base class waits for the arm to come to rest
         goal = trajectory.positions[-1]
         deadline = time.monotonic() + self.config.settle_timeout_s
         while time.monotonic() < deadline and not execution.should_stop():
@@ -237,15 +236,6 @@ class FrankaArm(Arm):
             if np.max(np.abs(state.positions - goal)) <= self.config.goal_tolerance_rad * 0.5:
                 break
             execution.wait_stop(self.config.poll_period_s)
-
-    def _wait_until_still(self, execution: Execution, speed_rad_s: float = 0.01, timeout_s: float = 1.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            state = self._read_joint_state()
-            execution.report_state(state)
-            if state.velocities is not None and np.max(np.abs(state.velocities)) < speed_rad_s:
-                return
-            time.sleep(self.config.poll_period_s)
 
     def _raise_fault(self, error: BaseException) -> None:
         robot = self._robot

@@ -1,0 +1,119 @@
+"""The Franka backend with the real franky (libfranka) against franky-sim's MuJoCo robot server.
+
+Only the robot is simulated; the libfranka network protocol, franky's motion generators and the
+gripper protocol are the real ones. The simulator starts once per session (about 5-15 s).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from robopin.robots.base import make_arm
+from robopin.robots.errors import ArmConnectionError, Reason, SafetyViolationError
+from robopin.robots.franka_arm import FrankaArmConfig, PathProgress, fault_from_errors
+from robopin.robots.trajectory import JointTrajectory, min_jerk_move
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def test_joint_motion_reaches_the_goal(franka):
+    start = franka.joint_state().positions
+    goal = start + np.array([0.3, 0.1, 0.0, 0.2, 0.0, 0.1, 0.2])
+    progress = []
+    result = franka.move_to_joints(goal, on_progress=progress.append)
+    assert result.success, result
+    assert result.final_error_rad <= franka.config.goal_tolerance_rad
+    np.testing.assert_allclose(franka.joint_state().positions, goal, atol=0.02)
+    assert progress and progress[-1].progress == pytest.approx(1.0)
+
+
+def test_waypoint_trajectory_passes_its_waypoints(franka):
+    names = franka.joint_names
+    start = franka.joint_state().positions
+    via = start + np.array([0.25, 0.0, 0.0, 0.15, 0.0, 0.0, 0.0])
+    goal = start + np.array([0.25, 0.15, 0.0, 0.15, 0.0, 0.2, 0.0])
+    vmax, amax = franka.safety.max_velocity_rad_s * 0.3, franka.safety.max_acceleration_rad_s2 * 0.3
+    first = min_jerk_move(names, start, via, vmax, amax)
+    second = min_jerk_move(names, via, goal, vmax, amax)
+    trajectory = JointTrajectory(
+        names,
+        np.concatenate([first.times_s, first.duration_s + second.times_s[1:]]),
+        np.vstack([first.positions, second.positions[1:]]),
+        np.vstack([first.velocities, second.velocities[1:]]),
+    )
+    seen = []
+    result = franka.execute(trajectory, on_progress=lambda _p: seen.append(franka.joint_state().positions))
+    assert result.success, result
+    distance_to_via = min(float(np.max(np.abs(q - via))) for q in seen)
+    assert distance_to_via < 0.05
+    np.testing.assert_allclose(franka.joint_state().positions, goal, atol=0.02)
+
+
+def test_cancel_mid_motion_stops_the_arm(franka):
+    start = franka.joint_state().positions
+    goal = start + np.array([1.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    # Slowed down so the cancel surely lands mid-motion (waypoints carry the slower velocities).
+    trajectory = franka.plan_move(goal).scaled(0.3)
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.update(result=franka.execute(trajectory)), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while abs(franka.joint_state().positions[0] - start[0]) < 0.05:
+        assert time.monotonic() < deadline, "the arm never started moving"
+        time.sleep(0.01)
+    assert franka.cancel()
+    thread.join(60)
+    result = box["result"]
+    assert result.reason is Reason.CANCELED and not result.success
+    state = franka.joint_state()
+    assert np.max(np.abs(state.velocities)) < 0.05
+    assert abs(state.positions[0] - goal[0]) > 0.3
+    assert franka.fault() is None
+    assert franka.move_to_joints(start).success  # no manual clearing needed
+
+
+def test_refused_trajectory_leaves_the_arm_where_it_is(franka):
+    here = franka.joint_state().positions
+    too_far = here.copy()
+    too_far[3] = franka.description.upper_rad[3] + 0.1
+    with pytest.raises(SafetyViolationError) as caught:
+        franka.execute(JointTrajectory(franka.joint_names, [0.0, 4.0], [here, too_far]))
+    assert caught.value.reason is Reason.JOINT_LIMIT
+    time.sleep(0.2)
+    np.testing.assert_allclose(franka.joint_state().positions, here, atol=1e-3)
+
+
+def test_gripper_moves_closes_and_opens(franka):
+    moved = franka.gripper_move(0.04)
+    assert moved.reached_goal and moved.width_m == pytest.approx(0.04, abs=0.003)
+    closed = franka.gripper_close(force_n=20.0)
+    assert closed.width_m < 0.005 and not closed.stalled  # nothing between the fingers
+    opened = franka.gripper_open()
+    assert opened.width_m > 0.07
+    assert franka.gripper_state().max_width_m > 0.07
+
+
+def test_unreachable_robot_is_reported():
+    arm = make_arm(FrankaArmConfig(ip="127.0.0.4"))  # nothing listens there
+    with pytest.raises(ArmConnectionError, match="unreachable"):
+        arm.connect()
+
+
+def test_libfranka_errors_are_named():
+    import franky
+
+    assert fault_from_errors(franky.Errors()).name == "control_exception"
+
+
+def test_path_progress_follows_the_path_forward():
+    names = tuple("abc")
+    trajectory = min_jerk_move(names, np.zeros(3), np.ones(3), np.full(3, 1.0), np.full(3, 5.0))
+    tracker = PathProgress(trajectory)
+    t_mid, error = tracker.update(trajectory.sample(trajectory.duration_s / 2)[0] + 0.001)
+    assert t_mid == pytest.approx(trajectory.duration_s / 2, abs=0.02) and error < 0.01
+    t_end, _ = tracker.update(np.ones(3))
+    assert t_end == pytest.approx(trajectory.duration_s, abs=0.02)
