@@ -39,7 +39,8 @@ DEFAULT_LONG_HORIZON_PATTERNS: tuple[str, ...] = (
     r"\beach\b",
     r"\bone by one\b",
     r"\bthen\b",
-    r"\b(objects|things|items|toys|blocks|cubes)\b",
+    # A plural noun as what is picked ("pick up yellow objects"), not one mentioned as a landmark.
+    r"\b(pick up|pick|put|move|collect|gather)\s+(the\s+)?(\w+\s+){0,2}(objects|things|items|toys|blocks|cubes)\b",
     r"\b(sort|tidy|clear|stack)\b",
 )
 """Words that make ``auto`` treat an instruction as long-horizon (several steps) rather than one step."""
