@@ -151,3 +151,49 @@ def robopin_typestore(directory: Path | None = None) -> Any:
     Built once per definitions directory and shared: treat it as read-only.
     """
     return _cached_typestore(str(directory or interface_directory()))
+
+
+_SEPARATOR = "=" * 80 + "\n"
+
+
+def _own_definition(typestore: Any, type_name: str) -> str:
+    if "/msg/" in type_name:
+        text, _ = typestore.generate_msgdef(type_name, ros_version=2)
+        return text.split(_SEPARATOR, 1)[0]
+    definitions = robopin_definitions()
+    if type_name not in definitions:
+        raise KeyError(f"no definition text for {type_name!r}")
+    return definitions[type_name]
+
+
+def _nested_types(definition: str) -> list[str]:
+    nested = []
+    for line in definition.splitlines():
+        tokens = line.split("#", 1)[0].split()
+        if len(tokens) < 2 or "/" not in tokens[0] or "=" in tokens[1]:
+            continue
+        name = tokens[0].split("[", 1)[0]
+        parts = name.split("/")
+        nested.append(name if len(parts) == 3 else f"{parts[0]}/msg/{parts[1]}")
+    return nested
+
+
+def message_definition(typestore: Any, type_name: str) -> str:
+    """The ros2msg definition text (with every nested type after ``MSG:`` lines) rosbag2 stores per topic.
+
+    ``rosbags`` generates these for ``pkg/msg/*`` types only; this also covers action and service
+    parts (``pkg/action/Name_FeedbackMessage``), whose nested types keep their full names.
+    """
+    text = _own_definition(typestore, type_name)
+    seen = {type_name}
+    pending = _nested_types(text)
+    while pending:
+        nested = pending.pop(0)
+        if nested in seen:
+            continue
+        seen.add(nested)
+        body = _own_definition(typestore, nested)
+        short = nested.replace("/msg/", "/")
+        text += f"{_SEPARATOR}MSG: {short}\n{body}"
+        pending.extend(_nested_types(body))
+    return text
