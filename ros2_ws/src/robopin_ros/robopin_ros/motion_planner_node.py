@@ -53,8 +53,8 @@ class _RefusalError(Exception):
 class MotionPlannerNode(Node):
     """Serves /robopin/motion/pick_place and /robopin/motion/move_to_pose."""
 
-    def __init__(self) -> None:
-        super().__init__("motion_planner_node")
+    def __init__(self, **node_options: Any) -> None:
+        super().__init__("motion_planner_node", **node_options)
         p = self._declare
         robot = str(p("robot", "panda"))
         planner_values = yaml.safe_load(str(p("planner", "{type: roboplan}"))) or {}

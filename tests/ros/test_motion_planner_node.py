@@ -1,0 +1,230 @@
+"""motion_planner_node over real DDS with the simulated arm: pick-and-place, refusals, dry run, cancel.
+
+The arm side is the real ``SimArm`` backend on a pybullet workcell. Its ROS face here is a small
+stand-in for the arm driver node (``_SimArmDriver``: ExecuteTrajectory, GripperCommand, /joint_states),
+which belongs to the arms area and was not in the tree when this was written; swap it for
+``arm_driver_node`` once that lands.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+from rclpy.action import ActionClient, ActionServer, CancelResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from robopin_interfaces.action import ExecuteTrajectory, GripperCommand, MoveToPose, PickPlace
+from robopin_interfaces.msg import Target3D
+from robopin_ros import conversions
+from robopin_ros.motion_planner_node import MotionPlannerNode
+from sensor_msgs.msg import JointState as JointStateMsg
+
+from robopin.robots.trajectory import JointTrajectory as ArmTrajectory
+from robopin.sim.arm import SimArm, SimArmConfig
+from robopin.sim.world import SimWorld
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+_names = itertools.count()
+PICK = (0.45, 0.10, 0.05)  # top of a 5 cm cube standing at (0.45, 0.10)
+PLACE = (0.35, -0.20, 0.0)  # on the table
+
+
+class _SimArmDriver(Node):
+    """Stand-in arm driver: the SimArm behind ExecuteTrajectory, GripperCommand and /joint_states."""
+
+    def __init__(self, arm: SimArm, context) -> None:
+        super().__init__("sim_arm_driver", context=context)
+        self.arm = arm
+        group = ReentrantCallbackGroup()
+        self.joint_pub = self.create_publisher(JointStateMsg, "/joint_states", 10)
+        self.create_timer(0.02, self._publish_state, callback_group=group)
+        self.executed = 0
+        ActionServer(self, ExecuteTrajectory, "/robopin/arm/execute_trajectory", self._execute,
+                     cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=group)
+        ActionServer(self, GripperCommand, "/robopin/arm/gripper_command", self._gripper, callback_group=group)
+
+    def _publish_state(self) -> None:
+        state = self.arm.joint_state()
+        msg = JointStateMsg(name=list(state.names), position=[float(v) for v in state.positions])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.joint_pub.publish(msg)
+
+    def _execute(self, goal_handle):
+        trajectory = conversions.msg_to_motion_trajectory(goal_handle.request.trajectory)
+        arm_trajectory = ArmTrajectory(trajectory.joint_names, trajectory.times_s, trajectory.positions,
+                                       trajectory.velocities)
+        done = threading.Event()
+
+        def watch_cancel() -> None:
+            while not done.wait(0.02):
+                if goal_handle.is_cancel_requested:
+                    self.arm.cancel()
+                    return
+
+        threading.Thread(target=watch_cancel, daemon=True).start()
+        try:
+            outcome = self.arm.execute(
+                arm_trajectory,
+                on_progress=lambda p: goal_handle.publish_feedback(
+                    ExecuteTrajectory.Feedback(progress=float(p.time_from_start_s / max(p.duration_s, 1e-9)))
+                ),
+            )
+        finally:
+            done.set()
+        self.executed += 1
+        result = ExecuteTrajectory.Result(success=outcome.success, reason=str(outcome.reason.value),
+                                          message=outcome.message, final_error_rad=float(outcome.final_error_rad))
+        if goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        elif outcome.success:
+            goal_handle.succeed()
+        else:
+            goal_handle.abort()
+        return result
+
+    def _gripper(self, goal_handle):
+        request = goal_handle.request
+        outcome = self.arm.gripper_move(request.position, request.max_effort)
+        goal_handle.succeed()
+        return GripperCommand.Result(position=outcome.width_m, effort=outcome.effort_n, stalled=outcome.stalled,
+                                     reached_goal=outcome.reached_goal)
+
+
+@pytest.fixture
+def cell(ros_context):
+    """Sim world with a cube, the SimArm driver, the motion planner node and a client, all on DDS."""
+    name = f"motion-node-{next(_names)}"
+    world = SimWorld(name, robot="panda")
+    world.add_object("cube", "cube", PICK[:2])
+    world.settle()
+    arm = SimArm(SimArmConfig(robot="panda", world=name))
+    arm.connect()
+    arm.enable()
+    driver = _SimArmDriver(arm, ros_context)
+    planner = MotionPlannerNode(
+        context=ros_context,
+        parameter_overrides=[
+            Parameter("robot", value="panda"),
+            Parameter("planner", value="{type: roboplan, timeout_s: 3.0}"),
+            Parameter("table_height_m", value=0.0),
+        ],
+    )
+    client = Node("motion_test_client", context=ros_context)
+    executor = MultiThreadedExecutor(num_threads=6, context=ros_context)
+    for node in (driver, planner, client):
+        executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        yield world, arm, driver, planner, client
+    finally:
+        executor.shutdown()
+        spinner.join(timeout=5)
+        for node in (client, planner, driver):
+            node.destroy_node()
+        arm.disconnect()
+        world.close()
+
+
+def _wait(future, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while not future.done():
+        assert time.monotonic() < deadline, "timed out waiting for an action future"
+        time.sleep(0.01)
+    return future.result()
+
+
+def _send(client_node, action_type, name, goal, *, feedback=None, timeout_s: float = 120.0):
+    client = ActionClient(client_node, action_type, name)
+    assert client.wait_for_server(timeout_sec=10.0)
+    handle = _wait(client.send_goal_async(goal, feedback_callback=feedback), 10.0)
+    assert handle.accepted
+    return handle, _wait(handle.get_result_async(), timeout_s).result
+
+
+def _target(xyz, valid: bool = True) -> Target3D:
+    target = Target3D(valid=valid)
+    target.header.frame_id = "base"
+    target.point = conversions.vector_to_point(xyz)
+    return target
+
+
+def _pose_goal(xyz, dry_run: bool = False) -> MoveToPose.Goal:
+    goal = MoveToPose.Goal(dry_run=dry_run)
+    goal.target.header.frame_id = "base"
+    T = np.eye(4)
+    T[:3, :3] = np.diag([1.0, -1.0, -1.0])  # pointing down
+    T[:3, 3] = xyz
+    goal.target.pose = conversions.matrix_to_pose(T)
+    return goal
+
+
+def _wait_for_joint_state(planner) -> None:
+    deadline = time.monotonic() + 10.0
+    while not planner._joint_history:
+        assert time.monotonic() < deadline, "no joint state reached the planner"
+        time.sleep(0.05)
+
+
+def test_pick_and_place_through_the_node_moves_the_cube(cell):
+    world, _, driver, planner, client = cell
+    _wait_for_joint_state(planner)
+    stages: list[str] = []
+    goal = PickPlace.Goal(pick=_target(PICK), place=_target(PLACE), grasp_yaw=math.nan)
+    _, result = _send(client, PickPlace, "/robopin/motion/pick_place", goal,
+                      feedback=lambda msg: stages.append(msg.feedback.stage))
+    assert result.success, f"{result.status}: {result.message}"
+    assert result.status == "success" and result.planning_time_s > 0.0
+    assert len(result.trajectories) == 6 and driver.executed == 6
+    ordered = [s for i, s in enumerate(stages) if i == 0 or s != stages[i - 1]]
+    assert ordered == ["planning", "approaching", "grasping", "lifting", "placing", "retreating"]
+    world.settle()
+    cube = world.object_center("cube")
+    assert np.linalg.norm(cube[:2] - np.array(PLACE[:2])) < 0.03, cube
+    assert cube[2] < 0.05  # resting on the table, not still in the hand
+
+
+def test_refusals_dry_run_and_cancel(cell):
+    world, arm, driver, planner, client = cell
+    _wait_for_joint_state(planner)
+    q_before = arm.joint_state().positions.copy()
+
+    # Outside the workspace: refused before planning, nothing moves.
+    _, outside = _send(client, MoveToPose, "/robopin/motion/move_to_pose", _pose_goal((2.0, 0.0, 0.3)))
+    assert not outside.success and outside.status == "outside_workspace"
+    _, invalid = _send(client, PickPlace, "/robopin/motion/pick_place",
+                       PickPlace.Goal(pick=_target(PICK, valid=False), place=_target(PLACE), grasp_yaw=math.nan))
+    assert not invalid.success and invalid.status == "invalid_target"
+
+    # Dry run: a verified plan comes back, the arm stays where it was.
+    _, dry = _send(client, MoveToPose, "/robopin/motion/move_to_pose", _pose_goal((0.4, -0.3, 0.3), dry_run=True))
+    assert dry.success and len(dry.trajectory.points) > 1 and dry.planning_time_s > 0.0
+    assert driver.executed == 0
+    assert np.allclose(arm.joint_state().positions, q_before, atol=0.02)
+
+    # Cancel while executing: the driver's goal is cancelled and the arm stops short of the goal.
+    executing = threading.Event()
+    action = ActionClient(client, MoveToPose, "/robopin/motion/move_to_pose")
+    assert action.wait_for_server(timeout_sec=10.0)
+    goal = _pose_goal((0.4, 0.35, 0.15))
+    goal.velocity_scale = 0.2
+    handle = _wait(action.send_goal_async(
+        goal, feedback_callback=lambda msg: msg.feedback.stage == "executing" and executing.set()), 10.0)
+    assert executing.wait(30.0), "execution never started"
+    time.sleep(0.3)
+    _wait(handle.cancel_goal_async(), 10.0)
+    result = _wait(handle.get_result_async(), 30.0)
+    assert result.result.status == "canceled"
+    tcp = arm.ee_pose()[:3, 3]
+    assert np.linalg.norm(tcp - np.array([0.4, 0.35, 0.15])) > 0.05
+    # The world steps only while the arm is commanded: let simulated time pass, then the arm must rest.
+    world.advance(0.5)
+    assert np.max(np.abs(arm.joint_state().velocities)) < 0.05
