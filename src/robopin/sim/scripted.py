@@ -140,27 +140,37 @@ def pick_and_place(
     obj = world.object(object_name)
     home = np.asarray(world.model.home_q if home_q is None else home_q, dtype=np.float64)
     slow = 1.0 / max(speed_scale, 1e-3)
-    low, high = world.object_aabb(object_name)
-    center = (low + high) / 2
-    grasp_z = max(center[2], MIN_GRASP_Z_M, high[2] - 0.035)
     yaw = closing_yaw(world, object_name)
-    T_grasp = grasp_pose(np.array([center[0], center[1], grasp_z]), yaw)
-    T_above = T_grasp.copy()
-    T_above[:3, 3] += [0.0, 0.0, APPROACH_HEIGHT_M]
     try:
-        world.set_gripper(0.0)
-        outcome.phases.append("approaching")
-        move_to_pose(world, T_above, 1.5 * slow)
-        move_linear(world, T_above, T_grasp, 1.0 * slow)
-        outcome.phases.append("grasping")
-        world.set_gripper(1.0)
-        world.advance(0.6)
-        outcome.phases.append("lifting")
-        move_linear(world, T_grasp, T_above, 1.0 * slow)
-        outcome.grasped = world.grasped_object() == object_name
-        if not outcome.grasped:
-            outcome.message = f"{object_name} not held after lifting (holding {world.grasped_object()!r})"
+        # A second try across the other side: a slipped grasp of a near-square object (the duck)
+        # usually holds when turned a quarter.
+        for attempt, closing in enumerate((yaw, (yaw + math.pi) % math.pi - math.pi / 2)):
+            low, high = world.object_aabb(object_name)
+            center = (low + high) / 2
+            grasp_z = max(center[2], MIN_GRASP_Z_M, high[2] - 0.035)
+            T_grasp = grasp_pose(np.array([center[0], center[1], grasp_z]), closing)
+            T_above = T_grasp.copy()
+            T_above[:3, 3] += [0.0, 0.0, APPROACH_HEIGHT_M]
+            world.set_gripper(0.0)
+            outcome.phases.append("approaching")
+            move_to_pose(world, T_above, 1.5 * slow)
+            move_linear(world, T_above, T_grasp, 1.0 * slow)
+            outcome.phases.append("grasping")
+            world.set_gripper(1.0)
+            world.advance(0.6)
+            outcome.phases.append("lifting")
+            move_linear(world, T_grasp, T_above, 1.0 * slow)
+            outcome.grasped = world.grasped_object() == object_name
+            if outcome.grasped:
+                yaw = closing
+                break
+            world.set_gripper(0.0)
+            world.advance(0.4)
+            world.settle(1.0)
+            outcome.message = f"{object_name} not held after lifting on try {attempt + 1}"
+        else:
             return outcome
+        outcome.message = ""
         outcome.phases.append("placing")
         # Where in the hand the object ended up: aim so the object's centre, not the TCP, lands on target.
         held_offset = world.object_center(object_name)[:2] - world.ee_pose()[:2, 3]
