@@ -228,3 +228,49 @@ def test_refusals_dry_run_and_cancel(cell):
     # The world steps only while the arm is commanded: let simulated time pass, then the arm must rest.
     world.advance(0.5)
     assert np.max(np.abs(arm.joint_state().velocities)) < 0.05
+
+
+def test_workspace_cloud_keeps_the_world_fresh(cell):
+    """A wall seen only in the published cloud: poses inside it are refused, plans go around it."""
+    from sensor_msgs.msg import PointCloud2
+
+    from robopin.geometry.pointcloud import PointCloud
+    from robopin.motion.problems import box_surface_points
+    from robopin.motion.robot import RobotModel, robot_spec
+    from robopin.motion.verify import verify_trajectory
+    from robopin.motion.world import CollisionWorld
+
+    _, _, _, planner, client = cell
+    _wait_for_joint_state(planner)
+    center, size = np.array([0.45, 0.15, 0.2]), (0.3, 0.04, 0.4)
+    points = box_surface_points(center, size, 3000, np.random.default_rng(0)).astype(np.float32)
+    publisher = client.create_publisher(PointCloud2, "/robopin/workspace_cloud", 2)
+    stop = threading.Event()
+
+    def publish() -> None:
+        while not stop.wait(0.1):
+            header = conversions.make_header(client.get_clock().now().nanoseconds * 1e-9, "base")
+            publisher.publish(conversions.point_cloud_to_msg(PointCloud(points, None, "base"), header))
+
+    thread = threading.Thread(target=publish, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10.0
+        while planner.scene.cloud_age_s(planner.get_clock().now().nanoseconds * 1e-9) is None:
+            assert time.monotonic() < deadline, "the cloud never reached the planner"
+            time.sleep(0.05)
+        _, inside = _send(client, MoveToPose, "/robopin/motion/move_to_pose", _pose_goal((0.45, 0.15, 0.2), True))
+        assert not inside.success and inside.status in {"goal_in_collision", "ik_fail"}
+        _, around = _send(client, MoveToPose, "/robopin/motion/move_to_pose", _pose_goal((0.45, 0.35, 0.12), True))
+        assert around.success, f"{around.status}: {around.message}"
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+    truth = CollisionWorld()
+    T = np.eye(4)
+    T[:3, 3] = center
+    truth.add_box("wall", size, T)
+    judge = RobotModel(robot_spec("panda"))
+    judge.set_world(truth, padding_m=0.0)
+    trajectory = conversions.msg_to_motion_trajectory(around.trajectory)
+    assert verify_trajectory(judge, trajectory, max_step_rad=0.005).collision_free
