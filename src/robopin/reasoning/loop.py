@@ -447,12 +447,11 @@ class ReasoningLoop:
         task.result.steps.append(report)
         task.stage("projecting", step, report.description)
         start = time.perf_counter()
-        targets = self.projector.project(decision.requests(), observation)
+        requests = decision.requests() if self.config.cross_view_check else decision.requests()[:2]
+        targets = self.projector.project(requests, observation)
         report.timings_s["project"] = time.perf_counter() - start
-        if len(targets) != len(decision.requests()):
-            raise TaskRefusal(
-                "projection_unavailable", f"asked to project {len(decision.requests())} points, got {len(targets)}"
-            )
+        if len(targets) != len(requests):
+            raise TaskRefusal("projection_unavailable", f"asked to project {len(requests)} points, got {len(targets)}")
         pick, place = targets[0], targets[1]
         report.targets = (pick, place)
         for role, target in (("pick", pick), ("place", place)):

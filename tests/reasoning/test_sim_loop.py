@@ -1,0 +1,54 @@
+"""The reasoning loop on the simulated workcell with the ground-truth oracle as the model: RoboPIN's
+spatial task end to end, and an injected malformed trace stopping the task before any motion."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robopin.reasoning import ReasoningConfig, ReasoningLoop, TaskRequest
+from tests.reasoning.sim_stages import SimScriptedPickPlace, sim_stages
+
+pytest.importorskip("pybullet")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def spatial():
+    from robopin.sim.scenarios import build_scene
+
+    scene = build_scene("spatial", 0, world_name="reasoning-spatial")
+    yield scene
+    scene.close()
+
+
+def oracle(scene, **errors):
+    from robopin.vlm import make_backend
+
+    return make_backend({"type": "oracle", "world": scene.world.name, "views": ["static", "wrist"], "errors": errors})
+
+
+def test_spatial_task_succeeds_with_the_oracle(spatial):
+    from robopin.sim.scenarios import check_success
+
+    observer, projector = sim_stages(spatial)
+    arm = SimScriptedPickPlace(spatial)
+    loop = ReasoningLoop(ReasoningConfig(), oracle(spatial), observer, projector, arm)
+    result = loop.run(TaskRequest(spatial.spec.instruction))
+    assert result.success, result.message
+    assert result.mode == "point" and result.steps_executed == 1
+    assert [c[0] for c in arm.calls] == [spatial.task.goals[0].object]
+    report = check_success(spatial)
+    assert report.success, str(report)
+
+
+def test_malformed_trace_stops_before_projection_and_motion(spatial):
+    observer, projector = sim_stages(spatial)
+    arm = SimScriptedPickPlace(spatial)
+    q_before = spatial.world.joint_positions()
+    loop = ReasoningLoop(ReasoningConfig(), oracle(spatial, malformed_tag_probability=1.0), observer, projector, arm)
+    result = loop.run(TaskRequest(spatial.spec.instruction))
+    assert (result.success, result.reason) == (False, "invalid_reasoning")
+    assert "bad_anchor" in result.details
+    assert arm.calls == []
+    assert np.allclose(spatial.world.joint_positions(), q_before, atol=1e-6)
