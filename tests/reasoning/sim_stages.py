@@ -64,7 +64,7 @@ def sim_stages(scene: Scene, views=VIEWS) -> tuple[SnapshotObserver, SnapshotPro
     return SnapshotObserver(lambda: sim_snapshot(scene, views)), SnapshotProjector(sim_projector(scene, views))
 
 
-class _Stop(ScriptedMotionError):
+class _StopRequestedError(ScriptedMotionError):
     pass
 
 
@@ -96,14 +96,15 @@ class SimScriptedPickPlace:
         with self.lock:
             self.calls.append((name or "", np.asarray(place_point, dtype=float), dry_run))
         if name is None or distance > self.max_pick_distance_m:
-            return MotionOutcome(False, "nothing_to_grasp", f"no object within {self.max_pick_distance_m} m of the pick")
+            message = f"no object within {self.max_pick_distance_m} m of the pick"
+            return MotionOutcome(False, "nothing_to_grasp", message)
         if dry_run:
             return MotionOutcome(True, "success", f"would pick {name}")
         world = self.scene.world
 
         def check_stop(_t: float) -> None:
             if should_stop():
-                raise _Stop("canceled")
+                raise _StopRequestedError("canceled")
 
         world.add_step_callback(check_stop)
         try:
