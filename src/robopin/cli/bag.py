@@ -1,0 +1,109 @@
+"""``robopin bag``: inspect, step through, re-plan, record and play trial bags."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+__all__ = ["register"]
+
+
+def _info(args: argparse.Namespace) -> int:
+    from robopin.bags import TrialBag
+
+    with TrialBag(args.bag) as bag:
+        print(f"{bag.path}: {bag.duration_s:.3f} s, {sum(t.count for t in bag.topics.values())} messages")
+        for info in sorted(bag.topics.values(), key=lambda i: i.topic):
+            print(f"  {info.count:6d}  {info.topic}  [{info.msgtype}]")
+    return 0
+
+
+def _step(args: argparse.Namespace) -> int:
+    from robopin.bags import TrialBag, frames
+
+    with TrialBag(args.bag) as bag:
+        for number, (message, between) in enumerate(frames(bag, args.topic)):
+            stamp = (message.stamp_ns - bag.start_ns) * 1e-9
+            others = ", ".join(sorted({m.topic for m in between})) or "nothing else"
+            print(f"frame {number} at +{stamp:.3f} s; since the previous: {others}")
+            if args.show:
+                decoded = bag.decode(message)
+                print("  " + repr(decoded)[:args.show])
+            if not args.all and input("[Enter] next, q quit: ").strip().lower() == "q":
+                break
+    return 0
+
+
+def _replan(args: argparse.Namespace) -> int:
+    import yaml
+
+    from robopin.bags import TrialBag
+    from robopin.bags.planner_replay import VLMPointPlanner, recorded_steps, replay_with_planner, summarize
+    from robopin.vlm.base import make_backend
+
+    with open(args.backend, encoding="utf-8") as stream:
+        backend = make_backend(yaml.safe_load(stream))
+    with TrialBag(args.bag) as bag:
+        steps = recorded_steps(bag)
+    replays = replay_with_planner(steps, VLMPointPlanner(backend), tolerance_px=args.tolerance_px,
+                                  tolerance_m=args.tolerance_m)
+    print(json.dumps(summarize(replays), indent=2))
+    return 0 if all(r.diff.identical for r in replays) else 1
+
+
+def _ros_node(module: str, params: list[str]) -> int:
+    # The CLI lives in the rclpy-free core; the node module is only imported when asked for.
+    node = importlib.import_module(f"robopin_ros.{module}")
+    return int(node.main([sys.argv[0], "--ros-args", *[p for kv in params for p in ("-p", kv)]]) or 0)
+
+
+def _play(args: argparse.Namespace) -> int:
+    params = [f"bag:={args.bag}", f"rate:={args.rate}", f"loop:={str(args.loop).lower()}",
+              f"start_offset_s:={args.start}"]
+    if args.topics:
+        params.append(f"topics:={json.dumps(args.topics)}")
+    if args.exclude:
+        params.append(f"exclude:={json.dumps(args.exclude)}")
+    return _ros_node("replay_node", params)
+
+
+def _record(args: argparse.Namespace) -> int:
+    params = [f"output_dir:={args.output}"]
+    if args.topics:
+        params.append(f"topics:={json.dumps(args.topics)}")
+    return _ros_node("recorder_node", params)
+
+
+def register(subparsers) -> None:
+    """Add ``robopin bag …``."""
+    parser = subparsers.add_parser("bag", help="inspect, step through, re-plan, record and play trial bags")
+    commands = parser.add_subparsers(dest="bag_command", metavar="BAG_COMMAND", required=True)
+    info = commands.add_parser("info", help="topics, types, counts and duration of a bag")
+    info.add_argument("bag")
+    info.set_defaults(func=_info)
+    step = commands.add_parser("step", help="step through a bag one message of a topic at a time")
+    step.add_argument("bag")
+    step.add_argument("--topic", default="/cameras/static/color/image_raw")
+    step.add_argument("--all", action="store_true", help="print every frame without waiting for Enter")
+    step.add_argument("--show", type=int, default=0, metavar="CHARS", help="print the decoded message (truncated)")
+    step.set_defaults(func=_step)
+    replan = commands.add_parser("replan", help="feed the recorded views to a VLM backend again and diff")
+    replan.add_argument("bag")
+    replan.add_argument("--backend", required=True, help="YAML file with the VLM backend config (type: …)")
+    replan.add_argument("--tolerance-px", type=float, default=0.0)
+    replan.add_argument("--tolerance-m", type=float, default=0.0)
+    replan.set_defaults(func=_replan)
+    play = commands.add_parser("play", help="republish a bag on its original schedule (needs ROS 2)")
+    play.add_argument("bag")
+    play.add_argument("--rate", type=float, default=1.0, help="speed factor; 0 = as fast as possible")
+    play.add_argument("--loop", action="store_true")
+    play.add_argument("--start", type=float, default=0.0, metavar="SECONDS", help="skip the first SECONDS")
+    play.add_argument("--topics", nargs="*", default=[], help="shell patterns of topics to play")
+    play.add_argument("--exclude", nargs="*", default=[], help="shell patterns of topics to leave out")
+    play.set_defaults(func=_play)
+    record = commands.add_parser("record", help="run the recorder node: one bag per task (needs ROS 2)")
+    record.add_argument("--output", default="trials/bags")
+    record.add_argument("--topics", nargs="*", default=[], help="shell patterns (default: the trial topics)")
+    record.set_defaults(func=_record)
