@@ -19,3 +19,8 @@ def test_parser_builds_with_every_registered_module():
 def test_module_entry_point_runs():
     done = subprocess.run([sys.executable, "-m", "robopin.cli", "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "usage: robopin" in done.stdout
+
+
+def test_cameras_subcommand_lists_without_hardware(capsys):
+    assert main(["cameras", "list", "--json"]) == 0
+    assert capsys.readouterr().out.strip().startswith("{")
