@@ -1,0 +1,387 @@
+"""planner_node: language instruction → pinned reasoning → ProjectPoints → PickPlace, as a ROS task.
+
+Serves ``/robopin/instruct`` (srv Instruct: validates the instruction, answers at once with a task
+id, rejects while a task runs) and ``/robopin/execute_task`` (action ExecuteTask, one goal at a time:
+a second goal is aborted with reason ``busy``; cancel stops the reasoning and cancels the PickPlace
+goal, which stops the arm). Each task runs :class:`robopin.reasoning.ReasoningLoop` with ROS stages:
+a multi-view snapshot from the camera topics (``/cameras/<view>/color/...``), the configured VLM
+backend, the projection node's ``/robopin/project_points`` and the motion planner's
+``/robopin/motion/pick_place``. Publishes every reasoning step on ``/robopin/reasoning``
+(PinnedReasoning), the PinCoT drawn on each view on ``/robopin/reasoning/<view>/image`` and the
+chosen targets on ``/robopin/reasoning/markers``; feedback stages are observing, reasoning,
+validating, projecting, planning, executing, done.
+
+    ros2 run robopin_ros planner_node --ros-args -p views:="['static', 'wrist']" \\
+        -p vlm:="{type: openai, base_url: 'http://gpu-server:8000/v1', model: vlm}"
+    ros2 service call /robopin/instruct robopin_interfaces/srv/Instruct "{instruction: 'put the duck on the plate'}"
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import yaml
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from robopin_interfaces.action import ExecuteTask, PickPlace
+from robopin_interfaces.msg import PinnedReasoning
+from robopin_interfaces.srv import Instruct, ProjectPoints
+from sensor_msgs.msg import Image
+from std_msgs.msg import Header
+from unique_identifier_msgs.msg import UUID
+from visualization_msgs.msg import MarkerArray
+
+from robopin.cameras import SnapshotConfig
+from robopin.geometry import PointRequest, Target, WorkspaceBox
+from robopin.pincot import draw_trace
+from robopin.reasoning import (
+    MotionOutcome,
+    Observation,
+    ReasoningConfig,
+    ReasoningLoop,
+    ReasoningRecord,
+    TaskRefusal,
+    TaskRequest,
+    TaskResult,
+)
+from robopin.reasoning.inprocess import SnapshotObserver
+from robopin.vlm import VLMBackend, make_backend
+from robopin.vlm.errors import VLMRequestError
+from robopin.vlm.prompts import check_instruction
+from robopin_ros import conversions
+from robopin_ros.camera_snapshot import CameraViewsSubscriber
+from robopin_ros.runtime import run_node
+from robopin_ros.single_goal import BUSY_REASON, SingleGoalGuard
+
+READ_ONLY = ParameterDescriptor(read_only=True)
+# Parameters a running node accepts changes to (checked by building what they configure).
+_DYNAMIC = ("vlm", "reasoning", "workspace")
+
+
+def _wait(future, timeout_s: float, should_stop: Callable[[], bool] | None = None) -> bool:
+    """Wait for an rclpy future spun by other executor threads; False on timeout or stop."""
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    deadline = time.monotonic() + timeout_s
+    while not done.wait(0.02):
+        if time.monotonic() > deadline or (should_stop is not None and should_stop()):
+            return False
+    return True
+
+
+class _RosObserver(SnapshotObserver):
+    """Snapshot from the camera topics; keeps the last observation for the annotated images."""
+
+    def __init__(self, cameras: CameraViewsSubscriber) -> None:
+        super().__init__(cameras.snapshot)
+        self.last: Observation | None = None
+
+    def observe(self) -> Observation:
+        """Take the newest synchronised set of views (named refusal when there is none)."""
+        self.last = super().observe()
+        return self.last
+
+
+class _RosProjector:
+    """ProjectPoints service client; publishes the targets it got as RViz markers."""
+
+    def __init__(self, node: PlannerNode) -> None:
+        self.node = node
+
+    def project(self, requests: Sequence[PointRequest], observation: Observation) -> list[Target]:
+        """Project pixel points through the projection node (latest synced depth)."""
+        client = self.node.project_client
+        if not client.wait_for_service(timeout_sec=self.node.service_timeout_s):
+            raise TaskRefusal("projection_unavailable", f"service {client.srv_name} is not available")
+        sizes = observation.image_sizes
+        kinds = ["obj", "space"] + ["obj"] * max(0, len(requests) - 2)
+        anchors = [
+            conversions.point_request_to_anchor_msg(r, sizes[r.img_idx], kind)
+            for r, kind in zip(requests, kinds, strict=False)
+        ]
+        future = client.call_async(ProjectPoints.Request(anchors=anchors, target_frame=self.node.target_frame))
+        if not _wait(future, self.node.service_timeout_s):
+            raise TaskRefusal(
+                "projection_unavailable", f"{client.srv_name} did not answer within {self.node.service_timeout_s} s"
+            )
+        response = future.result()
+        if not response.success:
+            raise TaskRefusal("projection_unavailable", response.message or "the projection could not run")
+        targets = [conversions.target3d_msg_to_target(t) for t in response.targets]
+        stamp = self.node.get_clock().now().to_msg()
+        self.node.markers_pub.publish(
+            conversions.targets_to_marker_array(targets, self.node.target_frame, stamp, "robopin_planner")
+        )
+        return targets
+
+
+class _RosActor:
+    """PickPlace action client: planning/approaching/... feedback relayed, cancel forwarded."""
+
+    def __init__(self, node: PlannerNode) -> None:
+        self.node = node
+
+    def pick_place(self, pick: Target, place: Target, *, dry_run, on_stage, should_stop) -> MotionOutcome:
+        """Send one PickPlace goal and wait for it; cancel it when the task is canceled."""
+        node = self.node
+        client = node.pick_place_client
+        if not client.wait_for_server(timeout_sec=node.service_timeout_s):
+            return MotionOutcome(False, "motion_unavailable", f"action {node.pick_place_action} is not available")
+        goal = PickPlace.Goal(
+            pick=conversions.target_to_msg(pick, node.target_frame),
+            place=conversions.target_to_msg(place, node.target_frame),
+            grasp_yaw=float("nan"),
+            velocity_scale=node.velocity_scale,
+            dry_run=bool(dry_run),
+        )
+
+        def relay(message) -> None:
+            stage = message.feedback.stage
+            on_stage("planning" if stage == "planning" else "executing", f"{stage} {message.feedback.progress:.2f}")
+
+        sent = client.send_goal_async(goal, feedback_callback=relay)
+        if not _wait(sent, node.service_timeout_s):
+            return MotionOutcome(False, "motion_unavailable", "PickPlace goal was not answered")
+        handle = sent.result()
+        if not handle.accepted:
+            return MotionOutcome(False, "motion_rejected", "the motion planner rejected the PickPlace goal")
+        result_future = handle.get_result_async()
+        finished = _wait(result_future, node.motion_timeout_s, should_stop)
+        if not finished:
+            # Cancel stops the arm downstream (motion planner → driver); wait for it to confirm.
+            canceled = should_stop()
+            _wait(handle.cancel_goal_async(), node.service_timeout_s)
+            _wait(result_future, node.service_timeout_s)
+            status = "canceled" if canceled else "motion_timeout"
+            message = f"PickPlace goal {status} after the arm was told to stop"
+            return MotionOutcome(False, status, message, executed=True)
+        result = result_future.result().result
+        return MotionOutcome(
+            bool(result.success),
+            result.status or ("success" if result.success else "motion_failed"),
+            result.message,
+            float(result.planning_time_s),
+            executed=bool(result.success and not dry_run),
+        )
+
+
+class PlannerNode(Node):
+    """Runs language instructions through the reasoning loop (see the module docstring)."""
+
+    def __init__(self, **node_options: Any) -> None:
+        super().__init__("planner_node", **node_options)
+        read_only = self._declare_read_only
+        self.views = [v for v in read_only("views", ["static", "wrist"]) if v]
+        self.target_frame = str(read_only("target_frame", "base"))
+        self.service_timeout_s = float(read_only("service_timeout_s", 10.0))
+        self.motion_timeout_s = float(read_only("motion_timeout_s", 120.0))
+        self.velocity_scale = float(read_only("velocity_scale", 0.0))
+        self.publish_images = bool(read_only("publish_images", True))
+        self.project_service = str(read_only("project_service", "/robopin/project_points"))
+        self.pick_place_action = str(read_only("pick_place_action", "/robopin/motion/pick_place"))
+        snapshot = SnapshotConfig(
+            tuple(self.views),
+            sync_tolerance_s=float(read_only("sync_tolerance_s", 0.02)),
+            max_age_s=float(read_only("max_frame_age_s", 0.5)),
+        )
+        self.declare_parameter("vlm", "{type: openai}")
+        self.declare_parameter("reasoning", "{}")
+        self.declare_parameter("workspace", "")
+        self._backend: VLMBackend | None = None
+        self._config: ReasoningConfig | None = None
+        self._config_lock = threading.Lock()
+        self._configure({name: self.get_parameter(name).value for name in _DYNAMIC})
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+        self.guard = SingleGoalGuard()
+        group = ReentrantCallbackGroup()
+        self.cameras = CameraViewsSubscriber(self, snapshot, require_depth=False)
+        self.observer = _RosObserver(self.cameras)
+        self.project_client = self.create_client(ProjectPoints, self.project_service, callback_group=group)
+        self.pick_place_client = ActionClient(self, PickPlace, self.pick_place_action, callback_group=group)
+        self.reasoning_pub = self.create_publisher(PinnedReasoning, "/robopin/reasoning", 10)
+        self.markers_pub = self.create_publisher(MarkerArray, "/robopin/reasoning/markers", 10)
+        self.image_pubs = {v: self.create_publisher(Image, f"/robopin/reasoning/{v}/image", 2) for v in self.views}
+        self.create_service(Instruct, "/robopin/instruct", self._on_instruct, callback_group=group)
+        self.task_server = ActionServer(
+            self,
+            ExecuteTask,
+            "/robopin/execute_task",
+            execute_callback=self._execute_task,
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda _handle: CancelResponse.ACCEPT,
+            callback_group=group,
+        )
+        # Instruct runs its task as a goal of our own action, so clients can watch or cancel it there.
+        self.task_client = ActionClient(self, ExecuteTask, "/robopin/execute_task", callback_group=group)
+        self._shutting_down = False
+        self.get_logger().info(f"planner ready: views {self.views}, backend {self._backend!r}")
+
+    # ------------------------------------------------------------------ configuration
+    def _declare_read_only(self, name: str, default: Any) -> Any:
+        return self.declare_parameter(name, default, READ_ONLY).value
+
+    def _configure(self, values: dict[str, Any]) -> None:
+        """Build the reasoning config and backend from parameter values (raises naming the bad one)."""
+        reasoning = yaml.safe_load(str(values["reasoning"]) or "{}") or {}
+        workspace = yaml.safe_load(str(values["workspace"]) or "") or None
+        if not isinstance(reasoning, dict):
+            raise ValueError(f"parameter reasoning must be a YAML mapping, got {values['reasoning']!r}")
+        if workspace is not None:
+            reasoning["workspace"] = WorkspaceBox.from_dict(workspace)
+        config = ReasoningConfig.from_dict(reasoning)
+        vlm = yaml.safe_load(str(values["vlm"]))
+        if not isinstance(vlm, dict):
+            raise ValueError(f"parameter vlm must be a YAML mapping with a 'type', got {values['vlm']!r}")
+        backend = make_backend(vlm)
+        # Build a loop once so a bad reasoner setting fails here, not in the first task.
+        ReasoningLoop(config, backend, None, None, None)  # type: ignore[arg-type]
+        with self._config_lock:
+            old, self._backend, self._config = self._backend, backend, config
+        if old is not None:
+            old.close()
+
+    def _on_set_parameters(self, parameters) -> SetParametersResult:
+        """Accept vlm / reasoning / workspace changes only when they build; never during a task."""
+        changed = {p.name: p.value for p in parameters if p.name in _DYNAMIC}
+        if not changed:
+            return SetParametersResult(successful=True)
+        if self.guard.active is not None:
+            return SetParametersResult(successful=False, reason=f"a task is running ({self.guard.active})")
+        values = {name: self.get_parameter(name).value for name in _DYNAMIC}
+        values.update(changed)
+        try:
+            self._configure(values)
+        except Exception as error:  # every config error must reach the caller, named
+            return SetParametersResult(successful=False, reason=f"{type(error).__name__}: {error}")
+        self.get_logger().info(f"reconfigured {sorted(changed)}: backend {self._backend!r}")
+        return SetParametersResult(successful=True)
+
+    # ------------------------------------------------------------------ Instruct
+    def _on_instruct(self, request: Instruct.Request, response: Instruct.Response) -> Instruct.Response:
+        """Validate the instruction and start it as an ExecuteTask goal; answer at once."""
+        try:
+            check_instruction(request.instruction)
+            mode = self._config.choose_mode(request.mode, request.instruction) if self._config else ""
+        except (VLMRequestError, ValueError) as error:
+            response.accepted, response.message = False, str(error)
+            return response
+        if request.max_steps < 0:
+            response.accepted, response.message = False, f"max_steps must be >= 0, got {request.max_steps}"
+            return response
+        goal_uuid = uuid.uuid4()
+        task_id = goal_uuid.hex[:8]
+        holder = self.guard.try_acquire(task_id)  # reserved now so a second Instruct is refused at once
+        if holder is not None:
+            response.accepted, response.message = False, self.guard.busy_message(holder)
+            return response
+        goal = ExecuteTask.Goal(
+            instruction=request.instruction, mode=request.mode, dry_run=request.dry_run, max_steps=request.max_steps
+        )
+        future = self.task_client.send_goal_async(goal, goal_uuid=UUID(uuid=list(goal_uuid.bytes)))
+        future.add_done_callback(lambda f: self._on_own_goal_response(f, task_id))
+        response.accepted, response.task_id = True, task_id
+        response.message = f"task {task_id} started: {request.instruction.strip()!r} in mode {mode}" + (
+            " (dry run)" if request.dry_run else ""
+        )
+        self.get_logger().info(response.message)
+        return response
+
+    def _on_own_goal_response(self, future, task_id: str) -> None:
+        """Release the reservation if our own goal did not start."""
+        handle = future.result() if future.exception() is None else None
+        if handle is None or not handle.accepted:
+            self.guard.release(task_id)
+            self.get_logger().error(f"task {task_id} could not start as an ExecuteTask goal")
+
+    # ------------------------------------------------------------------ ExecuteTask
+    def _execute_task(self, goal_handle) -> ExecuteTask.Result:
+        """Run one task through the reasoning loop with feedback, honouring cancel and single-goal."""
+        task_id = bytes(goal_handle.goal_id.uuid).hex()[:8]
+        result = ExecuteTask.Result(task_id=task_id)
+        holder = self.guard.try_acquire(task_id)
+        if holder is not None:
+            result.reason, result.message = BUSY_REASON, self.guard.busy_message(holder)
+            goal_handle.abort()
+            return result
+        try:
+            with self._config_lock:
+                config, backend = self._config, self._backend
+            loop = ReasoningLoop(config, backend, self.observer, _RosProjector(self), _RosActor(self))
+            goal = goal_handle.request
+            request = TaskRequest(goal.instruction, goal.mode, goal.dry_run, goal.max_steps, task_id)
+            messages: list[PinnedReasoning] = []
+
+            def on_stage(stage: str, step: int, detail: str) -> None:
+                goal_handle.publish_feedback(ExecuteTask.Feedback(stage=stage, step=step, detail=detail))
+                self.get_logger().info(f"task {task_id} step {step}: {stage} {detail}".rstrip())
+
+            def on_reasoning(record: ReasoningRecord) -> None:
+                messages.append(self._publish_reasoning(record))
+
+            outcome = loop.run(
+                request,
+                should_stop=lambda: goal_handle.is_cancel_requested or self._shutting_down,
+                on_stage=on_stage,
+                on_reasoning=on_reasoning,
+            )
+            self._fill_result(result, outcome, messages)
+            if outcome.success:
+                goal_handle.succeed()
+            elif outcome.reason == "canceled" and goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            else:
+                goal_handle.abort()
+            return result
+        finally:
+            self.guard.release(task_id)
+
+    def _fill_result(self, result: ExecuteTask.Result, outcome: TaskResult, messages: list[PinnedReasoning]) -> None:
+        result.success = outcome.success
+        result.reason = outcome.reason
+        result.message = outcome.message
+        result.reasoning_steps = messages
+        result.steps_executed = outcome.steps_executed
+        timings = [
+            f"step {s.step}: " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in s.timings_s.items())
+            for s in outcome.steps
+            if s.timings_s
+        ]
+        status = "succeeded" if outcome.success else f"ended with {outcome.reason}"
+        log = self.get_logger().info if outcome.success else self.get_logger().warning
+        log(f"task {outcome.task_id} ({outcome.mode}) {status}: {outcome.message}; {'; '.join(timings)}")
+
+    def _publish_reasoning(self, record: ReasoningRecord) -> PinnedReasoning:
+        """Publish one reasoning step and, for PinCoT, the trace drawn on each view."""
+        header = Header(stamp=conversions.seconds_to_stamp(max(record.stamp_s, 0.0)))
+        msg = conversions.reasoning_record_to_msg(record, header)
+        self.reasoning_pub.publish(msg)
+        observation = self.observer.last
+        if self.publish_images and record.trace is not None and observation is not None:
+            images = [view.rgb for view in observation.views]
+            for view, image in zip(observation.views, draw_trace(images, record.trace), strict=True):
+                publisher = self.image_pubs.get(view.name)
+                if publisher is not None:
+                    frame_header = Header(stamp=header.stamp, frame_id=f"{view.name}_optical")
+                    publisher.publish(conversions.color_to_image_msg(image, frame_header))
+        return msg
+
+    def destroy_node(self) -> None:
+        self._shutting_down = True
+        if self._backend is not None:
+            self._backend.close()
+        super().destroy_node()
+
+
+def main(args=None) -> int:
+    return run_node(PlannerNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
