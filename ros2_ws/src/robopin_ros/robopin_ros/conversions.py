@@ -222,6 +222,60 @@ def msg_to_trace(msg: _PinnedReasoningMsg, num_views: int | None = None) -> _pin
     )
 
 
+# --- reasoning ---
+# The planner's core types ⇄ messages: robopin.geometry.PointRequest → Anchor (ProjectPoints request),
+# Target3D → robopin.geometry.Target, robopin.reasoning.ReasoningRecord → PinnedReasoning (PinCoT traces
+# through trace_to_msg; R^3 subtask and RoboGPT-R1 plan responses with their think/answer and issues).
+
+
+def point_request_to_anchor_msg(request, image_size: tuple[int, int], kind: str = "obj") -> _AnchorMsg:
+    """Return a robopin.geometry.PointRequest (pixels) as robopin_interfaces/Anchor with its 0–1000 point."""
+    x, y = _pincot.pixels_to_normalized(request.u, request.v, image_size)
+    return _AnchorMsg(kind=kind, name=request.name, id=request.id, img_idx=int(request.img_idx),
+                      x=float(x), y=float(y), u=float(request.u), v=float(request.v), char_offset=-1)
+
+
+def target3d_msg_to_target(msg):
+    """Return robopin_interfaces/Target3D as robopin.geometry.Target (a zero normal becomes NaN)."""
+    from robopin.geometry import RefusalReason, Target
+
+    normal = point_to_vector(msg.normal)
+    if not float(np.linalg.norm(normal)) > 1e-9:
+        normal = np.full(3, np.nan)
+    try:
+        reason = RefusalReason(msg.reason) if msg.reason else None
+    except ValueError:
+        reason = msg.reason  # a reason this version does not know: keep its name
+    stamp = stamp_to_seconds(msg.header.stamp)
+    return Target(id=msg.id, name=msg.name, source_view=msg.source_view, img_idx=int(msg.img_idx),
+                  u=float(msg.u), v=float(msg.v), point=point_to_vector(msg.point), normal=normal,
+                  depth_m=float(msg.depth_m), depth_spread_m=float(msg.depth_spread_m),
+                  depth_valid_fraction=float(msg.depth_valid_fraction), stamp_s=stamp if stamp > 0 else math.nan,
+                  frame=msg.header.frame_id or "base", valid=bool(msg.valid), reason=reason)
+
+
+def reasoning_record_to_msg(record, header: _Header | None = None) -> _PinnedReasoningMsg:
+    """Return a robopin.reasoning.ReasoningRecord as robopin_interfaces/PinnedReasoning."""
+    header = header if header is not None else _Header(stamp=seconds_to_stamp(max(record.stamp_s, 0.0)))
+    if record.trace is not None:
+        msg = trace_to_msg(record.trace, image_sizes=record.image_sizes, view_names=record.view_names,
+                           header=header, task_id=record.task_id, step=record.step, instruction=record.instruction,
+                           model=record.model, generation_time_s=record.generation_time_s)
+        # The loop may refuse a well-formed trace (e.g. no place point): the message must say so too.
+        known = {(e.code, e.message) for e in record.trace.errors}
+        msg.errors.extend(issue_to_msg(e, is_error=True) for e in record.errors if (e.code, e.message) not in known)
+        msg.valid = bool(record.valid)
+        return msg
+    return _PinnedReasoningMsg(
+        header=header, task_id=record.task_id, step=record.step, instruction=record.instruction, model=record.model,
+        raw_text=record.text, think=record.think, answer=record.answer, view_names=list(record.view_names),
+        valid=bool(record.valid), errors=[issue_to_msg(e, is_error=True) for e in record.errors],
+        warnings=[issue_to_msg(w, is_error=False) for w in record.warnings],
+        format_score=1.0 if record.valid else 0.0, identity_consistency=1.0, anchor_coverage=0.0,
+        generation_time_s=float(record.generation_time_s),
+    )
+
+
 # --- cameras ---
 # sensor_msgs Image / CameraInfo ⇄ numpy and robopin.cameras.Frame. Color goes out as rgb8, aligned depth
 # as 16UC1 millimetres with 0 = no data (the realsense-ros convention); both carry the color optical
