@@ -147,9 +147,9 @@ def test_unreachable_controller_is_reported_at_once():
     assert not arm.is_connected
 
 
-def test_hung_controller_is_reported_within_the_connect_timeout(make_xarm_emulator):
+def test_hung_controller_is_reported_within_the_handshake_timeout(make_xarm_emulator):
     emulator = make_xarm_emulator(silent=True)  # accepts TCP, never answers
-    arm = make_arm(XArmConfig(ip=emulator.settings.host, connect_timeout_s=1.0))
+    arm = make_arm(XArmConfig(ip=emulator.settings.host, handshake_timeout_s=1.0))
     start = time.monotonic()
     with pytest.raises(ArmConnectionError, match="handshake"):
         arm.connect()

@@ -5,7 +5,8 @@ absolute schedule (the controller executes only the newest target, as xarm_ros2'
 plugin does at 150 Hz). Units are converted only here: the SDK runs with ``is_radian=True`` and
 millimetres where it needs lengths. The SDK is imported lazily, its process-wide socket default
 timeout is undone, and the connection is made on a worker thread after a short TCP probe, so an
-unreachable or hung controller is reported within ``connect_timeout_s``.
+unreachable controller is reported within ``connect_timeout_s`` and a hung one within
+``handshake_timeout_s``.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ class XArmConfig(ArmConfig):
 
     robot: str = "xarm6"
     ip: str = ""
-    connect_timeout_s: float = 1.0  # probe + handshake budget: an unreachable controller fails this fast
+    connect_timeout_s: float = 1.0  # TCP probe: an unreachable controller is reported this fast
+    handshake_timeout_s: float = 5.0  # version check and first state report (a hung controller)
     stream_rate_hz: float = 100.0
     settle_timeout_s: float = 1.0  # after the last command, wait this long for the arm to reach the goal
     gripper: str = "xarm_gripper"
@@ -92,8 +94,9 @@ class XArmConfig(ArmConfig):
             raise ArmConfigError("XArmConfig.ip must name the controller address, got an empty string")
         if not 1.0 <= self.stream_rate_hz <= 250.0:
             raise ArmConfigError(f"stream_rate_hz must be in [1, 250] Hz, got {self.stream_rate_hz}")
-        if not self.connect_timeout_s > 0.0:
-            raise ArmConfigError(f"connect_timeout_s must be > 0, got {self.connect_timeout_s}")
+        for name in ("connect_timeout_s", "handshake_timeout_s"):
+            if not getattr(self, name) > 0.0:
+                raise ArmConfigError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.gripper not in GRIPPER_FAMILIES:
             raise ArmConfigError(f"gripper must be one of {GRIPPER_FAMILIES}, got {self.gripper!r}")
 
@@ -255,7 +258,6 @@ class XArm(Arm):
     # ----- connection ------------------------------------------------------------------------------
 
     def _connect(self) -> None:
-        deadline = time.monotonic() + self.config.connect_timeout_s
         address = (self.config.ip, CONTROL_PORT)
         try:
             with socket.create_connection(address, timeout=self.config.connect_timeout_s):
@@ -263,6 +265,7 @@ class XArm(Arm):
         except OSError as error:
             raise ArmConnectionError(f"xArm controller {self.config.ip}:{CONTROL_PORT} unreachable: {error}") from None
 
+        deadline = time.monotonic() + self.config.handshake_timeout_s
         XArmAPI = _import_sdk()
         previous_timeout = socket.getdefaulttimeout()
         outcome: dict[str, BaseException | None] = {"error": None}
@@ -289,7 +292,7 @@ class XArm(Arm):
                 detail = "no answer" if worker.is_alive() else str(outcome["error"] or "refused")
                 raise ArmConnectionError(
                     f"xArm controller {self.config.ip} did not complete the handshake within "
-                    f"{self.config.connect_timeout_s:.2f} s: {detail}"
+                    f"{self.config.handshake_timeout_s:.2f} s: {detail}"
                 )
             api.register_report_location_callback(self._on_report, report_cartesian=False, report_joints=True)
             while self._latest is None and time.monotonic() < deadline:

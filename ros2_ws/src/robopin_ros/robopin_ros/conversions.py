@@ -542,3 +542,70 @@ def target3d_to_pick_point(msg) -> tuple[np.ndarray, np.ndarray | None]:
     normal = point_to_vector(msg.normal)
     norm = float(np.linalg.norm(normal))
     return point_to_vector(msg.point), (normal / norm if norm > 1e-9 else None)
+
+
+# --- robots ---
+
+from builtin_interfaces.msg import Duration as _DurationMsg  # noqa: E402
+from sensor_msgs.msg import JointState as _JointStateMsg  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory as _JointTrajectoryMsg  # noqa: E402
+from trajectory_msgs.msg import JointTrajectoryPoint as _JointTrajectoryPointMsg  # noqa: E402
+
+from robopin.robots import state as _arm_state  # noqa: E402
+from robopin.robots import trajectory as _arm_trajectory  # noqa: E402
+
+
+def msg_to_arm_trajectory(msg: _JointTrajectoryMsg) -> _arm_trajectory.JointTrajectory:
+    """A trajectory_msgs/JointTrajectory as the arm layer's JointTrajectory (raises TrajectoryError).
+
+    Velocities are kept only when every point has one per joint; accelerations are not used.
+    """
+    names = tuple(msg.joint_names)
+    if not msg.points:
+        raise _arm_trajectory.TrajectoryError("the trajectory has no points")
+    dof = len(names)
+    for index, point in enumerate(msg.points):
+        if len(point.positions) != dof:
+            raise _arm_trajectory.TrajectoryError(
+                f"point {index} has {len(point.positions)} positions for {dof} joints {names}"
+            )
+    times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
+    positions = [list(p.positions) for p in msg.points]
+    velocities = None
+    if all(len(p.velocities) == dof for p in msg.points):
+        velocities = [list(p.velocities) for p in msg.points]
+    return _arm_trajectory.JointTrajectory(names, times, positions, velocities)
+
+
+def arm_trajectory_to_msg(trajectory: _arm_trajectory.JointTrajectory) -> _JointTrajectoryMsg:
+    """The arm layer's JointTrajectory as trajectory_msgs/JointTrajectory (header left empty)."""
+    msg = _JointTrajectoryMsg(joint_names=list(trajectory.joint_names))
+    for index, t in enumerate(trajectory.times_s):
+        total_ns = round(float(t) * 1e9)
+        point = _JointTrajectoryPointMsg(
+            positions=[float(v) for v in trajectory.positions[index]],
+            time_from_start=_DurationMsg(sec=total_ns // 1_000_000_000, nanosec=total_ns % 1_000_000_000),
+        )
+        if trajectory.velocities is not None:
+            point.velocities = [float(v) for v in trajectory.velocities[index]]
+        msg.points.append(point)
+    return msg
+
+
+def joint_state_to_msg(state: _arm_state.JointState, stamp_s: float) -> _JointStateMsg:
+    """A measured joint state as sensor_msgs/JointState stamped ``stamp_s`` (ROS time, seconds)."""
+    msg = _JointStateMsg(name=list(state.names), position=[float(v) for v in state.positions])
+    msg.header.stamp = seconds_to_stamp(stamp_s)
+    if state.velocities is not None:
+        msg.velocity = [float(v) for v in state.velocities]
+    if state.efforts is not None:
+        msg.effort = [float(v) for v in state.efforts]
+    return msg
+
+
+def msg_to_joint_state(msg: _JointStateMsg) -> _arm_state.JointState:
+    """A sensor_msgs/JointState as the arm layer's JointState (stamped now on the monotonic clock)."""
+    n = len(msg.name)
+    velocities = list(msg.velocity) if len(msg.velocity) == n else None
+    efforts = list(msg.effort) if len(msg.effort) == n else None
+    return _arm_state.JointState(tuple(msg.name), list(msg.position), velocities, efforts)

@@ -1,0 +1,323 @@
+"""arm_driver_node: one arm (xArm | Franka | sim) behind actions, services and state topics.
+
+Serves ``ExecuteTrajectory`` (feedback: progress and tracking error; cancel stops the arm; one goal at
+a time, a second is aborted with reason ``busy``) and ``GripperCommand`` under ``prefix``
+(default ``/robopin/arm``), ``enable`` (std_srvs/SetBool), ``stop`` and ``recover`` (std_srvs/Trigger),
+publishes ``/joint_states`` and ``<prefix>/ee_pose`` (frame ``base``) at ``state_rate_hz``, and reports
+connection, enable state and faults on ``/diagnostics``. Every refusal comes back with the core's
+named reason. When the controller cannot be reached the node stays up, reports it and retries.
+Example::
+
+    ros2 run robopin_ros arm_driver_node --ros-args -p backend:=xarm -p options:="{ip: 192.168.1.200}"
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PoseStamped
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.node import Node
+from robopin_interfaces.action import ExecuteTrajectory, GripperCommand
+from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool, Trigger
+
+from robopin.robots import Arm, ArmError, make_arm, make_arm_config
+from robopin.robots.errors import Reason, TrajectoryError
+from robopin_ros import conversions
+from robopin_ros.runtime import run_node
+from robopin_ros.single_goal import BUSY_REASON, SingleGoalGuard
+
+
+class ArmDriverNode(Node):
+    """Owns one arm backend and exposes it to the ROS graph (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__("arm_driver")
+        p = self._parameter
+        backend = str(p("backend", "sim"))
+        options = yaml.safe_load(str(p("options", "{}"))) or {}
+        if not isinstance(options, dict):
+            raise ValueError(f"parameter options must be a YAML mapping, got {options!r}")
+        prefix = str(p("prefix", "/robopin/arm")).rstrip("/")
+        self.base_frame = str(p("base_frame", "base"))
+        self.enable_on_connect = bool(p("enable_on_connect", True))
+        self.reconnect_period_s = float(p("reconnect_period_s", 2.0))
+        self.feedback_period_s = 1.0 / float(p("feedback_rate_hz", 20.0))
+        state_rate_hz = float(p("state_rate_hz", 50.0))
+        if not (state_rate_hz > 0 and self.reconnect_period_s > 0 and self.feedback_period_s > 0):
+            raise ValueError("state_rate_hz, reconnect_period_s and feedback_rate_hz must be > 0")
+
+        self.arm: Arm = make_arm(make_arm_config(backend, options))
+        self.execute_guard = SingleGoalGuard()
+        self.gripper_guard = SingleGoalGuard()
+        self._connect_lock = threading.Lock()
+        self.last_error = ""
+
+        # Actions and services may block for seconds; state publishing must not wait behind them.
+        actions = ReentrantCallbackGroup()
+        state = MutuallyExclusiveCallbackGroup()
+        self.joint_state_pub = self.create_publisher(JointState, str(p("joint_states_topic", "/joint_states")), 10)
+        self.ee_pose_pub = self.create_publisher(PoseStamped, str(p("ee_pose_topic", f"{prefix}/ee_pose")), 10)
+        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.execute_server = ActionServer(
+            self,
+            ExecuteTrajectory,
+            f"{prefix}/execute_trajectory",
+            execute_callback=self._execute_trajectory,
+            goal_callback=self._accept_goal,
+            cancel_callback=self._cancel_trajectory,
+            callback_group=actions,
+        )
+        self.gripper_server = ActionServer(
+            self,
+            GripperCommand,
+            f"{prefix}/gripper_command",
+            execute_callback=self._execute_gripper,
+            goal_callback=self._accept_goal,
+            cancel_callback=self._refuse_gripper_cancel,
+            callback_group=actions,
+        )
+        self.create_service(SetBool, f"{prefix}/enable", self._enable, callback_group=actions)
+        self.create_service(Trigger, f"{prefix}/stop", self._stop, callback_group=actions)
+        self.create_service(Trigger, f"{prefix}/recover", self._recover, callback_group=actions)
+        self.create_timer(1.0 / state_rate_hz, self._publish_state, callback_group=state)
+        self.create_timer(1.0, self._publish_diagnostics, callback_group=state)
+        self.create_timer(self.reconnect_period_s, self._ensure_connected, callback_group=actions)
+        threading.Thread(target=self._ensure_connected, name="arm-connect", daemon=True).start()
+
+    def _parameter(self, name: str, default):
+        return self.declare_parameter(name, default).value
+
+    # ----- connection and state --------------------------------------------------------------------
+
+    def _ensure_connected(self) -> None:
+        """Connect (and enable) when not connected; report failures and let the timer retry."""
+        if self.arm.is_connected or not self._connect_lock.acquire(blocking=False):
+            return
+        try:
+            self.arm.connect()
+            self.get_logger().info(f"{self.arm} connected")
+            if self.enable_on_connect:
+                self.arm.enable()
+            self.last_error = ""
+        except ArmError as error:
+            self._report_error(f"connect failed ({error.reason.value}): {error}")
+        finally:
+            self._connect_lock.release()
+
+    def _report_error(self, message: str) -> None:
+        if message != self.last_error:
+            self.get_logger().error(message)
+        self.last_error = message
+
+    def _publish_state(self) -> None:
+        """Publish the newest joint state and the TCP pose, stamped with the measurement time."""
+        if not self.arm.is_connected:
+            return
+        try:
+            state = self.arm.joint_state()
+        except ArmError as error:
+            self._report_error(f"joint state unavailable: {error}")
+            return
+        now_ros = self.get_clock().now().nanoseconds * 1e-9
+        stamp_s = now_ros - max(0.0, time.monotonic() - state.stamp_s)
+        self.joint_state_pub.publish(conversions.joint_state_to_msg(state, stamp_s))
+        pose = PoseStamped(pose=conversions.matrix_to_pose(self.arm.ee_pose(state)))
+        pose.header.stamp = conversions.seconds_to_stamp(stamp_s)
+        pose.header.frame_id = self.base_frame
+        self.ee_pose_pub.publish(pose)
+
+    def _publish_diagnostics(self) -> None:
+        """Publish connection, enable state, motion and the active fault on /diagnostics."""
+        fault = None
+        if self.arm.is_connected:
+            try:
+                fault = self.arm.fault()
+            except ArmError as error:
+                self._report_error(f"fault query failed: {error}")
+        if fault is not None:
+            level, message = DiagnosticStatus.ERROR, f"fault {fault.name}: {fault.message}"
+        elif not self.arm.is_connected:
+            level, message = DiagnosticStatus.ERROR, self.last_error or "not connected"
+        elif not self.arm.is_enabled:
+            level, message = DiagnosticStatus.WARN, "disabled"
+        else:
+            level, message = DiagnosticStatus.OK, "moving" if self.arm.is_moving else "ready"
+        values = {
+            "connected": self.arm.is_connected,
+            "enabled": self.arm.is_enabled,
+            "moving": self.arm.is_moving,
+            "fault": fault.name if fault else "",
+            "fault_code": "" if fault is None or fault.code is None else fault.code,
+            "last_error": self.last_error,
+        }
+        status = DiagnosticStatus(
+            level=level,
+            name=f"robopin arm_driver: {self.arm.config.name}",
+            message=message,
+            hardware_id=type(self.arm).__name__,
+            values=[KeyValue(key=k, value=str(v)) for k, v in values.items()],
+        )
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self.diagnostics_pub.publish(array)
+
+    # ----- services ---------------------------------------------------------------------------------
+
+    def _enable(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        """Enable (true) or stop and disable (false) the arm."""
+        try:
+            self.arm.enable() if request.data else self.arm.disable()
+        except ArmError as error:
+            response.success, response.message = False, f"{error.reason.value}: {error}"
+            return response
+        response.success, response.message = True, "enabled" if request.data else "disabled"
+        return response
+
+    def _stop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        """Stop any motion now (the running goal ends with reason 'canceled')."""
+        del request
+        try:
+            self.arm.stop()
+        except ArmError as error:
+            response.success, response.message = False, f"{error.reason.value}: {error}"
+            return response
+        response.success, response.message = True, "stopped"
+        return response
+
+    def _recover(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        """Clear the controller's fault and restore the enable state."""
+        del request
+        try:
+            self.arm.recover()
+        except ArmError as error:
+            response.success, response.message = False, f"{error.reason.value}: {error}"
+            return response
+        response.success, response.message = True, "recovered"
+        return response
+
+    # ----- actions ----------------------------------------------------------------------------------
+
+    def _accept_goal(self, goal_request) -> GoalResponse:
+        """Accept every goal; a second one while one runs is aborted with reason 'busy'."""
+        del goal_request
+        return GoalResponse.ACCEPT
+
+    def _cancel_trajectory(self, goal_handle) -> CancelResponse:
+        """Accept the cancel and stop the arm at once (not at the next feedback)."""
+        if self.execute_guard.active == bytes(goal_handle.goal_id.uuid).hex():
+            self.arm.cancel()
+        return CancelResponse.ACCEPT
+
+    def _refuse_gripper_cancel(self, goal_handle) -> CancelResponse:
+        """Gripper commands are short and cannot be interrupted through the SDKs: refuse."""
+        del goal_handle
+        return CancelResponse.REJECT
+
+    def _execute_trajectory(self, goal_handle) -> ExecuteTrajectory.Result:
+        """Validate and run the trajectory, streaming progress; map every outcome to a named reason."""
+        goal_id = bytes(goal_handle.goal_id.uuid).hex()
+        holder = self.execute_guard.try_acquire(goal_id)
+        if holder is not None:
+            goal_handle.abort()
+            return ExecuteTrajectory.Result(
+                success=False,
+                reason=BUSY_REASON,
+                message=self.execute_guard.busy_message(holder),
+                final_error_rad=math.nan,
+            )
+        try:
+            return self._run_trajectory(goal_handle)
+        finally:
+            self.execute_guard.release(goal_id)
+
+    def _run_trajectory(self, goal_handle) -> ExecuteTrajectory.Result:
+        last_feedback = [0.0]
+
+        def on_progress(progress) -> None:
+            now = time.monotonic()
+            if now - last_feedback[0] < self.feedback_period_s and progress.progress < 1.0:
+                return
+            last_feedback[0] = now
+            goal_handle.publish_feedback(
+                ExecuteTrajectory.Feedback(
+                    progress=progress.progress,
+                    waypoint=progress.waypoint,
+                    time_from_start_s=progress.time_from_start_s,
+                    tracking_error_rad=progress.tracking_error_rad,
+                )
+            )
+
+        if goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+            return ExecuteTrajectory.Result(success=False, reason=Reason.CANCELED.value, final_error_rad=math.nan)
+        try:
+            trajectory = conversions.msg_to_arm_trajectory(goal_handle.request.trajectory)
+            outcome = self.arm.execute(trajectory, on_progress=on_progress)
+        except (ArmError, TrajectoryError) as error:
+            self.get_logger().warning(f"trajectory refused: {error}")
+            goal_handle.abort()
+            return ExecuteTrajectory.Result(
+                success=False, reason=error.reason.value, message=str(error), final_error_rad=math.nan
+            )
+        result = ExecuteTrajectory.Result(
+            success=outcome.success,
+            reason=outcome.reason.value,
+            message=outcome.message,
+            final_error_rad=outcome.final_error_rad,
+        )
+        if outcome.success:
+            goal_handle.succeed()
+        elif outcome.reason is Reason.CANCELED and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        else:
+            self.get_logger().warning(f"trajectory ended early ({outcome.reason.value}): {outcome.message}")
+            goal_handle.abort()
+        return result
+
+    def _execute_gripper(self, goal_handle) -> GripperCommand.Result:
+        """Move the fingers to the goal width (max_effort > 0: grasp with that force)."""
+        goal_id = bytes(goal_handle.goal_id.uuid).hex()
+        failed = GripperCommand.Result(position=math.nan, effort=math.nan, stalled=False, reached_goal=False)
+        if self.gripper_guard.try_acquire(goal_id) is not None:
+            self.get_logger().warning("gripper goal refused: busy")
+            goal_handle.abort()
+            return failed
+        try:
+            goal = goal_handle.request
+            outcome = self.arm.gripper_move(float(goal.position), float(goal.max_effort))
+        except ArmError as error:
+            self.get_logger().warning(f"gripper command refused ({error.reason.value}): {error}")
+            goal_handle.abort()
+            return failed
+        finally:
+            self.gripper_guard.release(goal_id)
+        goal_handle.succeed()
+        return GripperCommand.Result(
+            position=outcome.width_m,
+            effort=outcome.effort_n,
+            stalled=outcome.stalled,
+            reached_goal=outcome.reached_goal,
+        )
+
+    def destroy_node(self) -> None:
+        """Stop the arm and close the connection before the node goes away."""
+        try:
+            self.arm.disconnect()
+        except ArmError as error:
+            self.get_logger().error(f"disconnect failed: {error}")
+        super().destroy_node()
+
+
+def main(args=None) -> int:
+    return run_node(ArmDriverNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
