@@ -44,7 +44,7 @@ def test_joint_state_round_trips():
     state = JointState(("a", "b"), [0.1, 0.2], [1.0, 2.0], None)
     msg = conversions.joint_state_to_msg(state, 12.5)
     assert msg.header.stamp.sec == 12 and msg.header.stamp.nanosec == 500_000_000
-    assert msg.effort == []
+    assert len(msg.effort) == 0
     back = conversions.msg_to_joint_state(msg)
     assert back.names == ("a", "b")
     np.testing.assert_allclose(back.positions, [0.1, 0.2])
