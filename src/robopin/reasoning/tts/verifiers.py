@@ -1,0 +1,284 @@
+"""E-TTS's two verifiers: the reasoning verifier (a VLM's P(yes) on a drawn trace) and the action
+verifier (a feasibility score in [0, 1] from what the stack knows, behind a replaceable interface).
+
+- :class:`ReasoningVerifier` asks "is this reasoning logical, grounded and promising?" with the
+  trace's anchors and answer drawn on the views (``robopin.pincot.draw``), optional few-shot
+  examples and the history of the last K steps; the score is ``score_yes_no(...).p_yes``. The
+  request puts the static text first, then the drawn images, then the trace, so a vLLM server's
+  prefix cache shares the instructions across candidates.
+- :class:`ActionVerifier` is the interface a learned verifier implements;
+  :class:`FeasibilityVerifier` scores depth quality at the points, the pick point's distance to the
+  centre of its depth segment, the 3D agreement of the anchor across views (with a bound projector)
+  and IK/plan success (a dry-run pick-and-place through a bound actor); :class:`NoActionVerifier`
+  gives every action 1. :func:`make_action_verifier` picks one by type name.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from robopin.geometry import DepthConfig, PointRequest, Target, robust_depth
+from robopin.pincot.draw import draw_trace
+from robopin.pincot.prompts import HistoryEntry, PromptTemplates, verifier_prompt
+from robopin.pincot.trace import Trace
+from robopin.reasoning.interfaces import Actor, Observation, TargetProjector
+from robopin.reasoning.tts.candidates import ActionCandidate, SegmentCache
+from robopin.reasoning.tts.config import ActionVerifierConfig, ReasoningVerifierConfig, TTSConfigError
+from robopin.vlm.base import ChatMessage, MessagePart, ViewImage, VLMBackend
+
+_MARKER = "\x00ROBOPIN_TTS_REASONING\x00"
+
+
+def split_around_reasoning(render: Callable[[str], str]) -> tuple[str, str]:
+    """Render a prompt with a marker for the reasoning and split it: (static head, tail after it)."""
+    text = render(_MARKER)
+    if text.count(_MARKER) != 1:
+        raise TTSConfigError("the verifier template must use $reasoning exactly once")
+    head, tail = text.split(_MARKER)
+    return head, tail
+
+
+def drawn_views(observation: Observation, trace: Trace | None) -> list[ViewImage]:
+    """The observation's views with the trace drawn on them (the views themselves without a trace)."""
+    if trace is None:
+        return list(observation.views)
+    canvases = draw_trace([view.rgb for view in observation.views], trace)
+    views = observation.views
+    return [ViewImage(canvas, view.name, view.img_idx) for canvas, view in zip(canvases, views, strict=True)]
+
+
+class ReasoningVerifier:
+    """Scores traces with a VLM's yes/no answer (see the module docstring)."""
+
+    def __init__(
+        self,
+        backend: VLMBackend,
+        config: ReasoningVerifierConfig | None = None,
+        *,
+        templates: PromptTemplates | None = None,
+    ) -> None:
+        self.backend = backend
+        self.config = config or ReasoningVerifierConfig()
+        self.templates = templates
+
+    def messages(
+        self,
+        instruction: str,
+        observation: Observation,
+        text: str,
+        trace: Trace | None,
+        history: Sequence[HistoryEntry] = (),
+    ) -> list[ChatMessage]:
+        """One verifier request: static instructions, the (drawn) views, then the reasoning."""
+        head, tail = split_around_reasoning(
+            lambda reasoning: verifier_prompt(
+                instruction,
+                reasoning,
+                examples=self.config.examples,
+                history=tuple(history)[-self.config.history :] if self.config.history else (),
+                templates=self.templates,
+            )
+        )
+        images = drawn_views(observation, trace if self.config.draw else None)
+        parts: list[MessagePart] = [head, *images, text.strip() + tail]
+        return [ChatMessage("user", tuple(parts))]
+
+    def score(
+        self,
+        instruction: str,
+        observation: Observation,
+        text: str,
+        trace: Trace | None,
+        history: Sequence[HistoryEntry] = (),
+    ) -> float:
+        """P(yes) of one trace, normalised over yes/no."""
+        return float(self.backend.score_yes_no(self.messages(instruction, observation, text, trace, history)).p_yes)
+
+    def score_many(
+        self,
+        instruction: str,
+        observation: Observation,
+        items: Sequence[tuple[str, Trace | None]],
+        history: Sequence[HistoryEntry] = (),
+        executor: ThreadPoolExecutor | None = None,
+    ) -> list[float]:
+        """Score several traces, concurrently when an executor is given (the calls are independent)."""
+        if executor is None or len(items) < 2:
+            return [self.score(instruction, observation, text, trace, history) for text, trace in items]
+        futures = [executor.submit(self.score, instruction, observation, text, trace, history) for text, trace in items]
+        return [future.result() for future in futures]
+
+
+# ------------------------------------------------------------------------------------------ actions
+
+
+@dataclass
+class ActionContext:
+    """What an action verifier may use: the observation, the traces, and optional bound stages.
+
+    ``projector`` (the loop's :class:`TargetProjector`) carries points to 3D targets; ``actor`` (the
+    loop's :class:`Actor`) plans a pick-and-place in dry-run mode. Either may be None (not bound).
+    """
+
+    instruction: str
+    observation: Observation
+    traces: Sequence[Trace | None]
+    segments: SegmentCache | None = None
+    projector: TargetProjector | None = None
+    actor: Actor | None = None
+    history: Sequence[HistoryEntry] = ()
+
+
+@dataclass(frozen=True)
+class ActionScore:
+    """A verifier's score of one action: ``value`` in [0, 1], the features behind it, and ``refusal``
+    naming a hard infeasibility (the value is then 0)."""
+
+    value: float
+    features: Mapping[str, float] = field(default_factory=dict)
+    refusal: str = ""
+
+
+class ActionVerifier(abc.ABC):
+    """Scores the actions of one step (all traces' candidates at once, so calls can be batched)."""
+
+    @abc.abstractmethod
+    def score(self, candidates: Sequence[ActionCandidate], context: ActionContext) -> list[ActionScore]:
+        """One score per candidate, same order."""
+
+
+class NoActionVerifier(ActionVerifier):
+    """Action scaling off: every action scores 1 (Ŝa = 1, so S = Sc)."""
+
+    def score(self, candidates: Sequence[ActionCandidate], context: ActionContext) -> list[ActionScore]:
+        return [ActionScore(1.0) for _ in candidates]
+
+
+class FeasibilityVerifier(ActionVerifier):
+    """Feasibility from depth, segments, views and the planner (see :class:`ActionVerifierConfig`)."""
+
+    def __init__(self, config: ActionVerifierConfig | None = None, depth: DepthConfig | None = None) -> None:
+        self.config = config or ActionVerifierConfig()
+        self.depth = depth or DepthConfig()
+
+    def score(self, candidates: Sequence[ActionCandidate], context: ActionContext) -> list[ActionScore]:
+        targets: dict[int, tuple[Target, Target]] = {}  # candidate index -> projected pick, place
+        scores = [self._local(index, candidate, context, targets) for index, candidate in enumerate(candidates)]
+        config = self.config
+        if config.plan > 0 and config.plan_check_top_k and context.actor is not None and targets:
+            scores = self._plan_check(scores, context, targets)
+        return scores
+
+    # -- per-candidate features from the images and (when bound) the projection
+    def _local(
+        self, index: int, candidate: ActionCandidate, context: ActionContext, targets: dict[int, tuple[Target, Target]]
+    ) -> ActionScore:
+        if candidate.pick is None or candidate.place is None:
+            return ActionScore(1.0, {"no_points": 1.0})
+        config = self.config
+        features: dict[str, float] = {}
+        views = context.segments.views if context.segments is not None else {}
+        if config.depth > 0 and views:
+            quality = 1.0
+            for role, request in (("pick", candidate.pick), ("place", candidate.place)):
+                view = views.get(request.img_idx)
+                if view is None:
+                    continue
+                sample = robust_depth(view.depth_m, request.u, request.v, self.depth)
+                if not sample.valid:
+                    return ActionScore(0.0, {**features, f"{role}_depth": 0.0}, f"{role}_{sample.reason}")
+                quality *= sample.valid_fraction * math.exp(-sample.spread_m / config.spread_scale_m)
+            features["depth"] = quality
+        if config.centrality > 0 and context.segments is not None and candidate.pick.img_idx in views:
+            segment = context.segments(candidate.pick.img_idx, candidate.pick.u, candidate.pick.v)
+            if segment is None:
+                # The pick point is on the support (or has no depth): a grasp there closes on nothing.
+                features["centrality"] = 0.05
+            else:
+                distance = segment.distance_px(candidate.pick.u, candidate.pick.v)
+                features["centrality"] = math.exp(-((distance / max(segment.radius_px, 1.0)) ** 2))
+        if context.projector is not None:
+            refusal = self._project(index, candidate, context, features, targets)
+            if refusal:
+                return ActionScore(0.0, features, refusal)
+        value = 1.0
+        weights = {"depth": config.depth, "centrality": config.centrality, "agreement": config.agreement}
+        for name, weight in weights.items():
+            if name in features and weight > 0:
+                value *= max(features[name], 0.0) ** weight
+        return ActionScore(float(value), features)
+
+    def _project(
+        self,
+        index: int,
+        candidate: ActionCandidate,
+        context: ActionContext,
+        features: dict[str, float],
+        targets: dict[int, tuple[Target, Target]],
+    ) -> str:
+        """Project pick, place and their other-view pins; record agreement; name a refusal if any."""
+        assert candidate.pick is not None and candidate.place is not None and context.projector is not None
+        requests: list[PointRequest] = [candidate.pick, candidate.place]
+        requests += [r for r in candidate.support if r.id == candidate.pick.id]
+        # Fusion across views would merge or refuse the alternatives; project each point on its own.
+        projected = [context.projector.project([r], context.observation)[0] for r in requests]
+        pick, place = projected[0], projected[1]
+        for role, target in (("pick", pick), ("place", place)):
+            if not target.valid:
+                return f"{role}_{target.reason or 'invalid'}"
+        others = [t for t in projected[2:] if t.valid]
+        if others and self.config.agreement > 0:
+            distance = min(float(np.linalg.norm(t.point - pick.point)) for t in others)
+            features["agreement"] = math.exp(-((distance / self.config.agreement_scale_m) ** 2))
+        targets[index] = (pick, place)
+        return ""
+
+    def _plan_check(
+        self, scores: list[ActionScore], context: ActionContext, targets: Mapping[int, tuple[Target, Target]]
+    ) -> list[ActionScore]:
+        """Dry-run the best ``plan_check_top_k`` feasible candidates through the actor (IK + plan)."""
+        assert context.actor is not None
+        ranked = sorted((i for i in targets if scores[i].value > 0), key=lambda i: (-scores[i].value, i))
+        result = list(scores)
+        for index in ranked[: self.config.plan_check_top_k]:
+            pick, place = targets[index]
+            outcome = context.actor.pick_place(
+                pick, place, dry_run=True, on_stage=lambda stage, detail: None, should_stop=lambda: False
+            )
+            features = {**result[index].features, "plan": 1.0 if outcome.success else 0.0}
+            if outcome.success:
+                result[index] = ActionScore(result[index].value, features)
+            else:
+                result[index] = ActionScore(0.0, features, f"plan_{outcome.status or 'failed'}")
+        return result
+
+
+ActionVerifierFactory = Callable[[ActionVerifierConfig], ActionVerifier]
+
+_ACTION_VERIFIERS: dict[str, ActionVerifierFactory] = {
+    "feasibility": FeasibilityVerifier,
+    "none": lambda config: NoActionVerifier(),
+}
+
+
+def register_action_verifier(type_name: str, factory: ActionVerifierFactory) -> None:
+    """Add an action verifier type (e.g. a learned one): ``factory(config) -> ActionVerifier``."""
+    if not type_name or not type_name.isidentifier():
+        raise TTSConfigError(f"action verifier type must be an identifier, got {type_name!r}")
+    _ACTION_VERIFIERS[type_name] = factory
+
+
+def make_action_verifier(config: ActionVerifierConfig) -> ActionVerifier:
+    """Build the action verifier ``config.type`` names."""
+    factory = _ACTION_VERIFIERS.get(config.type)
+    if factory is None:
+        raise TTSConfigError(
+            f"unknown action verifier type {config.type!r}; expected one of {sorted(_ACTION_VERIFIERS)}"
+        )
+    return factory(config)
