@@ -406,9 +406,8 @@ class XArm(Arm):
         api.clean_warn()
         if self._gripper is not None and self.config.gripper in ("xarm_gripper", "g2"):
             api.clean_gripper_error()
+        # The base class re-enables (motion_enable, servo mode, state 0) when the arm was enabled.
         self._needs_rearm = True
-        if self._enabled:
-            self._arm_for_streaming()
 
     # ----- motion ----------------------------------------------------------------------------------
 
