@@ -1,9 +1,7 @@
 """motion_planner_node over real DDS with the simulated arm: pick-and-place, refusals, dry run, cancel.
 
-The arm side is the real ``SimArm`` backend on a pybullet workcell. Its ROS face here is a small
-stand-in for the arm driver node (``_SimArmDriver``: ExecuteTrajectory, GripperCommand, /joint_states),
-which belongs to the arms area and was not in the tree when this was written; swap it for
-``arm_driver_node`` once that lands.
+The arm side is the real ``arm_driver_node`` with its ``sim`` backend (``SimArm`` on a pybullet
+workcell), so trajectories and gripper commands go through the driver's own safety checks.
 """
 
 from __future__ import annotations
@@ -15,20 +13,16 @@ import time
 
 import numpy as np
 import pytest
-from rclpy.action import ActionClient, ActionServer, CancelResponse
-from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.action import ActionClient
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from robopin_interfaces.action import ExecuteTrajectory, GripperCommand, MoveToPose, PickPlace
+from robopin_interfaces.action import MoveToPose, PickPlace
 from robopin_interfaces.msg import Target3D
 from robopin_ros import conversions
+from robopin_ros.arm_driver_node import ArmDriverNode
 from robopin_ros.motion_planner_node import MotionPlannerNode
-from sensor_msgs.msg import JointState as JointStateMsg
 
-from robopin.robots.safety import SafetyConfig
-from robopin.robots.trajectory import JointTrajectory as ArmTrajectory
-from robopin.sim.arm import SimArm, SimArmConfig
 from robopin.sim.world import SimWorld
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -38,112 +32,54 @@ PICK = (0.45, 0.10, 0.05)  # top of a 5 cm cube standing at (0.45, 0.10)
 PLACE = (0.35, -0.20, 0.0)  # on the table
 
 
-class _SimArmDriver(Node):
-    """Stand-in arm driver: the SimArm behind ExecuteTrajectory, GripperCommand and /joint_states."""
-
-    def __init__(self, arm: SimArm, context) -> None:
-        super().__init__("sim_arm_driver", context=context)
-        self.arm = arm
-        group = ReentrantCallbackGroup()
-        self.joint_pub = self.create_publisher(JointStateMsg, "/joint_states", 10)
-        self.create_timer(0.02, self._publish_state, callback_group=group)
-        self.executed = 0
-        ActionServer(self, ExecuteTrajectory, "/robopin/arm/execute_trajectory", self._execute,
-                     cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=group)
-        ActionServer(self, GripperCommand, "/robopin/arm/gripper_command", self._gripper, callback_group=group)
-
-    def _publish_state(self) -> None:
-        state = self.arm.joint_state()
-        msg = JointStateMsg(name=list(state.names), position=[float(v) for v in state.positions])
-        msg.header.stamp = self.get_clock().now().to_msg()
-        self.joint_pub.publish(msg)
-
-    def _execute(self, goal_handle):
-        trajectory = conversions.msg_to_motion_trajectory(goal_handle.request.trajectory)
-        arm_trajectory = ArmTrajectory(trajectory.joint_names, trajectory.times_s, trajectory.positions,
-                                       trajectory.velocities)
-        done = threading.Event()
-
-        def watch_cancel() -> None:
-            while not done.wait(0.02):
-                if goal_handle.is_cancel_requested:
-                    self.arm.cancel()
-                    return
-
-        threading.Thread(target=watch_cancel, daemon=True).start()
-        try:
-            outcome = self.arm.execute(
-                arm_trajectory,
-                on_progress=lambda p: goal_handle.publish_feedback(
-                    ExecuteTrajectory.Feedback(progress=float(p.time_from_start_s / max(p.duration_s, 1e-9)))
-                ),
-            )
-        finally:
-            done.set()
-        self.executed += 1
-        result = ExecuteTrajectory.Result(success=outcome.success, reason=str(outcome.reason.value),
-                                          message=outcome.message, final_error_rad=float(outcome.final_error_rad))
-        if goal_handle.is_cancel_requested:
-            goal_handle.canceled()
-        elif outcome.success:
-            goal_handle.succeed()
-        else:
-            goal_handle.abort()
-        return result
-
-    def _gripper(self, goal_handle):
-        request = goal_handle.request
-        outcome = self.arm.gripper_move(request.position, request.max_effort)
-        goal_handle.succeed()
-        return GripperCommand.Result(position=outcome.width_m, effort=outcome.effort_n, stalled=outcome.stalled,
-                                     reached_goal=outcome.reached_goal)
-
-
 @pytest.fixture(scope="module")
 def cell():
-    """Sim world with a cube, the SimArm driver, the motion planner node and a client, all on DDS.
+    """Sim world with a cube, the real arm_driver_node (sim backend), the motion planner node and a
+    client, all in this process on one ROS context and talking over DDS.
 
     Module-scoped (building it takes seconds); the tests run in file order: pick-and-place first.
+    ArmDriverNode builds on the default context and reads its parameters from the context's
+    arguments, so the context is the default one, initialised with those arguments.
     """
     import rclpy
 
-    ros_context = rclpy.Context()
-    rclpy.init(context=ros_context)
     name = f"motion-node-{next(_names)}"
     world = SimWorld(name, robot="panda")
     world.add_object("cube", "cube", PICK[:2])
     world.settle()
     # Generous staleness limits: on a loaded CI machine the simulator can pause for a few hundred ms,
     # and timing must never decide a test (the watchdog itself is tested in the arms area).
-    arm = SimArm(SimArmConfig(robot="panda", world=name,
-                              safety=SafetyConfig(state_max_age_s=3.0, command_timeout_s=3.0)))
-    arm.connect()
-    arm.enable()
-    driver = _SimArmDriver(arm, ros_context)
+    options = f"{{robot: panda, world: {name}, safety: {{state_max_age_s: 3.0, command_timeout_s: 3.0}}}}"
+    # Quoted so rcl reads the mapping as one YAML string, which the driver parses itself.
+    rclpy.init(args=["--ros-args", "-p", "backend:=sim", "-p", f"options:='{options}'"])
+    driver = ArmDriverNode()
     planner = MotionPlannerNode(
-        context=ros_context,
         parameter_overrides=[
             Parameter("robot", value="panda"),
             Parameter("planner", value="{type: roboplan, timeout_s: 3.0}"),
             Parameter("table_height_m", value=0.0),
         ],
     )
-    client = Node("motion_test_client", context=ros_context)
-    executor = MultiThreadedExecutor(num_threads=6, context=ros_context)
+    client = Node("motion_test_client")
+    executor = MultiThreadedExecutor(num_threads=6)
     for node in (driver, planner, client):
         executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     try:
-        yield world, arm, driver, planner, client
+        deadline = time.monotonic() + 20.0
+        while not driver.arm.is_enabled:
+            assert time.monotonic() < deadline, f"the sim arm never connected: {driver.last_error}"
+            time.sleep(0.05)
+        yield world, driver.arm, driver, planner, client
     finally:
         executor.shutdown()
         spinner.join(timeout=5)
         for node in (client, planner, driver):
             node.destroy_node()
-        arm.disconnect()
+        driver.arm.disconnect()
         world.close()
-        rclpy.shutdown(context=ros_context)
+        rclpy.shutdown()
 
 
 def _wait(future, timeout_s: float):
@@ -187,7 +123,7 @@ def _wait_for_joint_state(planner) -> None:
 
 
 def test_pick_and_place_through_the_node_moves_the_cube(cell):
-    world, _, driver, planner, client = cell
+    world, _, _, planner, client = cell
     _wait_for_joint_state(planner)
     stages: list[str] = []
     goal = PickPlace.Goal(pick=_target(PICK), place=_target(PLACE), grasp_yaw=math.nan)
@@ -195,7 +131,7 @@ def test_pick_and_place_through_the_node_moves_the_cube(cell):
                       feedback=lambda msg: stages.append(msg.feedback.stage))
     assert result.success, f"{result.status}: {result.message}"
     assert result.status == "success" and result.planning_time_s > 0.0
-    assert len(result.trajectories) == 6 and driver.executed == 6
+    assert len(result.trajectories) == 6
     ordered = [s for i, s in enumerate(stages) if i == 0 or s != stages[i - 1]]
     assert ordered == ["planning", "approaching", "grasping", "lifting", "placing", "retreating"]
     world.settle()
@@ -205,7 +141,7 @@ def test_pick_and_place_through_the_node_moves_the_cube(cell):
 
 
 def test_refusals_dry_run_and_cancel(cell):
-    world, arm, driver, planner, client = cell
+    world, arm, _, planner, client = cell
     _wait_for_joint_state(planner)
     q_before = arm.joint_state().positions.copy()
 
@@ -217,10 +153,8 @@ def test_refusals_dry_run_and_cancel(cell):
     assert not invalid.success and invalid.status == "invalid_target"
 
     # Dry run: a verified plan comes back, the arm stays where it was.
-    executed_before = driver.executed
     _, dry = _send(client, MoveToPose, "/robopin/motion/move_to_pose", _pose_goal((0.4, -0.3, 0.3), dry_run=True))
     assert dry.success and len(dry.trajectory.points) > 1 and dry.planning_time_s > 0.0
-    assert driver.executed == executed_before
     assert np.allclose(arm.joint_state().positions, q_before, atol=0.02)
 
     # Cancel while executing: the driver's goal is cancelled and the arm stops short of the goal.
