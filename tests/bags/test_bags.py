@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from robopin.bags import ReplayError, ReplayOptions, StaticTransform, TrialBag, TrialRecorder, frames, replay
-from robopin.bags.planner_replay import VLMPointPlanner, recorded_steps, replay_with_planner
+from robopin.bags.planner_replay import ReasoningLoopPlanner, recorded_steps, replay_with_planner
 from robopin.bags.recorder import RecorderError, record_messages
 from robopin.bags.typestore import interface_directory, robopin_typestore
 
@@ -90,7 +90,7 @@ def test_planner_replay_with_the_oracle_reproduces_the_recorded_targets_exactly(
     _, backend, _, folder = sim_trial
     with TrialBag(folder / "bag") as bag:
         steps = recorded_steps(bag)
-    (result,) = replay_with_planner(steps, VLMPointPlanner(backend))
+    (result,) = replay_with_planner(steps, ReasoningLoopPlanner(backend))
     assert result.diff.identical, result.diff.differences
     assert len(result.replayed.targets) == 2 and all(t.valid for t in result.replayed.targets)
     assert set(result.diff.target_errors_m.values()) == {0.0}
@@ -103,13 +103,14 @@ def test_planner_replay_reports_the_difference_when_the_backend_changes(sim_tria
     noisy = make_backend({"type": "oracle", "world": scene.world.name, "views": list(scene.camera_names),
                           "errors": {"point_jitter_px": 6.0}, "seed": 5})
     with TrialBag(folder / "bag") as bag:
-        (result,) = replay_with_planner(recorded_steps(bag), VLMPointPlanner(noisy))
+        (result,) = replay_with_planner(recorded_steps(bag), ReasoningLoopPlanner(noisy))
     assert not result.diff.identical
     assert any("moved" in d and d.startswith("target") for d in result.diff.differences)
     assert max(result.diff.pixel_errors.values()) > 0.5
     # a tolerance above the injected noise accepts the same replay
     with TrialBag(folder / "bag") as bag:
-        (loose,) = replay_with_planner(recorded_steps(bag), VLMPointPlanner(noisy), tolerance_px=100, tolerance_m=1)
+        (loose,) = replay_with_planner(recorded_steps(bag), ReasoningLoopPlanner(noisy), tolerance_px=100,
+                                       tolerance_m=1)
     assert loose.diff.identical
 
 

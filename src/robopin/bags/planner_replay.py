@@ -6,9 +6,10 @@ from ``/tf_static`` (wrist views through the recorded end-effector poses), and t
 trajectories that followed it. A :class:`StepPlanner` plans a step again — the arm is never involved
 (dry run) — and :func:`replay_with_planner` diffs its outcome with the recorded one.
 
-:class:`VLMPointPlanner` is the self-contained planner used until the reasoning loop's public API
-lands: any VLM backend → PinCoT parse → projection of the answer points with the recorded depth.
-It plans no motion, so plan endpoints are compared only by planners that produce them.
+:class:`ReasoningLoopPlanner` runs the real :class:`robopin.reasoning.loop.ReasoningLoop` (any VLM
+backend, E-TTS or not) on the recorded observation through :class:`RecordedObserver` and
+:class:`RecordedProjector`, in dry run, with :class:`DryRunActor` or a plan-only motion actor. Plan
+endpoints are compared when the actor reports them in ``MotionOutcome.details["trajectory_endpoints"]``.
 """
 
 from __future__ import annotations
@@ -30,13 +31,16 @@ from robopin.geometry.projection import PointRequest, ProjectionConfig, Projecto
 from robopin.geometry.transforms import quaternion_to_matrix
 
 __all__ = [
+    "DryRunActor",
     "PlannerReplayError",
+    "ReasoningLoopPlanner",
+    "RecordedObserver",
+    "RecordedProjector",
     "RecordedStep",
     "RecordedView",
     "StepPlanner",
     "StepReplay",
     "TrialTopics",
-    "VLMPointPlanner",
     "recorded_steps",
     "replay_with_planner",
 ]
@@ -192,48 +196,101 @@ def _make_step(index: int, reasoning: Any, latest: Mapping[str, Any], *, mounts:
     return RecordedStep(index, _stamp_s(reasoning.header), reasoning.instruction, reasoning, views, mounts, poses)
 
 
-class VLMPointPlanner:
-    """Any VLM backend → PinCoT → answer points projected with the recorded depth (see the module docstring)."""
+class RecordedObserver:
+    """The loop's Observer for a recorded step: its views, with the step as the observation's source."""
 
-    def __init__(self, backend: Any, *, projection: ProjectionConfig | None = None, max_tokens: int = 1024) -> None:
+    def __init__(self, step: RecordedStep) -> None:
+        self.step = step
+
+    def observe(self) -> Any:
+        """The recorded views of the step, as the loop's observation."""
+        from robopin.reasoning.interfaces import Observation
+        from robopin.vlm.base import ViewImage
+
+        views = tuple(ViewImage(v.rgb, v.name, v.img_idx) for v in self.step.views)
+        return Observation(views, max(v.stamp_s for v in self.step.views), source=self.step)
+
+
+class RecordedProjector:
+    """The loop's TargetProjector for a recorded step: its depth, camera mounts and arm poses."""
+
+    def __init__(self, projection: ProjectionConfig) -> None:
+        self.projection = projection
+
+    def project(self, requests: Sequence[PointRequest], observation: Any) -> list[Any]:
+        """Project with the recorded depth, mounts and arm poses of the observed step."""
+        step: RecordedStep = observation.source
+        return _project(step, list(requests), self.projection)
+
+
+class DryRunActor:
+    """Plans nothing and moves nothing: the outcome says the arm was not involved."""
+
+    def pick_place(self, pick: Any, place: Any, *, dry_run: bool, on_stage: Any, should_stop: Any) -> Any:
+        from robopin.reasoning.interfaces import MotionOutcome
+
+        return MotionOutcome(True, "dry_run", "replay: no motion planner configured", executed=False)
+
+
+def _project(step: RecordedStep, requests: list[PointRequest], projection: ProjectionConfig) -> list[Any]:
+    projector = Projector([ViewConfig(v.name, v.img_idx, step.mounts.get(f"{v.name}_optical")) for v in step.views],
+                          projection, step.poses)
+    frames = {v.img_idx: ViewData(v.depth_m, v.camera, v.stamp_s) for v in step.views if v.depth_m is not None}
+    return projector.project(requests, frames)
+
+
+class ReasoningLoopPlanner:
+    """The reasoning loop on a recorded step: recorded views in, dry run, optional motion actor.
+
+    ``actor`` is any :class:`robopin.reasoning.interfaces.Actor` (a motion planner in plan-only mode);
+    it is always called with ``dry_run=True``. Its ``details["trajectory_endpoints"]`` (final joint
+    positions per planned phase) are compared with the recorded trajectories.
+    """
+
+    def __init__(self, backend: Any, config: Any = None, *, actor: Any = None,
+                 projection: ProjectionConfig | None = None) -> None:
+        from robopin.reasoning.config import ReasoningConfig
+
         self.backend = backend
+        self.config = config if config is not None else ReasoningConfig(mode="point", max_steps=1)
+        self.actor = actor or DryRunActor()
         self.projection = projection or ProjectionConfig()
-        self.max_tokens = max_tokens
 
     def plan(self, step: RecordedStep) -> StepOutcome:
-        from robopin.pincot import parse
-        from robopin.pincot.coords import normalized_to_pixels
-        from robopin.pincot.prompts import View, pointing_prompt
-        from robopin.vlm.base import ChatMessage, ViewImage
+        from robopin.bags.diff import AnchorPoint
+        from robopin.reasoning.loop import ReasoningLoop, TaskRequest
 
-        images = [ViewImage(v.rgb, v.name, v.img_idx) for v in step.views]
-        prompt = pointing_prompt(step.instruction, [View(v.name) for v in step.views])
-        result = self.backend.generate([ChatMessage("user", (*images, prompt))], n=1, temperature=0.0,
-                                       max_tokens=self.max_tokens)
-        trace = parse(result.samples[0].text, len(step.views))
-        sizes = [(v.camera.width, v.camera.height) for v in step.views]
+        loop = ReasoningLoop(self.config, self.backend, RecordedObserver(step), RecordedProjector(self.projection),
+                             self.actor)
+        result = loop.run(TaskRequest(step.instruction, mode="point", dry_run=True, max_steps=1,
+                                      task_id=f"replay-{step.index}"))
+        if not result.reasoning:
+            return StepOutcome(valid=False, model=f"no reasoning: {result.reason}")
+        record = result.reasoning[-1]
+        sizes = record.image_sizes
+        trace = record.trace
 
         def pixels(x: float, y: float, img_idx: int | None) -> tuple[float, float]:
+            from robopin.pincot.coords import normalized_to_pixels
+
             if img_idx is None or not 0 <= img_idx < len(sizes):
                 return float("nan"), float("nan")
             return normalized_to_pixels(x, y, sizes[img_idx])
 
-        from robopin.bags.diff import AnchorPoint
-
-        anchors = tuple(AnchorPoint(a.id, a.name, a.img_idx, *pixels(a.x, a.y, a.img_idx)) for a in trace.anchors)
+        anchors = tuple(AnchorPoint(a.id, a.name, a.img_idx, *pixels(a.x, a.y, a.img_idx))
+                        for a in (trace.anchors if trace else ()))
         answers = tuple(AnchorPoint(f"answer{k}", p.label or p.id or "", -1 if p.img_idx is None else p.img_idx,
-                                    *pixels(p.x, p.y, p.img_idx)) for k, p in enumerate(trace.answer_points))
-        projector = Projector([ViewConfig(v.name, v.img_idx, step.mounts.get(f"{v.name}_optical")) for v in step.views],
-                              self.projection, step.poses)
-        frames = {v.img_idx: ViewData(v.depth_m, v.camera, v.stamp_s) for v in step.views if v.depth_m is not None}
-        requests = [PointRequest(a.u, a.v, a.img_idx, p.id or "", p.label or "")
-                    for a, p in zip(answers, trace.answer_points, strict=True) if a.img_idx >= 0]
-        targets = projector.project(requests, frames) if trace.valid else []
+                                    *pixels(p.x, p.y, p.img_idx))
+                        for k, p in enumerate(trace.answer_points if trace else ()))
+        targets = result.steps[-1].targets if result.steps else ()
+        motion = result.steps[-1].motion if result.steps else None
+        endpoints = tuple(tuple(float(q) for q in end) for end in
+                          (motion.details.get("trajectory_endpoints", ()) if motion is not None else ()))
         target_points = tuple(
             TargetPoint(f"{t.id or f'target{k}'}@{t.img_idx}", tuple(float(c) for c in t.point), t.valid,
                         t.reason.value if t.reason is not None else "")
             for k, t in enumerate(targets))
-        return StepOutcome(anchors, answers, target_points, (), trace.valid, result.model)
+        return StepOutcome(anchors, answers, target_points, endpoints, bool(record.valid), record.model)
 
 
 def replay_with_planner(steps: Iterable[RecordedStep], planner: StepPlanner, *, tolerance_px: float = 0.0,

@@ -40,14 +40,20 @@ def _replan(args: argparse.Namespace) -> int:
     import yaml
 
     from robopin.bags import TrialBag
-    from robopin.bags.planner_replay import VLMPointPlanner, recorded_steps, replay_with_planner, summarize
+    from robopin.bags.planner_replay import ReasoningLoopPlanner, recorded_steps, replay_with_planner, summarize
     from robopin.vlm.base import make_backend
 
     with open(args.backend, encoding="utf-8") as stream:
         backend = make_backend(yaml.safe_load(stream))
+    config = None
+    if args.reasoning:
+        from robopin.reasoning.config import ReasoningConfig
+
+        with open(args.reasoning, encoding="utf-8") as stream:
+            config = ReasoningConfig.from_dict(yaml.safe_load(stream) or {})
     with TrialBag(args.bag) as bag:
         steps = recorded_steps(bag)
-    replays = replay_with_planner(steps, VLMPointPlanner(backend), tolerance_px=args.tolerance_px,
+    replays = replay_with_planner(steps, ReasoningLoopPlanner(backend, config), tolerance_px=args.tolerance_px,
                                   tolerance_m=args.tolerance_m)
     print(json.dumps(summarize(replays), indent=2))
     return 0 if all(r.diff.identical for r in replays) else 1
@@ -89,9 +95,11 @@ def register(subparsers) -> None:
     step.add_argument("--all", action="store_true", help="print every frame without waiting for Enter")
     step.add_argument("--show", type=int, default=0, metavar="CHARS", help="print the decoded message (truncated)")
     step.set_defaults(func=_step)
-    replan = commands.add_parser("replan", help="feed the recorded views to a VLM backend again and diff")
+    replan = commands.add_parser("replan", help="re-run the reasoning loop (dry run) on the recorded views and diff")
     replan.add_argument("bag")
     replan.add_argument("--backend", required=True, help="YAML file with the VLM backend config (type: …)")
+    replan.add_argument("--reasoning", default="",
+                        help="YAML file with the reasoning loop config (default: point mode, one step)")
     replan.add_argument("--tolerance-px", type=float, default=0.0)
     replan.add_argument("--tolerance-m", type=float, default=0.0)
     replan.set_defaults(func=_replan)

@@ -1,11 +1,12 @@
-"""Run and record one pointing trial in the simulator: views → VLM → PinCoT → 3D targets → bag + trial log.
+"""Run and record one dry-run pointing trial in the simulator: views → reasoning loop → 3D targets → bag + log.
 
-A stand-in for the planner node while the reasoning loop lands, and the fixture of the bag, replay
-and report tests: it writes exactly what a live trial records — camera topics, ``/tf_static`` with
-the camera mounts, the arm pose and joint states, the ``PinnedReasoning`` and ``Target3D``s — through
-:class:`~robopin.bags.recorder.TrialRecorder`, and the step and summary through
-:class:`~robopin.trials.log.TrialLog`. The arm does not move (dry run); success means every target
-projected validly.
+The step runs through :class:`robopin.reasoning.loop.ReasoningLoop` with the planner-replay stages
+(:class:`~robopin.bags.planner_replay.RecordedObserver` / ``RecordedProjector`` / ``DryRunActor``) on
+exactly the data the bag stores (16UC1 depth, poses through quaternions), so replaying the bag with
+the same backend reproduces the step bit for bit. It writes what a live trial records — camera
+topics, ``/tf_static`` with the camera mounts, arm pose and joint states, ``PinnedReasoning`` and
+``Target3D`` — through :class:`~robopin.bags.recorder.TrialRecorder`, and the step and summary
+through :class:`~robopin.trials.log.TrialLog`. The arm does not move; success is the loop's verdict.
 """
 
 from __future__ import annotations
@@ -41,11 +42,7 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
     the reasoning (as a camera streaming at 30 Hz would) so replays have a schedule to keep.
     """
     from robopin.geometry.extrinsics import CameraMount, PoseBuffer
-    from robopin.geometry.projection import PointRequest, Projector, ViewConfig, ViewData
-    from robopin.pincot import parse
     from robopin.pincot.coords import normalized_to_pixels
-    from robopin.pincot.prompts import View, pointing_prompt
-    from robopin.vlm.base import ChatMessage, ViewImage
 
     topics = topics or TrialTopics()
     world = scene.world
@@ -98,14 +95,37 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
             _record_view(record, types, topics, name, rendered[name], depth_m=depth_recorded[name], stamp=stamp)
     snapshot_stamp = t0 + frames_before * period
 
-    reason_start = time.perf_counter()
-    images = [ViewImage(rendered[name].color, name, i) for i, name in enumerate(views)]
-    prompt = pointing_prompt(scene.task.instruction, [View(name) for name in views])
-    result = backend.generate([ChatMessage("user", (*images, prompt))], n=1, temperature=0.0)
-    text = result.samples[0].text
-    reason_s = time.perf_counter() - reason_start
-    trace = parse(text, len(views))
-    sizes = [(rendered[n].color.shape[1], rendered[n].color.shape[0]) for n in views]
+    # The real reasoning loop plans the step (dry run) on exactly the data the bag holds, through the
+    # same stages a planner replay uses, so replaying the bag with the same backend reproduces it.
+    from robopin.bags.planner_replay import (
+        DryRunActor,
+        RecordedObserver,
+        RecordedProjector,
+        RecordedStep,
+        RecordedView,
+    )
+    from robopin.geometry.projection import ProjectionConfig
+    from robopin.reasoning.config import ReasoningConfig
+    from robopin.reasoning.loop import ReasoningLoop, TaskRequest
+
+    poses = PoseBuffer()
+    poses.add(snapshot_stamp, T_base_ee)
+    live = RecordedStep(0, snapshot_stamp, scene.task.instruction, None,
+                        [RecordedView(n, i, rendered[n].color, depth_recorded[n], rendered[n].model, snapshot_stamp)
+                         for i, n in enumerate(views)],
+                        {f"{n}_optical": mounts[n] for n in views}, poses)
+    loop = ReasoningLoop(ReasoningConfig(mode="point", max_steps=1), backend, RecordedObserver(live),
+                         RecordedProjector(ProjectionConfig()), DryRunActor())
+    task = loop.run(TaskRequest(scene.task.instruction, mode="point", dry_run=True, max_steps=1, task_id=trial_id))
+    if not task.reasoning:
+        raise RuntimeError(f"trial {trial_id}: the reasoning loop produced no reasoning "
+                           f"({task.reason}: {task.message})")
+    step_record = task.reasoning[-1]
+    text, trace = step_record.text, step_record.trace
+    timings = task.steps[-1].timings_s if task.steps else {}
+    reason_s = timings.get("model", 0.0) + timings.get("reason_overhead", 0.0)
+    project_s = 0.0
+    sizes = list(step_record.image_sizes)
 
     def pixels(x: float, y: float, img_idx: int | None) -> tuple[float, float]:
         if img_idx is None or not 0 <= img_idx < len(sizes):
@@ -114,7 +134,7 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
 
     reasoning = types["robopin_interfaces/msg/PinnedReasoning"](
         header=_header(types, snapshot_stamp, "base"), task_id=trial_id, step=0, instruction=scene.task.instruction,
-        model=result.model, raw_text=text, think=trace.think, answer=trace.answer,
+        model=step_record.model, raw_text=text, think=trace.think, answer=trace.answer,
         anchors=[types["robopin_interfaces/msg/Anchor"](
             kind=a.kind, name=a.name, id=a.id, img_idx=a.img_idx, x=float(a.x), y=float(a.y),
             u=float(pixels(a.x, a.y, a.img_idx)[0]), v=float(pixels(a.x, a.y, a.img_idx)[1]), char_offset=a.offset)
@@ -131,18 +151,10 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
                   for w in trace.warnings],
         format_score=float(trace.metrics.get("format", 0.0)),
         identity_consistency=float(trace.metrics.get("consistency", 0.0)),
-        anchor_coverage=float(trace.metrics.get("anchor_coverage", 0.0)), generation_time_s=float(reason_s))
+        anchor_coverage=float(trace.metrics.get("anchor_coverage", 0.0)),
+        generation_time_s=float(step_record.generation_time_s))
     record(topics.reasoning, reasoning, snapshot_stamp + reason_s)
-
-    project_start = time.perf_counter()
-    poses = PoseBuffer()
-    poses.add(snapshot_stamp, T_base_ee)
-    projector = Projector([ViewConfig(n, i, mounts[n]) for i, n in enumerate(views)], pose_buffer=poses)
-    frames = {i: ViewData(depth_recorded[n], rendered[n].model, snapshot_stamp) for i, n in enumerate(views)}
-    requests = [PointRequest(*pixels(p.x, p.y, p.img_idx), p.img_idx, p.id or "", p.label or "")
-                for p in trace.answer_points if p.img_idx is not None]
-    targets = projector.project(requests, frames) if trace.valid else []
-    project_s = time.perf_counter() - project_start
+    targets = list(task.steps[-1].targets) if task.steps else []
     for target in targets:
         record(topics.targets, types["robopin_interfaces/msg/Target3D"](
             header=_header(types, snapshot_stamp, "base"), id=target.id, name=target.name,
@@ -158,11 +170,7 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
     writer_path.rename(bag_path)
     recorder.root.rmdir()
 
-    failure = ""
-    if not trace.valid:
-        failure = "invalid_reasoning"
-    elif not targets or not all(t.valid for t in targets):
-        failure = next((t.reason.value for t in targets if t.reason is not None), "no_targets")
+    failure = "" if task.success else (task.reason or "failed")
     step = TrialStep(
         step=0, instruction=scene.task.instruction,
         views={name: log.save_view(0, name, rendered[name].color) for name in views},
@@ -170,11 +178,12 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
         targets=[{"id": t.id, "name": t.name, "view": t.source_view, "point": [float(c) for c in t.point]
                   if t.valid else None, "valid": t.valid, "reason": t.reason.value if t.reason else ""}
                  for t in targets],
-        planner_status="dry_run", execution="dry_run", model=result.model,
-        durations_s={"observe": observe_s, "reason": reason_s, "project": project_s},
-        stage_starts_s={"observe": 0.0, "reason": observe_s, "project": observe_s + reason_s})
+        planner_status=task.steps[-1].motion.status if task.steps and task.steps[-1].motion else task.reason,
+        execution="dry_run", model=step_record.model,
+        durations_s={"observe": observe_s, "reason": reason_s},
+        stage_starts_s={"observe": 0.0, "reason": observe_s})
     log.add_step(step)
-    log.finish(TrialSummary(trial_id=trial_id, task=scene.spec.name, method=method or result.model,
+    log.finish(TrialSummary(trial_id=trial_id, task=scene.spec.name, method=method or step_record.model,
                             success=not failure, failure=failure, steps=1,
                             duration_s=time.perf_counter() - started, instruction=scene.task.instruction,
                             bag="bag", extra={"scenario": scene.spec.name, "seed": scene.seed}))
