@@ -166,7 +166,10 @@ def test_refusals_dry_run_and_cancel(cell):
     handle = _wait(action.send_goal_async(
         goal, feedback_callback=lambda msg: msg.feedback.stage == "executing" and executing.set()), 10.0)
     assert executing.wait(30.0), "execution never started"
-    time.sleep(0.3)
+    # Single-goal policy: a second goal while one runs is refused with reason 'busy', never interleaved.
+    _, second = _send(client, PickPlace, "/robopin/motion/pick_place",
+                      PickPlace.Goal(pick=_target(PICK), place=_target(PLACE), grasp_yaw=math.nan, dry_run=True))
+    assert not second.success and second.status == "busy"
     _wait(handle.cancel_goal_async(), 10.0)
     result = _wait(handle.get_result_async(), 30.0)
     assert result.result.status == "canceled"
