@@ -205,6 +205,7 @@ class BoardView:
     T_cam_board: NDArray[np.float64] | None = None
     image_points: NDArray[np.float64] | None = None  # (N, 2) OpenCV pixels, as detected (distorted)
     object_points: NDArray[np.float64] | None = None  # (N, 3) board frame, metres
+    ideal_points: NDArray[np.float64] | None = None  # (N, 2) the image points undistorted (pinhole K)
     reprojection_rms_px: float = math.nan
     sharpness: float = math.nan
     tilt_deg: float = math.nan
@@ -305,7 +306,8 @@ class BoardDetector:
                 f"need {100 * self.config.min_area_fraction:.2f}%",
                 **common,
             )
-        T_cam_board, rms = self._pose(object_points, image_points, camera)
+        ideal_points = self._undistort(image_points, camera)
+        T_cam_board, rms = self._pose(object_points, ideal_points, camera.K)
         if not math.isfinite(rms):
             return BoardView(
                 False, Rejection.ILL_CONDITIONED, "no board pose explains the corners (PnP failed)", **common
@@ -314,7 +316,7 @@ class BoardDetector:
         to_camera = -T_cam_board[:3, 3] / np.linalg.norm(T_cam_board[:3, 3])
         # The board's z points into the board, so a board facing the camera has z along the ray.
         tilt_deg = float(np.degrees(np.arccos(np.clip(np.dot(-normal_cam, to_camera), -1.0, 1.0))))
-        common.update(T_cam_board=T_cam_board, reprojection_rms_px=rms, tilt_deg=tilt_deg)
+        common.update(T_cam_board=T_cam_board, reprojection_rms_px=rms, tilt_deg=tilt_deg, ideal_points=ideal_points)
         if tilt_deg > self.config.max_tilt_deg:
             return BoardView(
                 False,
@@ -344,24 +346,27 @@ class BoardDetector:
         return float(values.var()) if values.size > 8 else 0.0
 
     @staticmethod
-    def _pose(
-        object_points: NDArray[np.float64], image_points: NDArray[np.float64], camera: CameraModel
-    ) -> tuple[NDArray[np.float64], float]:
-        """``T_cam_board`` and RMS reprojection error (px) from 2D-3D pairs (any robopin distortion model)."""
-        cv2 = _cv2()
-        # Undistort with robopin's own model (it also covers librealsense's variants OpenCV lacks),
-        # then solve a pinhole problem; pixel convention is OpenCV's on both sides.
+    def _undistort(image_points: NDArray[np.float64], camera: CameraModel) -> NDArray[np.float64]:
+        """Image points as an ideal pinhole camera with the same K would see them."""
+        # robopin's own model also covers librealsense's distortion variants that OpenCV lacks;
+        # the pixel convention is OpenCV's on both sides.
         x = (image_points[:, 0] - camera.cx) / camera.fx
         y = (image_points[:, 1] - camera.cy) / camera.fy
         xu, yu = camera.undistort_normalized(x, y)
-        ideal = np.column_stack([xu * camera.fx + camera.cx, yu * camera.fy + camera.cy])
-        K = camera.K
+        return np.column_stack([xu * camera.fx + camera.cx, yu * camera.fy + camera.cy])
+
+    @staticmethod
+    def _pose(
+        object_points: NDArray[np.float64], ideal_points: NDArray[np.float64], K: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], float]:
+        """``T_cam_board`` and RMS reprojection error (px) from 2D-3D pairs of a pinhole camera ``K``."""
+        cv2 = _cv2()
         flags = cv2.SOLVEPNP_IPPE if np.allclose(object_points[:, 2], 0.0) else cv2.SOLVEPNP_ITERATIVE
-        ok, rvec, tvec = cv2.solvePnP(object_points, ideal, K, None, flags=flags)
+        ok, rvec, tvec = cv2.solvePnP(object_points, ideal_points, K, None, flags=flags)
         if not ok:
             return np.eye(4), math.inf
-        rvec, tvec = cv2.solvePnPRefineLM(object_points, ideal, K, None, rvec, tvec)
+        rvec, tvec = cv2.solvePnPRefineLM(object_points, ideal_points, K, None, rvec, tvec)
         projected, _ = cv2.projectPoints(object_points, rvec, tvec, K, None)
-        rms = float(np.sqrt(np.mean(np.sum((projected.reshape(-1, 2) - ideal) ** 2, axis=1))))
+        rms = float(np.sqrt(np.mean(np.sum((projected.reshape(-1, 2) - ideal_points) ** 2, axis=1))))
         R, _ = cv2.Rodrigues(rvec)
         return make_transform(R, tvec.reshape(3)), rms

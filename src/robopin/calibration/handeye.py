@@ -7,7 +7,9 @@ Eye-to-hand: the board is held by the hand, the camera is fixed;
 
 Every OpenCV method is available: ``calibrateHandEye`` (``tsai``, ``park``, ``horaud``, ``andreff``,
 ``daniilidis``) and ``calibrateRobotWorldHandEye`` (``shah``, ``li``, which also solve the board
-pose). ``method="auto"`` runs them all and keeps the one with the lowest held-out error. Residuals
+pose). ``method="auto"`` runs them all and keeps the one with the lowest held-out error; given the
+views' corners, a joint reprojection refinement (mount and board pose, all views at once) follows, as
+closed-form solvers weigh every view's noisy PnP rotation equally. Residuals
 are the disagreement between each sample's measured board pose and the one the solution predicts,
 in rotation (deg) and translation (mm), both on the samples used and on held-out samples
 (leave-one-out: each sample predicted by a solution that did not see it).
@@ -16,7 +18,7 @@ in rotation (deg) and translation (mm), both on the samples used and on held-out
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,12 +30,15 @@ from robopin.geometry.transforms import as_transform, invert, make_transform, ro
 
 __all__ = [
     "HAND_EYE_METHODS",
+    "Corners",
     "HandEyeResult",
     "MountKind",
     "Residuals",
     "SolverConfig",
     "check_motion_diversity",
     "mean_transform",
+    "predicted_cam_board",
+    "refine_reprojection",
     "residuals",
     "solve_hand_eye",
 ]
@@ -48,13 +53,16 @@ _ROBOT_WORLD = ("shah", "li")
 class SolverConfig:
     """``min_samples`` poses are required; the arm's rotations between samples must reach
     ``min_rotation_deg`` and their axes must differ by ``min_axis_spread_deg`` (hand-eye is unobservable
-    from rotations about one axis). ``method`` is one of :data:`HAND_EYE_METHODS` or ``auto``."""
+    from rotations about one axis). ``method`` is one of :data:`HAND_EYE_METHODS` or ``auto``.
+    ``refine`` polishes the best closed-form solution by minimising the corners' reprojection error
+    over all views (when the views' corners are given), kept only if its held-out error is lower."""
 
     method: str = "auto"
     min_samples: int = 5
     min_rotation_deg: float = 10.0
     min_axis_spread_deg: float = 20.0
     heldout: bool = True
+    refine: bool = True
 
     def __post_init__(self) -> None:
         if self.method != "auto" and self.method not in HAND_EYE_METHODS:
@@ -91,7 +99,11 @@ class Residuals:
 @dataclass
 class HandEyeResult:
     """A solved mount: ``T_mount_cam`` (``T_ee_cam`` or ``T_base_cam``) and the board pose it implies
-    (``T_anchor_board``: ``T_base_board`` eye-in-hand, ``T_ee_board`` eye-to-hand)."""
+    (``T_anchor_board``: ``T_base_board`` eye-in-hand, ``T_ee_board`` eye-to-hand).
+
+    ``fit`` / ``heldout`` compare board poses (each view's own PnP pose against the predicted one);
+    with corners, ``reprojection_px`` / ``heldout_reprojection_px`` compare pixels, which is what
+    ranks the solutions then: a single view's PnP rotation is far noisier than its corners."""
 
     kind: MountKind
     method: str
@@ -101,6 +113,8 @@ class HandEyeResult:
     fit: Residuals
     heldout: Residuals | None = None
     per_method: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reprojection_px: float | None = None  # RMS over every corner of every view (when corners were given)
+    heldout_reprojection_px: float | None = None  # the same for each view predicted without it
 
     @property
     def mount_frame(self) -> str:
@@ -248,17 +262,136 @@ def residuals(
     return Residuals(float(np.sqrt(np.mean(r**2))), float(r.max()), float(np.sqrt(np.mean(t**2))), float(t.max()))
 
 
-def _heldout(kind: MountKind, method: str, ee: NDArray, cam: NDArray) -> Residuals:
-    rotations, translations = [], []
-    n = len(ee)
-    for i in range(n):
-        keep = np.arange(n) != i
-        T_mount_cam, T_anchor_board = _solve_once(kind, method, ee[keep], cam[keep])
-        one = residuals(kind, T_mount_cam, T_anchor_board, ee[i : i + 1], cam[i : i + 1])
-        rotations.append(one.rotation_max_deg)
-        translations.append(one.translation_max_mm)
-    r, t = np.asarray(rotations), np.asarray(translations)
-    return Residuals(float(np.sqrt(np.mean(r**2))), float(r.max()), float(np.sqrt(np.mean(t**2))), float(t.max()))
+@dataclass(frozen=True)
+class Corners:
+    """One view's board corners: ``object_points`` (N, 3) in the board frame and where an ideal
+    pinhole camera ``K`` sees them, ``image_points`` (N, 2) pixels (OpenCV convention)."""
+
+    object_points: NDArray[np.float64]
+    image_points: NDArray[np.float64]
+    K: NDArray[np.float64]
+
+
+def _small_transform(v: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Rigid transform from a 6-vector (rotation vector, translation)."""
+    theta = float(np.linalg.norm(v[:3]))
+    if theta < 1e-12:
+        R = np.eye(3)
+    else:
+        k = v[:3] / theta
+        K = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
+        R = np.eye(3) + math.sin(theta) * K + (1.0 - math.cos(theta)) * K @ K
+    T = np.eye(4)
+    T[:3, :3] = R
+    T[:3, 3] = v[3:]
+    return T
+
+
+def _motions(kind: MountKind, ee: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The arm pose as it enters ``T_cam_board = inv(X) · M · Y``: ``T_ee_base`` or ``T_base_ee``."""
+    return np.linalg.inv(ee) if kind == "eye_in_hand" else ee
+
+
+def _reprojection_errors(
+    X: NDArray[np.float64], Y: NDArray[np.float64], motions: NDArray[np.float64], corners: Sequence[Corners]
+) -> NDArray[np.float64]:
+    """(N, 2) pixel errors of every corner of every view under mount ``X`` and board pose ``Y``."""
+    X_inv = invert(X)
+    out = []
+    for M, c in zip(motions, corners, strict=True):
+        T = X_inv @ M @ Y
+        p = c.object_points @ T[:3, :3].T + T[:3, 3]
+        z = np.maximum(p[:, 2], 1e-6)
+        u = c.K[0, 0] * p[:, 0] / z + c.K[0, 2]
+        v = c.K[1, 1] * p[:, 1] / z + c.K[1, 2]
+        out.append(np.column_stack([u, v]) - c.image_points)
+    return np.concatenate(out)
+
+
+def _rms_px(errors: NDArray[np.float64]) -> float:
+    return float(np.sqrt(np.mean(np.sum(errors**2, axis=1))))
+
+
+def refine_reprojection(
+    kind: MountKind,
+    T_mount_cam: NDArray[np.float64],
+    T_anchor_board: NDArray[np.float64],
+    T_base_ee: NDArray[np.float64],
+    corners: Sequence[Corners],
+) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
+    """Jointly adjust mount and board pose to minimise every view's corner reprojection error.
+
+    Returns (T_mount_cam, T_anchor_board, RMS reprojection error in pixels).
+    """
+    from scipy.optimize import least_squares
+
+    motions = _motions(kind, np.asarray(T_base_ee, dtype=np.float64))
+
+    def transforms(params: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        return T_mount_cam @ _small_transform(params[:6]), T_anchor_board @ _small_transform(params[6:])
+
+    def residual(params: NDArray[np.float64]) -> NDArray[np.float64]:
+        return _reprojection_errors(*transforms(params), motions, corners).ravel()
+
+    solution = least_squares(residual, np.zeros(12), method="lm", x_scale="jac")
+    X, Y = transforms(solution.x)
+    return X, Y, _rms_px(solution.fun.reshape(-1, 2))
+
+
+Solver = Callable[[NDArray[np.float64], NDArray[np.float64], list[Corners] | None], tuple[NDArray, NDArray]]
+
+
+def _evaluate(
+    kind: MountKind,
+    method: str,
+    solver: Solver,
+    ee: NDArray[np.float64],
+    cam: NDArray[np.float64],
+    *,
+    corners: list[Corners] | None,
+    heldout: bool,
+) -> HandEyeResult:
+    """Solve with ``solver`` on all samples, then score it on them and (leave-one-out) on held-out ones."""
+    X, Y = solver(ee, cam, corners)
+    fit = residuals(kind, X, Y, ee, cam)
+    reprojection = _rms_px(_reprojection_errors(X, Y, _motions(kind, ee), corners)) if corners else None
+    held = held_px = None
+    if heldout:
+        rotations, translations, pixel_errors = [], [], []
+        for i in range(len(ee)):
+            keep = [j for j in range(len(ee)) if j != i]
+            X_i, Y_i = solver(ee[keep], cam[keep], [corners[j] for j in keep] if corners else None)
+            one = residuals(kind, X_i, Y_i, ee[i : i + 1], cam[i : i + 1])
+            rotations.append(one.rotation_max_deg)
+            translations.append(one.translation_max_mm)
+            if corners:
+                pixel_errors.append(_reprojection_errors(X_i, Y_i, _motions(kind, ee[i : i + 1]), [corners[i]]))
+        r, t = np.asarray(rotations), np.asarray(translations)
+        held = Residuals(float(np.sqrt(np.mean(r**2))), float(r.max()), float(np.sqrt(np.mean(t**2))), float(t.max()))
+        held_px = _rms_px(np.concatenate(pixel_errors)) if corners else None
+    return HandEyeResult(
+        kind, method, X, Y, len(ee), fit, held, reprojection_px=reprojection, heldout_reprojection_px=held_px
+    )
+
+
+def _score(result: HandEyeResult) -> float:
+    """Lower is better: held-out pixels when corners were given, else held-out (or fit) pose error."""
+    if result.heldout_reprojection_px is not None:
+        return result.heldout_reprojection_px
+    if result.reprojection_px is not None and result.heldout is None:
+        return result.reprojection_px
+    return (result.heldout or result.fit).score()
+
+
+def _summary(result: HandEyeResult) -> dict[str, Any]:
+    out: dict[str, Any] = {"fit": result.fit.to_dict()}
+    if result.heldout is not None:
+        out["heldout"] = result.heldout.to_dict()
+    if result.reprojection_px is not None:
+        out["reprojection_px"] = round(result.reprojection_px, 4)
+    if result.heldout_reprojection_px is not None:
+        out["heldout_reprojection_px"] = round(result.heldout_reprojection_px, 4)
+    return out
 
 
 def solve_hand_eye(
@@ -266,38 +399,59 @@ def solve_hand_eye(
     T_base_ee: Sequence[NDArray[np.float64]],
     T_cam_board: Sequence[NDArray[np.float64]],
     config: SolverConfig | None = None,
+    corners: Sequence[Corners] | None = None,
 ) -> HandEyeResult:
     """Solve a camera mount from paired arm poses and board poses (see the module docstring).
 
-    Raises :class:`DegenerateSamplesError` for too few samples or rotations that cannot determine
-    the transform; a method that fails numerically is reported in ``per_method`` and skipped.
+    ``corners`` (one :class:`Corners` per sample) enable the reprojection refinement and pixel-based
+    ranking. Raises :class:`DegenerateSamplesError` for too few samples or rotations that cannot
+    determine the transform; a method that fails numerically is reported in ``per_method`` and skipped.
     """
     _check_kind(kind)
     config = config or SolverConfig()
     if len(T_base_ee) != len(T_cam_board):
         raise ValueError(f"{len(T_base_ee)} arm poses but {len(T_cam_board)} board poses; they must pair up")
+    if corners is not None and len(corners) != len(T_base_ee):
+        raise ValueError(f"{len(corners)} corner sets for {len(T_base_ee)} samples; they must pair up")
     ee = _as_stack(T_base_ee, "T_base_ee")
     cam = _as_stack(T_cam_board, "T_cam_board")
+    corner_list = list(corners) if corners is not None else None
     check_motion_diversity(list(ee), config)
     methods = HAND_EYE_METHODS if config.method == "auto" else (config.method,)
-    # Held-out residuals need one solve per left-out sample: only worth it with a sample to spare.
-    use_heldout = config.heldout and len(ee) > config.min_samples - 1 and len(ee) >= 4
+    # Held-out scores need one solve per left-out sample and a sample to spare.
+    use_heldout = config.heldout and len(ee) >= max(4, config.min_samples)
     best: HandEyeResult | None = None
     per_method: dict[str, dict[str, Any]] = {}
     for method in methods:
+
+        def closed_form(e, c, _corners, method=method):
+            return _solve_once(kind, method, e, c)
+
         try:
-            T_mount_cam, T_anchor_board = _solve_once(kind, method, ee, cam)
-            fit = residuals(kind, T_mount_cam, T_anchor_board, ee, cam)
-            held = _heldout(kind, method, ee, cam) if use_heldout else None
-        except (ValueError, np.linalg.LinAlgError, Exception) as error:  # cv2.error is an Exception
+            candidate = _evaluate(kind, method, closed_form, ee, cam, corners=corner_list, heldout=use_heldout)
+        except Exception as error:  # cv2.error, LinAlgError, ValueError: a method that fails is skipped
             per_method[method] = {"error": f"{type(error).__name__}: {error}"}
             continue
-        per_method[method] = {"fit": fit.to_dict(), **({"heldout": held.to_dict()} if held else {})}
-        candidate = HandEyeResult(kind, method, T_mount_cam, T_anchor_board, len(ee), fit, held)
-        ranking = (held or fit).score()
-        if best is None or ranking < (best.heldout or best.fit).score():
+        per_method[method] = _summary(candidate)
+        if best is None or _score(candidate) < _score(best):
             best = candidate
     if best is None:
         raise DegenerateSamplesError(f"every hand-eye method failed: {per_method}")
+    if config.refine and corner_list is not None:
+        start = best
+
+        def refined(e, c, corners_subset):
+            X, Y, _ = refine_reprojection(kind, start.T_mount_cam, start.T_anchor_board, e, corners_subset)
+            return X, Y
+
+        name = f"{start.method}+refine"
+        try:
+            candidate = _evaluate(kind, name, refined, ee, cam, corners=corner_list, heldout=use_heldout)
+        except (ValueError, np.linalg.LinAlgError) as error:
+            per_method[name] = {"error": f"{type(error).__name__}: {error}"}
+        else:
+            per_method[name] = _summary(candidate)
+            if _score(candidate) <= _score(best):
+                best = candidate
     best.per_method = per_method
     return best
