@@ -44,7 +44,8 @@ def test_recorder_writes_one_bag_per_task_with_static_transforms_first(tmp_path)
     def payload(k):
         return bytes(ts.serialize_cdr(_joint_state(ts, k), "sensor_msgs/msg/JointState"))
 
-    assert not recorder.record("/joint_states", "sensor_msgs/msg/JointState", payload(0), 1)  # no task yet
+    # no task yet: kept as pre-roll (1 s) and written at the start of the next bag only
+    assert not recorder.record("/joint_states", "sensor_msgs/msg/JointState", payload(5), 1)
     for task in ("task-a", "task-b"):
         recorder.start(task, stamp_ns=10)
         with pytest.raises(RecorderError, match="already recording"):
@@ -54,7 +55,7 @@ def test_recorder_writes_one_bag_per_task_with_static_transforms_first(tmp_path)
         recorder.stop()
     with pytest.raises(RecorderError, match="names a folder"):
         recorder.start("../escape")
-    for task in ("task-a", "task-b"):
+    for task, preroll in (("task-a", [0.5]), ("task-b", [])):
         with TrialBag(tmp_path / task) as bag:
             messages = list(bag.messages())
             assert messages[0].topic == "/tf_static"
@@ -62,7 +63,7 @@ def test_recorder_writes_one_bag_per_task_with_static_transforms_first(tmp_path)
             assert (transform.header.frame_id, transform.child_frame_id) == ("base", "static_optical")
             assert transform.transform.translation.z == pytest.approx(0.8)
             positions = [bag.decode(m).position[0] for m in messages[1:]]
-            assert positions == pytest.approx([0.0, 0.1, 0.2])
+            assert positions == pytest.approx([*preroll, 0.0, 0.1, 0.2])
 
 
 def test_sim_trial_bag_holds_every_topic_with_its_messages_intact(sim_trial):

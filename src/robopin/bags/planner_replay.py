@@ -59,6 +59,7 @@ class TrialTopics:
     reasoning: str = "/robopin/reasoning"
     targets: str = "/robopin/targets"
     trajectory: str = "/robopin/planned_trajectory"
+    plan_result: str = "/robopin/motion/pick_place/_action/result"  # PickPlace results fetched by the recorder
     ee_pose: str = "/arm/ee_pose"
     camera_prefix: str = "/cameras"
 
@@ -155,7 +156,8 @@ def recorded_steps(bag: TrialBag, topics: TrialTopics | None = None) -> list[Rec
     wanted = [t for t in available if t.startswith(topics.camera_prefix + "/") and
               (t.endswith("/color/image_raw") or t.endswith("/color/camera_info") or
                t.endswith("/aligned_depth_to_color/image_raw"))]
-    wanted += [t for t in (topics.reasoning, topics.targets, topics.trajectory, topics.ee_pose) if t in available]
+    wanted += [t for t in (topics.reasoning, topics.targets, topics.trajectory, topics.plan_result, topics.ee_pose)
+               if t in available]
     for message, decoded in bag.decoded(wanted):
         if message.topic == topics.ee_pose:
             poses.add(_stamp_s(decoded.header), _pose_matrix(decoded.pose))
@@ -165,6 +167,8 @@ def recorded_steps(bag: TrialBag, topics: TrialTopics | None = None) -> list[Rec
             steps[-1].targets.append(decoded)
         elif message.topic == topics.trajectory and steps:
             steps[-1].trajectories.append(decoded)
+        elif message.topic == topics.plan_result and steps:
+            steps[-1].trajectories.extend(decoded.result.trajectories)
         else:
             latest[message.topic] = decoded
     return steps

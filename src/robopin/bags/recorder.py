@@ -10,6 +10,7 @@ image annotations per view.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import queue
@@ -186,13 +187,23 @@ def _transient_local_qos() -> list[Any]:
 class TrialRecorder:
     """One bag per task under ``root``: start with a task, stop with it, static transforms first.
 
-    Thread-safe: subscription callbacks call :meth:`record` from any thread. Messages that arrive
-    while no task runs are dropped, except ``/tf_static`` which is always remembered.
+    Thread-safe: subscription callbacks call :meth:`record` from any thread. While no task runs the
+    last ``preroll_s`` seconds of messages (at most ``preroll_bytes``) are kept and written right
+    after the static transforms when a task starts: the task's first feedback and the frames the
+    planner is about to observe often arrive just before the status that starts the bag.
+    ``/tf_static`` is always remembered.
     """
 
     def __init__(self, root: str | Path, *, static_transforms: Sequence[StaticTransform] = (),
-                 typestore: Any = None, queue_size: int = 2000, annotate: bool = True) -> None:
+                 typestore: Any = None, queue_size: int = 2000, annotate: bool = True, preroll_s: float = 1.0,
+                 preroll_bytes: int = 256 * 2**20) -> None:
+        if not preroll_s >= 0:
+            raise RecorderError(f"preroll_s must be >= 0 seconds, got {preroll_s!r}")
         self.root = Path(root)
+        self.preroll_s = preroll_s
+        self.preroll_bytes = preroll_bytes
+        self._preroll: collections.deque[tuple[str, str, bytes, int]] = collections.deque()
+        self._preroll_size = 0
         self.typestore = typestore or robopin_typestore()
         self.queue_size = queue_size
         self.annotate = annotate
@@ -253,8 +264,15 @@ class TrialRecorder:
                            qos={TF_STATIC_TOPIC: _transient_local_qos()})
         static = self.static_transforms_message()
         if static is not None:
-            writer.write(TF_STATIC_TOPIC, TF_TYPE, static, time.time_ns() if stamp_ns is None else stamp_ns)
+            first_ns = self._preroll[0][3] if self._preroll else (time.time_ns() if stamp_ns is None else stamp_ns)
+            writer.write(TF_STATIC_TOPIC, TF_TYPE, static, min(first_ns, time.time_ns() if stamp_ns is None
+                                                               else stamp_ns))
         with self._lock:
+            preroll, self._preroll, self._preroll_size = list(self._preroll), collections.deque(), 0
+            oldest_ns = (time.time_ns() if stamp_ns is None else stamp_ns) - round(self.preroll_s * 1e9)
+            for topic, msgtype, data, message_ns in preroll:
+                if topic != TF_STATIC_TOPIC and message_ns >= oldest_ns:
+                    writer.write(topic, msgtype, data, message_ns)
             self._writer, self.task_id = writer, task_id
         logger.info("recording task %s to %s", task_id, writer.path)
         return writer.path
@@ -265,6 +283,8 @@ class TrialRecorder:
             self._remember_static(data)
         writer = self._writer
         if writer is None:
+            if self.preroll_s > 0:
+                self._keep_preroll(topic, msgtype, data, stamp_ns)
             return False
         try:
             written = writer.write(topic, msgtype, data, stamp_ns)
@@ -273,6 +293,18 @@ class TrialRecorder:
         if written and self.annotate and msgtype == REASONING_TYPE:
             self._write_annotations(writer, data, stamp_ns)
         return written
+
+    def _keep_preroll(self, topic: str, msgtype: str, data: bytes | memoryview, stamp_ns: int | None) -> None:
+        now_ns = time.time_ns() if stamp_ns is None else int(stamp_ns)
+        item = (topic, msgtype, bytes(data), now_ns)
+        with self._lock:
+            if self._writer is not None:
+                return
+            self._preroll.append(item)
+            self._preroll_size += len(item[2])
+            oldest_ns = now_ns - round(self.preroll_s * 1e9)
+            while self._preroll and (self._preroll[0][3] < oldest_ns or self._preroll_size > self.preroll_bytes):
+                self._preroll_size -= len(self._preroll.popleft()[2])
 
     def _write_annotations(self, writer: BagWriter, data: bytes | memoryview, stamp_ns: int | None) -> None:
         reasoning = self.typestore.deserialize_cdr(bytes(data), REASONING_TYPE)

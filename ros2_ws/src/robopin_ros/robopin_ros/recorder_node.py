@@ -5,7 +5,10 @@ reasoning, targets, trajectories, action feedback and status, ``/tf_static``) as
 in the graph, and hands the bytes to :class:`robopin.bags.TrialRecorder` without decoding them. A
 bag starts when a task starts and stops when it ends: automatically from the ExecuteTask action's
 status topic (one bag per goal, named by the goal id), or by hand with ``~/start`` / ``~/stop``
-(std_srvs/Trigger). Static transforms are re-written at the start of every bag. Run::
+(std_srvs/Trigger). Static transforms are re-written at the start of every bag. Action results travel
+on a service, not a topic: when a recorded action's status shows a goal finished, the node asks the
+server for the result and writes it on ``<action>/_action/result`` (``<Name>_GetResult_Response``),
+so the task result and the PickPlace trajectories are in the bag. Run::
 
     ros2 run robopin_ros recorder_node --ros-args -p output_dir:=trials/bags
 """
@@ -75,6 +78,8 @@ class RecorderNode(Node):
         self._lock = threading.Lock()
         self._auto_goal = ""
         self.unsupported: dict[str, str] = {}
+        self._result_clients: dict[str, tuple[Any, str, str]] = {}  # status topic → (client, topic, type)
+        self._fetched: dict[str, set[str]] = {}  # status topic → goal ids whose result was requested
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
         self.create_timer(float(self.get_parameter("discovery_period_s").value), self._discover)
@@ -100,30 +105,85 @@ class RecorderNode(Node):
             self._subscribed[topic] = self.create_subscription(
                 cls, topic, self._make_callback(topic, type_name), qos, raw=True)
             self.get_logger().info(f"recording {topic} ({type_name})")
+        self._discover_result_clients()
+
+    def _discover_result_clients(self) -> None:
+        """For each recorded action status, a get_result client (the action type comes from its feedback)."""
+        types = dict(self.get_topic_names_and_types())
+        for status_topic in self._subscribed:
+            if not status_topic.endswith("/_action/status") or status_topic in self._result_clients:
+                continue
+            prefix = status_topic[: -len("/status")]
+            feedback_type = next(iter(types.get(f"{prefix}/feedback", [])), "")
+            if not feedback_type.endswith("_FeedbackMessage"):
+                continue
+            action_type = feedback_type[: -len("_FeedbackMessage")]
+            try:
+                package, _, name = action_type.split("/")
+                action = getattr(importlib.import_module(f"{package}.action"), name)
+            except (ImportError, AttributeError, ValueError) as error:
+                self.get_logger().warning(f"cannot fetch results of {prefix}: {error}")
+                continue
+            client = self.create_client(action.Impl.GetResultService, f"{prefix}/get_result")
+            self._result_clients[status_topic] = (client, f"{prefix}/result", f"{action_type}_GetResult_Response")
 
     def _make_callback(self, topic: str, type_name: str):
         recorder = self.recorder
         is_status = topic == self.task_status_topic
 
         def on_message(data: bytes) -> None:
-            if is_status:
-                self._on_task_status(data)
             recorder.record(topic, type_name, data, time.time_ns())
+            if topic.endswith("/_action/status"):
+                self._on_action_status(topic, data, is_task=is_status)
 
         return on_message
 
-    def _on_task_status(self, data: bytes) -> None:
-        """Start a bag when a task goal becomes active, stop it when that goal ends."""
+    def _on_action_status(self, topic: str, data: bytes, *, is_task: bool) -> None:
+        """Fetch the results of goals that just ended; for the task action, start and stop the bag."""
         status = self.recorder.typestore.deserialize_cdr(data, "action_msgs/msg/GoalStatusArray")
-        with self._lock:
-            for goal in status.status_list:
-                goal_id = bytes(goal.goal_info.goal_id.uuid).hex()
-                if goal.status in _ACTIVE and not self.recorder.recording:
+        fetched = self._fetched.setdefault(topic, set())
+        for goal in status.status_list:
+            goal_id = bytes(goal.goal_info.goal_id.uuid).hex()
+            ends_task = False
+            with self._lock:
+                if is_task and goal.status in _ACTIVE and not self.recorder.recording and goal_id not in fetched:
                     self._auto_goal = goal_id
                     self.recorder.start(f"task-{goal_id[:12]}")
-                elif goal.status in _TERMINAL and goal_id == self._auto_goal and self.recorder.recording:
-                    self._auto_goal = ""
-                    self.recorder.stop()
+                elif is_task and goal.status in _TERMINAL and goal_id == self._auto_goal:
+                    ends_task = True
+            if goal.status in _TERMINAL and goal_id not in fetched:
+                fetched.add(goal_id)
+                self._fetch_result(topic, goal.goal_info.goal_id, stop_after=ends_task)
+
+    def _fetch_result(self, status_topic: str, goal_id: Any, *, stop_after: bool) -> None:
+        """Ask the action server for a finished goal's result and record it (then end the task's bag)."""
+        from unique_identifier_msgs.msg import UUID
+
+        entry = self._result_clients.get(status_topic)
+        if entry is None or not entry[0].service_is_ready():
+            if stop_after:
+                self._stop_task()
+            return
+        client, result_topic, result_type = entry
+        request = client.srv_type.Request()
+        request.goal_id = UUID(uuid=list(goal_id.uuid))
+
+        def on_result(future) -> None:
+            response = future.result()
+            if response is not None:
+                from rclpy.serialization import serialize_message
+
+                self.recorder.record(result_topic, result_type, serialize_message(response), time.time_ns())
+            if stop_after:
+                self._stop_task()
+
+        client.call_async(request).add_done_callback(on_result)
+
+    def _stop_task(self) -> None:
+        with self._lock:
+            self._auto_goal = ""
+            if self.recorder.recording:
+                self.recorder.stop()
 
     def _on_start(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         """Start recording a new bag now (task id from the wall clock)."""
