@@ -169,3 +169,15 @@ def test_replay_on_the_wall_clock_measures_its_timing_error(tmp_path):
     assert stats.total == 10 and len(stats.lateness_s) == 10
     assert all(v >= 0 for v in stats.lateness_s)  # never early
     print(f"replay lateness p50 {summary['p50']:.3f} ms, p95 {summary['p95']:.3f} ms, max {summary['max']:.3f} ms")
+
+
+def test_a_sqlite3_bag_of_the_same_topics_replans_the_same(sim_trial, tmp_path):
+    """Bags of other recorders (``ros2 bag record``'s SQLite3 storage) are read the same way."""
+    _, backend, _, folder = sim_trial
+    with TrialBag(folder / "bag") as bag:
+        copied = [(m.topic, m.msgtype, m.data, m.stamp_ns) for m in bag.messages()]
+    record_messages(tmp_path / "sqlite", copied, storage="sqlite3")
+    assert list((tmp_path / "sqlite").glob("*.db3"))
+    with TrialBag(tmp_path / "sqlite") as bag:
+        (result,) = replay_with_planner(recorded_steps(bag), ReasoningLoopPlanner(backend))
+    assert result.diff.identical, result.diff.differences

@@ -102,7 +102,7 @@ class BagWriter:
         self.typestore = typestore or robopin_typestore()
         self._qos = dict(qos or {})
         self._writer = Writer(self.path, version=9, storage_plugin=plugins[storage])
-        self._writer.open()
+        self._opened = threading.Event()
         self._connections: dict[str, Any] = {}
         self._types: dict[str, str] = {}
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
@@ -110,8 +110,14 @@ class BagWriter:
         self._error: BaseException | None = None
         self._closed = False
         self._lock = threading.Lock()
+        # The storage is opened, written and closed on the writer thread alone (SQLite3 connections
+        # must stay on the thread that made them).
         self._thread = threading.Thread(target=self._drain, name=f"bag-writer-{self.path.name}", daemon=True)
         self._thread.start()
+        self._opened.wait()
+        if self._error is not None:
+            self._thread.join()
+            raise RecorderError(f"cannot open bag {str(self.path)!r}: {self._error}") from self._error
 
     def write(self, topic: str, msgtype: str, data: bytes | memoryview, stamp_ns: int | None = None) -> bool:
         """Queue one serialized message; return False (and count it) when it had to be dropped."""
@@ -147,9 +153,20 @@ class BagWriter:
         return connection
 
     def _drain(self) -> None:
+        try:
+            self._writer.open()
+        except BaseException as error:
+            self._error = error
+            return
+        finally:
+            self._opened.set()
         while True:
             item = self._queue.get()
             if item is _STOP:
+                try:
+                    self._writer.close()
+                except BaseException as error:
+                    self._error = self._error or error
                 return
             topic, msgtype, data, stamp_ns = item
             started = time.perf_counter()
@@ -170,7 +187,6 @@ class BagWriter:
             self._closed = True
             self._queue.put(_STOP)
             self._thread.join()
-            self._writer.close()
         if self._error is not None:
             raise RecorderError(f"bag {str(self.path)!r}: {self._error}") from self._error
         return self.stats
