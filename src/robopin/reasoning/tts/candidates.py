@@ -110,7 +110,7 @@ def _fit_support_plane(points: NDArray[np.float64], rng: np.random.Generator, to
     """RANSAC plane (unit normal toward the camera, offset) through the most points; None if degenerate."""
     if len(points) < 30:
         return None
-    sample = points[rng.choice(len(points), size=min(len(points), 3000), replace=False)]
+    sample = points[rng.integers(len(points), size=min(len(points), 1500))]
     triples = sample[rng.integers(len(sample), size=(iterations, 3))]
     normals = np.cross(triples[:, 1] - triples[:, 0], triples[:, 2] - triples[:, 0])
     lengths = np.linalg.norm(normals, axis=1)
@@ -138,14 +138,19 @@ def depth_segment(
     radius_m: float = 0.08,
     min_height_m: float = 0.01,
     margin_px: int = 2,
+    edge_gap_m: float = 0.015,
+    edge_gap_relative: float = 0.02,
+    max_half_px: int = 100,
     seed: int = 0,
 ) -> DepthSegment | None:
     """The depth segment of the object at ``(u, v)``, or None (no depth there, or the point is on the support).
 
-    The window around the point spans about ``radius_m`` on the surface; the support is the
+    The window around the point spans about ``radius_m`` on the surface (at most ``max_half_px``
+    pixels each side, which bounds the cost close to a camera); the support is the
     RANSAC plane with the most points in it (the table, or a plate's top); the segment is the
     connected set of pixels more than ``min_height_m`` above that plane that contains the point
-    (or a pixel within two pixels of it).
+    (or a pixel within two pixels of it). Neighbours whose depths differ by more than
+    ``max(edge_gap_m, edge_gap_relative * depth)`` are cut apart (an object in front of another).
     """
     from scipy import ndimage
 
@@ -158,7 +163,7 @@ def depth_segment(
     centre = centre[np.isfinite(centre) & (centre > 0)]
     if centre.size == 0:
         return None
-    half = max(4, math.ceil(camera.fx * radius_m / float(np.median(centre))))
+    half = min(max_half_px, max(4, math.ceil(camera.fx * radius_m / float(np.median(centre)))))
     r0, r1, c0, c1 = max(row - half, 0), min(row + half + 1, height), max(col - half, 0), min(col + half + 1, width)
     patch = np.asarray(depth[r0:r1, c0:c1], dtype=np.float64)
     valid = np.isfinite(patch) & (patch > 0)
@@ -172,6 +177,17 @@ def depth_segment(
     above = np.zeros(patch.shape, dtype=bool)
     heights = points[valid] @ normal + offset
     above[valid] = heights > min_height_m
+    # Objects that overlap in the image touch in the mask; a depth step between neighbours separates them.
+    filled = np.where(valid, patch, np.inf)
+    gap = np.maximum(edge_gap_m, edge_gap_relative * np.where(valid, patch, 0.0))
+    step = np.zeros(patch.shape, dtype=bool)
+    vertical = np.abs(np.diff(filled, axis=0)) > gap[1:, :]
+    horizontal = np.abs(np.diff(filled, axis=1)) > gap[:, 1:]
+    step[1:, :] |= vertical
+    step[:-1, :] |= vertical
+    step[:, 1:] |= horizontal
+    step[:, :-1] |= horizontal
+    above &= ~step
     labels, _ = ndimage.label(above, structure=np.ones((3, 3), dtype=bool))
     lr, lc = row - r0, col - c0
     label = int(labels[lr, lc])
@@ -199,20 +215,26 @@ def depth_segment(
 
 
 class SegmentCache:
-    """Depth segments of one observation, memoised by view and pixel (candidates share points)."""
+    """Depth segments of one observation, memoised: a point inside a known segment reuses it
+    (traces and their variants pin the same objects at nearby pixels)."""
 
     def __init__(self, observation: Observation, config: ActionSamplingConfig) -> None:
+        self.observation = observation
         self.views = depth_views(observation)
         self.config = config
-        self._cache: dict[tuple[int, int, int], DepthSegment | None] = {}
+        self._by_pixel: dict[tuple[int, int, int], DepthSegment | None] = {}
+        self._segments: dict[int, list[DepthSegment]] = {}
 
     def __call__(self, img_idx: int, u: float, v: float) -> DepthSegment | None:
         view = self.views.get(img_idx)
         if view is None:
             return None
         key = (img_idx, math.floor(u), math.floor(v))
-        if key not in self._cache:
-            self._cache[key] = depth_segment(
+        if key in self._by_pixel:
+            return self._by_pixel[key]
+        segment = next((s for s in self._segments.get(img_idx, ()) if s.contains(u, v)), None)
+        if segment is None:
+            segment = depth_segment(
                 view,
                 u,
                 v,
@@ -220,7 +242,10 @@ class SegmentCache:
                 min_height_m=self.config.min_height_m,
                 margin_px=self.config.sample_margin_px,
             )
-        return self._cache[key]
+            if segment is not None:
+                self._segments.setdefault(img_idx, []).append(segment)
+        self._by_pixel[key] = segment
+        return segment
 
 
 def _anchor_requests(trace: Trace, anchor_id: str, sizes: Sequence[tuple[int, int]]) -> list[PointRequest]:

@@ -198,15 +198,18 @@ class ETTSReasoner:
         self.rng = np.random.default_rng(self.config.seed)
         self.history: deque[HistoryEntry] = deque(maxlen=max(self.config.reasoning_verifier.history, 1))
         self.last_log: StepLog | None = None
+        self._segments: SegmentCache | None = None
 
     def bind_stages(self, *, projector: TargetProjector | None = None, actor: Actor | None = None) -> None:
         """Give the action verifier the loop's projection and (dry-run) pick-and-place stages."""
         self.projector = projector
         self.actor = actor
 
-    def reset(self) -> None:
-        """Forget the history buffer (a new task)."""
+    def reset(self, seed: int | None = None) -> None:
+        """Forget the history buffer (a new task); with ``seed``, restart the random stream too."""
         self.history.clear()
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
 
     # ------------------------------------------------------------------ the stage
     def reason(self, query: ReasoningQuery) -> Reasoning:
@@ -219,7 +222,10 @@ class ETTSReasoner:
         model_time = 0.0
         history = tuple(self.history) if config.reasoning_verifier.history else ()
         messages = list(query.messages)
-        segments = SegmentCache(query.observation, config.actions)
+        if self._segments is None or self._segments.observation is not query.observation:
+            # Queries on one observation (subtask then pointing) share the depth segments.
+            self._segments = SegmentCache(query.observation, config.actions)
+        segments = self._segments
         pairs: list[PairRecord] = []
         texts: list[str] = []
         interpretations: list[Any] = []
@@ -241,6 +247,8 @@ class ETTSReasoner:
                         n=config.traces_per_batch,
                         temperature=config.temperature,
                         max_tokens=config.max_tokens,
+                        # A fixed config seed gives each request its own reproducible sampling seed.
+                        seed=None if config.seed is None else int(self.rng.integers(2**31 - 1)),
                     )
                 except VLMError as error:
                     if not texts:
@@ -367,7 +375,9 @@ class ETTSReasoner:
                 scores[k] = 1.0
             return scores
         traces = [getattr(interpretations[k], "trace", None) for k in valid]
-        items = [(_reasoning_text(texts[k], trace), trace) for k, trace in zip(valid, traces, strict=True)]
+        # The verifier reads the trace as the model wrote it (tags included): the pins it sees drawn
+        # carry the same IDs as the text.
+        items = [(texts[k].strip()[:6000], trace) for k, trace in zip(valid, traces, strict=True)]
         try:
             values = self.reasoning_verifier.score_many(query.instruction, query.observation, items, history, executor)
         except VLMError as error:
