@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import math
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -88,6 +90,39 @@ def select_topics(available: Sequence[str], options: ReplayOptions) -> list[str]
     return kept
 
 
+_END = object()
+
+
+def _prefetched(messages: Iterator[BagMessage], depth: int, stop: threading.Event) -> Iterator[BagMessage]:
+    """Read ahead on a thread so reading a large message never delays sending the one before it is due."""
+    buffer: queue.Queue[Any] = queue.Queue(maxsize=depth)
+
+    def read() -> None:
+        try:
+            for message in messages:
+                while not stop.is_set():
+                    try:
+                        buffer.put(message, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            buffer.put(_END)
+        except BaseException as error:  # handed to the consumer below
+            buffer.put(error)
+
+    reader = threading.Thread(target=read, name="bag-prefetch", daemon=True)
+    reader.start()
+    while True:
+        item = buffer.get()
+        if item is _END:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
 def replay(
     bag: TrialBag,
     publish: Callable[[BagMessage], None],
@@ -96,6 +131,7 @@ def replay(
     stop: threading.Event | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    prefetch: int = 32,
 ) -> ReplayStats:
     """Publish the bag's messages, each ``(recorded offset) / rate`` after the start; return the statistics."""
     options = options or ReplayOptions()
@@ -116,7 +152,9 @@ def replay(
             send(message)
     while not stop.is_set():
         origin_wall: float | None = None
-        for message in bag.messages(topics, start_ns=start_ns):
+        messages = bag.messages(topics, start_ns=start_ns)
+        done = threading.Event()
+        for message in _prefetched(messages, prefetch, done) if prefetch > 0 else messages:
             if stop.is_set():
                 break
             if origin_wall is None:
@@ -131,6 +169,7 @@ def replay(
                 stats.lateness_s.append(clock() - due)
             else:
                 send(message)
+        done.set()
         stats.loops += 1
         if not options.loop or (options.max_loops and stats.loops >= options.max_loops):
             break
