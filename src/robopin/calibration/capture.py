@@ -33,6 +33,7 @@ __all__ = [
     "FrameGrabber",
     "capture_sample",
     "keep_planner_inside_safety_limits",
+    "make_capture_planner",
     "run_guided_capture",
     "to_arm_trajectory",
 ]
@@ -114,9 +115,10 @@ def capture_sample(
     The arm must be at rest (guided capture waits for it; an operator presses the key after moving).
     """
     frame = grab(time.monotonic() if not_before_s is None else not_before_s)
-    state = arm.joint_state()
+    state = arm.joint_state()  # None for a pose-only source (an end-effector pose topic)
     view = detector.detect(frame.image, frame.camera)
-    return CaptureSample(index, arm.ee_pose(state), view, np.array(state.positions, dtype=np.float64))
+    q = None if state is None else np.array(state.positions, dtype=np.float64)
+    return CaptureSample(index, arm.ee_pose(state), view, q)
 
 
 def keep_planner_inside_safety_limits(planner: Any, arm: Any, extra_margin_rad: float = 0.005) -> None:
@@ -133,6 +135,21 @@ def keep_planner_inside_safety_limits(planner: Any, arm: Any, extra_margin_rad: 
     if model is not None and hasattr(model, "lowerPositionLimit"):
         model.lowerPositionLimit = robot.lower.copy()
         model.upperPositionLimit = robot.upper.copy()
+
+
+def make_capture_planner(arm: Any, planner: dict[str, Any] | None = None, table_height_m: float | None = 0.0) -> Any:
+    """The motion planner for a guided capture: ``planner`` settings (``type`` defaults to roboplan, the
+    robot to the arm's), the table as an obstacle, joint limits kept inside the arm's safety margin."""
+    from robopin.motion.planner import make_planner, planner_config_from_dict
+
+    settings = {"type": "roboplan", "robot": arm.config.robot, **(planner or {})}
+    motion_planner = make_planner(planner_config_from_dict(settings))
+    if table_height_m is not None:
+        world = motion_planner.world
+        world.add_table(float(table_height_m))
+        motion_planner.update_world(world)
+    keep_planner_inside_safety_limits(motion_planner, arm)
+    return motion_planner
 
 
 _UNREACHABLE = {

@@ -111,8 +111,8 @@ class SimCalibrationRig:
             min_center_height_m=0.2,  # keeps the hand clear of the table
         )
 
-    def make_arm(self, *, dry_run: bool = False) -> Any:
-        """A connected, enabled sim arm on this rig's world.
+    def make_arm(self, *, dry_run: bool = False, **safety_overrides: Any) -> Any:
+        """A connected, enabled sim arm on this rig's world (``safety_overrides``: SafetyConfig fields).
 
         The watchdog's freshness limits are relaxed (2 s instead of a real driver's 0.25 s): on a shared
         CI machine the simulator's thread can pause that long, which says nothing about calibration.
@@ -120,7 +120,7 @@ class SimCalibrationRig:
         from robopin.robots.safety import SafetyConfig
         from robopin.sim.arm import SimArm, SimArmConfig
 
-        safety = SafetyConfig(state_max_age_s=2.0, command_timeout_s=2.0)
+        safety = SafetyConfig(**{"state_max_age_s": 2.0, "command_timeout_s": 2.0, **safety_overrides})
         arm = SimArm(SimArmConfig(robot=self.world.model.name, world=self.world.name, safety=safety, dry_run=dry_run))
         arm.connect()
         arm.enable()
@@ -128,19 +128,18 @@ class SimCalibrationRig:
 
     def make_planner(self, arm: Any, planner_type: str = "roboplan") -> Any:
         """The robot's motion planner with the table as an obstacle, kept inside the arm's safety limits."""
-        from robopin.calibration.capture import keep_planner_inside_safety_limits
-        from robopin.motion.planner import make_planner, planner_config_from_dict
+        from robopin.calibration.capture import make_capture_planner
 
-        planner = make_planner(planner_config_from_dict({"type": planner_type, "robot": self.world.model.name}))
-        world = planner.world
-        world.add_table(0.0)
-        planner.update_world(world)
-        keep_planner_inside_safety_limits(planner, arm)
-        return planner
+        return make_capture_planner(arm, {"type": planner_type}, table_height_m=0.0)
 
     def grab(self, not_before_s: float = 0.0) -> Frame:
         """Render the calibrated camera now (the world state is the settled arm's)."""
         self.sim_board.sync()
+        view = self.world.render(self.camera_name)
+        return Frame(view.color, view.model, max(time.monotonic(), not_before_s))
+
+    def grab_without_sync(self, not_before_s: float = 0.0) -> Frame:
+        """Render without moving the board body first (tests that move the board themselves)."""
         view = self.world.render(self.camera_name)
         return Frame(view.color, view.model, max(time.monotonic(), not_before_s))
 
