@@ -229,6 +229,7 @@ def stack_parameters(scene_spec: str, seed: int) -> dict:
     with build_scene(scene_spec, seed, world_name=f"{WORLD}-mounts", register=False) as scene:
         mounts = camera_mounts(scene)
         instruction = scene.spec.instruction
+        goals = [goal.object for goal in scene.task.goals]
     calibrations = {
         name: {"parent_frame": mount.parent_frame, "matrix": mount.T_parent_cam.tolist()}
         for name, mount in mounts.items()
@@ -236,6 +237,7 @@ def stack_parameters(scene_spec: str, seed: int) -> dict:
     oracle = {"type": "oracle", "world": WORLD, "views": list(VIEWS)}
     return {
         "instruction": instruction,
+        "goals": goals,
         "oracle": yaml.safe_dump(oracle),
         "params": {
             "projection_node": {
@@ -340,10 +342,14 @@ class Client:
         return wait_future(handle.get_result_async(), timeout_s, "task result").result, feedback, handle
 
     def joint_motion_since(self, start: float) -> float:
-        """Largest joint change (rad) over the joint states received since ``start``."""
-        positions = [q for t, q in list(self.joints) if t >= start]
-        assert len(positions) >= 2, "no joint states received"
-        stacked = np.stack(positions)
+        """Largest joint change (rad) from the last joint state before ``start`` to one received after now."""
+        from tests.ros.rostest_utils import wait_for
+
+        now = time.monotonic()
+        wait_for(lambda: self.joints and self.joints[-1][0] > now, 10, "a joint state after the task")
+        samples = list(self.joints)
+        before = [q for t, q in samples if t < start][-1:]
+        stacked = np.stack(before + [q for t, q in samples if t >= start])
         return float(np.max(stacked.max(axis=0) - stacked.min(axis=0)))
 
     def close(self) -> None:
@@ -357,6 +363,7 @@ def spatial_stack(tmp_path_factory):
     process, setup = start_stack(tmp_path_factory.mktemp("planner_spatial"), "spatial")
     yield setup
     code, output = stop_process(process, timeout_s=30)
+    print(output[-20000:])  # the stack's log, shown by pytest when a test of this module failed
     assert code == 0, f"stack did not shut down cleanly (exit {code}):\n{output[-6000:]}"
 
 
@@ -437,6 +444,7 @@ def test_spatial_task_completes_through_instruct_and_a_second_instruction_is_rej
     assert message.valid and message.view_names == list(VIEWS)
     assert message.anchors and {a.img_idx for a in message.anchors} <= {0, 1}
     assert all(0 <= a.u <= 640 and 0 <= a.v <= 480 for a in message.anchors)
+
     # The task ends and releases the planner: a new (dry-run) instruction is accepted; the model now
     # sees the duck on the plate and reports the task done, so nothing moves.
     def accepted() -> bool:

@@ -332,9 +332,13 @@ class PlannerNode(Node):
                 on_reasoning=on_reasoning,
             )
             self._fill_result(result, outcome, messages)
-            if outcome.success:
+        except Exception as error:  # a bug must still end the goal with a named reason
+            self.get_logger().error(f"task {task_id}: {type(error).__name__}: {error}")
+            result.success, result.reason, result.message = False, "internal_error", f"{type(error).__name__}: {error}"
+        try:
+            if result.success:
                 goal_handle.succeed()
-            elif outcome.reason == "canceled" and goal_handle.is_cancel_requested:
+            elif result.reason == "canceled" and goal_handle.is_cancel_requested:
                 goal_handle.canceled()
             else:
                 goal_handle.abort()
@@ -353,9 +357,12 @@ class PlannerNode(Node):
             for s in outcome.steps
             if s.timings_s
         ]
-        status = "succeeded" if outcome.success else f"ended with {outcome.reason}"
-        log = self.get_logger().info if outcome.success else self.get_logger().warning
-        log(f"task {outcome.task_id} ({outcome.mode}) {status}: {outcome.message}; {'; '.join(timings)}")
+        line = f"task {outcome.task_id} ({outcome.mode}) %s: {outcome.message}; {'; '.join(timings)}"
+        # rclpy refuses one call site logging at two severities: one call per severity.
+        if outcome.success:
+            self.get_logger().info(line % "succeeded")
+        else:
+            self.get_logger().warning(line % f"ended with {outcome.reason}")
 
     def _publish_reasoning(self, record: ReasoningRecord) -> PinnedReasoning:
         """Publish one reasoning step and, for PinCoT, the trace drawn on each view."""

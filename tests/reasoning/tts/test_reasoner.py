@@ -1,0 +1,231 @@
+"""The E-TTS reason stage with a scripted model (the GPU VLM is the one edge replaced) on a synthetic
+tabletop with real depth: acceptance, threshold fall-through, feedback insertion, max batches,
+refusal, budgets, concurrency of verifier calls, the history of K steps, and the request layout."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from robopin.geometry import CameraMount, Projector, ViewConfig, make_transform
+from robopin.reasoning import TaskRefusal
+from robopin.reasoning.inprocess import SnapshotProjector
+from robopin.reasoning.interfaces import MotionOutcome
+from robopin.reasoning.tts import ETTSReasoner, TTSConfig
+from robopin.vlm.base import ViewImage
+from tests.reasoning.tts.helpers import ScriptedModel, query, tabletop, trace
+
+CUP = (200, 150, 260, 210, 0.05)  # a 6x6 cm block, 5 cm high, centred at pixel (230, 180)
+MUG = (400, 100, 440, 140, 0.08)
+GOOD = trace((231, 181), (500, 350), tag="GOOD")
+BAD = trace((420, 120), (500, 350), tag="BAD")  # picks the mug
+
+
+def reasoner(model: ScriptedModel, **settings) -> ETTSReasoner:
+    values = {"seed": 0, "selection": {"epsilon": 0.0}, "feedback": {"enabled": True}}
+    values.update(settings)
+    return ETTSReasoner(model, TTSConfig.from_dict(values))
+
+
+@pytest.fixture(scope="module")
+def observation():
+    return tabletop([CUP, MUG])
+
+
+def test_first_batch_above_threshold_is_accepted(observation):
+    model = ScriptedModel([[GOOD]], {"GOOD": 0.9})
+    result = reasoner(model).reason(query(observation))
+    log = result.extra["tts"]
+    assert log["stop_reason"] == "accepted"
+    assert log["calls"] == {"generate": 1, "verify": 1, "feedback": 0}
+    assert result.text == GOOD and result.interpretation.valid
+    assert 200 <= result.interpretation.pick.u < 260 and 150 <= result.interpretation.pick.v < 210
+    assert log["chosen"]["joint"] > 0.4
+
+
+def test_rejected_batch_appends_the_critique_and_resamples(observation):
+    model = ScriptedModel([[BAD], [GOOD]], {"BAD": 0.1, "GOOD": 0.9}, critique="CRITIQUE-1: take the cup")
+    q = query(observation)
+    result = reasoner(model, max_batches=3).reason(q)
+    log = result.extra["tts"]
+    assert log["stop_reason"] == "accepted" and len(log["batches"]) == 2
+    assert log["batches"][0]["selection"]["mode"] == "rejected"
+    assert log["batches"][0]["feedback"] == "CRITIQUE-1: take the cup"
+    assert len(model.feedback_requests) == 1
+    # The critique request shows the rejected reasoning and its score.
+    feedback_text = "".join(m.text for m in model.feedback_requests[0])
+    assert "BAD" in feedback_text and "Evaluation Score: 0.10" in feedback_text
+    first, second = ("".join(m.text for m in r) for r in model.generate_requests)
+    assert first == q.prompt
+    # Same images, and the original prompt first: a shared prefix for the server's cache.
+    assert second.startswith(q.prompt) and "Previous Attempt" in second
+    assert "CRITIQUE-1: take the cup" in second and "BAD" in second and "GOOD" not in second
+    images = [p for p in model.generate_requests[1][-1].parts if isinstance(p, ViewImage)]
+    assert images == list(q.observation.views)
+    assert result.text == GOOD
+
+
+def test_only_the_latest_critique_is_carried(observation):
+    model = ScriptedModel([[BAD], [BAD], [GOOD]], {"BAD": 0.1, "GOOD": 0.9})
+    reasoner(model, max_batches=3).reason(query(observation))
+    third = "".join(m.text for m in model.generate_requests[2])
+    assert third.count("Previous Attempt") == 1
+
+
+def test_max_batches_runs_the_best_pair_seen_with_a_named_reason(observation):
+    low = [trace((231, 181), (500, 350), tag=f"T{k}") for k in range(3)]
+    model = ScriptedModel([[low[0]], [low[1]], [low[2]]], {"T0": 0.2, "T1": 0.35, "T2": 0.1})
+    result = reasoner(model, max_batches=3).reason(query(observation))
+    log = result.extra["tts"]
+    assert log["stop_reason"] == "max_batches"
+    assert [b["selection"]["mode"] for b in log["batches"]] == ["rejected"] * 3
+    assert result.text == low[1]  # the best joint score over all batches
+    assert log["calls"] == {"generate": 3, "verify": 3, "feedback": 2}  # no critique after the last batch
+
+
+def test_refuse_mode_names_the_threshold(observation):
+    model = ScriptedModel([[BAD]], {"BAD": 0.2})
+    with pytest.raises(TaskRefusal) as caught:
+        reasoner(model, max_batches=2, selection={"epsilon": 0.0, "on_exhausted": "refuse"}).reason(query(observation))
+    assert caught.value.reason == "tts_rejected"
+    assert "threshold 0.4" in caught.value.message and "2 batch(es)" in caught.value.message
+
+
+def test_invalid_traces_get_the_validation_message_as_feedback_without_a_model_call(observation):
+    model = ScriptedModel([["no tags at all"], [GOOD]], {"GOOD": 0.9})
+    result = reasoner(model, max_batches=2).reason(query(observation))
+    assert model.feedback_requests == [] and len(model.verify_requests) == 1
+    second = "".join(m.text for m in model.generate_requests[1])
+    assert "could not be executed" in second
+    assert result.text == GOOD
+
+
+def test_all_invalid_hands_the_loop_an_invalid_decision(observation):
+    model = ScriptedModel([["<think>nothing</think><answer>[]</answer>"]], {})
+    result = reasoner(model, max_batches=2, feedback={"enabled": False}).reason(query(observation))
+    assert not result.interpretation.valid and result.interpretation.refusal.reason == "invalid_reasoning"
+    assert model.verify_requests == []
+    assert result.extra["tts"]["stop_reason"] == "max_batches"
+
+
+def test_call_budget_stops_batches(observation):
+    model = ScriptedModel([[BAD]], {"BAD": 0.1})
+    result = reasoner(model, max_batches=5, budget={"max_calls": 2}).reason(query(observation))
+    log = result.extra["tts"]
+    assert log["stop_reason"] == "budget_calls" and len(log["batches"]) == 1
+    assert log["calls"] == {"generate": 1, "verify": 1, "feedback": 0}
+
+
+def test_time_budget_stops_batches(observation):
+    ticks = iter(np.arange(0.0, 1000.0, 1.0))
+    model = ScriptedModel([[BAD]], {"BAD": 0.1})
+    tts = ETTSReasoner(
+        model,
+        TTSConfig.from_dict({"seed": 0, "max_batches": 50, "selection": {"epsilon": 0.0}, "budget": {"max_time_s": 20}}),
+        clock=lambda: float(next(ticks)),
+    )
+    log = tts.reason(query(observation)).extra["tts"]
+    assert log["stop_reason"] == "budget_time" and 1 < len(log["batches"]) < 50
+
+
+def test_verifier_calls_are_in_flight_together(observation):
+    # Three calls must meet at the barrier: sequential calls would break it (timeout) and fail.
+    barrier = threading.Barrier(3, timeout=10)
+    model = ScriptedModel([[trace((231, 181), (500, 350), tag=f"C{k}") for k in range(3)]], {"C1": 0.9}, barrier=barrier)
+    result = reasoner(model, traces_per_batch=3, reasoning_verifier={"concurrency": 3}).reason(query(observation))
+    assert len(model.verify_requests) == 3 and "C1" in result.text
+
+
+def test_history_of_the_last_k_steps_reaches_the_verifier(observation):
+    model = ScriptedModel([[trace((231, 181), (500, 350), tag=f"STEP{k}")] for k in range(4)], {"STEP": 0.9})
+    tts = reasoner(model, reasoning_verifier={"history": 2})
+    answers: list[str] = []
+    for step in range(4):
+        tts.reason(query(observation, step=step, history=answers))
+        answers.append(f"answer {step}")
+    first, last = ("".join(m.text for m in model.verify_requests[k]) for k in (0, 3))
+    assert "Recent History" not in first
+    history = last[: last.rfind("<think>")]
+    assert "STEP1" in history and "STEP2" in history and "STEP0" not in history
+    # A new task (step 0, no history) starts with an empty buffer.
+    tts.reason(query(observation, step=0))
+    assert "Recent History" not in "".join(m.text for m in model.verify_requests[-1])
+
+
+def test_verifier_request_shares_its_static_prefix_and_draws_the_trace(observation):
+    other = trace((232, 182), (500, 350), tag="OTHER")
+    model = ScriptedModel([[GOOD, other]], {"GOOD": 0.9, "OTHER": 0.2})
+    reasoner(model, traces_per_batch=2).reason(query(observation))
+    parts = [request[-1].parts for request in model.verify_requests]
+    assert parts[0][0] == parts[1][0] and "Overall Objective" in parts[0][0]  # static text first
+    drawn = [[p for p in request if isinstance(p, ViewImage)] for request in parts]
+    raw = observation.views[0].rgb
+    assert not np.array_equal(drawn[0][0].rgb, raw)  # anchors drawn on the view
+    assert not np.array_equal(drawn[0][0].rgb, drawn[1][0].rgb)  # each trace its own drawing
+    assert {"GOOD" in p[-1] for p in parts} == {True, False}  # the reasoning comes last
+
+
+def test_action_scaling_moves_an_edge_pick_to_the_segment_centre(observation):
+    edge = trace((202, 152), (500, 350), tag="EDGE")
+    model = ScriptedModel([[edge]], {"EDGE": 0.9})
+    chosen = reasoner(model, actions_per_trace=4).reason(query(observation)).extra["tts"]["chosen"]
+    assert chosen["source"] == "segment_centre"
+    assert abs(chosen["pick"]["u"] - 230) <= 2 and abs(chosen["pick"]["v"] - 180) <= 2
+    # Without action scaling the answer is run as written.
+    model = ScriptedModel([[edge]], {"EDGE": 0.9})
+    plain = reasoner(model, actions_per_trace=1).reason(query(observation))
+    assert plain.extra["tts"]["chosen"]["source"] == "as_written" and plain.interpretation.pick.u < 205
+
+
+def test_a_pick_on_a_depth_hole_is_ineligible_and_another_view_is_used():
+    observation = tabletop([CUP], holes=[(220, 170, 242, 192)], views=2)
+    text = trace((231, 181), (500, 350), tag="HOLE", extra_pick_views={1: (215, 160)})
+    model = ScriptedModel([[text]], {"HOLE": 0.9})
+    log = reasoner(model, actions_per_trace=2, actions={"sources": ["as_written", "other_view"]}).reason(
+        query(observation)
+    ).extra["tts"]
+    pairs = log["batches"][0]["pairs"]
+    assert pairs[0]["source"] == "as_written" and pairs[0]["action_refusal"].startswith("pick_")
+    assert not pairs[0]["eligible"]
+    assert log["chosen"]["source"] == "other_view" and log["chosen"]["pick"]["img_idx"] == 1
+
+
+def test_epsilon_one_explores_reproducibly(observation):
+    def run() -> dict:
+        model = ScriptedModel([[GOOD]], {"GOOD": 0.1})
+        return reasoner(model, selection={"epsilon": 1.0}).reason(query(observation)).extra["tts"]
+
+    first, second = run(), run()
+    assert first["stop_reason"] == "explored" and first["chosen"] == second["chosen"]
+
+
+class _RecordingArm:
+    """The arm edge: records dry-run pick-and-places; picks left of ``ik_limit_u`` have no IK solution."""
+
+    def __init__(self, ik_limit_u: float) -> None:
+        self.ik_limit_u = ik_limit_u
+        self.calls: list[tuple[float, bool]] = []
+
+    def pick_place(self, pick, place, *, dry_run, on_stage, should_stop) -> MotionOutcome:
+        self.calls.append((pick.u, dry_run))
+        if pick.u < self.ik_limit_u:
+            return MotionOutcome(False, "ik_fail", "no IK solution")
+        return MotionOutcome(True)
+
+
+def test_bound_projector_and_planner_check_feasibility(observation):
+    T_base_cam = make_transform(np.array([[0.0, -1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, -1.0]]), [0.5, 0.0, 1.0])
+    projector = SnapshotProjector(Projector([ViewConfig("view0", 0, CameraMount("static", T_base_cam))]))
+    arm = _RecordingArm(ik_limit_u=229.0)  # the segment centre (u 229.5–230.5) is reachable, the edge is not
+    edge = trace((204, 176), (500, 350), tag="EDGE")
+    model = ScriptedModel([[edge]], {"EDGE": 0.9})
+    tts = reasoner(model, actions_per_trace=3, action_verifier={"plan_check_top_k": 3})
+    tts.bind_stages(projector=projector, actor=arm)
+    log = tts.reason(query(observation)).extra["tts"]
+    pairs = log["batches"][0]["pairs"]
+    assert all(dry_run for _, dry_run in arm.calls) and len(arm.calls) == len(pairs)
+    refused = [p for p in pairs if p["action_refusal"] == "plan_ik_fail"]
+    assert refused and all(not p["eligible"] for p in refused)
+    assert log["chosen"]["action_features"]["plan"] == 1.0 and log["chosen"]["pick"]["u"] >= 229.0
