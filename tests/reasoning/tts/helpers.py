@@ -44,9 +44,7 @@ def depth_image(boxes: Sequence[Box] = (), holes: Sequence[tuple[int, int, int, 
     return depth
 
 
-def tabletop(
-    boxes: Sequence[Box] = (), holes: Sequence[tuple[int, int, int, int]] = (), views: int = 1
-) -> Observation:
+def tabletop(boxes: Sequence[Box] = (), holes: Sequence[tuple[int, int, int, int]] = (), views: int = 1) -> Observation:
     """A synthetic observation: ``views`` identical top-down views of the same table."""
     color = np.full((HEIGHT, WIDTH, 3), 90, dtype=np.uint8)
     for u0, v0, u1, v1, _ in boxes:

@@ -32,7 +32,10 @@ def test_defaults_are_the_papers():
         ({"action_verifier": {"depth": -1}}, "action_verifier.depth"),
         ({"actions": {"sources": ["segment_centre", "as_written"]}}, "'as_written' must come first"),
         ({"actions": {"sources": ["guess"]}}, "actions.sources must be a non-empty subset"),
-        ({"reasoning_verifier": {"examples": [{"instruction": "x", "observation": "y", "answer": "maybe"}]}}, "yes or no"),
+        (
+            {"reasoning_verifier": {"examples": [{"instruction": "x", "observation": "y", "answer": "maybe"}]}},
+            "yes or no",
+        ),
         ({"reasoning_verifier": {"vlm": {"model": "x"}}}, "backend mapping with a 'type'"),
         ({"feedback": {"colour": "red"}}, "unknown feedback setting\\(s\\) \\['colour'\\]"),
         ({"budget": {"max_time_s": -1}}, "budget.max_time_s"),
@@ -51,7 +54,11 @@ def test_config_errors_are_reasoning_config_errors():
 
 def test_examples_from_yaml_mappings():
     config = TTSConfig.from_dict(
-        {"reasoning_verifier": {"examples": [{"instruction": "put the duck", "observation": "duck ringed", "answer": "yes"}]}}
+        {
+            "reasoning_verifier": {
+                "examples": [{"instruction": "put the duck", "observation": "duck ringed", "answer": "yes"}]
+            }
+        }
     )
     (example,) = config.reasoning_verifier.examples
     assert (example.instruction, example.answer) == ("put the duck", True)

@@ -123,7 +123,9 @@ def test_time_budget_stops_batches(observation):
     model = ScriptedModel([[BAD]], {"BAD": 0.1})
     tts = ETTSReasoner(
         model,
-        TTSConfig.from_dict({"seed": 0, "max_batches": 50, "selection": {"epsilon": 0.0}, "budget": {"max_time_s": 20}}),
+        TTSConfig.from_dict(
+            {"seed": 0, "max_batches": 50, "selection": {"epsilon": 0.0}, "budget": {"max_time_s": 20}}
+        ),
         clock=lambda: float(next(ticks)),
     )
     log = tts.reason(query(observation)).extra["tts"]
@@ -133,7 +135,9 @@ def test_time_budget_stops_batches(observation):
 def test_verifier_calls_are_in_flight_together(observation):
     # Three calls must meet at the barrier: sequential calls would break it (timeout) and fail.
     barrier = threading.Barrier(3, timeout=10)
-    model = ScriptedModel([[trace((231, 181), (500, 350), tag=f"C{k}") for k in range(3)]], {"C1": 0.9}, barrier=barrier)
+    model = ScriptedModel(
+        [[trace((231, 181), (500, 350), tag=f"C{k}") for k in range(3)]], {"C1": 0.9}, barrier=barrier
+    )
     result = reasoner(model, traces_per_batch=3, reasoning_verifier={"concurrency": 3}).reason(query(observation))
     assert len(model.verify_requests) == 3 and "C1" in result.text
 
@@ -183,9 +187,11 @@ def test_a_pick_on_a_depth_hole_is_ineligible_and_another_view_is_used():
     observation = tabletop([CUP], holes=[(220, 170, 242, 192)], views=2)
     text = trace((231, 181), (500, 350), tag="HOLE", extra_pick_views={1: (215, 160)})
     model = ScriptedModel([[text]], {"HOLE": 0.9})
-    log = reasoner(model, actions_per_trace=2, actions={"sources": ["as_written", "other_view"]}).reason(
-        query(observation)
-    ).extra["tts"]
+    log = (
+        reasoner(model, actions_per_trace=2, actions={"sources": ["as_written", "other_view"]})
+        .reason(query(observation))
+        .extra["tts"]
+    )
     pairs = log["batches"][0]["pairs"]
     assert pairs[0]["source"] == "as_written" and pairs[0]["action_refusal"].startswith("pick_")
     assert not pairs[0]["eligible"]

@@ -107,7 +107,9 @@ def test_selection_is_deterministic_for_a_seed():
         generator = rng(seed)
         return [
             (s.mode, s.index)
-            for s in (select([0.5, 0.2, 0.45], [True] * 3, epsilon=0.3, threshold=0.4, rng=generator) for _ in range(20))
+            for s in (
+                select([0.5, 0.2, 0.45], [True] * 3, epsilon=0.3, threshold=0.4, rng=generator) for _ in range(20)
+            )
         ]
 
     assert run(3) == run(3)
