@@ -151,7 +151,7 @@ def main() -> None:
     wall = time.perf_counter()
     for scenario in args.scenarios:
         for seed in range(args.seeds):
-            study = StudyScene(scenario, seed)
+            study = StudyScene.build(scenario, seed)
             try:
                 query = query_for(study)
                 for key in plan:

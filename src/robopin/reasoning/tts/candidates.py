@@ -130,6 +130,58 @@ def _fit_support_plane(points: NDArray[np.float64], rng: np.random.Generator, to
     return normal, -float(np.dot(normal, centroid))
 
 
+def _segment_in_window(
+    view: DepthView,
+    col: int,
+    row: int,
+    half: int,
+    *,
+    min_height_m: float,
+    edge_gap: tuple[float, float],
+    seed: int,
+) -> tuple[NDArray[np.bool_], tuple[int, int], NDArray[np.float64]] | None:
+    """The object mask around pixel (col, row) in a window of ``half`` pixels each side, its window
+    origin (row, column) and the heights above the support; None when there is no object there."""
+    from scipy import ndimage
+
+    depth, camera = view.depth_m, view.camera
+    height, width = depth.shape
+    r0, r1, c0, c1 = max(row - half, 0), min(row + half + 1, height), max(col - half, 0), min(col + half + 1, width)
+    patch = np.asarray(depth[r0:r1, c0:c1], dtype=np.float64)
+    valid = np.isfinite(patch) & (patch > 0)
+    rows, cols = np.mgrid[r0:r1, c0:c1]
+    points = np.full((*patch.shape, 3), np.nan)
+    points[valid] = camera.deproject(cols[valid] + 0.5, rows[valid] + 0.5, patch[valid])
+    plane = _fit_support_plane(points[valid], np.random.default_rng(seed), tolerance_m=min_height_m / 2)
+    if plane is None:
+        return None
+    normal, offset = plane
+    heights = np.zeros(patch.shape)
+    heights[valid] = points[valid] @ normal + offset
+    above = valid & (heights > min_height_m)
+    # Objects that overlap in the image touch in the mask; a depth step between neighbours separates them.
+    filled = np.where(valid, patch, 1e6)
+    gap = np.maximum(edge_gap[0], edge_gap[1] * np.where(valid, patch, 0.0))
+    step = np.zeros(patch.shape, dtype=bool)
+    vertical = np.abs(np.diff(filled, axis=0)) > gap[1:, :]
+    horizontal = np.abs(np.diff(filled, axis=1)) > gap[:, 1:]
+    step[1:, :] |= vertical
+    step[:-1, :] |= vertical
+    step[:, 1:] |= horizontal
+    step[:, :-1] |= horizontal
+    above &= ~step
+    labels, _ = ndimage.label(above, structure=np.ones((3, 3), dtype=bool))
+    lr, lc = row - r0, col - c0
+    label = int(labels[lr, lc])
+    if label == 0:
+        near = labels[max(lr - 2, 0) : lr + 3, max(lc - 2, 0) : lc + 3]
+        found = near[near > 0]
+        if found.size == 0:
+            return None
+        label = int(np.bincount(found).argmax())
+    return labels == label, (r0, c0), heights
+
+
 def depth_segment(
     view: DepthView,
     u: float,
@@ -164,45 +216,21 @@ def depth_segment(
     if centre.size == 0:
         return None
     half = min(max_half_px, max(4, math.ceil(camera.fx * radius_m / float(np.median(centre)))))
-    r0, r1, c0, c1 = max(row - half, 0), min(row + half + 1, height), max(col - half, 0), min(col + half + 1, width)
-    patch = np.asarray(depth[r0:r1, c0:c1], dtype=np.float64)
-    valid = np.isfinite(patch) & (patch > 0)
-    rows, cols = np.mgrid[r0:r1, c0:c1]
-    points = np.full((*patch.shape, 3), np.nan)
-    points[valid] = camera.deproject(cols[valid] + 0.5, rows[valid] + 0.5, patch[valid])
-    plane = _fit_support_plane(points[valid], np.random.default_rng(seed), tolerance_m=min_height_m / 2)
-    if plane is None:
-        return None
-    normal, offset = plane
-    above = np.zeros(patch.shape, dtype=bool)
-    heights = points[valid] @ normal + offset
-    above[valid] = heights > min_height_m
-    # Objects that overlap in the image touch in the mask; a depth step between neighbours separates them.
-    filled = np.where(valid, patch, np.inf)
-    gap = np.maximum(edge_gap_m, edge_gap_relative * np.where(valid, patch, 0.0))
-    step = np.zeros(patch.shape, dtype=bool)
-    vertical = np.abs(np.diff(filled, axis=0)) > gap[1:, :]
-    horizontal = np.abs(np.diff(filled, axis=1)) > gap[:, 1:]
-    step[1:, :] |= vertical
-    step[:-1, :] |= vertical
-    step[:, 1:] |= horizontal
-    step[:, :-1] |= horizontal
-    above &= ~step
-    labels, _ = ndimage.label(above, structure=np.ones((3, 3), dtype=bool))
-    lr, lc = row - r0, col - c0
-    label = int(labels[lr, lc])
-    if label == 0:
-        near = labels[max(lr - 2, 0) : lr + 3, max(lc - 2, 0) : lc + 3]
-        found = near[near > 0]
-        if found.size == 0:
+    while True:
+        found = _segment_in_window(
+            view, col, row, half, min_height_m=min_height_m, edge_gap=(edge_gap_m, edge_gap_relative), seed=seed
+        )
+        if found is None:
             return None
-        label = int(np.bincount(found).argmax())
-    mask = labels == label
+        mask, (r0, c0), full_height = found
+        # A segment cut by the window (a large object, or a point near its edge): widen, up to the cap.
+        cut = mask[0, :].any() or mask[-1, :].any() or mask[:, 0].any() or mask[:, -1].any()
+        if not cut or half >= max_half_px:
+            break
+        half = min(max_half_px, 2 * half)
     seg_rows, seg_cols = np.nonzero(mask)
     k = int(np.argmin((seg_rows - seg_rows.mean()) ** 2 + (seg_cols - seg_cols.mean()) ** 2))
     interior = ndimage.binary_erosion(mask, iterations=margin_px) if margin_px else mask
-    full_height = np.zeros(patch.shape)
-    full_height[valid] = heights
     return DepthSegment(
         centre_u=float(seg_cols[k] + c0 + 0.5),
         centre_v=float(seg_rows[k] + r0 + 0.5),

@@ -23,6 +23,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,18 +42,21 @@ from robopin.vlm.base import (
     check_sampling_arguments,
 )
 
+if TYPE_CHECKING:
+    from robopin.sim.scenarios import Scene
+
 STUDY_WORKSPACE = WorkspaceBox((0.1, -0.6, -0.05), (0.95, 0.6, 0.6))
 
 
 class StudyScene:
-    """One simulated scene rendered once, as an observation the loop's stages understand."""
+    """One simulated scene rendered once (its state when built), as an observation the loop's stages
+    understand, with the ground truth to judge traces and actions against."""
 
-    def __init__(self, scenario: str, seed: int, views: Sequence[str] = ("static", "wrist")) -> None:
+    def __init__(self, scene: Scene, views: Sequence[str] = ("static", "wrist")) -> None:
         from robopin.cameras import Frame, MultiViewSnapshot
         from robopin.reasoning.inprocess import SnapshotProjector, observation_from_snapshot
-        from robopin.sim.scenarios import build_scene
 
-        self.scene = build_scene(scenario, seed, world_name=f"tts-study-{scenario}-{seed}")
+        self.scene = scene
         self.views = tuple(views)
         self.rendered = [self.scene.world.render(name) for name in self.views]
         stamp = time.time()
@@ -76,6 +80,13 @@ class StudyScene:
         goal = self.scene.task.goals[0]
         self.goal_object, self.goal_target = goal.object, goal.target
         self._sightings = None
+
+    @classmethod
+    def build(cls, scenario: str, seed: int, views: Sequence[str] = ("static", "wrist")) -> StudyScene:
+        """Build scenario ``scenario`` with ``seed`` (``robopin.sim.scenarios.build_scene``) and render it."""
+        from robopin.sim.scenarios import build_scene
+
+        return cls(build_scene(scenario, seed, world_name=f"tts-study-{scenario}-{seed}"), views)
 
     @property
     def instruction(self) -> str:
