@@ -18,7 +18,7 @@ from robopin.motion.planner import (
 )
 from robopin.motion.problems import make_world
 from robopin.motion.types import PlanStatus
-from robopin.motion.verify import verify_path, verify_trajectory
+from robopin.motion.verify import sampled_check, verify_path
 from robopin.motion.world import CollisionWorld
 
 from .conftest import CPU_BACKENDS, ROBOTS, planner, robot_model, top_down
@@ -56,7 +56,7 @@ def test_plans_around_a_box_wall_collision_free(backend, robot):
     reached = p.robot.forward_kinematics(result.trajectory.positions[-1])
     assert np.linalg.norm(reached[:3, 3] - goal[:3, 3]) < 2e-3
     # An independent, twice as dense check at zero margin.
-    assert verify_trajectory(p.robot, result.trajectory, max_step_rad=0.005).collision_free
+    assert sampled_check(p.robot, result.trajectory.positions)
     # The straight joint-space line between the same endpoints does hit the wall: the plan went around.
     assert not verify_path(p.robot, np.stack([q_start, result.trajectory.positions[-1]])).collision_free
     assert result.planning_time_s > 0.0
@@ -69,7 +69,7 @@ def test_plans_around_point_cloud_clutter(backend, robot):
     q_start = _start(p, world, top_down(0.45, -0.35, 0.10))
     result = p.plan_to_pose(q_start, top_down(0.45, 0.35, 0.10))
     assert result.success, result.message
-    assert verify_trajectory(p.robot, result.trajectory, max_step_rad=0.005).collision_free
+    assert sampled_check(p.robot, result.trajectory.positions)
 
 
 def test_joint_goal_and_trivial_goal():
@@ -153,3 +153,48 @@ def test_factory_and_config_validation():
     with pytest.raises(MotionConfigError, match="verify_margin_m"):
         RoboplanPlannerConfig(padding_m=0.0, verify_margin_m=0.01)
     assert type(make_planner(RoboplanPlannerConfig(robot="panda"), robot_model("panda"))).__name__ == "RoboplanPlanner"
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_continuous_check_catches_a_thin_plate_between_samples(robot):
+    """A 4 mm plate crossed by one long segment: both ends are clear, the segment is not."""
+    model = robot_model(robot)
+    model.reseed(3)
+    start = model.inverse_kinematics(top_down(0.40, -0.25, 0.15), model.home, restarts=50)
+    goal = model.inverse_kinematics(top_down(0.40, 0.25, 0.15), start, restarts=50)
+    plate = CollisionWorld()
+    T = np.eye(4)
+    T[:3, 3] = [0.40, 0.0, 0.15]
+    plate.add_box("plate", (0.3, 0.004, 0.3), T)
+    model.set_world(plate, padding_m=0.0)
+    try:
+        assert not model.in_collision(start) and not model.in_collision(goal)
+        coarse = np.stack([start, goal])
+        assert sampled_check(model, coarse, max_step_rad=10.0)  # the two ends only: the plate is missed
+        result = verify_path(model, coarse)
+        assert not result.collision_free and any("plate" in b for _, b in result.colliding_pairs)
+    finally:
+        model.set_world(CollisionWorld(), padding_m=0.0)
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_displacement_bound_holds_for_every_vertex(robot):
+    model = robot_model(robot)
+    model.set_world(CollisionWorld(), padding_m=0.0)
+    rng = np.random.default_rng(5)
+    meshes = model.link_vertices()
+    for _ in range(20):
+        q_a, q_b = model.random_configuration(), model.random_configuration()
+        q_b = q_a + 0.3 * (q_b - q_a)
+        bound = model.displacement_bound(q_a, q_b)
+        frames_a = model.geometry_frames(q_a)
+        moved = 0.0
+        for alpha in np.linspace(0.0, 1.0, 9)[1:]:
+            frames = model.geometry_frames(q_a + alpha * (q_b - q_a))
+            for name, vertices in meshes.items():
+                pts = vertices[rng.choice(len(vertices), size=min(40, len(vertices)), replace=False)]
+                Ta, Tt = frames_a[name], frames[name]
+                delta = (pts @ Tt[:3, :3].T + Tt[:3, 3]) - (pts @ Ta[:3, :3].T + Ta[:3, 3])
+                moved = max(moved, float(np.max(np.linalg.norm(delta, axis=1))))
+        assert moved <= bound + 1e-9
+        assert bound < 10.0 * moved + 0.05  # and not absurdly loose (it sums over joints, so it is loose)

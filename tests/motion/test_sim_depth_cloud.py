@@ -14,7 +14,7 @@ import pytest
 
 from robopin.geometry.pointcloud import depth_to_point_cloud
 from robopin.motion.curobo.spheres import RobotSpheres
-from robopin.motion.verify import verify_trajectory
+from robopin.motion.verify import sampled_check
 from robopin.motion.world import CollisionWorld
 from robopin.sim.render import SimCameraSpec
 from robopin.sim.world import SimWorld, look_at
@@ -78,4 +78,4 @@ def test_plan_around_rendered_depth_cloud_is_collision_free_against_ground_truth
     T_wall[:3, 3] = WALL_CENTER
     truth.add_box("true_wall", WALL_SIZE, T_wall)
     plan.update_world(truth)
-    assert verify_trajectory(plan.robot, result.trajectory, max_step_rad=0.005).collision_free
+    assert sampled_check(plan.robot, result.trajectory.positions)

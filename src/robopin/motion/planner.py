@@ -39,19 +39,20 @@ class PlannerConfig:
     robot: str = "panda"
     timeout_s: float = 2.0
     padding_m: float = 0.01  # obstacles are inflated by this much while searching
-    verify_step_rad: float = 0.01  # largest joint step between two dense-check configurations
+    verify_tolerance_m: float = 0.001  # robot-point travel the continuous check may leave unchecked
     verify_margin_m: float = 0.0  # clearance the dense check demands (0: no contact)
     velocity_scale: float = 0.5
     acceleration_scale: float = 0.5
     sample_dt_s: float = 0.02  # spacing of the returned trajectory samples
     ik_restarts: int = 20
     near_endpoint_rad: float = 0.2  # configurations this close to start/goal are judged without padding
+    max_search_attempts: int = 3  # searches per request when the continuous check rejects a path
     seed: int = 0
 
     def __post_init__(self) -> None:
         positive = {
             "timeout_s": self.timeout_s,
-            "verify_step_rad": self.verify_step_rad,
+            "verify_tolerance_m": self.verify_tolerance_m,
             "sample_dt_s": self.sample_dt_s,
         }
         for name, value in positive.items():
@@ -72,6 +73,8 @@ class PlannerConfig:
             )
         if self.ik_restarts < 0:
             raise MotionConfigError(f"ik_restarts must be >= 0, got {self.ik_restarts}")
+        if self.max_search_attempts < 1:
+            raise MotionConfigError(f"max_search_attempts must be >= 1, got {self.max_search_attempts}")
 
 
 @dataclass
@@ -271,23 +274,32 @@ class MotionPlanner(abc.ABC):
                 PlanStatus.SUCCESS, time.perf_counter() - started, trajectory, path=start[None], goal_q=goal
             )
         timeout = self.config.timeout_s if timeout_s is None else float(timeout_s)
-        self._start, self._goal = start, goal
-        try:
-            searched = time.perf_counter()
-            path, status, message = self._solve_path(start, goal, max(1e-3, timeout - (searched - started)))
-            search_time = time.perf_counter() - searched
-        except Exception as exc:  # a backend library failure becomes a named status, never a crash
-            logger.exception("%s failed", self)
-            return PlanResult(
-                PlanStatus.BACKEND_ERROR, time.perf_counter() - started, message=f"{type(exc).__name__}: {exc}"
-            )
-        finally:
-            self._start = self._goal = None
-        if path is None:
-            return PlanResult(status, time.perf_counter() - started, message=message, goal_q=goal)
-        result = self._finish(path, started, velocity_scale)
-        result.goal_q = goal
-        result.details["search_time_s"] = search_time
+        result: PlanResult | None = None
+        # A search result the continuous check rejects (the search's own checks are discrete) is
+        # searched again while time is left: sampling-based planners find another path.
+        for _ in range(self.config.max_search_attempts):
+            remaining = timeout - (time.perf_counter() - started)
+            if result is not None and remaining <= 0.0:
+                break
+            self._start, self._goal = start, goal
+            try:
+                searched = time.perf_counter()
+                path, status, message = self._solve_path(start, goal, max(1e-3, remaining))
+                search_time = time.perf_counter() - searched
+            except Exception as exc:  # a backend library failure becomes a named status, never a crash
+                logger.exception("%s failed", self)
+                return PlanResult(
+                    PlanStatus.BACKEND_ERROR, time.perf_counter() - started, message=f"{type(exc).__name__}: {exc}"
+                )
+            finally:
+                self._start = self._goal = None
+            if path is None:
+                return PlanResult(status, time.perf_counter() - started, message=message, goal_q=goal)
+            result = self._finish(path, started, velocity_scale)
+            result.goal_q = goal
+            result.details["search_time_s"] = search_time
+            if result.status is not PlanStatus.COLLISION_IN_RESULT:
+                break
         return result
 
     def _finish(
@@ -321,7 +333,7 @@ class MotionPlanner(abc.ABC):
     def _verified(self, trajectory: JointTrajectory, path, started: float, *, verify: bool = True) -> PlanResult:
         if verify:
             check = verify_trajectory(
-                self.robot, trajectory, max_step_rad=self.config.verify_step_rad, margin_m=self.config.verify_margin_m
+                self.robot, trajectory, tolerance_m=self.config.verify_tolerance_m, margin_m=self.config.verify_margin_m
             )
             if not check.collision_free:
                 logger.warning("%s: rejected its own result: %s", self, check.describe())

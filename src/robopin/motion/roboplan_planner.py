@@ -3,7 +3,7 @@
 roboplan keeps its own scene built from the same URDF; the self-collision pairs and locked gripper
 come from :class:`~robopin.motion.robot.RobotModel` so both judge the robot alike, and the dense
 verifier in the shared pipeline still checks every result with the robopin model. Obstacles are
-inflated by ``padding_m`` (boxes grow, cloud voxels grow) unless the start or goal sits inside the
+inflated by ``padding_m`` (boxes grow, the cloud is dilated) unless the start or goal sits inside the
 padding (grasp and place poses do), in which case the search runs on the true geometry.
 """
 
@@ -87,10 +87,13 @@ class RoboplanPlanner(MotionPlanner):
         if self.world.points is not None and len(self.world.points):
             import coal
 
-            octree = coal.makeOctree(np.ascontiguousarray(self.world.points), self.world.voxel_size_m)
+            points = np.ascontiguousarray(self.world.points)
+            if padding_m > 0.0:
+                # roboplan's octree takes the resolution, not per-box sizes: dilate the cloud instead.
+                offsets = padding_m * np.vstack([np.zeros(3), np.eye(3), -np.eye(3)])
+                points = (points[:, None, :] + offsets[None]).reshape(-1, 3)
+            octree = coal.makeOctree(points, self.world.voxel_size_m)
             boxes = [np.asarray(b, dtype=np.float64) for b in octree.toBoxes()]
-            for b in boxes:
-                b[3] += 2.0 * padding_m  # grow each occupied voxel by the padding
             self._scene.addOcTreeGeometry(
                 "world_point_cloud",
                 "universe",

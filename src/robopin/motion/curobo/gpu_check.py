@@ -18,7 +18,7 @@ import numpy as np
 from robopin.motion.curobo.config import CuroboPlannerConfig
 from robopin.motion.curobo.planner import CuroboPlanner, curobo_available
 from robopin.motion.problems import tabletop_problems
-from robopin.motion.verify import verify_trajectory
+from robopin.motion.verify import sampled_check
 
 
 def check_robot(robot: str) -> bool:
@@ -41,7 +41,7 @@ def check_robot(robot: str) -> bool:
         times.append(result.planning_time_s)
         if result.success:
             successes += 1
-            if not verify_trajectory(planner.robot, result.trajectory, max_step_rad=0.005).collision_free:
+            if not sampled_check(planner.robot, result.trajectory.positions):
                 clean = False
                 print(f"  {problem.name}: cuRobo's plan collides under the dense check")
         else:
