@@ -199,11 +199,25 @@ class ETTSReasoner:
         self.history: deque[HistoryEntry] = deque(maxlen=max(self.config.reasoning_verifier.history, 1))
         self.last_log: StepLog | None = None
         self._segments: SegmentCache | None = None
+        self._pool: ThreadPoolExecutor | None = None
 
     def bind_stages(self, *, projector: TargetProjector | None = None, actor: Actor | None = None) -> None:
         """Give the action verifier the loop's projection and (dry-run) pick-and-place stages."""
         self.projector = projector
         self.actor = actor
+
+    def _executor(self) -> ThreadPoolExecutor | None:
+        """The pool that issues verifier calls concurrently (created once: thread start-up is not free)."""
+        concurrency = self.config.reasoning_verifier.concurrency
+        if concurrency > 1 and self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="etts-verifier")
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the verifier thread pool (a later step starts a new one)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     def reset(self, seed: int | None = None) -> None:
         """Forget the history buffer (a new task); with ``seed``, restart the random stream too."""
@@ -231,101 +245,96 @@ class ETTSReasoner:
         interpretations: list[Any] = []
         model = ""
         chosen: PairRecord | None = None
-        concurrency = config.reasoning_verifier.concurrency
-        executor = ThreadPoolExecutor(max_workers=concurrency) if concurrency > 1 else None
-        try:
-            for batch in range(config.max_batches):
-                reason = self._budget_spent(log, start) if batch else ""
-                if reason:
-                    log.stop_reason = reason
-                    break
-                batch_log: dict[str, Any] = {"batch": batch}
-                t0 = self.clock()
-                try:
-                    result = self.backend.generate(
-                        messages,
-                        n=config.traces_per_batch,
-                        temperature=config.temperature,
-                        max_tokens=config.max_tokens,
-                        # A fixed config seed gives each request its own reproducible sampling seed.
-                        seed=None if config.seed is None else int(self.rng.integers(2**31 - 1)),
-                    )
-                except VLMError as error:
-                    if not texts:
-                        raise refusal_from_vlm_error(error) from error
-                    log.stop_reason = "vlm_error"
-                    batch_log["error"] = f"{type(error).__name__}: {error}"
-                    log.batches.append(batch_log)
-                    break
-                elapsed = self.clock() - t0
-                log.add_time("generate", elapsed)
-                model_time += elapsed
-                log.calls["generate"] += 1
-                model = result.model
-                first = len(texts)
-                batch_texts = [sample.text for sample in result.samples]
-                if not batch_texts:
-                    raise TaskRefusal("vlm_error", f"model {result.model!r} returned no sample")
-                log.samples += len(batch_texts)
-                t0 = self.clock()
-                batch_interpretations = [query.interpret(text) for text in batch_texts]
-                log.add_time("validate", self.clock() - t0)
-                texts += batch_texts
-                interpretations += batch_interpretations
-
-                t0 = self.clock()
-                reasoning_scores = self._verify_reasoning(
-                    query, batch_texts, batch_interpretations, history=history, executor=executor, log=log
+        executor = self._executor()
+        for batch in range(config.max_batches):
+            reason = self._budget_spent(log, start) if batch else ""
+            if reason:
+                log.stop_reason = reason
+                break
+            batch_log: dict[str, Any] = {"batch": batch}
+            t0 = self.clock()
+            try:
+                result = self.backend.generate(
+                    messages,
+                    n=config.traces_per_batch,
+                    temperature=config.temperature,
+                    max_tokens=config.max_tokens,
+                    # A fixed config seed gives each request its own reproducible sampling seed.
+                    seed=None if config.seed is None else int(self.rng.integers(2**31 - 1)),
                 )
-                elapsed = self.clock() - t0
-                log.add_time("verify_reasoning", elapsed)
-                model_time += elapsed
-
-                batch_pairs = self._score_actions(
-                    query, batch_interpretations, reasoning_scores, first=first, batch=batch, segments=segments, log=log
-                )
-                pairs += batch_pairs
-                selection = select(
-                    [p.joint for p in batch_pairs],
-                    [p.eligible for p in batch_pairs],
-                    epsilon=config.selection.epsilon,
-                    threshold=config.selection.threshold,
-                    rng=self.rng,
-                )
-                batch_log["traces"] = [
-                    {
-                        "trace": first + k,
-                        "valid": bool(getattr(i, "valid", False)),
-                        "refusal": getattr(getattr(i, "refusal", None), "reason", "") or "",
-                        "reasoning_score": round(s, 4),
-                    }
-                    for k, (i, s) in enumerate(zip(batch_interpretations, reasoning_scores, strict=True))
-                ]
-                batch_log["pairs"] = [p.as_dict() for p in batch_pairs]
-                batch_log["selection"] = _selection_dict(selection)
+            except VLMError as error:
+                if not texts:
+                    raise refusal_from_vlm_error(error) from error
+                log.stop_reason = "vlm_error"
+                batch_log["error"] = f"{type(error).__name__}: {error}"
                 log.batches.append(batch_log)
-                if selection.accepted:
-                    assert selection.index is not None
-                    chosen = batch_pairs[selection.index]
-                    log.stop_reason = "accepted" if selection.mode == "greedy" else "explored"
-                    break
-                if batch + 1 < config.max_batches and config.feedback.enabled and not self._budget_spent(log, start):
-                    t0 = self.clock()
-                    best = batch_pairs[selection.best_index] if selection.best_index is not None else None
-                    critique, previous = self._feedback(query, texts, interpretations, first=first, best=best, log=log)
-                    elapsed = self.clock() - t0
-                    log.add_time("feedback", elapsed)
-                    model_time += elapsed
-                    batch_log["feedback"] = critique
-                    if critique:
-                        messages = messages_with_feedback(
-                            query.messages, query.prompt, previous, critique, templates=self.templates
-                        )
-            else:
-                log.stop_reason = "max_batches"
-        finally:
-            if executor is not None:
-                executor.shutdown(wait=True)
+                break
+            elapsed = self.clock() - t0
+            log.add_time("generate", elapsed)
+            model_time += elapsed
+            log.calls["generate"] += 1
+            model = result.model
+            first = len(texts)
+            batch_texts = [sample.text for sample in result.samples]
+            if not batch_texts:
+                raise TaskRefusal("vlm_error", f"model {result.model!r} returned no sample")
+            log.samples += len(batch_texts)
+            t0 = self.clock()
+            batch_interpretations = [query.interpret(text) for text in batch_texts]
+            log.add_time("validate", self.clock() - t0)
+            texts += batch_texts
+            interpretations += batch_interpretations
+
+            t0 = self.clock()
+            reasoning_scores = self._verify_reasoning(
+                query, batch_texts, batch_interpretations, history=history, executor=executor, log=log
+            )
+            elapsed = self.clock() - t0
+            log.add_time("verify_reasoning", elapsed)
+            model_time += elapsed
+
+            batch_pairs = self._score_actions(
+                query, batch_interpretations, reasoning_scores, first=first, batch=batch, segments=segments, log=log
+            )
+            pairs += batch_pairs
+            selection = select(
+                [p.joint for p in batch_pairs],
+                [p.eligible for p in batch_pairs],
+                epsilon=config.selection.epsilon,
+                threshold=config.selection.threshold,
+                rng=self.rng,
+            )
+            batch_log["traces"] = [
+                {
+                    "trace": first + k,
+                    "valid": bool(getattr(i, "valid", False)),
+                    "refusal": getattr(getattr(i, "refusal", None), "reason", "") or "",
+                    "reasoning_score": round(s, 4),
+                }
+                for k, (i, s) in enumerate(zip(batch_interpretations, reasoning_scores, strict=True))
+            ]
+            batch_log["pairs"] = [p.as_dict() for p in batch_pairs]
+            batch_log["selection"] = _selection_dict(selection)
+            log.batches.append(batch_log)
+            if selection.accepted:
+                assert selection.index is not None
+                chosen = batch_pairs[selection.index]
+                log.stop_reason = "accepted" if selection.mode == "greedy" else "explored"
+                break
+            if batch + 1 < config.max_batches and config.feedback.enabled and not self._budget_spent(log, start):
+                t0 = self.clock()
+                best = batch_pairs[selection.best_index] if selection.best_index is not None else None
+                critique, previous = self._feedback(query, texts, interpretations, first=first, best=best, log=log)
+                elapsed = self.clock() - t0
+                log.add_time("feedback", elapsed)
+                model_time += elapsed
+                batch_log["feedback"] = critique
+                if critique:
+                    messages = messages_with_feedback(
+                        query.messages, query.prompt, previous, critique, templates=self.templates
+                    )
+        else:
+            log.stop_reason = "max_batches"
 
         if chosen is None:
             chosen = self._exhausted(pairs, log)

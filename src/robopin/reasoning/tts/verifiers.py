@@ -160,6 +160,22 @@ class NoActionVerifier(ActionVerifier):
         return [ActionScore(1.0) for _ in candidates]
 
 
+@dataclass
+class _Scoring:
+    """State of one ``score`` call: projected targets per candidate, and a memo of projections (the
+    place point, and the pins, recur across a trace's candidates)."""
+
+    targets: dict[int, tuple[Target, Target]] = field(default_factory=dict)
+    memo: dict[tuple[int, float, float, str], Target] = field(default_factory=dict)
+
+    def project(self, context: ActionContext, request: PointRequest) -> Target:
+        assert context.projector is not None
+        key = (request.img_idx, round(request.u, 2), round(request.v, 2), request.id)
+        if key not in self.memo:
+            self.memo[key] = context.projector.project([request], context.observation)[0]
+        return self.memo[key]
+
+
 class FeasibilityVerifier(ActionVerifier):
     """Feasibility from depth, segments, views and the planner (see :class:`ActionVerifierConfig`)."""
 
@@ -168,17 +184,15 @@ class FeasibilityVerifier(ActionVerifier):
         self.depth = depth or DepthConfig()
 
     def score(self, candidates: Sequence[ActionCandidate], context: ActionContext) -> list[ActionScore]:
-        targets: dict[int, tuple[Target, Target]] = {}  # candidate index -> projected pick, place
-        scores = [self._local(index, candidate, context, targets) for index, candidate in enumerate(candidates)]
+        state = _Scoring()
+        scores = [self._local(index, candidate, context, state) for index, candidate in enumerate(candidates)]
         config = self.config
-        if config.plan > 0 and config.plan_check_top_k and context.actor is not None and targets:
-            scores = self._plan_check(scores, context, targets)
+        if config.plan > 0 and config.plan_check_top_k and context.actor is not None and state.targets:
+            scores = self._plan_check(scores, context, state.targets)
         return scores
 
     # -- per-candidate features from the images and (when bound) the projection
-    def _local(
-        self, index: int, candidate: ActionCandidate, context: ActionContext, targets: dict[int, tuple[Target, Target]]
-    ) -> ActionScore:
+    def _local(self, index: int, candidate: ActionCandidate, context: ActionContext, state: _Scoring) -> ActionScore:
         if candidate.pick is None or candidate.place is None:
             return ActionScore(1.0, {"no_points": 1.0})
         config = self.config
@@ -204,7 +218,7 @@ class FeasibilityVerifier(ActionVerifier):
                 distance = segment.distance_px(candidate.pick.u, candidate.pick.v)
                 features["centrality"] = math.exp(-((distance / max(segment.radius_px, 1.0)) ** 2))
         if context.projector is not None:
-            refusal = self._project(index, candidate, context, features, targets)
+            refusal = self._project(index, candidate, context, features, state)
             if refusal:
                 return ActionScore(0.0, features, refusal)
         value = 1.0
@@ -220,14 +234,14 @@ class FeasibilityVerifier(ActionVerifier):
         candidate: ActionCandidate,
         context: ActionContext,
         features: dict[str, float],
-        targets: dict[int, tuple[Target, Target]],
+        state: _Scoring,
     ) -> str:
         """Project pick, place and their other-view pins; record agreement; name a refusal if any."""
         assert candidate.pick is not None and candidate.place is not None and context.projector is not None
         requests: list[PointRequest] = [candidate.pick, candidate.place]
         requests += [r for r in candidate.support if r.id == candidate.pick.id]
         # Fusion across views would merge or refuse the alternatives; project each point on its own.
-        projected = [context.projector.project([r], context.observation)[0] for r in requests]
+        projected = [state.project(context, r) for r in requests]
         pick, place = projected[0], projected[1]
         for role, target in (("pick", pick), ("place", place)):
             if not target.valid:
@@ -236,7 +250,7 @@ class FeasibilityVerifier(ActionVerifier):
         if others and self.config.agreement > 0:
             distance = min(float(np.linalg.norm(t.point - pick.point)) for t in others)
             features["agreement"] = math.exp(-((distance / self.config.agreement_scale_m) ** 2))
-        targets[index] = (pick, place)
+        state.targets[index] = (pick, place)
         return ""
 
     def _plan_check(
