@@ -97,6 +97,7 @@ def test_planner_replay_with_the_oracle_reproduces_the_recorded_targets_exactly(
     assert set(result.diff.target_errors_m.values()) == {0.0}
 
 
+@pytest.mark.slow
 def test_planner_replay_reports_the_difference_when_the_backend_changes(sim_trial):
     from robopin.vlm.base import make_backend
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from robopin.cli import main
 
 
+@pytest.mark.slow
 def test_bag_info_step_and_replan(sim_trial, tmp_path, capsys):
     scene, _, root, folder = sim_trial
     assert main(["bag", "info", str(folder / "bag")]) == 0
