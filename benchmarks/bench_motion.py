@@ -2,7 +2,8 @@
 
 For each candidate library (roboplan, OMPL; mplib cannot join a numpy 2 environment) and each robot
 (Panda, xArm 6): success rate, planning time median / p95 (IK + search + TOPP-RA + dense check, i.e.
-what a caller waits for), and the share of returned paths that an independent, twice as dense
+what a caller waits for; and the process CPU time of the same calls, which other load on a shared
+machine does not inflate), and the share of returned paths that an independent, twice as dense
 collision check finds collision-free. Ratios are to OMPL RRT-Connect measured in the same run;
 cuRobo's published figures (RTX 6000 Ada) are printed as the reference line.
 
@@ -12,6 +13,7 @@ Run: python benchmarks/bench_motion.py [--quick]
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -33,7 +35,7 @@ def percentile(values: list[float], q: float) -> float:
 def run_candidate(kind: str, robot: str, problems) -> dict[str, float]:
     planner = make_planner(CANDIDATES[kind](robot=robot, timeout_s=2.0))
     planner.warmup()
-    times, successes, clean = [], 0, 0
+    times, cpu, successes, clean = [], [], 0, 0
     for k, problem in enumerate(problems):
         planner.update_world(problem.world)
         planner.robot.reseed(k)
@@ -41,7 +43,9 @@ def run_candidate(kind: str, robot: str, problems) -> dict[str, float]:
         if start is None:
             raise RuntimeError(f"{robot} {problem.name}: start pose has no collision-free IK")
         planner.robot.reseed(1000 + k)
+        cpu_started = time.process_time()
         result = planner.plan_to_pose(start, problem.T_base_goal)
+        cpu.append(time.process_time() - cpu_started)
         times.append(result.planning_time_s)
         if result.success:
             successes += 1
@@ -51,6 +55,8 @@ def run_candidate(kind: str, robot: str, problems) -> dict[str, float]:
         "median_ms": 1e3 * statistics.median(times),
         "p95_ms": 1e3 * percentile(times, 95),
         "mean_ms": 1e3 * statistics.fmean(times),
+        "cpu_median_ms": 1e3 * statistics.median(cpu),
+        "cpu_p95_ms": 1e3 * percentile(cpu, 95),
         "collision_free": clean / max(successes, 1),
         "problems": len(problems),
     }
@@ -72,17 +78,22 @@ def main() -> int:
             results[kind, robot] = run_candidate(kind, robot, problems)
     print(
         f"{'candidate':<10} {'robot':<6} {'n':>3} {'success':>8} {'median ms':>10} {'p95 ms':>8} "
-        f"{'mean ms':>8} {'free %':>7}  ratio to ompl (median, p95)  ratio to cuRobo (mean 38 ms, p98 81 ms)"
+        f"{'mean ms':>8} {'cpu med':>8} {'cpu p95':>8} {'free %':>7}  ratio to ompl (median, p95)  "
+        "ratio to cuRobo (mean 38 ms, p98 81 ms)"
     )
     for (kind, robot), r in results.items():
         base = results["ompl", robot]
         print(
             f"{kind:<10} {robot:<6} {r['problems']:>3} {100 * r['success_rate']:>7.1f}% {r['median_ms']:>10.1f} "
-            f"{r['p95_ms']:>8.1f} {r['mean_ms']:>8.1f} {100 * r['collision_free']:>6.1f}%  "
+            f"{r['p95_ms']:>8.1f} {r['mean_ms']:>8.1f} {r['cpu_median_ms']:>8.1f} {r['cpu_p95_ms']:>8.1f} "
+            f"{100 * r['collision_free']:>6.1f}%  "
             f"{r['median_ms'] / base['median_ms']:>6.2f}x, {r['p95_ms'] / base['p95_ms']:>5.2f}x"
             f"{'':>16}{r['mean_ms'] / 38.0:>6.2f}x, {r['p95_ms'] / 81.0:>5.2f}x"
         )
-    print(f"total benchmark time {time.perf_counter() - began:.1f} s")
+    print(
+        f"total benchmark time {time.perf_counter() - began:.1f} s; load average {os.getloadavg()[0]:.1f} "
+        f"on {os.cpu_count()} cores (wall-clock figures grow with other load, CPU figures do not)"
+    )
     return 0
 
 
