@@ -33,7 +33,7 @@ VIEWS = ("static", "wrist")
 # ---------------------------------------------------------------------------------------------------
 
 
-def _stand_in_node(scene):
+def _stand_in_node(scene, *, pick_place: bool = True):
     """Cameras, arm state and PickPlace on the simulated scene (see the module docstring)."""
     from geometry_msgs.msg import PoseStamped
     from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -73,6 +73,8 @@ def _stand_in_node(scene):
             self.create_service(SetBool, "/sim/depth_hole", self.on_depth_hole, callback_group=group)
             self.create_service(Trigger, "/sim/check_success", self.on_check_success, callback_group=group)
             self.create_service(Trigger, "/sim/reset_arm", self.on_reset_arm, callback_group=group)
+            if not pick_place:
+                return  # the real motion_planner_node serves PickPlace
             self.server = ActionServer(
                 self,
                 PickPlace,
@@ -113,7 +115,7 @@ def _stand_in_node(scene):
             """Publish the arm's joint positions and end-effector pose, stamped now."""
             stamp = time.time()
             q = self.world.joint_positions()
-            names = [f"joint{i + 1}" for i in range(len(q))]
+            names = list(self.world.model.arm_joints)
             self.joints_pub.publish(
                 JointState(header=conversions.make_header(stamp, ""), name=names, position=[float(v) for v in q])
             )
@@ -187,6 +189,7 @@ def stack_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenario", default="spatial")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--motion", choices=("stand-in", "real"), default="stand-in")
     args, ros_args = parser.parse_known_args(argv)
     apply_ros_environment()
     # A scripted model (a real VLMBackend answering from a list) for outputs the oracle never writes.
@@ -197,7 +200,11 @@ def stack_main(argv: list[str]) -> int:
     scene = build_scene(args.scenario, args.seed, world_name=WORLD)
     rclpy.init(args=["stack", *ros_args], signal_handler_options=SignalHandlerOptions.NO)
     executor = MultiThreadedExecutor(num_threads=8)
-    nodes = [_stand_in_node(scene), ProjectionNode(), PlannerNode()]
+    nodes = [_stand_in_node(scene, pick_place=args.motion == "stand-in"), ProjectionNode(), PlannerNode()]
+    if args.motion == "real":
+        from robopin_ros.motion_planner_node import MotionPlannerNode
+
+        nodes.append(MotionPlannerNode())
     for node in nodes:
         executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -262,17 +269,15 @@ def stack_parameters(scene_spec: str, seed: int) -> dict:
     }
 
 
-def start_stack(folder: Path, scenario: str, seed: int = 0):
+def start_stack(folder: Path, scenario: str, seed: int = 0, *, motion: str = "stand-in", extra_params=None):
     from tests.ros.rostest_utils import start_process
 
     setup = stack_parameters(scenario, seed)
     params = folder / "params.yaml"
-    params.write_text(yaml.safe_dump(setup["params"]))
+    params.write_text(yaml.safe_dump(setup["params"] | (extra_params or {})))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    process = start_process(
-        [str(Path(__file__)), "--scenario", scenario, "--seed", str(seed), "--ros-args", "--params-file", str(params)],
-        env=env,
-    )
+    stack_args = ["--scenario", scenario, "--seed", str(seed), "--motion", motion]
+    process = start_process([str(Path(__file__)), *stack_args, "--ros-args", "--params-file", str(params)], env=env)
     return process, setup
 
 
@@ -307,6 +312,13 @@ class Client:
         for client in (self.instruct, self.set_parameters, self.depth_hole, self.check_success, self.reset_arm):
             assert client.wait_for_service(timeout_sec=90), f"{client.srv_name} not discovered"
         assert self.action.wait_for_server(timeout_sec=30), "ExecuteTask server not discovered"
+        from sensor_msgs.msg import CameraInfo
+
+        from tests.ros.rostest_utils import wait_for
+
+        infos: list = []
+        node.create_subscription(CameraInfo, f"/cameras/{VIEWS[-1]}/color/camera_info", infos.append, 5)
+        wait_for(lambda: bool(infos), 60, "camera frames from the stack")
 
     def call(self, client, request, timeout_s: float = 60.0):
         from tests.ros.rostest_utils import wait_future

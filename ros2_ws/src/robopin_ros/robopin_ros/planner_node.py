@@ -76,16 +76,28 @@ def _wait(future, timeout_s: float, should_stop: Callable[[], bool] | None = Non
 
 
 class _RosObserver(SnapshotObserver):
-    """Snapshot from the camera topics; keeps the last observation for the annotated images."""
+    """Snapshot from the camera topics; keeps the last observation for the annotated images.
 
-    def __init__(self, cameras: CameraViewsSubscriber) -> None:
+    A snapshot that is refused is retried for up to ``wait_s`` (a node that just started, or a view
+    a frame late, should not fail a task), then the refusal stands with its name.
+    """
+
+    def __init__(self, cameras: CameraViewsSubscriber, wait_s: float) -> None:
         super().__init__(cameras.snapshot)
+        self.wait_s = wait_s
         self.last: Observation | None = None
 
     def observe(self) -> Observation:
         """Take the newest synchronised set of views (named refusal when there is none)."""
-        self.last = super().observe()
-        return self.last
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                self.last = super().observe()
+                return self.last
+            except TaskRefusal:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
 
 
 class _RosProjector:
@@ -202,7 +214,7 @@ class PlannerNode(Node):
         self.guard = SingleGoalGuard()
         group = ReentrantCallbackGroup()
         self.cameras = CameraViewsSubscriber(self, snapshot, require_depth=False)
-        self.observer = _RosObserver(self.cameras)
+        self.observer = _RosObserver(self.cameras, float(read_only("snapshot_wait_s", 1.0)))
         self.project_client = self.create_client(ProjectPoints, self.project_service, callback_group=group)
         self.pick_place_client = ActionClient(self, PickPlace, self.pick_place_action, callback_group=group)
         self.reasoning_pub = self.create_publisher(PinnedReasoning, "/robopin/reasoning", 10)
