@@ -178,3 +178,26 @@ def test_an_unreachable_hub_falls_back_to_a_complete_cache(tmp_path):
     endpoint = f"http://127.0.0.1:{closed_port()}"
     result = fetch_model(REGISTRY["qwen3-vl-2b-instruct"], models, endpoint=endpoint)
     assert result.path.resolve().parent.name == "snapshots"
+
+
+def test_the_runbook_usb_path_copies_a_hub_snapshot_with_real_files(tmp_path):
+    """Fetch on the internet machine (hub cache: snapshot files are links to blobs), copy the models
+    folder to a USB disk, then `--from` on the robot PC: the copy holds the files, not dangling links."""
+    write_fake_model(tmp_path / "files")
+    usb = tmp_path / "usb-models"
+    repo = usb / ".hf-cache" / "models--QwQ2--RoboPIN-4B"
+    snapshot = repo / "snapshots" / COMMIT
+    (repo / "blobs").mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    for index, path in enumerate(sorted((tmp_path / "files").iterdir())):
+        blob = repo / "blobs" / f"blob{index}"
+        blob.write_bytes(path.read_bytes())
+        (snapshot / path.name).symlink_to(os.path.relpath(blob, snapshot))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(COMMIT)
+    fetch_model(REGISTRY["robopin-4b"], usb, offline=True)
+    robot_pc = tmp_path / "robot-pc-models"
+    result = fetch_model(REGISTRY["robopin-4b"], robot_pc, source_dir=usb / "robopin-4b")
+    copied = sorted(result.path.iterdir())
+    assert copied and not any(path.is_symlink() for path in copied)
+    check_model_folder(result.path)
