@@ -79,21 +79,37 @@ class _RosObserver(SnapshotObserver):
     """Snapshot from the camera topics; keeps the last observation for the annotated images.
 
     A snapshot that is refused is retried for up to ``wait_s`` (a node that just started, or a view
-    a frame late, should not fail a task), then the refusal stands with its name.
+    a frame late, should not fail a task), then the refusal stands with its name. After the arm has
+    moved (:meth:`motion_ended`), only frames captured after the motion ended (plus ``settle_s``)
+    count: the model must see the world as the motion left it, not a frame from the retreat.
     """
 
-    def __init__(self, cameras: CameraViewsSubscriber, wait_s: float) -> None:
+    def __init__(self, cameras: CameraViewsSubscriber, wait_s: float, settle_s: float) -> None:
         super().__init__(cameras.snapshot)
         self.wait_s = wait_s
+        self.settle_s = settle_s
+        self.not_before_s = 0.0
         self.last: Observation | None = None
 
+    def motion_ended(self) -> None:
+        """Frames taken before now (+ settle time) no longer describe the world."""
+        self.not_before_s = time.time() + self.settle_s
+
     def observe(self) -> Observation:
-        """Take the newest synchronised set of views (named refusal when there is none)."""
-        deadline = time.monotonic() + self.wait_s
+        """Take the newest synchronised set of views taken after the last motion (named refusal if none)."""
+        deadline = time.monotonic() + self.wait_s + max(0.0, self.not_before_s - time.time())
         while True:
             try:
-                self.last = super().observe()
-                return self.last
+                observation = super().observe()
+                oldest = min(frame.timestamp_s for frame in observation.source.frames.values())
+                if oldest < self.not_before_s:
+                    raise TaskRefusal(
+                        "stale_frame",
+                        f"no snapshot taken after the last motion ended: the oldest frame is "
+                        f"{self.not_before_s - oldest:.2f} s too old",
+                    )
+                self.last = observation
+                return observation
             except TaskRefusal:
                 if time.monotonic() >= deadline:
                     raise
@@ -164,12 +180,17 @@ class _RosActor:
         if not handle.accepted:
             return MotionOutcome(False, "motion_rejected", "the motion planner rejected the PickPlace goal")
         result_future = handle.get_result_async()
-        finished = _wait(result_future, node.motion_timeout_s, should_stop)
+        try:
+            finished = _wait(result_future, node.motion_timeout_s, should_stop)
+        finally:
+            if not dry_run:
+                node.observer.motion_ended()
         if not finished:
             # Cancel stops the arm downstream (motion planner → driver); wait for it to confirm.
             canceled = should_stop()
             _wait(handle.cancel_goal_async(), node.service_timeout_s)
             _wait(result_future, node.service_timeout_s)
+            node.observer.motion_ended()
             status = "canceled" if canceled else "motion_timeout"
             message = f"PickPlace goal {status} after the arm was told to stop"
             return MotionOutcome(False, status, message, executed=True)
@@ -214,7 +235,9 @@ class PlannerNode(Node):
         self.guard = SingleGoalGuard()
         group = ReentrantCallbackGroup()
         self.cameras = CameraViewsSubscriber(self, snapshot, require_depth=False)
-        self.observer = _RosObserver(self.cameras, float(read_only("snapshot_wait_s", 1.0)))
+        self.observer = _RosObserver(
+            self.cameras, float(read_only("snapshot_wait_s", 1.0)), float(read_only("settle_s", 0.1))
+        )
         self.project_client = self.create_client(ProjectPoints, self.project_service, callback_group=group)
         self.pick_place_client = ActionClient(self, PickPlace, self.pick_place_action, callback_group=group)
         self.reasoning_pub = self.create_publisher(PinnedReasoning, "/robopin/reasoning", 10)
