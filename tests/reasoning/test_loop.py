@@ -345,3 +345,25 @@ def test_multi_view_answer_sends_other_view_anchors_for_the_agreement_check():
     assert decision.valid
     assert (decision.pick.img_idx, decision.pick.u, decision.pick.v) == (1, 160.0, 360.0)
     assert [(s.id, s.img_idx, s.u, s.v) for s in decision.support] == [("obj_01", 0, 320.0, 240.0)]
+
+
+def test_pixels_resized_models_are_converted_to_original_pixels():
+    """Embodied-R1 / Qwen2.5-VL answer in pixels of the smart-resized image; the loop works in original pixels."""
+    from robopin.reasoning import Observation, interpret_pointing
+    from robopin.vlm.base import ViewImage
+    from robopin.vlm.points import PointConvention
+
+    convention = PointConvention("pixels_resized")
+    frame_w, frame_h = convention.model_frame_size(640, 480)
+    observation = Observation((ViewImage(np.zeros((480, 640, 3), dtype=np.uint8), "static", 0),), 0.0)
+    pick = (frame_w * 0.25, frame_h * 0.5)
+    place = (frame_w * 0.75, frame_h * 0.25)
+    text = (
+        "<think>the cube goes to the plate</think>"
+        f'<answer>[{{"point_2d": [{pick[0]:.1f}, {pick[1]:.1f}], "label": "pick"}}, '
+        f'{{"point_2d": [{place[0]:.1f}, {place[1]:.1f}], "label": "place"}}]</answer>'
+    )
+    decision = interpret_pointing(text, observation, convention)
+    assert decision.valid, decision.refusal
+    assert (decision.pick.u, decision.pick.v) == pytest.approx((160.0, 240.0), abs=0.5)
+    assert (decision.place.u, decision.place.v) == pytest.approx((480.0, 120.0), abs=0.5)

@@ -298,8 +298,12 @@ class Client:
         self.spun = SpunNode("planner_test_client", ros_context)
         node = self.spun.node
         self.reasoning: list = []
+        self.images: list = []
         self.joints: list[tuple[float, np.ndarray]] = []
         node.create_subscription(PinnedReasoning, "/robopin/reasoning", self.reasoning.append, 10)
+        from sensor_msgs.msg import Image
+
+        node.create_subscription(Image, f"/robopin/reasoning/{VIEWS[0]}/image", self.images.append, 2)
         node.create_subscription(
             JointState, "/joint_states", lambda m: self.joints.append((time.monotonic(), np.array(m.position))), 50
         )
@@ -455,6 +459,9 @@ def test_spatial_task_completes_through_instruct_and_a_second_instruction_is_rej
     message = client.reasoning[0]
     assert message.valid and message.view_names == list(VIEWS)
     assert message.anchors and {a.img_idx for a in message.anchors} <= {0, 1}
+    # The PinCoT drawn on the static view, for RViz / Foxglove.
+    assert client.images and (client.images[-1].width, client.images[-1].height) == (640, 480)
+    assert client.images[-1].header.frame_id == f"{VIEWS[0]}_optical"
     assert all(0 <= a.u <= 640 and 0 <= a.v <= 480 for a in message.anchors)
 
     # The task ends and releases the planner: a new (dry-run) instruction is accepted; the model now
