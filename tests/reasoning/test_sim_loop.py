@@ -1,5 +1,7 @@
 """The reasoning loop on the simulated workcell with the ground-truth oracle as the model: RoboPIN's
-spatial task end to end, and an injected malformed trace stopping the task before any motion."""
+spatial task end to end, and an injected malformed trace stopping the task before any motion. (The
+long-horizon scenario runs over DDS in tests/ros/test_planner_long_horizon.py; history in the prompts
+is checked with a scripted model in test_loop.py.)"""
 
 from __future__ import annotations
 
@@ -53,30 +55,3 @@ def test_malformed_trace_stops_before_projection_and_motion(spatial):
     assert arm.calls == []
     assert np.allclose(spatial.world.joint_positions(), q_before, atol=1e-6)
 
-
-def test_long_horizon_task_loops_with_history_until_the_model_reports_done():
-    from robopin.sim.scenarios import build_scene, check_success
-
-    with build_scene("long_horizon", 0, world_name="reasoning-long-horizon") as scene:
-        observer, projector = sim_stages(scene)
-        arm = SimScriptedPickPlace(scene)
-        backend = oracle(scene)
-        prompts: list[str] = []
-        generate = backend.generate
-
-        def recording_generate(messages, **kwargs):
-            prompts.append("".join(m.text for m in messages))
-            return generate(messages, **kwargs)
-
-        backend.generate = recording_generate  # observe what the model was asked; the oracle answers
-        loop = ReasoningLoop(ReasoningConfig(), backend, observer, projector, arm)
-        result = loop.run(TaskRequest(scene.spec.instruction))
-        goals = [g.object for g in scene.task.goals]
-        assert result.success, result.message
-        assert result.mode == "point" and result.steps_executed == len(goals)
-        assert sorted(c[0] for c in arm.calls) == sorted(goals)
-        assert [r.kind for r in result.reasoning] == ["step"] * (len(goals) + 1)
-        assert "(none yet)" in prompts[0]
-        assert "1. pick obj_" in prompts[1] and "-> done" in prompts[1]
-        assert f"{len(goals)}. pick obj_" in prompts[-1]
-        assert check_success(scene).success, str(check_success(scene))
