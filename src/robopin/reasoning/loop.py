@@ -215,7 +215,7 @@ class ReasoningLoop:
             run_mode = {"point": self._run_point, "subtask": self._run_subtask, "plan": self._run_plan}[mode]
             result.message = run_mode(task, instruction, limit)
             result.success = True
-            task.stage("done", len(result.steps), result.message)
+            task.notify("done", len(result.steps), result.message)  # finished: a late cancel changes nothing
         except TaskRefusal as refusal:
             result.success, result.reason, result.message, result.details = (
                 False,
