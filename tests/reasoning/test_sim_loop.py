@@ -54,4 +54,3 @@ def test_malformed_trace_stops_before_projection_and_motion(spatial):
     assert "bad_anchor" in result.details
     assert arm.calls == []
     assert np.allclose(spatial.world.joint_positions(), q_before, atol=1e-6)
-
