@@ -35,7 +35,8 @@ class ActionCandidate:
     """One ⟨reasoning, action⟩ pair's action: pick and place requests (None for non-pointing answers).
 
     ``trace_index`` is the trace within the step; ``source`` names how the action was derived
-    (``as_written``, ``other_view``, ``segment_centre``, ``segment_sample``).
+    (``as_written``, ``other_view``, ``segment_centre``, ``segment_sample``); ``answer_img_idx`` is
+    the view the trace's own answer picks in.
     """
 
     trace_index: int
@@ -44,6 +45,7 @@ class ActionCandidate:
     place: PointRequest | None
     source: str = "as_written"
     support: tuple[PointRequest, ...] = ()
+    answer_img_idx: int | None = None
 
     def describe(self) -> str:
         if self.pick is None or self.place is None:
@@ -86,7 +88,9 @@ class DepthSegment:
 
     ``centre_u``/``centre_v`` is the segment pixel nearest the segment's centroid (a concave
     segment's centroid can fall off the object); ``radius_px`` the radius of a disc of the same area;
-    ``interior`` marks the pixels at least the sampling margin inside the border.
+    ``interior`` marks the pixels at least the sampling margin inside the border; ``area_m2`` is
+    the visible surface area (each pixel's footprint at its depth), which compares across views:
+    a view that sees the object partly hidden sees less of it.
     """
 
     centre_u: float
@@ -96,6 +100,7 @@ class DepthSegment:
     pixels_u: NDArray[np.float64]
     pixels_v: NDArray[np.float64]
     interior: NDArray[np.bool_]
+    area_m2: float = 0.0
 
     def distance_px(self, u: float, v: float) -> float:
         return math.hypot(u - self.centre_u, v - self.centre_v)
@@ -229,6 +234,8 @@ def depth_segment(
             break
         half = min(max_half_px, 2 * half)
     seg_rows, seg_cols = np.nonzero(mask)
+    seg_depth = np.asarray(view.depth_m, dtype=np.float64)[seg_rows + r0, seg_cols + c0]
+    area_m2 = float(np.sum(seg_depth**2)) / (view.camera.fx * view.camera.fy)
     k = int(np.argmin((seg_rows - seg_rows.mean()) ** 2 + (seg_cols - seg_cols.mean()) ** 2))
     interior = ndimage.binary_erosion(mask, iterations=margin_px) if margin_px else mask
     return DepthSegment(
@@ -239,6 +246,7 @@ def depth_segment(
         pixels_u=(seg_cols + c0 + 0.5).astype(np.float64),
         pixels_v=(seg_rows + r0 + 0.5).astype(np.float64),
         interior=interior[seg_rows, seg_cols],
+        area_m2=area_m2,
     )
 
 
@@ -377,6 +385,6 @@ def action_candidates(
                 if len(chosen) >= count:
                     break
     return [
-        ActionCandidate(trace_index, index, a, b, source, _support(trace, (a, b), sizes))
+        ActionCandidate(trace_index, index, a, b, source, _support(trace, (a, b), sizes), pick.img_idx)
         for index, (a, b, source) in enumerate(chosen)
     ]

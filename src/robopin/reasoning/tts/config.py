@@ -131,20 +131,29 @@ class ActionVerifierConfig:
 
     Feasibility features and their exponents (0 switches one off): ``depth`` (valid depth, low
     spread at the pick and place points), ``centrality`` (distance of the pick point to the centre of
-    the pinned object's depth segment), ``agreement`` (3D agreement of the anchor seen from two
-    views; needs a bound projector), ``plan`` (IK/plan success from a dry-run pick-and-place of the
-    ``plan_check_top_k`` best candidates; needs a bound actor). ``agreement_scale_m`` is the distance
-    at which agreement falls to e^-1; ``spread_scale_m`` likewise for the depth spread.
+    the pinned object's depth segment), ``visibility`` (how much of the object this view sees
+    compared with the other views that pinned it, when their segment centres meet within
+    ``same_object_m`` in 3D; needs a bound projector), ``agreement`` (3D agreement of the anchor seen
+    from two views; needs a bound projector), ``answer_view`` (a pick in the view the answer chose
+    scores 1, one moved to another view ``other_view_prior``), ``plan`` (IK/plan success from a dry-run
+    pick-and-place of the ``plan_check_top_k`` best candidates; needs a bound actor).
+    ``agreement_scale_m`` is the distance at which agreement falls to e^-1, ``agreement_floor`` the
+    least it can fall to; ``spread_scale_m`` likewise for the depth spread.
     """
 
     type: str = "feasibility"
     normalization: str = "max"
     depth: float = 1.0
     centrality: float = 1.0
+    visibility: float = 1.0
     agreement: float = 1.0
+    answer_view: float = 1.0
     plan: float = 1.0
     plan_check_top_k: int = 2
     agreement_scale_m: float = 0.03
+    agreement_floor: float = 0.2
+    same_object_m: float = 0.06
+    other_view_prior: float = 0.8
     spread_scale_m: float = 0.01
     settings: Mapping[str, Any] = field(default_factory=dict)
 
@@ -155,10 +164,13 @@ class ActionVerifierConfig:
             raise TTSConfigError(
                 f"action_verifier.normalization must be one of {NORMALIZATIONS}, got {self.normalization!r}"
             )
-        for name in ("depth", "centrality", "agreement", "plan"):
+        for name in ("depth", "centrality", "visibility", "agreement", "answer_view", "plan"):
             setattr(self, name, _check_positive(f"action_verifier.{name}", getattr(self, name), allow_zero=True))
         self.plan_check_top_k = _check_count("action_verifier.plan_check_top_k", self.plan_check_top_k, minimum=0)
         self.agreement_scale_m = _check_positive("action_verifier.agreement_scale_m", self.agreement_scale_m)
+        self.agreement_floor = _check_probability("action_verifier.agreement_floor", self.agreement_floor)
+        self.same_object_m = _check_positive("action_verifier.same_object_m", self.same_object_m)
+        self.other_view_prior = _check_probability("action_verifier.other_view_prior", self.other_view_prior)
         self.spread_scale_m = _check_positive("action_verifier.spread_scale_m", self.spread_scale_m)
 
 

@@ -19,7 +19,7 @@ import abc
 import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from robopin.pincot.draw import draw_trace
 from robopin.pincot.prompts import HistoryEntry, PromptTemplates, verifier_prompt
 from robopin.pincot.trace import Trace
 from robopin.reasoning.interfaces import Actor, Observation, TargetProjector
-from robopin.reasoning.tts.candidates import ActionCandidate, SegmentCache
+from robopin.reasoning.tts.candidates import ActionCandidate, DepthSegment, SegmentCache
 from robopin.reasoning.tts.config import ActionVerifierConfig, ReasoningVerifierConfig, TTSConfigError
 from robopin.vlm.base import ChatMessage, MessagePart, ViewImage, VLMBackend
 
@@ -217,16 +217,56 @@ class FeasibilityVerifier(ActionVerifier):
             else:
                 distance = segment.distance_px(candidate.pick.u, candidate.pick.v)
                 features["centrality"] = math.exp(-((distance / max(segment.radius_px, 1.0)) ** 2))
+                if config.visibility > 0 and context.projector is not None:
+                    visibility = self._visibility(candidate, segment, context, state)
+                    if visibility is not None:
+                        features["visibility"] = visibility
+        if config.answer_view > 0 and candidate.answer_img_idx is not None:
+            # The answer's view is the model's decision; another view's pin of the same ID only supports it.
+            features["answer_view"] = (
+                1.0 if candidate.pick.img_idx == candidate.answer_img_idx else config.other_view_prior
+            )
         if context.projector is not None:
             refusal = self._project(index, candidate, context, features, state)
             if refusal:
                 return ActionScore(0.0, features, refusal)
         value = 1.0
-        weights = {"depth": config.depth, "centrality": config.centrality, "agreement": config.agreement}
+        weights = {
+            "depth": config.depth,
+            "centrality": config.centrality,
+            "visibility": config.visibility,
+            "agreement": config.agreement,
+            "answer_view": config.answer_view,
+        }
         for name, weight in weights.items():
             if name in features and weight > 0:
                 value *= max(features[name], 0.0) ** weight
         return ActionScore(float(value), features)
+
+    def _visibility(
+        self, candidate: ActionCandidate, segment: DepthSegment, context: ActionContext, state: _Scoring
+    ) -> float | None:
+        """How much of the object this view sees, against the other views that pinned the same ID.
+
+        A view that sees the object partly hidden gives a segment centre that is not the object's
+        centre. Only segments whose centres meet in 3D (within ``same_object_m``) are compared: a
+        pin on another object in the other view is a disagreement (``agreement``), not occlusion.
+        """
+        assert candidate.pick is not None and context.segments is not None
+        here = state.project(context, replace(candidate.pick, u=segment.centre_u, v=segment.centre_v))
+        if not here.valid:
+            return None
+        areas = []
+        for pin in candidate.support:
+            if pin.id != candidate.pick.id:
+                continue
+            other = context.segments(pin.img_idx, pin.u, pin.v)
+            if other is None:
+                continue
+            there = state.project(context, replace(pin, u=other.centre_u, v=other.centre_v))
+            if there.valid and float(np.linalg.norm(there.point - here.point)) <= self.config.same_object_m:
+                areas.append(other.area_m2)
+        return segment.area_m2 / max(*areas, segment.area_m2) if areas else None
 
     def _project(
         self,
@@ -249,7 +289,10 @@ class FeasibilityVerifier(ActionVerifier):
         others = [t for t in projected[2:] if t.valid]
         if others and self.config.agreement > 0:
             distance = min(float(np.linalg.norm(t.point - pick.point)) for t in others)
-            features["agreement"] = math.exp(-((distance / self.config.agreement_scale_m) ** 2))
+            # Soft, with a floor: two views rarely pin one surface point, and a stray pin in the other
+            # view would otherwise veto every action of the trace alike.
+            agreement = math.exp(-((distance / self.config.agreement_scale_m) ** 2))
+            features["agreement"] = max(agreement, self.config.agreement_floor)
         state.targets[index] = (pick, place)
         return ""
 
