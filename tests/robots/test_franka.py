@@ -69,9 +69,12 @@ def test_cancel_mid_motion_stops_the_arm(franka):
     thread.join(60)
     result = box["result"]
     assert result.reason is Reason.CANCELED and not result.success
-    state = franka.joint_state()
-    assert np.max(np.abs(state.velocities)) < 0.05
-    assert abs(state.positions[0] - goal[0]) > 0.3
+    # At rest: judged from positions (franky-sim reports velocity chatter on the wrist joint).
+    before = franka.joint_state().positions
+    time.sleep(0.3)
+    after = franka.joint_state().positions
+    assert np.max(np.abs(after - before)) < 0.01
+    assert abs(after[0] - goal[0]) > 0.3
     assert franka.fault() is None
     assert franka.move_to_joints(start).success  # no manual clearing needed
 

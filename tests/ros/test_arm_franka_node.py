@@ -4,6 +4,8 @@ franky-sim's MuJoCo robot server (the real libfranka protocol) in a third proces
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -62,10 +64,12 @@ def test_cancel_stops_the_arm(client):
     wait_future(handle.cancel_goal_async(), 30.0, "cancel response")
     result = client.result(handle)
     assert result.reason == "canceled" and not result.success
-    stopped_at = client.positions()[0]
-    velocities = np.array(client.joint_states[-1].velocity)
-    assert np.max(np.abs(velocities)) < 0.05
-    assert abs(stopped_at - (start[0] + 1.2)) > 0.3
+    # At rest: judged from positions (franky-sim reports velocity chatter on the wrist joint).
+    before = client.positions()
+    time.sleep(0.3)
+    after = client.positions()
+    assert np.max(np.abs(after - before)) < 0.01
+    assert abs(after[0] - (start[0] + 1.2)) > 0.3
     back = client.run(plan(FR3, client.positions(), start))
     assert back.success, back
 

@@ -57,6 +57,7 @@ class ArmClient:
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         wait_for(lambda: self.execute.server_is_ready() and self.gripper.server_is_ready(), timeout_s, "arm actions")
         wait_for(lambda: len(self.joint_states) > 0, timeout_s, "/joint_states from a connected arm")
+        wait_for(lambda: self.status_value("enabled") == "True", timeout_s, "the arm enabled (/diagnostics)")
 
     def positions(self) -> np.ndarray:
         return np.array(self.joint_states[-1].position)
@@ -86,6 +87,10 @@ class ArmClient:
 
     def last_status(self):
         return self.diagnostics[-1].status[0] if self.diagnostics else None
+
+    def status_value(self, key: str) -> str | None:
+        status = self.last_status()
+        return None if status is None else {kv.key: kv.value for kv in status.values}.get(key)
 
     def close(self) -> None:
         self.spun.close()

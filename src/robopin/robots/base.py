@@ -10,6 +10,7 @@ module only when that backend is used.
 from __future__ import annotations
 
 import abc
+import collections
 import dataclasses
 import importlib
 import logging
@@ -103,6 +104,7 @@ class ArmConfig:
     gripper_force_n: float = 20.0  # grasp force when a command gives none
     still_speed_rad_s: float = 0.02  # after a stop, the arm counts as at rest below this joint speed
     stop_timeout_s: float = 3.0  # longest wait for rest after a stop before reporting anyway
+    still_window_s: float = 0.1  # ... averaged over this long
 
     def __post_init__(self) -> None:
         if isinstance(self.safety, Mapping):
@@ -117,6 +119,7 @@ class ArmConfig:
             "gripper_force_n",
             "still_speed_rad_s",
             "stop_timeout_s",
+            "still_window_s",
         ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0.0):
@@ -458,24 +461,29 @@ class Arm(abc.ABC):
         return ExecutionResult(True, Reason.COMPLETED, "trajectory executed", error, duration)
 
     def wait_until_still(self) -> bool:
-        """Wait until no joint moves faster than ``still_speed_rad_s``; False after ``stop_timeout_s``."""
+        """Wait until no joint has moved faster than ``still_speed_rad_s``, averaged over ``still_window_s``.
+
+        Judged from positions, not reported velocities: simulators and filters report velocity
+        chatter on a joint that is not going anywhere. Returns False after ``stop_timeout_s``.
+        """
         deadline = time.monotonic() + self.config.stop_timeout_s
-        previous: JointState | None = None
+        window = self.config.still_window_s
+        samples: collections.deque[JointState] = collections.deque()
         while time.monotonic() < deadline:
             try:
                 state = self.joint_state()
             except ArmError:
                 return False
-            if state.velocities is not None:
-                speed = float(np.max(np.abs(state.velocities)))
-            elif previous is not None and state.stamp_s > previous.stamp_s:
-                speed = float(np.max(np.abs(state.positions - previous.positions)) / (state.stamp_s - previous.stamp_s))
-            else:
-                speed = math.inf
-            if speed < self.config.still_speed_rad_s:
-                return True
-            previous = state
-            time.sleep(0.01)
+            samples.append(state)
+            while len(samples) > 2 and state.stamp_s - samples[1].stamp_s >= window:
+                samples.popleft()
+            oldest = samples[0]
+            span = state.stamp_s - oldest.stamp_s
+            if span >= window:
+                speed = float(np.max(np.abs(state.positions - oldest.positions))) / span
+                if speed < self.config.still_speed_rad_s:
+                    return True
+            time.sleep(0.005)
         logger.warning("%s still moving %.1f s after a stop", self, self.config.stop_timeout_s)
         return False
 

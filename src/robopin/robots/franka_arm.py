@@ -66,6 +66,7 @@ class FrankaArmConfig(ArmConfig):
     force_thresholds_n: tuple[float, ...] = field(default_factory=lambda: (30.0,) * 6)
     waypoint_spacing_s: float = 0.2  # planned time between motion waypoints
     poll_period_s: float = 0.01
+    motion_start_timeout_s: float = 1.0  # watchdog grace while franky starts a motion
     settle_timeout_s: float = 1.5
     gripper: bool = True
     home_gripper_on_enable: bool = False
@@ -81,7 +82,7 @@ class FrankaArmConfig(ArmConfig):
                 f"torque_thresholds_nm needs 7 values and force_thresholds_n 6, got "
                 f"{len(self.torque_thresholds_nm)} and {len(self.force_thresholds_n)}"
             )
-        for name in ("waypoint_spacing_s", "poll_period_s", "settle_timeout_s"):
+        for name in ("waypoint_spacing_s", "poll_period_s", "settle_timeout_s", "motion_start_timeout_s"):
             value = getattr(self, name)
             if not value > 0.0:
                 raise ArmConfigError(f"{name} must be > 0, got {value}")
@@ -203,6 +204,9 @@ class FrankaArm(Arm):
     def _run_trajectory(self, trajectory: JointTrajectory, execution: Execution) -> None:
         franky = self._franky
         robot = self._robot
+        # Building and starting the motion is the one step without state updates; under CPU load it
+        # can outlast state_max_age_s, so the watchdog waits for the first state after it.
+        execution.allow_blocking(self.config.motion_start_timeout_s)
         trajectory = self._feasible(trajectory)
         progress = PathProgress(trajectory)
         self._stopping = False
@@ -252,15 +256,20 @@ class FrankaArm(Arm):
         if robot is None:
             return
         self._stopping = True
+        franky = self._franky
         try:
-            robot.stop()
-        except (self._franky.Exception, RuntimeError) as error:
-            # Preempting an asynchronous motion can surface as an exception: the arm is stopping anyway.
-            logger.debug("franky stop: %s", error)
-        try:
-            robot.join_motion(1.0)
-        except (self._franky.Exception, RuntimeError) as error:
-            logger.debug("franky join after stop: %s", error)
+            # A stop motion takes over the running joint motion seamlessly and decelerates within the
+            # robot's limits (preempting the control loop outright can trip a discontinuity reflex).
+            robot.move(franky.JointStopMotion(), asynchronous=True)
+            robot.join_motion(self.config.settle_timeout_s)
+        except (franky.Exception, RuntimeError) as error:
+            logger.debug("franky stop motion: %s; stopping the control loop", error)
+            try:
+                robot.stop()
+                robot.join_motion(1.0)
+            except (franky.Exception, RuntimeError) as stop_error:
+                # Preempting an asynchronous motion surfaces as an exception: the arm is stopping anyway.
+                logger.debug("franky stop: %s", stop_error)
 
     # ----- gripper ---------------------------------------------------------------------------------
 
