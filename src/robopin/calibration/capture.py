@@ -195,7 +195,9 @@ def run_guided_capture(
     started = time.monotonic()
     # ---- dry run: plan everything, validate through the safety layer, move nothing
     state = arm.joint_state()
-    q = np.array(state.positions, dtype=np.float64)
+    # Plan from the nearest in-limit configuration when the arm settled a few mrad past the planner's
+    # (shrunk) limits; the safety layer accepts that start within its own tolerance.
+    q = np.clip(np.array(state.positions, dtype=np.float64), planner.robot.lower, planner.robot.upper)
     kept: list[int] = []
     for index, T in enumerate(poses):
         if cancel():
@@ -232,9 +234,7 @@ def run_guided_capture(
         if cancel():
             raise CaptureAbortedError("canceled", index, "canceled by request")
         current = np.array(arm.joint_state().positions, dtype=np.float64)
-        # An arm that settled a few mrad past the planner's (shrunk) limits still starts there: plan from
-        # the nearest in-limit configuration; the safety layer accepts that start within its tolerance.
-        current = np.clip(current, planner.robot.lower, planner.robot.upper)
+        current = np.clip(current, planner.robot.lower, planner.robot.upper)  # as in the dry run
         result = planner.plan_to_pose(current, poses[index], velocity_scale=velocity_scale)
         if not result.success:
             status = getattr(result.status, "value", str(result.status))

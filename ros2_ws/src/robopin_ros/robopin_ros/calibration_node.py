@@ -261,7 +261,11 @@ class CalibrationNode(Node):
             response.success, response.message = False, f"{type(error).__name__}: {error}"
         finally:
             self._busy.release()
-        (self.get_logger().info if response.success else self.get_logger().warning)(response.message)
+        # rclpy fixes a call site's severity on first use: one call per severity.
+        if response.success:
+            self.get_logger().info(response.message)
+        else:
+            self.get_logger().warning(response.message)
         return response
 
     # ------------------------------------------------------------------ services
