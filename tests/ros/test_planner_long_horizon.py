@@ -43,9 +43,10 @@ def test_cancel_stops_the_arm(long_horizon):
     feedback: list = []
     goal = ExecuteTask.Goal(instruction=setup["instruction"])
     handle = wait_future(client.action.send_goal_async(goal, lambda fb: feedback.append(fb.feedback)), 30, "goal")
-    wait_for(lambda: any(f.stage == "executing" for f in feedback), 120, "the arm to start moving")
+    wait_for(lambda: any(f.stage == "executing" for f in feedback), 120, "the pick-and-place to start")
     moving_since = time.monotonic()
-    time.sleep(1.0)
+    # Cancel as soon as the arm is seen moving: early in the approach, before anything is grasped.
+    wait_for(lambda: client.joint_motion_since(moving_since) > 0.01, 30, "the arm to move")
     wait_future(handle.cancel_goal_async(), 10, "cancel response")
     wrapped = wait_future(handle.get_result_async(), 60, "canceled result")
     stopped_at = time.monotonic()
