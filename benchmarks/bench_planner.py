@@ -223,7 +223,7 @@ def main() -> None:
             ),
             "image encoding (2 x JPEG q90)": _median_ms(lambda: [encode_image(v.rgb, "jpeg", 90) for v in views]),
             "request body (base64 + JSON)": _median_ms(lambda: json.dumps(backend.build_request(messages, n=1))),
-            "HTTP round trip (instant server)": _median_ms(lambda: backend.generate(messages)),
+            "generate(): body + HTTP round trip (instant server)": _median_ms(lambda: backend.generate(messages)),
             "parse + validate (interpret_pointing)": _median_ms(lambda: interpret_pointing(ANSWER, observation)),
             "projection (2 points)": _median_ms(lambda: SnapshotProjector(projector).project(requests, observation)),
         }
