@@ -12,8 +12,9 @@ Methods, each at budgets M×N (pairs):
 - ``off``: one sample, its answer as written (the loop's single-sample reasoner);
 - ``best-of-N``: M×N traces in one request, the reasoning verifier's best (the paper's naive TTS);
 - ``E-TTS``: up to M sequential batches of one trace × N actions, joint score Sc × Ŝa with the
-  feasibility action verifier (depth, segment centrality, view agreement; no IK check: no planner
-  is bound), ε = 0.1, η = 0.4, feedback on (the oracle ignores it: its benefit is not measured).
+  feasibility action verifier (depth, segment centrality and visibility, view agreement, answer
+  view; no IK check: no planner is bound), ε = 0.1, η = 0.4, feedback on (the oracle ignores it:
+  its benefit is not measured); ablations at 4×4: ε = 0, and no reasoning verifier (Sc = 1).
 
 Every method sees the same scenes and the same policy seeds per trial. Printed: success rate with
 its standard error, the ratio to ``off`` measured in the same run, traces and verifier calls per
@@ -42,6 +43,14 @@ from robopin.vlm.prompts import build_messages
 GENERATION_S_PER_SAMPLE = 0.281  # RoboPIN, one A800 with vLLM
 VERIFIER_S_PER_CALL = 0.05  # assumed: a prefill-only yes/no request
 FEEDBACK_S_PER_CALL = 0.281
+
+
+ABLATIONS: dict[str, dict] = {
+    "E-TTS": {},
+    "  eps=0": {"selection": {"epsilon": 0.0}},
+    "  no Vc": {"reasoning_verifier": {"enabled": False}},
+}
+"""E-TTS and its ablations (the paper's Table 1 rows that this study can measure)."""
 
 
 @dataclass
@@ -97,7 +106,9 @@ class MethodRunner:
                 self.policy, TTSConfig.best_of_n(m * n, seed=0), verifier_backend=self.verifier
             )
         else:
-            config = TTSConfig(traces_per_batch=1, max_batches=m, actions_per_trace=n, seed=0)
+            config = TTSConfig.from_dict(
+                {"traces_per_batch": 1, "max_batches": m, "actions_per_trace": n, "seed": 0, **ABLATIONS[method]}
+            )
             self.reasoner = ETTSReasoner(self.policy, config, verifier_backend=self.verifier)
             self.reasoner.bind_stages(projector=study.projector)
 
@@ -132,7 +143,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", nargs="+", default=["spatial", "multi_view"])
     parser.add_argument("--seeds", type=int, default=2, help="scenes per scenario")
-    parser.add_argument("--trials", type=int, default=15, help="policy/verifier seeds per scene")
+    parser.add_argument("--trials", type=int, default=12, help="policy/verifier seeds per scene")
     parser.add_argument("--error-rate", type=float, default=0.4, help="P(a sample answers the wrong duck)")
     parser.add_argument("--jitter-px", type=float, default=10.0, help="Gaussian point jitter of every pin (px)")
     parser.add_argument("--verifier-accuracy", type=float, default=0.8)
@@ -147,7 +158,11 @@ def main() -> None:
         plan = [("off", 1, 1)]
         plan += [("best-of-N", m, n) for m, n in ((2, 2), (4, 4))]
         plan += [("E-TTS", m, n) for m, n in ((2, 2), (4, 4), (16, 1), (8, 2), (2, 8), (1, 16))]
+        plan += [("  eps=0", 4, 4), ("  no Vc", 4, 4)]
     tallies = {key: Tally() for key in plan}
+    # Import once before timing, so no row's cold step pays for loading scipy.
+    import scipy.ndimage  # noqa: F401
+
     wall = time.perf_counter()
     for scenario in args.scenarios:
         for seed in range(args.seeds):

@@ -130,17 +130,22 @@ def test_study_verifier_has_its_configured_accuracy(study):
     from robopin.reasoning.tts.study import StudyPolicyBackend, StudyVerifierBackend, judge_trace
     from robopin.vlm.base import ChatMessage
 
-    policy = StudyPolicyBackend(study, {"wrong_target_probability": 0.5}, seed=3)
+    policy = StudyPolicyBackend(study, {"wrong_target_probability": 0.5, "point_jitter_px": 3.0}, seed=3)
     texts = policy.generate([ChatMessage("user", ("x",))], n=60).texts
     truths = [judge_trace(study, t) for t in texts]
     assert 0 < sum(truths) < len(truths)  # both kinds sampled
     verifier = StudyVerifierBackend(study, 0.8, seed=5)
-    agree = [
-        (verifier.score_yes_no([ChatMessage("user", (t,))]).p_yes > 0.5) == truth
-        for _ in range(10)
-        for t, truth in zip(texts, truths, strict=True)
-    ]
+    agree = []
+    for trial in range(10):
+        verifier.reseed(trial)
+        agree += [
+            (verifier.score_yes_no([ChatMessage("user", (t,))]).p_yes > 0.5) == truth
+            for t, truth in zip(texts, truths, strict=True)
+        ]
     assert 0.75 <= statistics.fmean(agree) <= 0.85
+    # The same trace in the same trial gets the same answer (call order does not matter).
+    first = verifier.score_yes_no([ChatMessage("user", (texts[0],))]).p_yes
+    assert verifier.score_yes_no([ChatMessage("user", (texts[0],))]).p_yes == first
     perfect = StudyVerifierBackend(study, 1.0, seed=5)
     assert all(
         (perfect.score_yes_no([ChatMessage("user", (t,))]).p_yes > 0.5) == ok

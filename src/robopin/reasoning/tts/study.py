@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -254,16 +255,19 @@ class StudyVerifierBackend(VLMBackend):
         self.reseed(seed)
 
     def reseed(self, seed: int) -> None:
-        """Start a new trial: a new random stream and a zero call count."""
-        self.rng = np.random.default_rng(seed)
+        """Start a new trial: a new seed and a zero call count."""
+        self.seed = int(seed)
         self.calls = 0
 
     def score_yes_no(self, messages: Sequence[ChatMessage], *, yes: str = "yes", no: str = "no") -> YesNoScore:
         text = next((m.text for m in reversed(messages) if "<answer>" in m.text), "")
-        truth = judge_trace(self.study, text[text.find("<think>") :]) if text else False
-        # Draws happen under the GIL in call order; concurrent callers see one random stream.
-        verdict = truth if self.rng.random() < self.accuracy else not truth
-        confidence = float(self.rng.uniform(0.2, 1.0))
+        reasoning = text[text.find("<think>") :] if text else ""
+        truth = judge_trace(self.study, reasoning) if reasoning else False
+        # The noise is a function of (trial seed, reasoning): concurrent calls in any order, and a
+        # repeated trace, get the same answer.
+        rng = np.random.default_rng([self.seed, zlib.crc32(reasoning.encode())])
+        verdict = truth if rng.random() < self.accuracy else not truth
+        confidence = float(rng.uniform(0.2, 1.0))
         p_yes = 0.5 + 0.5 * confidence if verdict else 0.5 - 0.5 * confidence
         p_yes = min(max(p_yes, 1e-6), 1 - 1e-6)
         self.calls += 1
