@@ -1,0 +1,124 @@
+"""``robopin up <system file>``: every node of a system in this process, until Ctrl-C or SIGTERM.
+
+With ``--demo`` it instead runs the system's task once (the scenario's instruction in simulation)
+through the ``Instruct`` service, prints success, the per-stage timing and where the bag and the
+report are, and exits. Launch arguments use the ros2 launch syntax: ``robopin up
+config/real_xarm6.yaml robot_ip:=192.168.1.200 vlm_url:=http://gpu:8000/v1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["register"]
+
+
+def load_cli_system(args: argparse.Namespace):
+    """The system file named on the command line, with its arguments and sim overrides applied."""
+    from robopin.system import load_system, parse_argument_overrides
+
+    system = load_system(args.system, parse_argument_overrides(args.arguments))
+    changes = {k: v for k, v in (("scenario", getattr(args, "scenario", None)),
+                                 ("seed", getattr(args, "seed", None))) if v is not None}
+    if changes:
+        system = system.with_sim(**changes)
+    return system
+
+
+def stage_printer(stream=sys.stdout):
+    """A feedback callback printing each stage change of a task on one line."""
+    last: list[tuple[int, str]] = []
+    started = time.monotonic()
+
+    def on_event(event) -> None:
+        key = (event.step, event.stage)
+        if last and last[-1] == key:
+            return
+        last.append(key)
+        detail = f": {event.detail}" if event.detail and event.stage in ("reasoning", "done") else ""
+        print(f"  [{event.time_s - started:7.2f} s] step {event.step} {event.stage}{detail[:100]}", file=stream,
+              flush=True)
+
+    return on_event
+
+
+def print_outcome(outcome, stream=sys.stdout) -> None:
+    """Success or the named failure, per-stage timing, and where the trial's files are."""
+    from robopin.system.timing import summarize_timings
+
+    verdict = "SUCCESS" if outcome.success else f"FAILURE ({outcome.failure})"
+    print(f"\n{outcome.trial_id}: {verdict} in {outcome.duration_s:.1f} s", file=stream)
+    if outcome.detail:
+        print(f"  {outcome.detail}", file=stream)
+    for timing in outcome.timings:
+        stages = ", ".join(f"{k} {v:.2f} s" for k, v in timing.durations_s.items())
+        print(f"  step {timing.step}: {stages} (model {timing.model_s:.3f} s)", file=stream)
+    if outcome.timings:
+        print(summarize_timings(outcome.timings).table(), file=stream)
+    print(f"  trial log: {outcome.folder}", file=stream)
+    print(f"  bag:       {outcome.bag if outcome.bag is not None else '(none recorded)'}", file=stream)
+
+
+def _up(args: argparse.Namespace) -> int:
+    from robopin.env import apply_ros_environment
+
+    apply_ros_environment()
+    system = load_cli_system(args)
+    from robopin_ros.bringup import Bringup, run_trial, spin_until_signal
+
+    if args.demo:
+        from robopin.trials import write_report
+
+        root = Path(args.out) / time.strftime(f"{system.name}-%Y%m%d-%H%M%S")
+        scenario = Path(system.sim.scenario).stem if system.sim else "task"
+        seed = system.sim.seed if system.sim else 0
+        trial_id = f"{system.robot}-{scenario}-seed{seed:03d}"
+        print(f"robopin up {system.name}: {len(system.nodes)} nodes in one process; running {trial_id} "
+              f"through the Instruct service", flush=True)
+        with Bringup(system) as bringup:
+            outcome = run_trial(bringup, root, trial_id, method=f"{_model(system)} / {system.robot}",
+                                on_event=stage_printer())
+        print_outcome(outcome)
+        html, _ = write_report(root)
+        print(f"  report:    {html}")
+        return 0 if outcome.success else 1
+    with Bringup(system, client=False) as bringup:
+        print(f"robopin up {system.name}: nodes {[n.name for n in system.nodes]} running; Ctrl-C to stop",
+              flush=True)
+        if args.ready_timeout > 0:
+            bringup.wait_ready(args.ready_timeout)
+            print("ready", flush=True)
+        return spin_until_signal(bringup)
+
+
+def _model(system) -> str:
+    from robopin.system.checks import mapping_parameter
+
+    planners = system.nodes_running("planner_node")
+    return str(mapping_parameter(planners[0], "vlm").get("type", "vlm")) if planners else "vlm"
+
+
+def add_system_arguments(parser: argparse.ArgumentParser, *, system_required: bool = True) -> None:
+    """The system file and its name:=value arguments (shared by up and trial)."""
+    if system_required:
+        parser.add_argument("system", help="system file (config/sim_panda.yaml) or its name in config/ (sim_panda)")
+    parser.add_argument("arguments", nargs="*", default=[], metavar="name:=value",
+                        help="arguments the system file declares (robot_ip:=..., vlm_url:=..., dry_run:=true)")
+
+
+def register(subparsers) -> None:
+    """Add ``robopin up``."""
+    parser = subparsers.add_parser("up", help="run every node of a system file in one process",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_system_arguments(parser)
+    parser.add_argument("--demo", action="store_true",
+                        help="run the system's task once through Instruct, print the outcome and exit")
+    parser.add_argument("--scenario", default=None, help="simulated systems: scenario name or YAML (default: file's)")
+    parser.add_argument("--seed", type=int, default=None, help="simulated systems: scene seed (default: file's)")
+    parser.add_argument("--out", default="trials/demo", help="--demo: folder for the trial log, bag and report")
+    parser.add_argument("--ready-timeout", type=float, default=0.0,
+                        help="wait this long for arms and cameras and print 'ready' (0: do not wait)")
+    parser.set_defaults(func=_up)

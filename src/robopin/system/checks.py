@@ -1,0 +1,105 @@
+"""Cross-node checks of a system file: the nodes must agree before anything starts.
+
+Each check catches a mistake that would otherwise surface only as a silent runtime failure: a view
+the planner asks for that no camera publishes, a projection node reading the arm pose on a topic the
+driver does not publish, the motion planner planning for a different robot than the one driven,
+a simulated backend in a system without a simulated workcell (or one pointing at another world).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from robopin.system.schema import NodeSpec, SystemFile
+
+__all__ = ["check_system", "mapping_parameter"]
+
+
+def mapping_parameter(node: NodeSpec, key: str) -> dict[str, Any]:
+    """A parameter that holds a mapping, whether written as a mapping or as a YAML string."""
+    from robopin.system.schema import SystemFileError
+
+    value = node.parameters.get(key, {})
+    if isinstance(value, str):
+        try:
+            value = yaml.safe_load(value) or {}
+        except yaml.YAMLError as error:
+            raise SystemFileError(f"node {node.name!r}: parameter {key!r} is not valid YAML: {error}") from None
+    if not isinstance(value, Mapping):
+        raise SystemFileError(f"node {node.name!r}: parameter {key!r} must be a mapping, got {value!r}")
+    return dict(value)
+
+
+def check_system(system: SystemFile) -> None:
+    """Raise SystemFileError naming the first disagreement between the nodes of ``system``."""
+    from robopin.system.schema import SystemFileError
+
+    where = f"system {system.name!r}"
+    sim_world = system.sim.world if system.sim is not None else None
+
+    def fail(message: str) -> None:
+        raise SystemFileError(f"{where}: {message}")
+
+    def check_world(node: NodeSpec, backend_world: Any) -> None:
+        if sim_world is None:
+            fail(f"node {node.name!r} uses a simulated backend but the system has no 'sim' section")
+        world = backend_world or "workcell"
+        if world != sim_world:
+            fail(f"node {node.name!r} uses simulated world {world!r}, but sim.world is {sim_world!r}")
+
+    published_views: dict[str, str] = {}
+    for camera in system.nodes_running("camera_node"):
+        view = str(camera.parameters.get("name", "camera"))
+        if view in published_views:
+            fail(f"nodes {published_views[view]!r} and {camera.name!r} both publish view {view!r}")
+        published_views[view] = camera.name
+        if camera.parameters.get("backend") == "sim":
+            check_world(camera, mapping_parameter(camera, "options").get("world"))
+    replaying = bool(system.nodes_running("replay_node"))
+    for node in (*system.nodes_running("planner_node"), *system.nodes_running("projection_node")):
+        views = [v for v in node.parameters.get("views", []) if v]
+        if tuple(views) != system.views:
+            fail(f"node {node.name!r} has views {views}, but the system's views (img_idx order) are "
+                 f"{list(system.views)}")
+    if not replaying:
+        missing = [v for v in system.views if v not in published_views]
+        if missing:
+            fail(f"no camera_node publishes view(s) {missing}; camera nodes publish {sorted(published_views)}")
+
+    ee_pose_topics = set()
+    for driver in system.nodes_running("arm_driver_node"):
+        options = mapping_parameter(driver, "options")
+        robot = options.get("robot", "panda")
+        if robot != system.robot:
+            fail(f"node {driver.name!r} drives robot {robot!r}, but the system's robot is {system.robot!r}")
+        if driver.parameters.get("backend", "sim") == "sim":
+            check_world(driver, options.get("world"))
+        prefix = str(driver.parameters.get("prefix", "/robopin/arm")).rstrip("/")
+        ee_pose_topics.add(str(driver.parameters.get("ee_pose_topic", f"{prefix}/ee_pose")))
+    for motion in system.nodes_running("motion_planner_node"):
+        robot = motion.parameters.get("robot", "panda")
+        if robot != system.robot:
+            fail(f"node {motion.name!r} plans for robot {robot!r}, but the system's robot is {system.robot!r}")
+    for projection in system.nodes_running("projection_node"):
+        topic = str(projection.parameters.get("ee_pose_topic", "/arm/ee_pose"))
+        if ee_pose_topics and topic not in ee_pose_topics:
+            fail(f"node {projection.name!r} reads the arm pose on {topic!r}, but the arm driver publishes it on "
+                 f"{sorted(ee_pose_topics)}")
+    for planner in system.nodes_running("planner_node"):
+        vlm = mapping_parameter(planner, "vlm")
+        if "type" not in vlm:
+            fail(f"node {planner.name!r}: parameter vlm needs a 'type' (openai, transformers, oracle, ...), got {vlm}")
+        if vlm["type"] == "oracle":
+            check_world(planner, vlm.get("world"))
+            views = tuple(vlm.get("views", ("static", "wrist")))
+            if views != system.views:
+                fail(f"node {planner.name!r}: the oracle answers for views {list(views)}, the system has "
+                     f"{list(system.views)}")
+    names = [n.name for n in system.nodes]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        fail(f"node name(s) {duplicates} appear more than once")
