@@ -21,5 +21,15 @@ bench: setup  ## every benchmark in benchmarks/ (figures + ratio to a same-run b
 	@set -e; for bench in benchmarks/bench_*.py; do \
 		echo "=== $$bench"; $(PYTHON) $$bench; done
 
+.PHONY: demo trial
+
+demo: setup  ## the main job: simulated Panda workcell, every node in one process, spatial task via Instruct
+	$(VENV)/bin/robopin up config/sim_panda.yaml --demo
+
+# RoboPIN's three real-robot tasks x 20 seeds on the simulated Panda and xArm 6 with the oracle (long).
+TRIAL_ARGS ?= spatial multi_view long_horizon --seeds 20 --system sim_panda --system sim_xarm6 --out trials/oracle
+trial: setup  ## success table + failures by reason + stage timing: trials/oracle/results.md and report.html
+	$(VENV)/bin/robopin trial $(TRIAL_ARGS) --resume
+
 clean:  ## remove build outputs (the venv stays; delete .venv by hand for a cold setup)
 	rm -rf build

@@ -41,7 +41,8 @@ from robopin.system.timing import FeedbackEvent, StepTiming, step_timings
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Bringup", "TaskClient", "TaskRun", "TrialOutcome", "run_trial", "spin_until_signal"]
+__all__ = ["Bringup", "TaskClient", "TaskRun", "TrialOutcome", "instruct_running_stack", "run_trial",
+           "spin_until_signal"]
 
 _TERMINAL = {GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED}
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -93,7 +94,6 @@ class Bringup:
         self._params_dir: tempfile.TemporaryDirectory | None = None
         self._context_started = False
         self.spin_error: BaseException | None = None
-        self._frames_at_reset: dict[str, int] = {}
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> Bringup:
@@ -166,40 +166,8 @@ class Bringup:
         except ExternalShutdownException:
             pass
         except BaseException as error:  # reported by whoever waits on the stack
+            logger.exception("the executor of %s stopped", self.system.name)
             self.spin_error = error
-
-    def reset_scene(self, scenario: str | None = None, seed: int | None = None) -> None:
-        """Replace the simulated scene (same world name) without restarting the nodes.
-
-        The arm is detached first (its driver reconnects to the new world on its own timer); the
-        cameras fail one read on the closed world and reconnect. Camera mounts must not change:
-        projection_node's calibration is read-only, so a scenario with other cameras needs a new stack.
-        """
-        from robopin.sim.scenarios import build_scene
-
-        if self.scene is None or self.system.sim is None:
-            raise BringupError(f"system {self.system.name!r} has no simulated scene to reset")
-        changes = {k: v for k, v in (("scenario", scenario), ("seed", seed)) if v is not None}
-        system = self.system.with_sim(**changes)
-        old_mounts = sim_calibrations(self.scene, system.views)
-        for node in self.nodes.values():
-            arm = getattr(node, "arm", None)
-            if arm is not None and arm.is_connected:
-                arm.disconnect()
-        self.scene.close()
-        self.scene = None
-        if self.client is not None:
-            self.client.forget_images()
-        self._frames_at_reset = {name: getattr(node, "frames_published", 0) for name, node in self.nodes.items()}
-        self.scene = build_scene(system.scenario_path(), system.sim.seed, world_name=system.sim.world,
-                                 robot=system.robot)
-        if system.sim.real_time_factor > 0:
-            self.scene.world.start(system.sim.real_time_factor)
-        new_mounts = sim_calibrations(self.scene, system.views)
-        for view in system.views:
-            if not np.allclose(old_mounts[view]["matrix"], new_mounts[view]["matrix"], atol=1e-9):
-                raise BringupError(f"scenario {system.sim.scenario!r} moves camera {view!r}; start a new stack")
-        self.system = system
 
     @property
     def running(self) -> bool:
@@ -225,9 +193,7 @@ class Bringup:
             arm = getattr(node, "arm", None)
             if arm is not None and not (arm.is_connected and arm.is_enabled):
                 waiting.append(f"{name}: arm not connected/enabled ({getattr(node, 'last_error', '') or 'starting'})")
-            # After a scene reset, two new frames: the first may have been rendered just before it.
-            fresh = self._frames_at_reset.get(name, -1) + 2
-            if hasattr(node, "frames_published") and node.frames_published < max(fresh, 1):
+            if hasattr(node, "frames_published") and node.frames_published == 0:
                 waiting.append(f"{name}: no camera frame yet ({getattr(node, 'last_error', '') or 'starting'})")
         if self.client is not None:
             waiting += self.client.not_ready()
@@ -364,11 +330,6 @@ class TaskClient(Node):
             waiting.append(f"no image received yet from view(s) {missing}")
         return waiting
 
-    def forget_images(self) -> None:
-        """Drop the images kept so far (the scene changed)."""
-        with self._lock:
-            self._latest.clear()
-
     def _on_image(self, view: str, msg: Image) -> None:
         """Keep the newest color image of a view (what the planner is about to see)."""
         with self._lock:
@@ -460,6 +421,33 @@ class TaskClient(Node):
         deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline and self._statuses.get(run.goal_id) not in _TERMINAL:
             time.sleep(0.05)
+
+
+def instruct_running_stack(instruction: str, *, views: Sequence[str] = ("static", "wrist"), mode: str = "",
+                           dry_run: bool = False, max_steps: int = 0, timeout_s: float = 600.0,
+                           wait_s: float = 30.0, on_event: Callable[[FeedbackEvent], None] | None = None) -> TaskRun:
+    """From a process of its own: instruct a stack running elsewhere in this ROS domain and follow the task."""
+    import rclpy
+
+    apply_ros_environment()
+    rclpy.init(args=["robopin_instruct"], signal_handler_options=SignalHandlerOptions.NO)
+    client = TaskClient(views)
+    executor = MultiThreadedExecutor(num_threads=2)
+    executor.add_node(client)
+    spinner = threading.Thread(target=executor.spin, name="robopin-instruct", daemon=True)
+    spinner.start()
+    try:
+        if not client.instruct_client.wait_for_service(timeout_sec=wait_s):
+            run = TaskRun(instruction)
+            run.message = f"no /robopin/instruct service within {wait_s:.0f} s: is a stack running in this ROS domain?"
+            return run
+        return client.run(instruction, mode=mode, dry_run=dry_run, max_steps=max_steps, timeout_s=timeout_s,
+                          on_event=on_event)
+    finally:
+        executor.shutdown(timeout_sec=2.0)
+        spinner.join(timeout=5.0)
+        client.destroy_node()
+        rclpy.try_shutdown()
 
 
 def _wait_future(future, timeout_s: float):
