@@ -44,13 +44,24 @@ def _trial(args: argparse.Namespace) -> int:
 
     out = Path(args.out or time.strftime("trials/trial-%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
+    if args.results_only:
+        summaries = load_summaries(out)
+        if not summaries:
+            raise SystemExit(f"robopin trial: no finished trials under {out}")
+        command = f"robopin trial --results-only --out {out}"
+        (out / "results.md").write_text(results_markdown(summaries, command=command), encoding="utf-8")
+        html, _ = write_report(out)
+        print((out / "results.md").read_text(encoding="utf-8") + f"\nreport: {html}")
+        return 0 if all(s.success for s in summaries) else 1
     overrides = parse_argument_overrides(args.arguments)
     systems = [load_system(name, overrides) for name in (args.system or ["sim_panda"])]
     for system in systems:
         if system.sim is None:
             raise SystemExit(f"robopin trial: system {system.name!r} is not simulated; trials need a 'sim' section")
+
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    plan = [(system, scenario, seed) for system in systems for scenario in args.scenarios for seed in seeds]
+    # Seed-major order: a batch stopped early still has every task measured on the same seeds.
+    plan = [(system, scenario, seed) for system in systems for seed in seeds for scenario in args.scenarios]
     command = "robopin trial " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["trial"] else sys.argv[1:])
     print(f"robopin trial: {len(plan)} trial(s) into {out} (ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']})", flush=True)
 
@@ -107,4 +118,6 @@ def register(subparsers) -> None:
                         help="a system argument, e.g. --set camera_fps:=2 (repeatable)")
     parser.add_argument("--out", default=None, help="output folder (default: trials/trial-<time>)")
     parser.add_argument("--resume", action="store_true", help="skip trials already finished in --out")
+    parser.add_argument("--results-only", action="store_true",
+                        help="run nothing: rewrite results.md and the report from the trials under --out")
     parser.set_defaults(func=_trial)
