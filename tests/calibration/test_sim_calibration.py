@@ -24,7 +24,7 @@ from robopin.geometry import PointRequest, Projector, ViewConfig, ViewData, load
 pytest.importorskip("pybullet")
 pytestmark = pytest.mark.slow
 
-VIEWS = 8
+VIEWS = 7
 
 
 @pytest.fixture(scope="module", params=["eye_in_hand", "eye_to_hand"])
