@@ -11,6 +11,7 @@ the same schedule) and their ratio. Nothing here passes or fails. Run:
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import statistics
 import threading
@@ -20,10 +21,14 @@ import numpy as np
 
 from robopin.robots.base import make_arm
 from robopin.robots.franka_arm import FrankaArmConfig
+from robopin.robots.safety import SafetyConfig
 from robopin.robots.xarm_arm import XArmConfig
 from robopin.robots.xarm_emulator import XArmControllerEmulator
 
 REPEATS = 5
+# The watchdog limits are relaxed so a loaded machine (shared CI cores) does not stop a measured motion;
+# the figures themselves do not depend on them.
+SAFETY = SafetyConfig(state_max_age_s=1.0, command_timeout_s=1.0)
 
 
 def report(name: str, value: float, unit: str, baseline_name: str, baseline: float) -> None:
@@ -68,7 +73,7 @@ def bench_xarm() -> None:
     print("== xArm (xarm-python-sdk 1.18 -> loopback controller emulator) ==")
     with XArmControllerEmulator() as emulator:
         for rate in (100.0, 150.0, 250.0):
-            arm = make_arm(XArmConfig(ip=emulator.settings.host, stream_rate_hz=rate))
+            arm = make_arm(XArmConfig(ip=emulator.settings.host, stream_rate_hz=rate, safety=SAFETY))
             arm.connect()
             arm.enable()
             try:
@@ -96,7 +101,7 @@ def bench_xarm() -> None:
             finally:
                 arm.disconnect()
 
-        arm = make_arm(XArmConfig(ip=emulator.settings.host))
+        arm = make_arm(XArmConfig(ip=emulator.settings.host, safety=SAFETY))
         arm.connect()
         arm.enable()
         try:
@@ -191,7 +196,7 @@ def bench_franka() -> None:
         print(f"skipped: {error}")
         return
     with FrankaSimProcess() as sim:
-        arm = make_arm(FrankaArmConfig(ip=sim.hostname, relative_dynamics_factor=0.5))
+        arm = make_arm(FrankaArmConfig(ip=sim.hostname, relative_dynamics_factor=0.5, safety=SAFETY))
         arm.connect()
         arm.enable()
         robot = arm._robot  # the franky handle, for the bare-SDK baselines only
@@ -253,6 +258,7 @@ def bench_franka() -> None:
 
 
 def main() -> None:
+    faulthandler.dump_traceback_later(240, exit=True)  # a hang prints every stack instead of sitting there
     logging.basicConfig(level=logging.ERROR)
     logging.getLogger("origin.print").setLevel(logging.CRITICAL)
     started = time.monotonic()

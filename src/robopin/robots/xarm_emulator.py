@@ -112,7 +112,7 @@ class XArmControllerEmulator:
         self.enabled = False
         self.error_code = 0
         self.warn_code = 0
-        self.cmdnum = 0
+        self.cmdnum = 0  # motion commands queued and not yet executed (the SDK blocks at 1024)
         self.settings_received: dict[int, bytes] = {}
         self.commands: list[ReceivedCommand] = []
         self.gripper_enabled = False
@@ -309,8 +309,8 @@ class XArmControllerEmulator:
             target = np.array(struct.unpack("<7f", payload[:28]), dtype=np.float64)
             if register == REG_MOVE_SERVOJ and self.mode != 1:
                 return status, b""
-            self.cmdnum += 1
             self._pending_targets.append((now + self.settings.servo_lag_s, target))
+            self.cmdnum = len(self._pending_targets)
             self.state = STATE_MOVING
         return status, b""
 
@@ -371,6 +371,7 @@ class XArmControllerEmulator:
             with self._lock:
                 while self._pending_targets and self._pending_targets[0][0] <= now:
                     self.target = self._pending_targets.pop(0)[1]
+                self.cmdnum = len(self._pending_targets)
                 delta = self.target - self.joints
                 limit = self.settings.joint_speed_limit_rad_s * dt
                 move = np.clip(delta, -limit, limit)
