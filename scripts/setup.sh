@@ -9,7 +9,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ROBOPIN_VENV:-$ROOT/.venv}"
 STAMPS="$VENV/.robopin-stamps"
 BUILD="$ROOT/build"
-APT_PACKAGES=(cmake g++ make git libusb-1.0-0)
+# chromium: the trial report is opened headless in a test (screenshot).
+APT_PACKAGES=(cmake g++ make git libusb-1.0-0 chromium)
 
 log() { printf '[setup %(%H:%M:%S)T] %s\n' -1 "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
@@ -81,26 +82,37 @@ if ! stamp_ok requirements "$req_hash"; then
     log "fixed include paths in ${#cmake_files[@]} CMake files"
   fi
   stamp_set requirements "$req_hash"
-  rm -f "$STAMPS/interfaces"  # new generators or messages: rebuild our interfaces too
+fi
+# Other ROS wheels (generators, message packages) invalidate our built interfaces; other packages don't.
+ros_hash=$(hash_of "$ROOT/requirements/ros.txt" "$ROOT/constraints/ros-jazzy.txt")
+if ! stamp_ok ros-wheels "$ros_hash"; then
+  rm -f "$STAMPS"/interfaces-*
+  stamp_set ros-wheels "$ros_hash"
 fi
 
-# 4. robopin_interfaces, built with plain CMake into the venv prefix (colcon does the same in the image).
-IFACE="$ROOT/ros2_ws/src/robopin_interfaces"
-iface_hash=$(cd "$IFACE" && find . -type f \( -name '*.msg' -o -name '*.srv' -o -name '*.action' -o -name 'CMakeLists.txt' -o -name 'package.xml' \) | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
-if ! stamp_ok interfaces "$iface_hash" || ! "$VENV/bin/python" -c 'import robopin_interfaces.msg' 2>/dev/null; then
-  log "building robopin_interfaces"
-  rm -rf "$BUILD/robopin_interfaces"; mkdir -p "$BUILD"
-  cmake -S "$IFACE" -B "$BUILD/robopin_interfaces" -DCMAKE_INSTALL_PREFIX="$VENV" \
+# 4. Interface packages, built with plain CMake into the venv prefix (colcon does the same in the image):
+#    tf2_msgs (TFMessage only; missing from the index) and robopin_interfaces.
+build_interfaces() {  # <source dir> <python module to import as a check>
+  local src="$1" module="$2" name hash
+  name=$(basename "$src")
+  hash=$(cd "$src" && find . -type f \( -name '*.msg' -o -name '*.srv' -o -name '*.action' -o -name 'CMakeLists.txt' -o -name 'package.xml' \) | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
+  if stamp_ok "interfaces-$name" "$hash" && "$VENV/bin/python" -c "import $module" 2>/dev/null; then
+    return 0
+  fi
+  log "building $name"
+  rm -rf "${BUILD:?}/$name"; mkdir -p "$BUILD"
+  cmake -S "$src" -B "$BUILD/$name" -DCMAKE_INSTALL_PREFIX="$VENV" \
     -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=Release \
-    >"$BUILD/robopin_interfaces.configure.log" 2>&1 \
-    || { tail -n 40 "$BUILD/robopin_interfaces.configure.log" >&2; die "configuring robopin_interfaces failed"; }
-  cmake --build "$BUILD/robopin_interfaces" -j"$(nproc)" >"$BUILD/robopin_interfaces.build.log" 2>&1 \
-    || { grep -E -B2 -A8 "error|Error" "$BUILD/robopin_interfaces.build.log" | tail -n 60 >&2; die "building robopin_interfaces failed"; }
-  cmake --install "$BUILD/robopin_interfaces" >/dev/null
-  "$VENV/bin/python" -c 'import robopin_interfaces.msg, robopin_interfaces.srv, robopin_interfaces.action' \
-    || die "robopin_interfaces built but does not import"
-  stamp_set interfaces "$iface_hash"
-fi
+    >"$BUILD/$name.configure.log" 2>&1 \
+    || { tail -n 40 "$BUILD/$name.configure.log" >&2; die "configuring $name failed"; }
+  cmake --build "$BUILD/$name" -j"$(nproc)" >"$BUILD/$name.build.log" 2>&1 \
+    || { grep -E -B2 -A8 "error|Error" "$BUILD/$name.build.log" | tail -n 60 >&2; die "building $name failed"; }
+  cmake --install "$BUILD/$name" >/dev/null
+  "$VENV/bin/python" -c "import $module" || die "$name built but does not import"
+  stamp_set "interfaces-$name" "$hash"
+}
+build_interfaces "$ROOT/ros2_ws/dev_only/tf2_msgs" tf2_msgs.msg
+build_interfaces "$ROOT/ros2_ws/src/robopin_interfaces" "robopin_interfaces.msg, robopin_interfaces.srv, robopin_interfaces.action"
 
 # 5. Our own packages, editable (core library and the ROS nodes).
 own_hash=$(hash_of "$ROOT/pyproject.toml" "$ROOT/ros2_ws/src/robopin_ros/setup.py" "$ROOT/ros2_ws/src/robopin_ros/package.xml" \
