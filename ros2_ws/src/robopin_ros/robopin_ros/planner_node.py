@@ -84,10 +84,13 @@ class _RosObserver(SnapshotObserver):
     count: the model must see the world as the motion left it, not a frame from the retreat.
     """
 
-    def __init__(self, cameras: CameraViewsSubscriber, wait_s: float, settle_s: float) -> None:
+    def __init__(
+        self, cameras: CameraViewsSubscriber, wait_s: float, settle_s: float, stopped: Callable[[], bool]
+    ) -> None:
         super().__init__(cameras.snapshot)
         self.wait_s = wait_s
         self.settle_s = settle_s
+        self.stopped = stopped
         self.not_before_s = 0.0
         self.last: Observation | None = None
 
@@ -111,7 +114,7 @@ class _RosObserver(SnapshotObserver):
                 self.last = observation
                 return observation
             except TaskRefusal:
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline or self.stopped():
                     raise
                 time.sleep(0.05)
 
@@ -235,8 +238,12 @@ class PlannerNode(Node):
         self.guard = SingleGoalGuard()
         group = ReentrantCallbackGroup()
         self.cameras = CameraViewsSubscriber(self, snapshot, require_depth=False)
+        self._shutting_down = False
         self.observer = _RosObserver(
-            self.cameras, float(read_only("snapshot_wait_s", 1.0)), float(read_only("settle_s", 0.1))
+            self.cameras,
+            float(read_only("snapshot_wait_s", 1.0)),
+            float(read_only("settle_s", 0.1)),
+            lambda: self._shutting_down,
         )
         self.project_client = self.create_client(ProjectPoints, self.project_service, callback_group=group)
         self.pick_place_client = ActionClient(self, PickPlace, self.pick_place_action, callback_group=group)
@@ -255,7 +262,6 @@ class PlannerNode(Node):
         )
         # Instruct runs its task as a goal of our own action, so clients can watch or cancel it there.
         self.task_client = ActionClient(self, ExecuteTask, "/robopin/execute_task", callback_group=group)
-        self._shutting_down = False
         self.get_logger().info(f"planner ready: views {self.views}, backend {self._backend!r}")
 
     # ------------------------------------------------------------------ configuration
@@ -353,9 +359,15 @@ class PlannerNode(Node):
             request = TaskRequest(goal.instruction, goal.mode, goal.dry_run, goal.max_steps, task_id)
             messages: list[PinnedReasoning] = []
 
+            logged: list[tuple] = [()]
+
             def on_stage(stage: str, step: int, detail: str) -> None:
                 goal_handle.publish_feedback(ExecuteTask.Feedback(stage=stage, step=step, detail=detail))
-                self.get_logger().info(f"task {task_id} step {step}: {stage} {detail}".rstrip())
+                # Motion progress arrives many times a second: log each stage (and motion phase) once.
+                key = (step, stage, detail.partition(" ")[0] if stage in ("planning", "executing") else detail)
+                if key != logged[0]:
+                    logged[0] = key
+                    self.get_logger().info(f"task {task_id} step {step}: {stage} {detail}".rstrip())
 
             def on_reasoning(record: ReasoningRecord) -> None:
                 messages.append(self._publish_reasoning(record))
@@ -414,8 +426,12 @@ class PlannerNode(Node):
                     publisher.publish(conversions.color_to_image_msg(image, frame_header))
         return msg
 
-    def destroy_node(self) -> None:
+    def stop_tasks(self) -> None:
+        """End the running task at its next check (the arm is told to stop) and start no new one."""
         self._shutting_down = True
+
+    def destroy_node(self) -> None:
+        self.stop_tasks()
         if self._backend is not None:
             self._backend.close()
         super().destroy_node()
