@@ -56,16 +56,32 @@ class SimCalibrationRig:
         world_name: str = "calibration",
         board: BoardConfig | None = None,
         register: bool = True,
+        image_size: tuple[int, int] = (640, 480),
     ) -> SimCalibrationRig:
-        """A world with the static and wrist cameras of the sim scenarios and a board placed for ``kind``."""
+        """A world with the static and wrist cameras of the sim scenarios and a board placed for ``kind``.
+
+        ``image_size`` (width, height) of both cameras; smaller renders are cheaper (tests on busy machines).
+        """
         from robopin.sim.render import SimCameraSpec
         from robopin.sim.world import SimWorld, look_at
 
         board = board or BoardConfig()
         world = SimWorld(world_name, robot, register=register)
         try:
-            world.add_camera(SimCameraSpec("static", look_at(*DEFAULT_STATIC_EYE), vertical_fov_deg=43.0))
-            world.add_camera(SimCameraSpec("wrist", world.model.T_ee_wrist_camera, mount="ee", vertical_fov_deg=42.0))
+            width, height = image_size
+            world.add_camera(
+                SimCameraSpec("static", look_at(*DEFAULT_STATIC_EYE), width=width, height=height, vertical_fov_deg=43.0)
+            )
+            world.add_camera(
+                SimCameraSpec(
+                    "wrist",
+                    world.model.T_ee_wrist_camera,
+                    mount="ee",
+                    width=width,
+                    height=height,
+                    vertical_fov_deg=42.0,
+                )
+            )
             if kind == "eye_in_hand":
                 # Face up on the table in front of the robot; board z (into the board) points down.
                 center = board.center_m()
