@@ -80,6 +80,7 @@ def test_auto_with_noise_stays_close_and_reports_heldout_residuals(kind):
     assert set(result.per_method) == set(HAND_EYE_METHODS)
 
 
+@pytest.mark.slow
 def test_refinement_from_corners_beats_closed_form_under_pixel_noise():
     """Views whose PnP poses are noisy: refining on the corners themselves gets closer to the truth."""
     rng = np.random.default_rng(3)
