@@ -235,3 +235,25 @@ def test_bound_projector_and_planner_check_feasibility(observation):
     refused = [p for p in pairs if p["action_refusal"] == "plan_ik_fail"]
     assert refused and all(not p["eligible"] for p in refused)
     assert log["chosen"]["action_features"]["plan"] == 1.0 and log["chosen"]["pick"]["u"] >= 229.0
+
+
+def test_the_loop_runs_etts_chosen_by_configuration(observation):
+    from robopin.reasoning import ReasoningConfig, ReasoningLoop, TaskRequest
+
+    class _Observer:
+        def observe(self):
+            return observation
+
+    T_base_cam = make_transform(np.array([[0.0, -1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, -1.0]]), [0.5, 0.0, 1.0])
+    projector = SnapshotProjector(Projector([ViewConfig("view0", 0, CameraMount("static", T_base_cam))]))
+    arm = _RecordingArm(ik_limit_u=0.0)
+    model = ScriptedModel([[BAD], [GOOD]], {"BAD": 0.1, "GOOD": 0.9})
+    settings = {"type": "etts", "seed": 0, "max_batches": 3, "selection": {"epsilon": 0.0}}
+    loop = ReasoningLoop(ReasoningConfig(reasoner=settings), model, _Observer(), projector, arm)
+    result = loop.run(TaskRequest("put the cup on the free spot", dry_run=True))
+    assert result.success, result.message
+    assert isinstance(loop.reasoner, ETTSReasoner) and loop.reasoner.last_log.stop_reason == "accepted"
+    (record,) = result.reasoning
+    assert record.text == GOOD and record.candidates == 2  # both sampled traces are on the record
+    # The pick that was planned is the one E-TTS chose (the segment centre of the cup), not the mug.
+    assert len(arm.calls) == 1 and 200 <= arm.calls[0][0] < 260
