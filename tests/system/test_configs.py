@@ -121,7 +121,7 @@ class _Action:
 
 def _stand_in_launch_modules() -> dict[str, types.ModuleType]:
     launch = types.ModuleType("launch")
-    launch.LaunchDescription = lambda actions: list(actions)
+    launch.LaunchDescription = list
     actions = types.ModuleType("launch.actions")
     for name in ("DeclareLaunchArgument", "ExecuteProcess", "LogInfo", "OpaqueFunction"):
         setattr(actions, name, type(name, (_Action,), {}))

@@ -55,7 +55,7 @@ def test_a_valid_system_loads_with_its_parts():
     assert system.is_sim and system.sim.seed == 3 and system.views == ("static", "wrist")
     assert [n.name for n in system.nodes_running("camera_node")] == ["camera_static", "camera_wrist"]
     assert system.node("arm").executable == "arm_driver_node"
-    with pytest.raises(SystemFileError, match="no node 'nope'.*camera_static"):
+    with pytest.raises(SystemFileError, match=r"no node 'nope'.*camera_static"):
         system.node("nope")
 
 
@@ -105,7 +105,7 @@ def test_ros_parameter_lists_are_typed_the_way_ros_needs():
     assert parameters["empty"] == [""]  # ROS cannot type an empty list; the nodes drop '' entries
     assert yaml.safe_load(parameters["nested"]) == [{"a": 1}]
     bad = build(nodes__motion_planner_node__parameters={"robot": "panda", "odd": [1, "two"]})
-    with pytest.raises(SystemFileError, match="motion_planner_node.odd: a list must hold one type"):
+    with pytest.raises(SystemFileError, match=r"motion_planner_node\.odd: a list must hold one type"):
         bad.node("motion_planner_node").ros_parameters()
 
 
@@ -137,7 +137,7 @@ def test_unknown_arguments_and_targets_are_named():
     with pytest.raises(SystemFileError, match=r"no argument\(s\) \['robot_iq'\]; arguments: \['dry_run', 'robot_ip'\]"):
         build().with_arguments({"robot_iq": "1"}, environ={})
     broken = build(arguments={"x": {"sets": ["ghost.param"]}})
-    with pytest.raises(SystemFileError, match="sets 'ghost.param', but there is no node 'ghost'"):
+    with pytest.raises(SystemFileError, match=r"sets 'ghost\.param', but there is no node 'ghost'"):
         broken.with_arguments({}, environ={})
 
 
@@ -157,12 +157,12 @@ def test_sim_overrides_and_scenario_paths(tmp_path):
     (tmp_path / "sys.yaml").write_text(yaml.safe_dump(data))
     loaded = load_system(tmp_path / "sys.yaml")
     assert loaded.scenario_path() == str(tmp_path / "scenarios" / "mine.yaml")
-    with pytest.raises(SystemFileError, match="'real_xarm6' is not simulated"):
+    with pytest.raises(SystemFileError, match=r"'real_xarm6' is not simulated"):
         load_system("real_xarm6").with_sim(seed=1)
 
 
 def test_missing_and_malformed_files_are_named(tmp_path):
-    with pytest.raises(SystemFileError, match="'nowhere/sys.yaml' does not exist"):
+    with pytest.raises(SystemFileError, match=r"'nowhere/sys\.yaml' does not exist"):
         load_system("nowhere/sys.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: [unclosed")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -30,7 +31,7 @@ def _trial(args: argparse.Namespace) -> int:
     import os
 
     from robopin.env import apply_ros_environment, test_domain_id
-    from robopin.system import load_system, parse_argument_overrides
+    from robopin.system import SystemFileError, load_system, parse_argument_overrides
 
     if "ROS_DOMAIN_ID" not in os.environ:
         # A batch talks only to itself: a domain of its own keeps other stacks on this machine out.
@@ -54,14 +55,18 @@ def _trial(args: argparse.Namespace) -> int:
         print((out / "results.md").read_text(encoding="utf-8") + f"\nreport: {html}")
         return 0 if all(s.success for s in summaries) else 1
     overrides = parse_argument_overrides(args.arguments)
-    systems = [load_system(name, overrides) for name in (args.system or ["sim_panda"])]
+    try:
+        systems = [load_system(name, overrides) for name in (args.system or ["sim_panda"])]
+    except SystemFileError as error:
+        print(f"robopin trial: {error}", file=sys.stderr)
+        return 2
     for system in systems:
         if system.sim is None:
             raise SystemExit(f"robopin trial: system {system.name!r} is not simulated; trials need a 'sim' section")
 
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    # Seed-major order: a batch stopped early still has every task measured on the same seeds.
-    plan = [(system, scenario, seed) for system in systems for seed in seeds for scenario in args.scenarios]
+    # Seed-major order: a batch stopped early still has every task and system measured on the same seeds.
+    plan = [(system, scenario, seed) for seed in seeds for system in systems for scenario in args.scenarios]
     command = "robopin trial " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["trial"] else sys.argv[1:])
     print(f"robopin trial: {len(plan)} trial(s) into {out} (ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']})", flush=True)
 
@@ -76,25 +81,25 @@ def _trial(args: argparse.Namespace) -> int:
             write_report(out)
 
     done = 0
-    for system in systems:
-        todo = [(scenario, seed) for s, scenario, seed in plan if s is system]
+    for system, scenario, seed in plan:
         method = f"oracle / {system.robot}"
-        for scenario, seed in todo:
-            trial_id = f"{system.robot}-{Path(scenario).stem}-seed{seed:03d}"
-            if args.resume and finished(trial_id):
-                done += 1
-                continue
-            if (out / trial_id).exists():
-                raise SystemExit(f"robopin trial: {out / trial_id} exists; use --resume or another --out")
-            # A fresh stack per trial (about 5 s once the first has warmed the planner up): no frames,
-            # poses or goals carry over from the previous trial, as after power-cycling the workcell.
-            with Bringup(system.with_sim(scenario=scenario, seed=seed)) as bringup:
-                outcome = run_trial(bringup, out, trial_id, method=method)
+        trial_id = f"{system.robot}-{Path(scenario).stem}-seed{seed:03d}"
+        if args.resume and finished(trial_id):
             done += 1
-            verdict = "success" if outcome.success else f"FAILURE {outcome.failure}"
-            print(f"{_bar(done, len(plan))} {trial_id}: {verdict} ({outcome.duration_s:.0f} s)"
-                  + ("" if outcome.success else f" — {outcome.detail[:160]}"), flush=True)
-            write_results()
+            continue
+        if (out / trial_id).exists():
+            if not args.resume:
+                raise SystemExit(f"robopin trial: {out / trial_id} exists; use --resume or another --out")
+            shutil.rmtree(out / trial_id)  # a trial interrupted before its summary: run it again
+        # A fresh stack per trial (about 5 s once the first has warmed the planner up): no frames,
+        # poses or goals carry over from the previous trial, as after power-cycling the workcell.
+        with Bringup(system.with_sim(scenario=scenario, seed=seed)) as bringup:
+            outcome = run_trial(bringup, out, trial_id, method=method)
+        done += 1
+        verdict = "success" if outcome.success else f"FAILURE {outcome.failure}"
+        print(f"{_bar(done, len(plan))} {trial_id}: {verdict} ({outcome.duration_s:.0f} s)"
+              + ("" if outcome.success else f" — {outcome.detail[:160]}"), flush=True)
+        write_results()
     write_results()
     results = out / "results.md"
     if results.is_file():
