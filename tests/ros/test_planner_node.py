@@ -33,7 +33,7 @@ VIEWS = ("static", "wrist")
 # ---------------------------------------------------------------------------------------------------
 
 
-def _stand_in_node(scene, *, pick_place: bool = True, live: bool = False):
+def _stand_in_node(scene):
     """Cameras, arm state and PickPlace on the simulated scene (see the module docstring)."""
     from geometry_msgs.msg import PoseStamped
     from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -64,23 +64,16 @@ def _stand_in_node(scene, *, pick_place: bool = True, live: bool = False):
                 )
                 for v in VIEWS
             }
-            self.live = live
-            self.closed = threading.Event()
             self.render()
-            self.create_timer(0.25, self.publish_frames, callback_group=MutuallyExclusiveCallbackGroup())
-            if live:
-                # The real arm driver moves the world: render continuously, each frame stamped when taken.
-                threading.Thread(target=self.render_loop, daemon=True).start()
-            else:
-                self.pose_pub = self.create_publisher(PoseStamped, "/arm/ee_pose", 20)
-                self.joints_pub = self.create_publisher(JointState, "/joint_states", 20)
-                self.create_timer(0.05, self.publish_state, callback_group=MutuallyExclusiveCallbackGroup())
+            # 2 Hz is plenty for a scene that only changes inside PickPlace (and spares a 2-core CI).
+            self.create_timer(0.5, self.publish_frames, callback_group=MutuallyExclusiveCallbackGroup())
+            self.pose_pub = self.create_publisher(PoseStamped, "/arm/ee_pose", 20)
+            self.joints_pub = self.create_publisher(JointState, "/joint_states", 20)
+            self.create_timer(0.05, self.publish_state, callback_group=MutuallyExclusiveCallbackGroup())
             group = MutuallyExclusiveCallbackGroup()
             self.create_service(SetBool, "/sim/depth_hole", self.on_depth_hole, callback_group=group)
             self.create_service(Trigger, "/sim/check_success", self.on_check_success, callback_group=group)
             self.create_service(Trigger, "/sim/reset_arm", self.on_reset_arm, callback_group=group)
-            if not pick_place:
-                return  # the real motion_planner_node serves PickPlace
             self.server = ActionServer(
                 self,
                 PickPlace,
@@ -99,28 +92,20 @@ def _stand_in_node(scene, *, pick_place: bool = True, live: bool = False):
                 holes = scene.world.object(scene.task.goals[0].object).body_id
             frames = {}
             for name in VIEWS:
-                stamp = time.time()
                 view = self.world.render(name)
                 mask = None if holes is None else view.segmentation == holes
-                frames[name] = (frame_of(view, name, 0, stamp, mask), view)
+                frames[name] = (frame_of(view, name, 0, 0.0, mask), view)
             with self.lock:
                 self.frames = frames
 
-        def render_loop(self) -> None:
-            while not self.closed.wait(0.05):
-                try:
-                    self.render()
-                except Exception:  # the world closes at shutdown
-                    return
-
         def publish_frames(self) -> None:
             """Republish the latest rendering of every view, stamped now, on the camera topics."""
-            now = time.time()
+            # The world only changes inside PickPlace (which re-renders before it answers), so the
+            # latest rendering shows the world as it is now.
+            stamp = time.time()
             with self.lock:
                 frames = dict(self.frames)
             for name, (frame, _view) in frames.items():
-                # Scripted mode: the world only changes inside PickPlace, so the last rendering is now.
-                stamp = frame.timestamp_s if self.live else now
                 header = conversions.make_header(stamp, f"{name}_optical")
                 color_pub, depth_pub, info_pub = self.pubs[name]
                 info_pub.publish(conversions.camera_model_to_camera_info(frame.intrinsics, header))
@@ -205,7 +190,6 @@ def stack_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenario", default="spatial")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--motion", choices=("stand-in", "real", "real-arm"), default="stand-in")
     args, ros_args = parser.parse_known_args(argv)
     apply_ros_environment()
     # A scripted model (a real VLMBackend answering from a list) for outputs the oracle never writes.
@@ -216,16 +200,7 @@ def stack_main(argv: list[str]) -> int:
     scene = build_scene(args.scenario, args.seed, world_name=WORLD)
     rclpy.init(args=["stack", *ros_args], signal_handler_options=SignalHandlerOptions.NO)
     executor = MultiThreadedExecutor(num_threads=8)
-    live = args.motion == "real-arm"
-    nodes = [_stand_in_node(scene, pick_place=args.motion == "stand-in", live=live), ProjectionNode(), PlannerNode()]
-    if args.motion in ("real", "real-arm"):
-        from robopin_ros.motion_planner_node import MotionPlannerNode
-
-        nodes.append(MotionPlannerNode())
-    if live:
-        from robopin_ros.arm_driver_node import ArmDriverNode
-
-        nodes.append(ArmDriverNode())
+    nodes = [_stand_in_node(scene), ProjectionNode(), PlannerNode()]
     for node in nodes:
         executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -233,7 +208,6 @@ def stack_main(argv: list[str]) -> int:
     print("stack ready", flush=True)
     while not stop.wait(0.2):
         pass
-    nodes[0].closed.set()
     nodes[2].stop_tasks()  # a running task ends, so the executor's threads can finish
     executor.shutdown(timeout_sec=10.0)
     for node in nodes:
@@ -275,8 +249,8 @@ def stack_parameters(scene_spec: str, seed: int) -> dict:
                     "views": list(VIEWS),
                     "calibrations": yaml.safe_dump(calibrations),
                     "workspace": yaml.safe_dump({"min_xyz": [0.1, -0.6, -0.05], "max_xyz": [0.95, 0.6, 0.6]}),
-                    "max_frame_age_s": 2.0,
-                    "pose_tolerance_s": 0.1,
+                    "max_frame_age_s": 5.0,  # generous: timing must never decide a test on a loaded CI
+                    "pose_tolerance_s": 1.0,  # the arm stands still whenever the planner projects
                 }
             },
             "planner_node": {
@@ -284,7 +258,8 @@ def stack_parameters(scene_spec: str, seed: int) -> dict:
                     "views": list(VIEWS),
                     "vlm": yaml.safe_dump(oracle),
                     "reasoning": yaml.safe_dump({"view_roles": {"static": "static camera", "wrist": "wrist camera"}}),
-                    "max_frame_age_s": 2.0,
+                    "max_frame_age_s": 5.0,
+                    "snapshot_wait_s": 10.0,
                     "service_timeout_s": 30.0,
                 }
             },
@@ -292,22 +267,14 @@ def stack_parameters(scene_spec: str, seed: int) -> dict:
     }
 
 
-def start_stack(
-    folder: Path, scenario: str, seed: int = 0, *, motion: str = "stand-in", extra_params=None, live_cameras=False
-):
+def start_stack(folder: Path, scenario: str, seed: int = 0):
     from tests.ros.rostest_utils import start_process
 
     setup = stack_parameters(scenario, seed)
-    if live_cameras:
-        # Frames rendered one after the other (about a second each here) and arm poses from the driver.
-        projection = setup["params"]["projection_node"]["ros__parameters"]
-        projection.update(ee_pose_topic="/robopin/arm/ee_pose", pose_tolerance_s=1.5, max_frame_age_s=20.0)
-        planner = setup["params"]["planner_node"]["ros__parameters"]
-        planner.update(sync_tolerance_s=5.0, max_frame_age_s=20.0, snapshot_wait_s=30.0, motion_timeout_s=300.0)
     params = folder / "params.yaml"
-    params.write_text(yaml.safe_dump(setup["params"] | (extra_params or {})))
+    params.write_text(yaml.safe_dump(setup["params"]))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    stack_args = ["--scenario", scenario, "--seed", str(seed), "--motion", motion]
+    stack_args = ["--scenario", scenario, "--seed", str(seed)]
     process = start_process([str(Path(__file__)), *stack_args, "--ros-args", "--params-file", str(params)], env=env)
     return process, setup
 
