@@ -9,8 +9,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ROBOPIN_VENV:-$ROOT/.venv}"
 STAMPS="$VENV/.robopin-stamps"
 BUILD="$ROOT/build"
-# chromium: the trial report is opened headless in a test (screenshot).
-APT_PACKAGES=(cmake g++ make git libusb-1.0-0 chromium)
+# chromium: the trial report is opened headless in a test; shellcheck and docker-compose check docker/ offline.
+APT_PACKAGES=(cmake g++ make git libusb-1.0-0 chromium shellcheck docker-compose)
 
 log() { printf '[setup %(%H:%M:%S)T] %s\n' -1 "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
