@@ -66,7 +66,13 @@ def _up(args: argparse.Namespace) -> int:
     from robopin.env import apply_ros_environment
 
     apply_ros_environment()
-    system = load_cli_system(args)
+    from robopin.system import SystemFileError
+
+    try:
+        system = load_cli_system(args)
+    except SystemFileError as error:
+        print(f"robopin up: {error}", file=sys.stderr)
+        return 2
     from robopin_ros.bringup import Bringup, run_trial, spin_until_signal
 
     if args.demo:
