@@ -308,6 +308,7 @@ class TaskClient(Node):
         self._latest: dict[str, Image] = {}
         self._statuses: dict[bytes, int] = {}
         self._run: TaskRun | None = None
+        self._unclaimed: list[tuple[bytes, FeedbackEvent]] = []
         self.instruct_client = self.create_client(Instruct, "/robopin/instruct")
         self.result_client = self.create_client(ExecuteTask.Impl.GetResultService,
                                                 "/robopin/execute_task/_action/get_result")
@@ -349,14 +350,22 @@ class TaskClient(Node):
         """Timestamp our task's feedback; keep the views the planner reasons on at each step."""
         received = time.monotonic()
         goal_id = bytes(msg.goal_id.uuid)
+        feedback = msg.feedback
+        step = int(feedback.step)
+        event = FeedbackEvent(received, feedback.stage, step, feedback.detail)
         with self._lock:
             run = self._run
-            if run is None or not run.task_id or not goal_id.hex().startswith(run.task_id):
+            if run is None:
                 return
-            run.goal_id = run.goal_id or goal_id
-            feedback = msg.feedback
-            step = int(feedback.step)
-            run.events.append(FeedbackEvent(received, feedback.stage, step, feedback.detail))
+            if not run.task_id:
+                # The task's first feedback can arrive before the Instruct answer naming its id.
+                self._unclaimed.append((goal_id, event))
+            elif goal_id.hex().startswith(run.task_id):
+                run.goal_id = run.goal_id or goal_id
+                run.events.append(event)
+            else:
+                return
+            # The planner runs one task at a time (single-goal policy), so these are our task's views.
             grab = feedback.stage == "reasoning" and step not in run.views
             if grab:
                 run.views[step] = {}
@@ -375,13 +384,20 @@ class TaskClient(Node):
             return run
         with self._lock:
             self._run = run
+            self._unclaimed.clear()
         run.start_s = time.monotonic()
         request = Instruct.Request(instruction=instruction, mode=mode, dry_run=dry_run, max_steps=max_steps)
         response = _wait_future(self.instruct_client.call_async(request), 30.0)
         if response is None:
             run.message = "/robopin/instruct did not answer within 30 s"
             return run
-        run.accepted, run.task_id, run.message = response.accepted, response.task_id, response.message
+        with self._lock:
+            run.accepted, run.task_id, run.message = response.accepted, response.task_id, response.message
+            early = [(g, e) for g, e in self._unclaimed if run.task_id and g.hex().startswith(run.task_id)]
+            self._unclaimed.clear()
+            if early:
+                run.goal_id = run.goal_id or early[0][0]
+                run.events[:0] = [e for _, e in early]
         if not run.accepted:
             run.end_s = time.monotonic()
             return run
