@@ -179,3 +179,14 @@ def test_launch_file_runs_a_simulated_system_as_one_process(launch_file):
     processes = [a for a in actions if type(a).__name__ == "ExecuteProcess"]
     assert len(processes) == 1 and not [a for a in actions if type(a).__name__ == "Node"]
     assert processes[0].kwargs["cmd"][1:3] == ["up", str(ROOT / "config" / "sim_xarm6.yaml")]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "config" / "scenarios").glob("*.yaml")), ids=lambda p: p.stem)
+def test_scenario_variants_load_by_path_from_a_system_file(path):
+    from robopin.sim.scenarios import load_scenario
+
+    spec = load_scenario(path)
+    assert spec.name == path.stem
+    system = load_system("sim_panda").with_sim(scenario=f"scenarios/{path.name}")
+    assert Path(system.scenario_path()) == path
+    assert path.name in (ROOT / "config" / "scenarios" / "README.md").read_text()
