@@ -9,6 +9,7 @@ config/real_xarm6.yaml robot_ip:=192.168.1.200 vlm_url:=http://gpu:8000/v1``.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from pathlib import Path
@@ -84,7 +85,10 @@ def _up(args: argparse.Namespace) -> int:
         trial_id = f"{system.robot}-{scenario}-seed{seed:03d}"
         print(f"robopin up {system.name}: {len(system.nodes)} nodes in one process; running {trial_id} "
               f"through the Instruct service", flush=True)
-        with Bringup(system) as bringup:
+        quiet = not args.verbose  # the stages and the verdict are the demo's output; -v shows every node's log
+        if quiet:
+            logging.getLogger().setLevel(logging.WARNING)
+        with Bringup(system, log_level="warn" if quiet else "") as bringup:
             outcome = run_trial(bringup, root, trial_id, method=f"{_model(system)} / {system.robot}",
                                 on_event=stage_printer())
         print_outcome(outcome)

@@ -82,8 +82,9 @@ def sim_calibrations(scene: Any, views: Sequence[str]) -> dict[str, dict[str, An
 class Bringup:
     """All nodes of ``system`` in this process (see the module docstring). Use as a context manager."""
 
-    def __init__(self, system: SystemFile, *, threads: int = 10, client: bool = True) -> None:
+    def __init__(self, system: SystemFile, *, threads: int = 10, client: bool = True, log_level: str = "") -> None:
         self.system = system
+        self.log_level = log_level  # ROS log level of every node ("warn" keeps a demo's output short)
         self.threads = threads
         self.want_client = client
         self.scene: Any = None
@@ -110,8 +111,10 @@ class Bringup:
             params.write_text(yaml.safe_dump(system.ros_parameters_file(), sort_keys=False), encoding="utf-8")
             # The parameters file goes to the context: nodes whose constructors take no options (arm
             # driver, projection) read their parameters from there, matched by node name.
-            rclpy.init(args=["robopin_up", "--ros-args", "--params-file", str(params)],
-                       signal_handler_options=SignalHandlerOptions.NO)
+            ros_args = ["robopin_up", "--ros-args", "--params-file", str(params)]
+            if self.log_level:
+                ros_args += ["--log-level", self.log_level]
+            rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
             self._context_started = True
             self.executor = MultiThreadedExecutor(num_threads=self.threads)
             # Nodes with a slow warm-up (planner start-up, model loading) start before the cameras,
