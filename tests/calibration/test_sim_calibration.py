@@ -94,12 +94,13 @@ def test_verify_passes_for_the_stored_file_and_fails_for_a_bumped_camera(calibra
         max_samples=3,
         min_reachable=1,
     )
-    good = verify_calibration(record, report.samples)
+    K = rig.grab().camera.K
+    good = verify_calibration(record, report.samples, K=K)
     assert good.ok, good.summary()
-    assert good.against == "stored_target" and good.views >= 1
+    assert good.against == "stored_target" and good.views >= 1 and good.reprojection_max_px < 2.0
     record.T_parent_child = record.T_parent_child @ make_transform(t=[0.006, 0.0, 0.0])  # a 6 mm knock
-    bumped = verify_calibration(record, report.samples)
-    assert not bumped.ok and bumped.translation_max_mm > 3.0
+    bumped = verify_calibration(record, report.samples, K=K)
+    assert not bumped.ok and bumped.translation_max_mm > 3.0 and bumped.reprojection_max_px > 2.0
 
 
 def test_missing_board_rejects_views_and_solving_says_so(calibrated):

@@ -208,8 +208,9 @@ def _verify(args: argparse.Namespace) -> int:
         report = run_guided_capture(
             arm, planner, poses, rig.grab, BoardDetector(board), max_samples=args.poses, min_reachable=1
         )
+        K = rig.grab().camera.K
     result = verify_calibration(
-        record, report.samples, tolerance_mm=args.tolerance_mm, tolerance_deg=args.tolerance_deg
+        record, report.samples, tolerance_mm=args.tolerance_mm, tolerance_deg=args.tolerance_deg, K=K
     )
     print(result.summary())
     return 0 if result.ok else 1

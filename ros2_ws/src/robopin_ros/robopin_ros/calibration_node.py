@@ -328,14 +328,15 @@ class CalibrationNode(Node):
 
         def work():
             record = load_calibration(self.output_dir / f"{self.view}.yaml")
-            record.check_camera(self.grab(0.0).camera, self.serial)
+            camera = self.grab(0.0).camera
+            record.check_camera(camera, self.serial)
             if self.planner is not None:
                 samples = self._guided(
                     self.verify_pose_count, self.pose_config.seed + 101, dry_run=False, min_reachable=1
                 ).samples
             else:
                 samples = self.samples
-            report = verify_calibration(record, samples)
+            report = verify_calibration(record, samples, K=camera.K)
             return report.ok, report.summary()
 
         return self._exclusive(response, work)
