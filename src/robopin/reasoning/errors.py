@@ -30,6 +30,7 @@ REFUSAL_REASONS: dict[str, str] = {
     "outside_workspace": "a target lies outside the configured workspace box",
     "motion_failed": "the motion planner or the arm failed without a more precise status",
     "max_steps_reached": "the model did not report the task done within max_steps",
+    "tts_rejected": "test-time scaling rejected every sampled batch and is configured to refuse",
     "canceled": "the task was canceled",
     "busy": "another task is running (single-goal policy)",
     "internal_error": "an unexpected error inside the planner (a bug: see the log)",

@@ -188,6 +188,11 @@ class ReasoningLoop:
         self.reasoner = reasoner or make_reasoner(
             config.reasoner, backend, defaults={"temperature": config.temperature, "max_tokens": config.max_tokens}
         )
+        # A reasoner that checks candidate actions (E-TTS's action verifier) gets the loop's own projector
+        # and actor; it only ever calls the actor with dry_run=True.
+        bind_stages = getattr(self.reasoner, "bind_stages", None)
+        if callable(bind_stages):
+            bind_stages(projector=projector, actor=actor)
         self.convention: PointConvention = backend.point_convention
         self.templates = PromptTemplates(config.prompt_dir) if config.prompt_dir else None
         self._skills = {spec.format: spec.skill for spec in config.skills}
