@@ -4,7 +4,7 @@ Run as a script, this file is the stack process the tests talk to: one simulated
 executor, the real ``planner_node`` (oracle backend on that scene) and the real ``projection_node``,
 plus a ``sim_stand_in`` node that plays the parts not wired here yet: the cameras (renders both
 views after every change of the world and republishes them, stamped now, on the realsense-ros
-topics), the arm state (``/joint_states``, ``/arm/ee_pose``) and ``/robopin/motion/pick_place``
+topics), the arm state (``/joint_states``, ``/robopin/arm/ee_pose``) and ``/robopin/motion/pick_place``
 carried out by the simulator's scripted controller (stops mid-motion on cancel). The tests are
 clients in their own process: ``Instruct``, ``ExecuteTask``, ``/robopin/reasoning``, parameters.
 
@@ -67,7 +67,7 @@ def _stand_in_node(scene):
             self.render()
             # 2 Hz is plenty for a scene that only changes inside PickPlace (and spares a 2-core CI).
             self.create_timer(0.5, self.publish_frames, callback_group=MutuallyExclusiveCallbackGroup())
-            self.pose_pub = self.create_publisher(PoseStamped, "/arm/ee_pose", 20)
+            self.pose_pub = self.create_publisher(PoseStamped, "/robopin/arm/ee_pose", 20)
             self.joints_pub = self.create_publisher(JointState, "/joint_states", 20)
             self.create_timer(0.05, self.publish_state, callback_group=MutuallyExclusiveCallbackGroup())
             group = MutuallyExclusiveCallbackGroup()

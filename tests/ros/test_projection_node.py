@@ -138,7 +138,7 @@ def client(ros_context, scene, projection_node):
             node.create_publisher(CameraInfo, f"{prefix}/color/camera_info", 5),
             node.create_publisher(CameraInfo, f"{prefix}/depth/camera_info", 5),
         )
-    pose_pub = node.create_publisher(PoseStamped, "/arm/ee_pose", 10)
+    pose_pub = node.create_publisher(PoseStamped, "/robopin/arm/ee_pose", 10)
     joints_pub = node.create_publisher(JointState, "/joint_states", 10)
     joint_names = [f"panda_joint{i}" for i in range(1, 8)]
 

@@ -60,7 +60,7 @@ class TrialTopics:
     targets: str = "/robopin/targets"
     trajectory: str = "/robopin/planned_trajectory"
     plan_result: str = "/robopin/motion/pick_place/_action/result"  # PickPlace results fetched by the recorder
-    ee_pose: str = "/arm/ee_pose"
+    ee_pose: str = "/robopin/arm/ee_pose"
     camera_prefix: str = "/cameras"
 
     def color(self, view: str) -> str:

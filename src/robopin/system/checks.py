@@ -85,7 +85,7 @@ def check_system(system: SystemFile) -> None:
         if robot != system.robot:
             fail(f"node {motion.name!r} plans for robot {robot!r}, but the system's robot is {system.robot!r}")
     for projection in system.nodes_running("projection_node"):
-        topic = str(projection.parameters.get("ee_pose_topic", "/arm/ee_pose"))
+        topic = str(projection.parameters.get("ee_pose_topic", "/robopin/arm/ee_pose"))
         if ee_pose_topics and topic not in ee_pose_topics:
             fail(f"node {projection.name!r} reads the arm pose on {topic!r}, but the arm driver publishes it on "
                  f"{sorted(ee_pose_topics)}")

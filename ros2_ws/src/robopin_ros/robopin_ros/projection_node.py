@@ -144,7 +144,7 @@ class ProjectionNode(Node):
         self.sync_tolerance_s = float(p("sync_tolerance_s", 0.02))
         self.stamp_tolerance_s = float(p("stamp_tolerance_s", 0.1))
         sync_color = bool(p("sync_color", False))
-        ee_pose_topic = str(p("ee_pose_topic", "/arm/ee_pose"))
+        ee_pose_topic = str(p("ee_pose_topic", "/robopin/arm/ee_pose"))
         joint_states_topic = str(p("joint_states_topic", "/joint_states"))
         robot_description = str(p("robot_description", ""))
         self.cloud_voxel_m = float(p("cloud_voxel_m", 0.01))

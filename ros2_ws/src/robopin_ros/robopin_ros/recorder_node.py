@@ -30,7 +30,7 @@ from robopin_ros.runtime import run_node
 
 DEFAULT_TOPICS = [
     "/cameras/*/color/image_raw", "/cameras/*/color/camera_info", "/cameras/*/aligned_depth_to_color/image_raw",
-    "/joint_states", "/arm/ee_pose", "/robopin/reasoning", "/robopin/targets", "/robopin/planned_trajectory",
+    "/joint_states", "/robopin/arm/ee_pose", "/robopin/reasoning", "/robopin/targets", "/robopin/planned_trajectory",
     "/robopin/targets/markers", "*/_action/feedback", "*/_action/status", TF_STATIC_TOPIC,
 ]
 _TERMINAL = {4, 5, 6}  # action_msgs/GoalStatus SUCCEEDED, CANCELED, ABORTED
