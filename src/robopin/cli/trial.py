@@ -66,7 +66,16 @@ def _trial(args: argparse.Namespace) -> int:
 
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     # Seed-major order: a batch stopped early still has every task and system measured on the same seeds.
-    plan = [(system, scenario, seed) for seed in seeds for system in systems for scenario in args.scenarios]
+    # "name@N" runs that scenario with seed N only (e.g. to re-run one trial).
+    plan = []
+    for seed in seeds:
+        for system in systems:
+            for scenario in args.scenarios:
+                name, _, pinned = scenario.rpartition("@") if "@" in scenario else (scenario, "", "")
+                if not pinned:
+                    plan.append((system, scenario, seed))
+                elif seed == seeds[0]:
+                    plan.append((system, name, int(pinned)))
     command = "robopin trial " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["trial"] else sys.argv[1:])
     print(f"robopin trial: {len(plan)} trial(s) into {out} (ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']})", flush=True)
 
@@ -114,7 +123,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("trial", help="a batch of recorded simulated trials and their report",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scenarios", nargs="*", default=list(DEFAULT_SCENARIOS),
-                        help=f"scenario names or YAML paths (default: {' '.join(DEFAULT_SCENARIOS)})")
+                        help=f"scenario names or YAML paths, name@SEED for one seed (default: "
+                             f"{' '.join(DEFAULT_SCENARIOS)})")
     parser.add_argument("--seeds", type=int, default=1, help="trials per scenario (seeds first-seed, +1, ...)")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--system", action="append", default=None,
