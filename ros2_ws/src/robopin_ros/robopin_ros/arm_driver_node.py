@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from typing import Any
 
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -37,8 +38,8 @@ from robopin_ros.single_goal import BUSY_REASON, SingleGoalGuard
 class ArmDriverNode(Node):
     """Owns one arm backend and exposes it to the ROS graph (see the module docstring)."""
 
-    def __init__(self) -> None:
-        super().__init__("arm_driver")
+    def __init__(self, **node_options: Any) -> None:
+        super().__init__("arm_driver", **node_options)
         p = self._parameter
         backend = str(p("backend", "sim"))
         options = yaml.safe_load(str(p("options", "{}"))) or {}

@@ -130,8 +130,8 @@ class _ViewStreams:
 class ProjectionNode(Node):
     """Serves ProjectPoints from the latest synced depth of every configured view."""
 
-    def __init__(self) -> None:
-        super().__init__("projection_node")
+    def __init__(self, **node_options: Any) -> None:
+        super().__init__("projection_node", **node_options)
         p = self._declare
         self.view_names = [v for v in p("views", ["static"]) if v]
         self.target_frame = str(p("target_frame", "base"))
