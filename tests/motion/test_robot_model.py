@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from robopin.motion.errors import UnknownRobotError
-from robopin.motion.robot import robot_spec
+from robopin.motion.robot import PLANNING_LIMIT_MARGIN_RAD, robot_spec
 from robopin.motion.world import CollisionWorld
 from robopin.robots.description import load_description
+from robopin.robots.safety import SafetyConfig
 
 from .conftest import robot_model, top_down
 
@@ -21,7 +22,10 @@ def test_spec_comes_from_the_shared_description(robot_name):
     np.testing.assert_allclose(spec.home_q, description.home_rad)
     robot = robot_model(robot_name)
     assert robot.joint_names == spec.arm_joints
-    np.testing.assert_allclose(robot.lower, description.lower_rad)
+    # The planner keeps inside the arm safety layer's refused band next to each limit.
+    np.testing.assert_allclose(robot.lower, np.asarray(description.lower_rad) + PLANNING_LIMIT_MARGIN_RAD)
+    np.testing.assert_allclose(robot.upper, np.asarray(description.upper_rad) - PLANNING_LIMIT_MARGIN_RAD)
+    assert SafetyConfig().position_margin_rad < PLANNING_LIMIT_MARGIN_RAD
 
 
 def test_unknown_robot_is_named():

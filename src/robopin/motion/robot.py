@@ -104,6 +104,17 @@ _GRIPPERS: dict[str, _GripperModel] = {
 }
 
 
+def _planning_limit_margin_rad() -> float:
+    from robopin.robots.safety import SafetyConfig
+
+    # The arm's safety layer refuses states within position_margin_rad of a limit; plan inside twice that
+    # band so a planned goal or IK solution is never refused a few mrad from a limit.
+    return 2.0 * SafetyConfig().position_margin_rad
+
+
+PLANNING_LIMIT_MARGIN_RAD = _planning_limit_margin_rad()
+
+
 def robot_spec(name: str) -> PlanningRobotSpec:
     """The planning description of robot ``name``, built from :mod:`robopin.robots.description`.
 
@@ -134,8 +145,8 @@ def robot_spec(name: str) -> PlanningRobotSpec:
         home_q=tuple(float(v) for v in description.home_rad),
         max_acceleration_rad_s2=tuple(float(v) for v in description.acceleration_rad_s2),
         gripper_links=gripper.gripper_links,
-        lower_rad=tuple(float(v) for v in description.lower_rad),
-        upper_rad=tuple(float(v) for v in description.upper_rad),
+        lower_rad=tuple(float(v) + PLANNING_LIMIT_MARGIN_RAD for v in description.lower_rad),
+        upper_rad=tuple(float(v) - PLANNING_LIMIT_MARGIN_RAD for v in description.upper_rad),
         max_velocity_rad_s=tuple(float(v) for v in description.velocity_rad_s),
     )
 
