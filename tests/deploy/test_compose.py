@@ -4,6 +4,7 @@ Fast DDS profile, RealSense and the arm need. With a compose CLI installed, `con
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -104,12 +105,14 @@ def test_service_commands_name_entry_points_that_exist(name, command):
         assert command[3] in node_scripts(), f"{name}: no robopin_ros node {command[3]!r} with a main()"
         return
     assert command[0] == "robopin", f"{name}: unexpected command {shlex.join(command)}"
-    if command[1] == "up" and "up" not in robopin_subcommands():
-        pytest.xfail("`robopin up <system file>` and config/*.yaml system files arrive with issue 13")
     assert command[1] in robopin_subcommands()
+    if command[1] == "up":
+        # `robopin up /opt/robopin/config/${VAR:-default.yaml}`: the default system file must be in config/.
+        default = re.search(r"\$\{\w+:-([^}]+)\}", command[2])
+        system_file = default.group(1) if default else command[2].rsplit("/", 1)[-1]
+        assert (REPO / "config" / system_file).is_file(), f"{name}: no system file config/{system_file}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 (robopin up) not built yet: remove this mark when it lands")
 def test_robopin_up_exists():
     assert "up" in robopin_subcommands()
 
