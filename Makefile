@@ -3,8 +3,9 @@ VENV   ?= .venv
 PYTHON := $(VENV)/bin/python
 RUFF   := $(VENV)/bin/ruff
 LINT_PATHS := src ros2_ws/src/robopin_ros tests benchmarks
-# Per-test ceiling: a hung DDS peer or simulator must fail the run, not eat the CI budget.
-PYTEST_ARGS ?= -q --timeout=600 -p no:cacheprovider
+# Per-test ceiling: a hung DDS peer or simulator must fail the run, not eat the CI budget. The thread
+# method also ends a test stuck inside C code (a signal handler would never run there).
+PYTEST_ARGS ?= -q --timeout=600 --timeout-method=thread -p no:cacheprovider
 
 .PHONY: setup lint test bench clean
 

@@ -22,8 +22,24 @@ apply_ros_environment(
 _SHM = Path("/dev/shm")
 
 
+# Fast DDS 2.x (Jazzy) names its segments, port queues and their robust mutexes fastrtps_* and
+# sem.fastrtps_*; Fast DDS 3 uses fastdds_*.
+_SHM_PATTERNS = ("fastrtps_*", "sem.fastrtps_*", "fastdds_*", "sem.fastdds_*")
+
+
 def _fastdds_shm_files() -> set[Path]:
-    return set(_SHM.glob("fastdds_*")) if _SHM.is_dir() else set()
+    if not _SHM.is_dir():
+        return set()
+    return {path for pattern in _SHM_PATTERNS for path in _SHM.glob(pattern)}
+
+
+def _remove_unused(paths: set[Path]) -> None:
+    if not paths:
+        return
+    in_use = _mapped_shm_files()
+    for path in paths:
+        if path.name not in in_use:
+            path.unlink(missing_ok=True)
 
 
 def _mapped_shm_files() -> set[str]:
@@ -51,15 +67,15 @@ def _mapped_shm_files() -> set[str]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _clean_dds_shared_memory():
-    """Remove the Fast DDS shared-memory files this run left behind once nobody maps them."""
-    before = _fastdds_shm_files()
+    """Remove Fast DDS shared-memory files that no live process maps, before and after the run.
+
+    A process killed with SIGKILL leaves its port queues and their robust mutexes behind; a new
+    participant on the same ports then spins at 100 % CPU inside its constructor (seen here: a test
+    hung in rclpy's Node() behind another run's leftovers). Files still mapped by anyone are kept.
+    """
+    _remove_unused(_fastdds_shm_files())
     yield
-    leftovers = _fastdds_shm_files() - before
-    if leftovers:
-        in_use = _mapped_shm_files()
-        for path in leftovers:
-            if path.name not in in_use:
-                path.unlink(missing_ok=True)
+    _remove_unused(_fastdds_shm_files())
 
 
 @pytest.fixture
