@@ -121,7 +121,7 @@ def test_playback_of_a_recording_gives_frames_with_profile_intrinsics(recording)
 
 def test_playback_end_is_a_read_error_and_reconnect_restarts(recording):
     camera = RealSenseCamera(RealSenseCameraConfig(width=80, height=60, playback_file=str(recording),
-                                                   playback_realtime=False, read_timeout_s=0.3))
+                                                   playback_realtime=False, read_timeout_s=2.0))
     camera.connect()
     reds = []
     with pytest.raises(CameraReadError, match="end of recording"):
