@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from pathlib import Path
@@ -13,11 +14,9 @@ from robopin.env import apply_ros_environment, test_domain_id
 # Before anything imports rclpy: loopback discovery, the project's Fast DDS profile, logs in a temp
 # dir, and a domain of our own so parallel runs on one machine never see each other.
 _RUN_LOG_DIR = tempfile.mkdtemp(prefix="robopin-test-ros-log-")
-apply_ros_environment(
-    domain_id=int(os.environ.get("ROBOPIN_TEST_DOMAIN_ID", test_domain_id())),
-    log_dir=_RUN_LOG_DIR,
-    localhost_only=True,
-)
+_RUN_DOMAIN_ID = int(os.environ.get("ROBOPIN_TEST_DOMAIN_ID", test_domain_id()))
+apply_ros_environment(domain_id=_RUN_DOMAIN_ID, log_dir=_RUN_LOG_DIR, localhost_only=True)
+_module_index = itertools.count()
 
 _SHM = Path("/dev/shm")
 
@@ -76,6 +75,24 @@ def _clean_dds_shared_memory():
     _remove_unused(_fastdds_shm_files())
     yield
     _remove_unused(_fastdds_shm_files())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ros_domain_per_module():
+    """Give every test module a ROS domain of its own (child processes inherit it through os.environ).
+
+    A process killed mid-test leaves its Fast DDS shared-memory port in a state that the surviving
+    processes still map; a later participant probing that port in the same domain spun forever in
+    rclpy's Node() (seen twice in full-suite runs). A fresh domain per module never probes those ports.
+    """
+    domain = 1 + (_RUN_DOMAIN_ID - 1 + next(_module_index)) % 101
+    previous = os.environ.get("ROS_DOMAIN_ID")
+    os.environ["ROS_DOMAIN_ID"] = str(domain)
+    yield domain
+    if previous is None:
+        os.environ.pop("ROS_DOMAIN_ID", None)
+    else:
+        os.environ["ROS_DOMAIN_ID"] = previous
 
 
 @pytest.fixture
