@@ -1,25 +1,3 @@
-"""A recorded dry-run sim trial (oracle backend), shared by the bag and trial tests of one module."""
+"""Fixtures of this folder: the recorded sim trial shared with the other trial-reading tests."""
 
-from __future__ import annotations
-
-import itertools
-
-import pytest
-
-_names = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def sim_trial(tmp_path_factory):
-    """(scene, oracle backend, trials root, trial folder) of one recorded pointing trial."""
-    from robopin.sim.scenarios import build_scene
-    from robopin.trials.sim_trial import record_sim_trial
-    from robopin.vlm.base import make_backend
-
-    world = f"bags-{next(_names)}"
-    scene = build_scene("sanity_cube", 2, world_name=world)
-    backend = make_backend({"type": "oracle", "world": world, "views": list(scene.camera_names)})
-    root = tmp_path_factory.mktemp("trials")
-    folder = record_sim_trial(scene, backend, root, "trial-000", method="oracle")
-    yield scene, backend, root, folder
-    scene.close()
+from tests.sim_trial_fixture import sim_trial  # noqa: F401  (a pytest fixture, used by name)
