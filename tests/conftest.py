@@ -95,6 +95,24 @@ def _ros_domain_per_module():
         os.environ["ROS_DOMAIN_ID"] = previous
 
 
+@pytest.fixture(autouse=True)
+def _scheduling_policy_unchanged():
+    """Fail a test that leaves the runner's thread on another scheduling policy, and put it back.
+
+    Child processes inherit the policy of the thread that starts them: a runner left on SCHED_FIFO 99
+    (libfranka does that to its caller) spawned real-time nodes whose busy loops starved the machine,
+    and the suite stalled until CI's limit.
+    """
+    if not hasattr(os, "sched_getscheduler"):
+        yield
+        return
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    yield
+    if os.sched_getscheduler(0) != policy or os.sched_getparam(0) != param:
+        os.sched_setscheduler(0, policy, param)
+        pytest.fail("the test left the test runner's thread on another scheduling policy (now restored)")
+
+
 @pytest.fixture
 def ros_env() -> dict[str, str]:
     """Environment for a child process that must join this test run's ROS graph."""

@@ -31,6 +31,19 @@ def test_joint_motion_reaches_the_goal(franka):
     assert progress and progress[-1].progress == pytest.approx(1.0)
 
 
+def test_connect_leaves_the_callers_scheduling_policy_alone(franka_sim):
+    """franky.Robot() raises its caller to SCHED_FIFO 99; children of that thread would inherit it."""
+    import os
+
+    before = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+    arm = make_arm(FrankaArmConfig(ip=franka_sim.hostname))
+    arm.connect()
+    try:
+        assert (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) == before
+    finally:
+        arm.disconnect()
+
+
 def test_waypoint_trajectory_passes_its_waypoints(franka):
     names = franka.joint_names
     start = franka.joint_state().positions

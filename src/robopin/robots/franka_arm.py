@@ -10,9 +10,12 @@ configuration. Cancel preempts the motion with ``Robot.stop``. The SDK is import
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -109,6 +112,30 @@ class PathProgress:
         return float(self.times[self._index]), float(distances[best])
 
 
+@contextlib.contextmanager
+def _caller_scheduling_kept() -> Iterator[None]:
+    """Restore the calling thread's scheduling policy after a libfranka call that raises it.
+
+    Measured with franky-control 2.0: constructing ``franky.Robot`` switches the *calling* thread to
+    SCHED_FIFO 99 whenever the process may (root, or an rtprio limit), even with RealtimeConfig.Ignore.
+    Every thread and child process that thread starts inherits it, so a ROS executor or a test runner
+    that connected an arm ends up spawning real-time busy loops that starve a small machine (the test
+    suite stalled behind two SCHED_FIFO child processes on a 2-core CI machine). franky's motion thread
+    inherits the policy of the thread that starts it, so with ``realtime: true`` (PREEMPT_RT, Enforce)
+    the raised policy is kept on purpose; without it the caller gets its own policy back.
+    """
+    try:
+        policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    except (AttributeError, OSError):  # not Linux: nothing to keep
+        yield
+        return
+    try:
+        yield
+    finally:
+        if os.sched_getscheduler(0) != policy:
+            os.sched_setscheduler(0, policy, param)
+
+
 class FrankaArm(Arm):
     """A Franka Research 3 or Panda through franky's ``Robot`` and ``Gripper``."""
 
@@ -130,7 +157,8 @@ class FrankaArm(Arm):
         self._franky = franky
         realtime = franky.RealtimeConfig.Enforce if self.config.realtime else franky.RealtimeConfig.Ignore
         try:
-            robot = franky.Robot(self.config.ip, realtime_config=realtime)
+            with contextlib.nullcontext() if self.config.realtime else _caller_scheduling_kept():
+                robot = franky.Robot(self.config.ip, realtime_config=realtime)
             # franky times motions itself: keep its limits inside the ones our safety layer allows.
             safety = self.config.safety
             robot.relative_dynamics_factor = min(
