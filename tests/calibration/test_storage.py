@@ -25,7 +25,6 @@ from robopin.geometry import (
     Projector,
     ViewConfig,
     ViewData,
-    load_camera_mount,
     make_transform,
     rpy_to_matrix,
     transform_points,
@@ -73,17 +72,17 @@ def test_round_trip_keeps_transform_and_metadata(tmp_path):
     assert len(data["rotation"]) == 4 and data["translation"] == pytest.approx(T_BASE_CAM[:3, 3].tolist())
 
 
-def test_geometry_loader_reads_the_same_transform(tmp_path):
-    """The projection layer loads the file with its own loader, no calibration code involved."""
-    path = save_calibration(static_record(), tmp_path / "static.yaml")
-    mount = load_camera_mount(path)
+def test_projection_hook_reads_the_stored_transform(tmp_path):
+    """What projection_node loads (<dir>/<view>.yaml as a mount) is the transform that was saved."""
+    save_calibration(static_record(), tmp_path / "static.yaml")
+    mount = load_mount_for_view(tmp_path, "static")
     assert mount.kind == "static" and mount.parent_frame == "base" and mount.child_frame == "static_optical"
     assert np.allclose(mount.T_base_cam(), T_BASE_CAM, atol=1e-9)
-    wrist = save_calibration(
+    save_calibration(
         static_record(name="wrist", parent_frame="ee", child_frame="wrist_optical", target_frame="base"),
         tmp_path / "wrist.yaml",
     )
-    assert load_camera_mount(wrist).kind == "wrist"
+    assert load_mount_for_view(tmp_path, "wrist").kind == "wrist"
 
 
 def test_projection_with_the_stored_calibration_lands_on_the_true_point(tmp_path):

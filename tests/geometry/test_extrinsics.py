@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import pytest
 
+from robopin.calibration import load_mount_for_view
 from robopin.geometry import (
     CalibrationError,
     CameraMount,
@@ -15,7 +16,6 @@ from robopin.geometry import (
     StalePoseError,
     WorkspaceBox,
     WorkspaceError,
-    load_camera_mount,
     matrix_to_quaternion,
     mount_from_dict,
     rotation_angle,
@@ -32,7 +32,7 @@ def test_static_mount_from_yaml_quaternion(tmp_path):
         "parent_frame: base\nchild_frame: static_cam_optical\n"
         f"translation: [0.9, -0.1, 0.6]\nrotation: [{q[0]}, {q[1]}, {q[2]}, {q[3]}]\n"
     )
-    mount = load_camera_mount(path)
+    mount = load_mount_for_view(tmp_path, "static_cam")  # the one calibration-file reader
     assert mount.kind == "static"
     np.testing.assert_allclose(
         mount.T_base_cam(), transform_from_xyz_rpy([0.9, -0.1, 0.6], [-2.2, 0.0, 1.57]), atol=1e-12
@@ -68,15 +68,6 @@ def test_easy_handeye_style_and_rpy_forms():
 def test_bad_calibration_is_refused(data, message):
     with pytest.raises((CalibrationError, ValueError), match=message):
         mount_from_dict(data)
-
-
-def test_unreadable_calibration_file(tmp_path):
-    with pytest.raises(CalibrationError, match="cannot read"):
-        load_camera_mount(tmp_path / "missing.yaml")
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("a: [1, 2\n")
-    with pytest.raises(CalibrationError, match="not valid YAML"):
-        load_camera_mount(bad)
 
 
 def test_unknown_mount_kind():

@@ -16,7 +16,6 @@ from std_srvs.srv import SetBool, Trigger
 
 from robopin.calibration import load_calibration
 from robopin.calibration.simulation import SimCalibrationRig, mount_error
-from robopin.geometry import load_camera_mount
 from tests.ros.rostest_utils import SpunNode, wait_for, wait_future
 
 pytest.importorskip("pybullet")
@@ -116,7 +115,7 @@ def test_guided_capture_through_the_nodes_recovers_the_wrist_mount(nodes, ros_co
         path = nodes["out"] / "wrist.yaml"
         record = load_calibration(path)
         assert (record.parent_frame, record.child_frame, record.sample_count) == ("ee", "wrist_optical", 6)
-        translation_mm, rotation_deg = mount_error(load_camera_mount(path).T_parent_cam, rig.T_truth)
+        translation_mm, rotation_deg = mount_error(record.camera_mount().T_parent_cam, rig.T_truth)
         assert translation_mm < 2.0 and rotation_deg < 0.2, (translation_mm, rotation_deg, record.method)
         assert (nodes["out"] / "wrist.samples.yaml").exists()
 

@@ -177,7 +177,11 @@ def ground_truth_anchors(scene) -> tuple[list[Anchor], list[np.ndarray]]:
 
 
 def call(service, anchors, target_frame: str = "", wait_for_frames: bool = True) -> ProjectPoints.Response:
-    """Call ProjectPoints; while the node has not yet received frames (success False) try again."""
+    """Call ProjectPoints; while the node has not yet received frames of every view, try again.
+
+    Views start streaming independently: a reply may succeed for one view while another still has no
+    frame (its targets refused as unknown_view), so both cases are retried until the deadline.
+    """
     deadline = time.monotonic() + 20
     while True:
         reply = wait_future(
@@ -185,7 +189,11 @@ def call(service, anchors, target_frame: str = "", wait_for_frames: bool = True)
             10,
             "ProjectPoints reply",
         )
-        if reply.success or not wait_for_frames or time.monotonic() > deadline:
+        # img_idx 0..2 are the node's views (static_cam, wrist_cam, static_raw); others are refusal cases.
+        waiting = not reply.success or any(
+            t.reason == "unknown_view" and a.img_idx <= 2 for t, a in zip(reply.targets, anchors, strict=True)
+        )
+        if not waiting or not wait_for_frames or time.monotonic() > deadline:
             return reply
         time.sleep(0.2)
 

@@ -2,7 +2,7 @@
 
 A wrist camera is calibrated eye-in-hand (``T_ee_cam``), a static camera eye-to-hand
 (``T_base_cam``); results are YAML files in ``calibration/`` that the projection layer loads with
-:func:`robopin.geometry.load_camera_mount` (or :func:`load_calibration` for the metadata too).
+:func:`load_mount_for_view` (:func:`load_calibration` gives the metadata too).
 """
 
 from robopin.calibration.board import BoardConfig, BoardDetector, BoardView, DetectionConfig, board_image

@@ -1,6 +1,6 @@
 """Calibration files: one YAML per camera in ``calibration/``, with the transform and how it was made.
 
-The transform keys are the ones :func:`robopin.geometry.load_camera_mount` reads, so the projection
+The transform keys are the ones :func:`robopin.geometry.mount_from_dict` reads, so the projection
 layer loads a file written here directly. The direction is stated in the file itself::
 
     parent_frame: ee                 # "ee": wrist camera (eye-in-hand); "base": static camera
@@ -255,7 +255,7 @@ def save_calibration(record: CalibrationRecord, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     header = (
         f"# robopin camera calibration '{record.name}' ({record.kind}): T_{record.parent_frame}_{record.child_frame}\n"
-        "# Written by 'robopin calibrate'; loaded by the projection layer (robopin.geometry.load_camera_mount).\n"
+        "# Written by 'robopin calibrate'; loaded by the projection layer (robopin.calibration.load_mount_for_view).\n"
     )
     text = header + yaml.dump(record.to_dict(), Dumper=_Dumper, sort_keys=False, width=120)
     tmp = path.with_suffix(path.suffix + ".tmp")

@@ -18,7 +18,6 @@ from robopin.geometry.extrinsics import (
     CameraMount,
     PoseBuffer,
     StalePoseError,
-    load_camera_mount,
     mount_from_dict,
 )
 from robopin.geometry.pointcloud import PointCloud, depth_to_point_cloud, voxel_downsample
@@ -89,7 +88,6 @@ __all__ = [
     "fuse_targets",
     "interpolate_transforms",
     "invert",
-    "load_camera_mount",
     "make_transform",
     "matrix_to_quaternion",
     "matrix_to_rpy",

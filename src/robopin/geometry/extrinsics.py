@@ -13,6 +13,8 @@ Calibration files (``calibration/<camera>.yaml``) hold one transform each::
 
 ``T_parent_child`` maps points in the camera's optical frame into the parent frame. easy_handeye2
 style ``transformation: {x, y, z, qx, qy, qz, qw}`` and a 4x4 ``matrix:`` are accepted too.
+:func:`mount_from_dict` turns such a mapping into a :class:`CameraMount`; files are read in one place,
+:func:`robopin.calibration.load_calibration` (format version, metadata, camera checks).
 """
 
 from __future__ import annotations
@@ -22,11 +24,9 @@ import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
 from numpy.typing import ArrayLike, NDArray
 
 from robopin.geometry.transforms import (
@@ -41,7 +41,6 @@ __all__ = [
     "CameraMount",
     "PoseBuffer",
     "StalePoseError",
-    "load_camera_mount",
     "mount_from_dict",
 ]
 
@@ -117,18 +116,6 @@ def mount_from_dict(
     parent = str(data.get("parent_frame", "base"))
     kind = data.get("mount") or ("wrist" if parent in ee_frames else "static")
     return CameraMount(kind, _transform_from_dict(data, source), parent, str(data.get("child_frame", "")))
-
-
-def load_camera_mount(path: str | Path, ee_frames: tuple[str, ...] = ("ee",)) -> CameraMount:
-    """Load a camera mount from a calibration YAML file."""
-    p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise CalibrationError(f"cannot read calibration file {p}: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise CalibrationError(f"calibration file {p} is not valid YAML: {exc}") from exc
-    return mount_from_dict(data, ee_frames, source=str(p))
 
 
 @dataclass

@@ -35,6 +35,7 @@ from robopin_interfaces.srv import ProjectPoints
 from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
+from robopin.calibration import load_mount_for_view
 from robopin.geometry import (
     CalibrationError,
     CameraMount,
@@ -48,7 +49,6 @@ from robopin.geometry import (
     WorkspaceBox,
     align_depth_to_color,
     depth_to_point_cloud,
-    load_camera_mount,
     mount_from_dict,
     voxel_downsample,
 )
@@ -243,7 +243,7 @@ class ProjectionNode(Node):
         path = calibration_dir / f"{view}.yaml"
         if path.is_file():
             try:
-                return load_camera_mount(path)
+                return load_mount_for_view(calibration_dir, view)
             except CalibrationError as error:
                 self.get_logger().error(f"view {view!r}: {error}")
                 return None
