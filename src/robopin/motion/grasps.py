@@ -20,6 +20,10 @@ class GraspConfig:
 
     pre_grasp_distance_m: float = 0.10  # stand-off along the approach axis before descending
     grasp_depth_m: float = 0.02  # how far below the picked surface point the TCP goes
+    # Lowest TCP height above the support surface at a grasp: the fingertips reach ~1.1 cm (Panda) and
+    # ~0.6 cm (xArm gripper) past the TCP, and the planner pads links, so a small object is grasped
+    # this high instead of pushing the fingers into the table.
+    min_tcp_height_m: float = 0.018
     lift_height_m: float = 0.12
     place_clearance_m: float = 0.01  # gap left under the object when releasing
     pre_place_distance_m: float = 0.10
@@ -40,7 +44,7 @@ class GraspConfig:
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0.0):
                 raise MotionConfigError(f"GraspConfig.{name} must be > 0 m, got {value}")
-        for name in ("grasp_depth_m", "place_clearance_m"):
+        for name in ("grasp_depth_m", "place_clearance_m", "min_tcp_height_m"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0.0):
                 raise MotionConfigError(f"GraspConfig.{name} must be >= 0 m, got {value}")
@@ -134,6 +138,14 @@ class PlaceCandidate:
     T_base_retreat: NDArray[np.float64]
 
 
+def _above_support(tcp: NDArray[np.float64], approach: NDArray[np.float64], lowest_z: float) -> NDArray[np.float64]:
+    """``tcp`` moved back along the approach axis until it is at least at ``lowest_z`` (base z)."""
+    if tcp[2] >= lowest_z:
+        return tcp
+    # Back out along the approach so a tilted grasp keeps its line into the object.
+    return tcp - approach * (lowest_z - tcp[2]) / max(-approach[2], 1e-6)
+
+
 def _yaws(preferred: float, count: int) -> list[float]:
     step = np.pi / count
     return [_wrap_half_turn(preferred + k * step) for k in range(count)]
@@ -146,11 +158,14 @@ def grasp_candidates(
     yaw_rad: float | None = None,
     object_points: ArrayLike | None = None,
     surface_normal: ArrayLike | None = None,
+    support_height_m: float | None = None,
 ) -> list[GraspCandidate]:
     """Grasp poses at ``pick_point`` (base frame), best first.
 
     Yaw: ``yaw_rad`` if given (not NaN), else the fingers close across the object's principal axis from
     ``object_points``, else 0; the other ``yaw_variants`` − 1 yaws follow, spread over a half turn.
+    With ``support_height_m`` (the table top under the object, base z) the TCP never closes lower
+    than ``min_tcp_height_m`` above it, however low the pick point lies (small objects, depth noise).
     """
     point = np.asarray(pick_point, dtype=np.float64).reshape(3)
     if not np.all(np.isfinite(point)):
@@ -173,6 +188,8 @@ def grasp_candidates(
         grasp = np.eye(4)
         grasp[:3, :3] = R
         grasp[:3, 3] = point + approach * config.grasp_depth_m
+        if support_height_m is not None:
+            grasp[:3, 3] = _above_support(grasp[:3, 3], approach, support_height_m + config.min_tcp_height_m)
         pre = grasp.copy()
         pre[:3, 3] = grasp[:3, 3] - approach * config.pre_grasp_distance_m
         lift = grasp.copy()

@@ -18,7 +18,7 @@ from robopin.motion.errors import MotionConfigError
 from robopin.motion.grasps import GraspCandidate, GraspConfig, grasp_candidates, place_candidates
 from robopin.motion.planner import MotionPlanner
 from robopin.motion.types import PlanResult, PlanStatus
-from robopin.motion.world import CollisionWorld
+from robopin.motion.world import TABLE_BOX_NAME, CollisionWorld
 
 STAGES = ("approaching", "grasping", "lifting", "placing", "retreating")
 
@@ -32,6 +32,8 @@ class PickPlaceConfig:
     target_clearance_radius_m: float = 0.06  # cloud points/boxes this close (xy) to the pick point are the object
     gripper_open_width_m: float = 0.08
     gripper_closed_width_m: float = 0.0
+    # Support surface under picked objects (base z); None: the top of the world's "table" box, if any.
+    table_height_m: float | None = None
 
     def __post_init__(self) -> None:
         if len(self.object_size_m) != 3 or not all(s > 0.0 for s in self.object_size_m):
@@ -64,6 +66,16 @@ class PickPlacePlan:
     def success(self) -> bool:
         """True when every phase planned and verified."""
         return self.status is PlanStatus.SUCCESS
+
+
+def support_height(world: CollisionWorld, table_height_m: float | None) -> float | None:
+    """The table top under picked objects: ``table_height_m``, else the top face of the world's table box."""
+    if table_height_m is not None:
+        return float(table_height_m)
+    table = world.boxes.get(TABLE_BOX_NAME)
+    if table is None:
+        return None
+    return float(table.T_base_box[2, 3] + table.size_m[2] / 2.0)
 
 
 def world_without_target(
@@ -120,7 +132,12 @@ def plan_pick_place(
         )
 
     grasps = grasp_candidates(
-        pick, config.grasp, yaw_rad=yaw_rad, object_points=object_points, surface_normal=pick_normal
+        pick,
+        config.grasp,
+        yaw_rad=yaw_rad,
+        object_points=object_points,
+        surface_normal=pick_normal,
+        support_height_m=support_height(original_world, config.table_height_m),
     )
     q = np.asarray(q_start, dtype=np.float64)
     # Approach: free-space move to the first reachable pre-grasp whose descent also works.

@@ -16,6 +16,9 @@ from numpy.typing import ArrayLike, NDArray
 from robopin.motion.errors import WorldError
 from robopin.motion.types import AttachedObject, Box
 
+TABLE_BOX_NAME = "table"
+"""Name of the slab :meth:`CollisionWorld.add_table` adds (the support surface picks clamp to)."""
+
 
 @dataclass
 class CollisionWorld:
@@ -40,7 +43,7 @@ class CollisionWorld:
         *,
         size_xy_m: tuple[float, float] = (2.0, 2.0),
         thickness_m: float = 0.05,
-        name: str = "table",
+        name: str = TABLE_BOX_NAME,
     ) -> Box:
         """Add a horizontal slab whose top face lies at ``top_height_m`` (base z)."""
         T = np.eye(4)

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from robopin.sim.assets import CATALOG, asset
 from robopin.sim.render import DepthNoiseConfig, SimCameraSpec
+from robopin.sim.robot_models import robot_model
 from robopin.sim.world import TABLE_TOP_Z, SimWorld, look_at
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
@@ -36,7 +37,8 @@ TASK_TYPES = ("spatial", "multi_view", "long_horizon", "pick_place")
 WORKSPACE_X = (0.32, 0.76)
 WORKSPACE_Y = (-0.34, 0.34)
 WORKSPACE_MAX_RADIUS_M = 0.72
-"""Farthest object centre from the robot base: top-down grasps beyond it strain the Panda's reach."""
+"""Farthest object centre from the robot base for any robot (the camera views are framed for it);
+a robot with a shorter top-down reach lowers it (see :func:`layout_reach_m`)."""
 _CLEARANCE_M = 0.015
 
 
@@ -229,17 +231,27 @@ class Layout:
     roles: Mapping[str, str]
 
 
-class _Sampler:
-    """Rejection sampling of non-overlapping footprints on the table."""
+def layout_reach_m(robot: str) -> float:
+    """Farthest object centre from the base (m) a layout may use for ``robot``.
 
-    def __init__(self, rng: np.random.Generator) -> None:
+    The shorter of the framed workspace (:data:`WORKSPACE_MAX_RADIUS_M`) and the robot's top-down
+    reach, so every object a task names can be picked and every plate placed on by that robot.
+    """
+    return min(WORKSPACE_MAX_RADIUS_M, robot_model(robot).top_down_reach_m)
+
+
+class _Sampler:
+    """Rejection sampling of non-overlapping footprints on the table, inside ``reach_m`` of the base."""
+
+    def __init__(self, rng: np.random.Generator, reach_m: float = WORKSPACE_MAX_RADIUS_M) -> None:
         self.rng = rng
+        self.reach_m = reach_m
         self.discs: list[tuple[float, float, float]] = []
 
     def free(self, x: float, y: float, radius: float) -> bool:
         if not (WORKSPACE_X[0] <= x <= WORKSPACE_X[1] and WORKSPACE_Y[0] <= y <= WORKSPACE_Y[1]):
             return False
-        if math.hypot(x, y) > WORKSPACE_MAX_RADIUS_M:
+        if math.hypot(x, y) > self.reach_m:
             return False
         return all(math.hypot(x - a, y - b) >= radius + r + _CLEARANCE_M for a, b, r in self.discs)
 
@@ -336,9 +348,11 @@ def _distractors(
         placements.append(Placement(f"{kind}_{k}", kind, spot, rng.uniform(-math.pi, math.pi), color))
 
 
-def layout_spatial(rng: np.random.Generator, params: Mapping[str, Any]) -> Layout:
+def layout_spatial(
+    rng: np.random.Generator, params: Mapping[str, Any], reach_m: float = WORKSPACE_MAX_RADIUS_M
+) -> Layout:
     """Duck in front of two toys; a second duck elsewhere; three plates in a row, target = middle."""
-    sampler = _Sampler(rng)
+    sampler = _Sampler(rng, reach_m)
     placements: list[Placement] = []
     side = 1.0 if rng.random() < 0.5 else -1.0
     toy_x = rng.uniform(*_range(params, "toy_x", (0.44, 0.50)))
@@ -385,19 +399,28 @@ def layout_spatial(rng: np.random.Generator, params: Mapping[str, Any]) -> Layou
     return Layout(tuple(placements), (PlaceGoal("duck_0", plates[1]),), ("duck_1",), roles)
 
 
-def layout_multi_view(rng: np.random.Generator, params: Mapping[str, Any]) -> Layout:
+def layout_multi_view(
+    rng: np.random.Generator, params: Mapping[str, Any], reach_m: float = WORKSPACE_MAX_RADIUS_M
+) -> Layout:
     """Duck hidden behind two toys (static view), another duck in plain view, plate in front of the toys."""
-    sampler = _Sampler(rng)
+    sampler = _Sampler(rng, reach_m)
     placements: list[Placement] = []
-    toy_x = rng.uniform(*_range(params, "toy_x", (0.54, 0.58)))
-    toy_y = rng.uniform(-0.08, 0.08)
+    behind_m = float(params.get("duck_behind_m", 0.12))  # duck centre behind the toys' centre
+    front_m = float(params.get("plate_front_m", 0.16))  # plate centre in front of it
+    toy_low, toy_high = _range(params, "toy_x", (0.54, 0.58))
+    toy_y_max = 0.08
+    # The plate in front of the toys is the farthest thing the arm must reach: for a shorter arm the
+    # whole group (duck, toys, plate) moves nearer the base, so the relations the task names hold.
+    farthest_toy_x = math.sqrt(max(reach_m**2 - toy_y_max**2, 0.0)) - front_m - 0.01
+    toy_x = rng.uniform(min(toy_low, farthest_toy_x), min(toy_high, farthest_toy_x))
+    toy_y = rng.uniform(-toy_y_max, toy_y_max)
     toy_a, toy_b = _toy_pair(rng, sampler, params, placements, x=toy_x, y=toy_y)
     duck_r = _radius("duck")
-    hidden = sampler.jitter(toy_x - 0.14, toy_y, duck_r, 0.01)
+    hidden = sampler.jitter(toy_x - behind_m, toy_y, duck_r, 0.01)
     placements.append(Placement("duck_0", "duck", hidden, rng.uniform(-math.pi, math.pi)))
     plate_r = rng.uniform(*_range(params, "plate_radius_m", (0.065, 0.075)))
     colors = list(rng.permutation(params.get("plate_colors", ["white", "red", "green", "blue", "pink"]))[:2])
-    front = sampler.jitter(toy_x + 0.17, toy_y, plate_r, 0.01)
+    front = sampler.jitter(toy_x + front_m, toy_y, plate_r, 0.01)
     placements.append(Placement("plate_0", "plate", front, 0.0, str(colors[0]), plate_r))
     side = 1.0 if rng.random() < 0.5 else -1.0
     # The visible duck sits beside the toys, where a single-view reader would take it.
@@ -417,9 +440,11 @@ def layout_multi_view(rng: np.random.Generator, params: Mapping[str, Any]) -> La
     return Layout(tuple(placements), (PlaceGoal("duck_0", "plate_0"),), ("duck_1",), roles)
 
 
-def layout_long_horizon(rng: np.random.Generator, params: Mapping[str, Any]) -> Layout:
+def layout_long_horizon(
+    rng: np.random.Generator, params: Mapping[str, Any], reach_m: float = WORKSPACE_MAX_RADIUS_M
+) -> Layout:
     """Yellow objects outside plates go into the yellow plate; a yellow one already on another plate stays."""
-    sampler = _Sampler(rng)
+    sampler = _Sampler(rng, reach_m)
     placements: list[Placement] = []
     yellow_r = rng.uniform(*_range(params, "yellow_plate_radius_m", (0.095, 0.105)))
     yellow_plate = sampler.place(yellow_r, ((0.45, 0.62), (-0.2, 0.2)))
@@ -464,9 +489,11 @@ def layout_long_horizon(rng: np.random.Generator, params: Mapping[str, Any]) -> 
     return Layout(tuple(placements), tuple(goals), tuple(must_stay), roles)
 
 
-def layout_pick_place(rng: np.random.Generator, params: Mapping[str, Any]) -> Layout:
+def layout_pick_place(
+    rng: np.random.Generator, params: Mapping[str, Any], reach_m: float = WORKSPACE_MAX_RADIUS_M
+) -> Layout:
     """Sanity layout: one named object (kind/colour from params) onto one plate (or tray), few distractors."""
-    sampler = _Sampler(rng)
+    sampler = _Sampler(rng, reach_m)
     placements: list[Placement] = []
     kind = str(params.get("object_kind", "cube"))
     color = params.get("object_color")
@@ -483,7 +510,7 @@ def layout_pick_place(rng: np.random.Generator, params: Mapping[str, Any]) -> La
     return Layout(tuple(placements), (PlaceGoal("object_0", "target_0"),), (), roles)
 
 
-LAYOUTS: dict[str, Callable[[np.random.Generator, Mapping[str, Any]], Layout]] = {
+LAYOUTS: dict[str, Callable[[np.random.Generator, Mapping[str, Any], float], Layout]] = {
     "spatial": layout_spatial,
     "multi_view": layout_multi_view,
     "long_horizon": layout_long_horizon,
@@ -548,10 +575,11 @@ def build_scene(
     """
     if isinstance(spec, str):
         spec = load_scenario(spec)
+    reach_m = layout_reach_m(robot or spec.robot)
     for attempt in range(max_layout_attempts):
         rng = np.random.default_rng([int(seed), attempt])
         try:
-            layout = LAYOUTS[spec.layout](rng, spec.layout_params)
+            layout = LAYOUTS[spec.layout](rng, spec.layout_params, reach_m)
         except LayoutError:
             continue
         scene = _populate(spec, int(seed), layout, world_name=world_name, robot=robot, register=register)
