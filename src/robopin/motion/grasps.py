@@ -24,6 +24,10 @@ class GraspConfig:
     # ~0.6 cm (xArm gripper) past the TCP, and the planner pads links, so a small object is grasped
     # this high instead of pushing the fingers into the table.
     min_tcp_height_m: float = 0.018
+    # A pick point is where the object was seen, often on a side face: with the object's points the
+    # grasp centres on the points within this radius (xy) of it, moving at most max_centring_m.
+    centring_radius_m: float = 0.035
+    max_centring_m: float = 0.025
     lift_height_m: float = 0.12
     place_clearance_m: float = 0.01  # gap left under the object when releasing
     pre_place_distance_m: float = 0.10
@@ -44,7 +48,7 @@ class GraspConfig:
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0.0):
                 raise MotionConfigError(f"GraspConfig.{name} must be > 0 m, got {value}")
-        for name in ("grasp_depth_m", "place_clearance_m", "min_tcp_height_m"):
+        for name in ("grasp_depth_m", "place_clearance_m", "min_tcp_height_m", "centring_radius_m", "max_centring_m"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0.0):
                 raise MotionConfigError(f"GraspConfig.{name} must be >= 0 m, got {value}")
@@ -138,6 +142,36 @@ class PlaceCandidate:
     T_base_retreat: NDArray[np.float64]
 
 
+def centre_on_object(
+    pick_point: ArrayLike,
+    object_points: ArrayLike,
+    config: GraspConfig,
+    *,
+    support_height_m: float | None = None,
+) -> NDArray[np.float64]:
+    """The top centre of the object around ``pick_point``, from its points (base frame).
+
+    Points within ``centring_radius_m`` (xy) of the pick and clear of the support surface (1.5 cm
+    above it: plates and table noise stay out) are the object; the result lies over their xy
+    centroid, moved at most ``max_centring_m``, at the height of their top (never below the pick
+    point). Fewer than 3 such points: the pick point unchanged.
+    """
+    point = np.asarray(pick_point, dtype=np.float64).reshape(3)
+    points = np.asarray(object_points, dtype=np.float64).reshape(-1, 3)
+    near = np.linalg.norm(points[:, :2] - point[:2], axis=1) <= config.centring_radius_m
+    if support_height_m is not None:
+        near &= points[:, 2] > support_height_m + 0.015
+    cluster = points[near]
+    if len(cluster) < 3:
+        return point
+    shift = cluster[:, :2].mean(axis=0) - point[:2]
+    distance = float(np.linalg.norm(shift))
+    if distance > config.max_centring_m:
+        shift *= config.max_centring_m / distance
+    top = max(point[2], float(np.percentile(cluster[:, 2], 90)))
+    return np.array([point[0] + shift[0], point[1] + shift[1], top])
+
+
 def _above_support(tcp: NDArray[np.float64], approach: NDArray[np.float64], lowest_z: float) -> NDArray[np.float64]:
     """``tcp`` moved back along the approach axis until it is at least at ``lowest_z`` (base z)."""
     if tcp[2] >= lowest_z:
@@ -166,10 +200,14 @@ def grasp_candidates(
     ``object_points``, else 0; the other ``yaw_variants`` − 1 yaws follow, spread over a half turn.
     With ``support_height_m`` (the table top under the object, base z) the TCP never closes lower
     than ``min_tcp_height_m`` above it, however low the pick point lies (small objects, depth noise).
+    Top-down grasps with ``object_points`` close over the object's centre and top (see
+    :func:`centre_on_object`), not over the seen point.
     """
     point = np.asarray(pick_point, dtype=np.float64).reshape(3)
     if not np.all(np.isfinite(point)):
         raise MotionConfigError(f"pick point must be finite, got {point.tolist()}")
+    if object_points is not None and not config.normal_aligned:
+        point = centre_on_object(point, object_points, config, support_height_m=support_height_m)
     if yaw_rad is None or not np.isfinite(yaw_rad):
         axis = principal_yaw(object_points) if object_points is not None else None
         preferred = 0.0 if axis is None else axis

@@ -8,6 +8,7 @@ the robot masked out with the sphere model at the joint state of its capture tim
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,12 +35,17 @@ class SceneConfig:
     max_cloud_age_s: float = 2.0
     require_cloud: bool = False
     min_cloud_height_m: float = 0.01  # points at or below the table top are the table (a primitive already)
+    # With require_cloud, how long world() waits for a fresh cloud before refusing: the first one
+    # can arrive a few seconds after start-up (cameras at ~1 Hz, DDS discovery).
+    cloud_wait_s: float = 5.0
 
     def __post_init__(self) -> None:
         for name in ("robot_mask_padding_m", "voxel_size_m", "max_cloud_age_s"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0.0):
                 raise MotionConfigError(f"SceneConfig.{name} must be > 0, got {value}")
+        if not (np.isfinite(self.cloud_wait_s) and self.cloud_wait_s >= 0.0):
+            raise MotionConfigError(f"SceneConfig.cloud_wait_s must be >= 0 s, got {self.cloud_wait_s}")
 
 
 class SceneKeeper:
@@ -52,6 +58,7 @@ class SceneKeeper:
         self.config = config
         self.spheres = spheres if spheres is not None else RobotSpheres.fit(robot)
         self._lock = threading.Lock()
+        self._cloud_arrived = threading.Condition(self._lock)
         self._points: NDArray[np.float64] | None = None
         self._stamp_s: float | None = None
         self.masked_points = 0
@@ -70,6 +77,7 @@ class SceneKeeper:
             array = array[~on_robot]
         with self._lock:
             self._points, self._stamp_s, self.masked_points = array, float(stamp_s), masked
+            self._cloud_arrived.notify_all()
         return len(array)
 
     def cloud_age_s(self, now_s: float) -> float | None:
@@ -86,7 +94,16 @@ class SceneKeeper:
             world.add_box(name, size, T)
         with self._lock:
             points, stamp = self._points, self._stamp_s
-        fresh = stamp is not None and now_s - stamp <= self.config.max_cloud_age_s
+            fresh = stamp is not None and now_s - stamp <= self.config.max_cloud_age_s
+            if self.config.require_cloud and not fresh and self.config.cloud_wait_s > 0.0:
+                # Wait (bounded) for the next cloud; now_s moves on by the time waited.
+                started = time.monotonic()
+                self._cloud_arrived.wait_for(
+                    lambda: self._stamp_s is not None and self._stamp_s != stamp, self.config.cloud_wait_s
+                )
+                now_s += time.monotonic() - started
+                points, stamp = self._points, self._stamp_s
+                fresh = stamp is not None and now_s - stamp <= self.config.max_cloud_age_s
         if self.config.require_cloud and not fresh:
             age = "no cloud yet" if stamp is None else f"cloud is {now_s - stamp:.2f} s old"
             raise StaleWorldError(f"{age}; max_cloud_age_s is {self.config.max_cloud_age_s}")

@@ -28,6 +28,9 @@ from robopin.sim.render import RenderedView, project
 from robopin.sim.scenarios import Scene, on_plate
 from robopin.sim.selfcheck import place_points
 
+OCCLUSION_MARGIN_M = 0.01
+"""A place spot counts as hidden in a view when that view's depth there is this much nearer."""
+
 
 class OracleError(RuntimeError):
     """The oracle cannot write a trace for this state (no view given, target seen nowhere, …)."""
@@ -269,8 +272,13 @@ class _Composer:
             u, v, z = project(view, point_base)
             if z > 0 and 0 <= u < view.color.shape[1] and 0 <= v < view.color.shape[0]:
                 pixels = next(s.pixels for s in self.sightings[target] if s.view == view_index)
-                if best is None or pixels > best[3]:
-                    best = (view_index, u, v, pixels)
+                # A spot hidden behind something (an object already on the plate) would project onto
+                # that object's top: prefer a view that sees the spot itself.
+                seen = float(view.depth_m[int(v), int(u)])
+                unoccluded = not (0.0 < seen < z - OCCLUSION_MARGIN_M)
+                key = (unoccluded, pixels)
+                if best is None or key > best[3]:
+                    best = (view_index, u, v, key)
         if best is None:
             raise OracleError(f"the placement spot on {target} is visible in no view")
         view_index, u, v, _ = best

@@ -384,6 +384,22 @@ class SimWorld:
                 )
                 p.changeConstraint(constraint, maxForce=50.0, physicsClientId=self.client)
                 self._weld = (constraint, name)
+                # The linkage gives way under load, so left alone it would close through the object
+                # and report 0 mm (a missed grasp) while the weld holds it. A real gripper stalls on
+                # the object: hold every finger joint where the contact stopped it.
+                held = [
+                    s[0]
+                    for s in p.getJointStates(self.robot_id, self.finger_joint_indices, physicsClientId=self.client)
+                ]
+                p.setJointMotorControlArray(
+                    self.robot_id,
+                    self.finger_joint_indices,
+                    p.POSITION_CONTROL,
+                    targetPositions=held,
+                    forces=[self.model.grasp_force_n] * len(held),
+                    positionGains=[0.2] * len(held),
+                    physicsClientId=self.client,
+                )
 
     def grasped_object(self) -> str | None:
         """Name of the graspable object both gripper sides touch (or the one locked to the hand), or None."""
