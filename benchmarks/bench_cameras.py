@@ -31,7 +31,8 @@ from robopin.env import apply_ros_environment
 apply_ros_environment(domain_id=int(os.environ.get("ROS_DOMAIN_ID", "77")), localhost_only=True)
 
 import rclpy  # noqa: E402 - after the ROS environment is set
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 
 from robopin.cameras import Frame, SnapshotConfig, SnapshotError, SnapshotSynchronizer, make_camera  # noqa: E402
@@ -71,19 +72,37 @@ def count_drops(markers: list[int], loop_length: int = LOOP_FRAMES) -> int:
     return sum(max(0, (current - previous) % loop_length - 1) for previous, current in itertools.pairwise(markers))
 
 
+def load_average() -> float:
+    return os.getloadavg()[0]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Collector:
-    """Per-view arrivals and latencies, plus periodic snapshots."""
+    """Per-view arrivals and per-stage latencies, plus periodic snapshots."""
 
     def __init__(self) -> None:
         self.synchronizer = SnapshotSynchronizer(SnapshotConfig(views=VIEWS, sync_tolerance_s=0.02, max_age_s=0.5))
         self.lock = threading.Lock()
-        self.arrivals = {v: [] for v in VIEWS}
-        self.latencies = {v: [] for v in VIEWS}
-        self.transport = {v: [] for v in VIEWS}
-        self.markers = {v: [] for v in VIEWS}
+        self.arrivals: dict[str, list[float]] = {v: [] for v in VIEWS}
+        self.latencies: dict[str, list[float]] = {v: [] for v in VIEWS}
+        self.to_callback: dict[str, list[float]] = {v: [] for v in VIEWS}
+        self.callback_to_ready: dict[str, list[float]] = {v: [] for v in VIEWS}
+        self.markers: dict[str, list[int]] = {v: [] for v in VIEWS}
+        self.node_stats: dict[str, dict[str, str]] = {}
         self.snapshots_ok = 0
         self.refusals: dict[str, int] = {}
         self.recording = False
+        self.load = (float("nan"), float("nan"))
+        self.cpu_percent: dict[str, float] = {}
+        self.run_queue_wait_ms_per_s: dict[str, float] = {}
 
     def on_frame(self, view: str, frame: Frame, received_s: float) -> None:
         ready_s = time.time()
@@ -92,8 +111,15 @@ class Collector:
         with self.lock:
             self.arrivals[view].append(time.monotonic())
             self.latencies[view].append(ready_s - frame.timestamp_s)
-            self.transport[view].append(received_s - frame.timestamp_s)
+            self.to_callback[view].append(received_s - frame.timestamp_s)
+            self.callback_to_ready[view].append(ready_s - received_s)
             self.markers[view].append(int(frame.color[0, 0, 0]))
+
+    def on_diagnostics(self, msg: DiagnosticArray) -> None:
+        """Keep each camera_node's latest self-reported figures (capture→publish over its last 300 frames)."""
+        for status in msg.status:
+            if status.name.startswith("camera_node: "):
+                self.node_stats[status.name.removeprefix("camera_node: ")] = {kv.key: kv.value for kv in status.values}
 
     def take_snapshot(self) -> None:
         try:
@@ -104,32 +130,77 @@ class Collector:
             self.snapshots_ok += 1
 
     def report(self) -> dict[str, dict[str, float]]:
-        out = {}
+        out: dict[str, dict[str, float]] = {}
         for view in VIEWS:
             arrivals = self.arrivals[view]
             rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) if len(arrivals) > 1 else 0.0
+            node = self.node_stats.get(view, {})
             out[view] = {
                 "rate_hz": rate,
                 "frames": float(len(arrivals)),
                 "drops": float(count_drops(self.markers[view])),
                 "p50_ms": percentile_ms(self.latencies[view], 50),
                 "p95_ms": percentile_ms(self.latencies[view], 95),
-                "to_callback_p50_ms": percentile_ms(self.transport[view], 50),
+                "capture_to_publish_p50_ms": float(node.get("capture_to_publish_p50_ms", "nan")),
+                "capture_to_publish_p95_ms": float(node.get("capture_to_publish_p95_ms", "nan")),
+                "capture_to_read_p50_ms": float(node.get("capture_to_read_p50_ms", "nan")),
+                "capture_to_read_p95_ms": float(node.get("capture_to_read_p95_ms", "nan")),
+                "read_to_messages_p50_ms": float(node.get("read_to_messages_p50_ms", "nan")),
+                "read_to_messages_p95_ms": float(node.get("read_to_messages_p95_ms", "nan")),
+                "messages_to_published_p50_ms": float(node.get("messages_to_published_p50_ms", "nan")),
+                "messages_to_published_p95_ms": float(node.get("messages_to_published_p95_ms", "nan")),
+                "capture_to_callback_p50_ms": percentile_ms(self.to_callback[view], 50),
+                "capture_to_callback_p95_ms": percentile_ms(self.to_callback[view], 95),
+                "callback_to_ready_p50_ms": percentile_ms(self.callback_to_ready[view], 50),
+                "callback_to_ready_p95_ms": percentile_ms(self.callback_to_ready[view], 95),
             }
         total = self.snapshots_ok + sum(self.refusals.values())
         out["snapshot"] = {"ok_fraction": self.snapshots_ok / total if total else 0.0, "taken": float(total)}
+        out["load"] = {"start": self.load[0], "end": self.load[1]}
+        out["cpu_percent"] = dict(self.cpu_percent)
+        out["run_queue_wait_ms_per_s"] = dict(self.run_queue_wait_ms_per_s)
         return out
 
 
-def run_snapshots(collector: Collector, seconds: float) -> None:
+def run_queue_wait_s(pid: int) -> float:
+    """Seconds the threads of a process have spent runnable but waiting for a CPU (Linux schedstat; NaN elsewhere).
+
+    Latency on a shared machine is mostly this: a frame is ready, but its thread waits behind other work.
+    """
+    total = 0.0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return float("nan")
+    for task in tasks:
+        try:
+            total += int((task / "schedstat").read_text().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):  # a thread that ended meanwhile
+            continue
+    return total
+
+
+def run_snapshots(collector: Collector, seconds: float, pids: dict[str, int] | None = None) -> None:
+    """Take snapshots at FPS for ``seconds`` while recording; measure the CPU share of ``pids`` meanwhile."""
+    pids = {"subscriber": os.getpid(), **(pids or {})}
+    start_load = load_average()
+    start_cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    start_wait = {name: run_queue_wait_s(pid) for name, pid in pids.items()}
+    started = time.monotonic()
     collector.recording = True
-    deadline = time.monotonic() + seconds
-    next_tick = time.monotonic()
+    deadline = started + seconds
+    next_tick = started
     while time.monotonic() < deadline:
         collector.take_snapshot()
         next_tick += 1.0 / FPS
         time.sleep(max(0.0, next_tick - time.monotonic()))
     collector.recording = False
+    elapsed = time.monotonic() - started
+    collector.cpu_percent = {name: 100.0 * (cpu_seconds(pid) - start_cpu[name]) / elapsed
+                             for name, pid in pids.items()}
+    collector.run_queue_wait_ms_per_s = {name: 1000.0 * (run_queue_wait_s(pid) - start_wait[name]) / elapsed
+                                         for name, pid in pids.items()}
+    collector.load = (start_load, load_average())
 
 
 def baseline_in_process(configs: dict[str, dict], seconds: float) -> dict[str, dict[str, float]]:
@@ -145,8 +216,9 @@ def baseline_in_process(configs: dict[str, dict], seconds: float) -> dict[str, d
                 frame = camera.async_read(timeout_s=0.5)
             except Exception:  # end of a loop iteration etc.: the benchmark only reports
                 continue
+            received_s = time.time()
             collector.synchronizer.add(view, frame)
-            collector.on_frame(view, frame, time.time())
+            collector.on_frame(view, frame, received_s)
 
     for camera in cameras.values():
         camera.connect()
@@ -163,10 +235,7 @@ def baseline_in_process(configs: dict[str, dict], seconds: float) -> dict[str, d
     return collector.report()
 
 
-def over_dds(configs: dict[str, dict], seconds: float) -> dict[str, dict[str, float]]:
-    """Two camera_node processes → DDS → CameraViewsSubscriber in this process."""
-    from robopin_ros.camera_snapshot import CameraViewsSubscriber
-
+def start_camera_nodes(configs: dict[str, dict]) -> list[subprocess.Popen]:
     processes = []
     for view in VIEWS:
         config = dict(configs[view])
@@ -181,12 +250,25 @@ def over_dds(configs: dict[str, dict], seconds: float) -> dict[str, dict[str, fl
         args += ["-p", f"options:='{options}'"]
         processes.append(subprocess.Popen(args, env=dict(os.environ), stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL))
-    rclpy.init()
-    node = Node("bench_cameras")
+    return processes
+
+
+def over_dds(configs: dict[str, dict], seconds: float, executor_kind: str) -> dict[str, dict[str, float]]:
+    """Two camera_node processes → DDS → CameraViewsSubscriber in this process."""
+    from robopin_ros.camera_snapshot import CameraViewsSubscriber
+
+    processes = start_camera_nodes(configs)
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = Node("bench_cameras", context=context)
     collector = Collector()
     subscriber = CameraViewsSubscriber(node, collector.synchronizer.config, on_frame=collector.on_frame)
     collector.synchronizer = subscriber.synchronizer
-    executor = MultiThreadedExecutor(num_threads=2)
+    node.create_subscription(DiagnosticArray, "/diagnostics", collector.on_diagnostics, 10)
+    if executor_kind == "single":
+        executor = SingleThreadedExecutor(context=context)
+    else:
+        executor = MultiThreadedExecutor(num_threads=2, context=context)
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
@@ -199,7 +281,8 @@ def over_dds(configs: dict[str, dict], seconds: float) -> dict[str, dict[str, fl
             except SnapshotError:
                 time.sleep(0.1)
         time.sleep(1.0)  # warm-up
-        run_snapshots(collector, seconds)
+        run_snapshots(collector, seconds, {f"camera_node {v}": p.pid for v, p in zip(VIEWS, processes, strict=True)})
+        time.sleep(1.2)  # one more diagnostics message: the node's window then covers the measurement
     finally:
         for process in processes:
             process.send_signal(signal.SIGTERM)
@@ -210,31 +293,73 @@ def over_dds(configs: dict[str, dict], seconds: float) -> dict[str, dict[str, fl
                 process.kill()
         executor.shutdown()
         node.destroy_node()
-        rclpy.try_shutdown()
+        rclpy.try_shutdown(context=context)
     return collector.report()
+
+
+FIGURES = (("rate_hz", "Hz"), ("frames", ""), ("drops", ""), ("p50_ms", "ms"), ("p95_ms", "ms"),
+           ("capture_to_publish_p50_ms", "ms"), ("capture_to_publish_p95_ms", "ms"),
+           ("capture_to_read_p50_ms", "ms"), ("capture_to_read_p95_ms", "ms"),
+           ("read_to_messages_p50_ms", "ms"), ("read_to_messages_p95_ms", "ms"),
+           ("messages_to_published_p50_ms", "ms"), ("messages_to_published_p95_ms", "ms"),
+           ("capture_to_callback_p50_ms", "ms"), ("capture_to_callback_p95_ms", "ms"),
+           ("callback_to_ready_p50_ms", "ms"), ("callback_to_ready_p95_ms", "ms"))
+
+
+def print_comparison(title: str, dds: dict[str, dict[str, float]], baseline: dict[str, dict[str, float]]) -> None:
+    print(f"\n{title}: load average {dds['load']['start']:.1f} → {dds['load']['end']:.1f} on {os.cpu_count()} CPUs "
+          f"(baseline phase {baseline['load']['start']:.1f} → {baseline['load']['end']:.1f})")
+    print(f"{'figure':<38}{'camera_node→DDS→snapshot':>26}{'in-process baseline':>22}{'ratio':>8}")
+    for view in VIEWS:
+        for key, unit in FIGURES:
+            a, b = dds[view][key], baseline[view][key]
+            ratio = a / b if b and np.isfinite(b) else float("nan")
+            shown_b = f"{b:>19.2f} {unit:<2}" if np.isfinite(b) else f"{'-':>19} {unit:<2}"
+            print(f"{view + ' ' + key:<38}{a:>23.2f} {unit:<2}{shown_b}{ratio:>8.2f}")
+        publish_to_callback = dds[view]["capture_to_callback_p50_ms"] - dds[view]["capture_to_publish_p50_ms"]
+        print(f"{view + ' publish_to_callback_p50_ms (diff)':<38}{publish_to_callback:>23.2f} ms")
+    a, b = dds["snapshot"]["ok_fraction"], baseline["snapshot"]["ok_fraction"]
+    print(f"{'snapshot ok fraction (30 Hz)':<38}{a:>23.3f}   {b:>19.3f}   {a / b if b else float('nan'):>8.2f}")
+    for name, percent in dds["cpu_percent"].items():
+        other = baseline["cpu_percent"].get(name, float("nan"))
+        shown = f"{other:>19.1f} %" if np.isfinite(other) else f"{'-':>19}  "
+        print(f"{'CPU ' + name:<38}{percent:>23.1f} % {shown}")
+    for name, wait_ms in dds["run_queue_wait_ms_per_s"].items():
+        other = baseline["run_queue_wait_ms_per_s"].get(name, float("nan"))
+        shown = f"{other:>19.1f}" if np.isfinite(other) else f"{'-':>19}"
+        print(f"{'waiting for a CPU ms/s ' + name:<38}{wait_ms:>23.1f}   {shown}")
+
+
+def meets_goal(result: dict[str, dict[str, float]]) -> bool:
+    return all(result[v]["rate_hz"] >= 29.5 and result[v]["drops"] == 0 and result[v]["p95_ms"] < 10.0
+               for v in VIEWS)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="measurement window per phase")
+    parser.add_argument("--repeat", type=int, default=1, help="DDS phases to run (each with its load average)")
+    parser.add_argument("--executor", choices=("single", "multi"), default="single",
+                        help="the subscriber's rclpy executor (multi: MultiThreadedExecutor with 2 threads)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-cameras-") as tmp:
         started = time.monotonic()
         configs = make_sources(Path(tmp))
         print(f"recordings written in {time.monotonic() - started:.1f} s (2 views, 640x480 color + depth, {FPS} Hz)")
         baseline = baseline_in_process(configs, args.seconds)
-        dds = over_dds(configs, args.seconds)
-    print(f"\n{'figure':<34}{'camera_node→DDS→snapshot':>26}{'in-process baseline':>22}{'ratio':>8}")
-    for view in VIEWS:
-        for key, unit in (("rate_hz", "Hz"), ("frames", ""), ("drops", ""), ("p50_ms", "ms"), ("p95_ms", "ms"),
-                          ("to_callback_p50_ms", "ms")):
-            a, b = dds[view][key], baseline[view][key]
-            ratio = a / b if b else float("nan")
-            print(f"{view + ' ' + key:<34}{a:>23.2f} {unit:<2}{b:>19.2f} {unit:<2}{ratio:>8.2f}")
-    a, b = dds["snapshot"]["ok_fraction"], baseline["snapshot"]["ok_fraction"]
-    print(f"{'snapshot ok fraction (30 Hz)':<34}{a:>23.3f}   {b:>19.3f}   {a / b if b else float('nan'):>8.2f}")
+        runs = [over_dds(configs, args.seconds, args.executor) for _ in range(max(1, args.repeat))]
+    for number, run in enumerate(runs, 1):
+        print_comparison(f"DDS run {number}/{len(runs)} ({args.executor} executor)", run, baseline)
+    print(f"\n{'run':<6}{'load':>12}" + "".join(f"{v + ' Hz/drops/p50/p95 ms':>34}" for v in VIEWS)
+          + f"{'CPU % nodes+sub':>18}{'CPU-wait ms/s':>15}{'goal':>7}")
+    for number, run in enumerate(runs, 1):
+        cells = "".join(f"{run[v]['rate_hz']:>14.1f}{run[v]['drops']:>5.0f}{run[v]['p50_ms']:>7.1f}"
+                        f"{run[v]['p95_ms']:>8.1f}" for v in VIEWS)
+        cpu = sum(run["cpu_percent"].values())
+        wait = sum(run["run_queue_wait_ms_per_s"].values())
+        print(f"{number:<6}{run['load']['start']:>5.1f} → {run['load']['end']:<4.1f}{cells}{cpu:>18.0f}{wait:>15.0f}"
+              f"{'met' if meets_goal(run) else 'no':>7}")
     print("\ngoal (issue 6): 30 Hz per view, 0 drops, p95 < 10 ms capture→snapshot")
-    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (latency needs idle cores)")
     return 0
 
 

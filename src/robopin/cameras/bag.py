@@ -70,8 +70,8 @@ class BagCameraConfig(CameraConfig):
         enable_depth: pair color with aligned depth (False plays color only).
         max_depth_offset_s: the largest color/depth header-stamp difference accepted as one frame.
         serial: reported as the frame's serial; empty uses the bag's name.
-        restamp: stamp frames with the host clock at delivery (default, so a replayed view looks live)
-            or keep the recorded header stamps (False).
+        restamp: stamp frames with the host clock at the time they are due (default, so a replayed view
+            looks live) or keep the recorded header stamps (False).
     """
 
     type: ClassVar[str] = "bag"
@@ -241,7 +241,9 @@ class BagCamera(Camera):
             time.sleep(wait_s)
         self._pending = None
         if self.config.restamp:
-            frame = dataclasses.replace(frame, timestamp_s=time.time())
+            # The frame's capture time is when it was due, not when this thread woke up: a late wake-up
+            # (a loaded machine) is latency the consumer must see, as it would with a real camera.
+            frame = dataclasses.replace(frame, timestamp_s=time.time() - max(0.0, time.monotonic() - due))
         return frame
 
     def _disconnect(self) -> None:

@@ -18,6 +18,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 
 from robopin.cameras import Frame, MultiViewSnapshot, SnapshotConfig, SnapshotSynchronizer
+from robopin.cameras.memory import retain_freed_image_memory
 from robopin.cameras.snapshot import PoseSource
 from robopin_ros import conversions
 
@@ -80,6 +81,8 @@ class CameraViewsSubscriber:
         pair_tolerance_s: float = 0.005,
         on_frame: Callable[[str, Frame, float], None] | None = None,
     ) -> None:
+        # Received images are megabyte buffers freed a frame later: keep them mapped in this process.
+        retain_freed_image_memory()
         self.node = node
         self.synchronizer = SnapshotSynchronizer(config, poses=poses)
         self.on_frame = on_frame
