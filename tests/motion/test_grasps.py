@@ -99,3 +99,54 @@ def test_interpolate_pose_ends_and_middle():
     mid = interpolate_pose(a, b, 0.5)
     assert np.allclose(mid[:3, 3], [0.5, 1.0, 1.5])
     assert np.allclose(mid[:3, :3] @ mid[:3, :3].T, np.eye(3))
+
+
+@pytest.mark.parametrize("cube_m", [0.02, 0.03, 0.05])
+def test_grasp_on_a_small_cube_never_puts_the_tcp_below_the_table(cube_m):
+    # Regression (xArm long-horizon `workspace`): a pick point on a small object's top minus the grasp
+    # depth put the TCP 0.5 mm under the table. With the support surface known it stays above it.
+    config = GraspConfig()
+    for pick_z in (cube_m, cube_m - 0.01, -0.0005):  # top, side face, depth noise below the table
+        for candidate in grasp_candidates([0.5, 0.0, pick_z], config, support_height_m=0.0):
+            assert candidate.T_base_grasp[2, 3] >= config.min_tcp_height_m - 1e-12
+            assert candidate.T_base_pre_grasp[2, 3] > candidate.T_base_grasp[2, 3]
+    # A tall object is grasped grasp_depth below its top as before: the clamp only lifts, never lowers.
+    tall = grasp_candidates([0.5, 0.0, 0.12], config, support_height_m=0.0)[0]
+    assert tall.T_base_grasp[2, 3] == pytest.approx(0.12 - config.grasp_depth_m)
+
+
+def test_tilted_grasp_backs_out_along_its_approach_when_clamped():
+    config = GraspConfig(normal_aligned=True)
+    normal = np.array([0.3, 0.0, 1.0]) / np.linalg.norm([0.3, 0.0, 1.0])
+    candidate = grasp_candidates([0.5, 0.0, 0.01], config, surface_normal=normal, support_height_m=0.0)[0]
+    tcp = candidate.T_base_grasp[:3, 3]
+    assert tcp[2] == pytest.approx(config.min_tcp_height_m)
+    # Still on the line through the pick point along the approach (−normal).
+    offset = tcp - np.array([0.5, 0.0, 0.01])
+    assert np.linalg.norm(np.cross(offset, normal)) < 1e-9
+
+
+def _box_cloud(centre_xy, size_m, height_m, spacing=0.005):
+    """Surface points a camera would see on a box standing on the table: its top and its +x face."""
+    xs = np.arange(-size_m / 2, size_m / 2 + 1e-9, spacing)
+    top = np.array([[centre_xy[0] + x, centre_xy[1] + y, height_m] for x in xs for y in xs])
+    zs = np.arange(0.0, height_m, spacing)
+    front = np.array([[centre_xy[0] + size_m / 2, centre_xy[1] + y, z] for y in xs for z in zs])
+    return np.vstack([top, front])
+
+
+def test_grasp_centres_on_the_object_when_the_pick_point_is_on_a_side_face():
+    # Regression (panda long-horizon grasp_missed / goal_tolerance): the seen point lay on a cube's
+    # front face 2 cm off its centre, so one finger landed on the cube.
+    config = GraspConfig()
+    cloud = _box_cloud((0.46, 0.26), 0.045, 0.045)
+    plate = np.array([[0.46 + dx, 0.33, 0.012] for dx in np.linspace(-0.03, 0.03, 7)])  # a plate beside it
+    pick = np.array([0.46 + 0.0225, 0.262, 0.03])  # on the +x face, where the static camera saw it
+    best = grasp_candidates(pick, config, object_points=np.vstack([cloud, plate]), support_height_m=0.0)[0]
+    assert np.linalg.norm(best.T_base_grasp[:2, 3] - [0.46, 0.26]) < 0.006  # fingers open 8 cm around 4.5
+    assert best.T_base_grasp[2, 3] == pytest.approx(0.045 - config.grasp_depth_m, abs=0.002)
+    # Never moved farther than max_centring_m, and an empty neighbourhood leaves the point alone.
+    far = grasp_candidates([0.46 + 0.06, 0.26, 0.03], config, object_points=cloud, support_height_m=0.0)[0]
+    assert np.linalg.norm(far.T_base_grasp[:2, 3] - [0.52, 0.26]) <= config.max_centring_m + 1e-9
+    alone = grasp_candidates([0.7, 0.0, 0.03], config, object_points=cloud, support_height_m=0.0)[0]
+    assert np.allclose(alone.T_base_grasp[:2, 3], [0.7, 0.0])

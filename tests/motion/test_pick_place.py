@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -11,7 +13,7 @@ from robopin.motion.types import PlanStatus
 from robopin.motion.verify import verify_trajectory
 from robopin.motion.world import CollisionWorld
 
-from .conftest import ROBOTS, planner
+from .conftest import ROBOTS, planner, top_down
 
 
 def _scene() -> CollisionWorld:
@@ -73,3 +75,57 @@ def test_world_without_target_keeps_the_table_under_the_object():
     assert len(stripped.points) >= 500  # every table point (and the object's bottom face, on the table) stays
     with pytest.raises(ValueError, match="object_size_m"):
         PickPlaceConfig(object_size_m=(0.05, 0.05, 0.0))
+
+
+@pytest.mark.parametrize("backend", ["roboplan", "ompl"])
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_transport_search_keeps_the_held_object_clear_of_the_world(backend, robot, caplog):
+    # Regression: roboplan's search disabled collisions between the held object and every world
+    # obstacle (it was listed among the obstacles), so it carried the duck through the multi-view
+    # toys and the continuous check rejected every path (collision_in_result while placing).
+    plan = planner(backend, robot)
+    world = CollisionWorld()
+    world.add_table(-0.002)
+    T_wall = np.eye(4)
+    T_wall[:3, 3] = [0.45, 0.0, 0.08]
+    world.add_box("wall", (0.04, 0.4, 0.16), T_wall)  # the hand clears its top, the held box does not
+    T_ee_object = np.eye(4)
+    T_ee_object[2, 3] = 0.06  # the TCP z points down: the box hangs below the fingers
+    world.attach("held", (0.05, 0.05, 0.10), T_ee_object)
+    plan.update_world(world)
+    try:
+        plan.robot.reseed(0)
+        start = plan.robot.inverse_kinematics(top_down(0.33, 0.0, 0.22), plan.robot.home, restarts=50)
+        assert start is not None
+        with caplog.at_level(logging.WARNING, logger="robopin.motion.planner"):
+            result = plan.plan_to_pose(start, top_down(0.58, 0.0, 0.22))
+        assert result.success, result.message
+        # The search itself must see the held object: no path the continuous check has to reject.
+        assert not [r for r in caplog.records if "rejected its own result" in r.getMessage()]
+        assert verify_trajectory(plan.robot, result.trajectory, tolerance_m=0.001).collision_free
+    finally:
+        plan.update_world(CollisionWorld())
+
+
+def test_grasp_clamps_to_the_world_table_when_no_height_is_given():
+    # The support surface comes from the planner's table box; a pick point 0.5 mm under the table
+    # (the xArm long-horizon `workspace` refusal) still grasps above it.
+    from robopin.motion.grasps import GraspConfig
+    from robopin.motion.pick_place import support_height
+
+    world = CollisionWorld()
+    world.add_table(-0.002)
+    assert support_height(world, None) == pytest.approx(-0.002)
+    assert support_height(world, 0.01) == pytest.approx(0.01)
+    assert support_height(CollisionWorld(), None) is None
+    plan = planner("roboplan", "xarm6")
+    plan.update_world(world)
+    try:
+        result = plan_pick_place(plan, plan.robot.home, [0.45, -0.1, -0.0005], [0.45, 0.15, 0.0], PickPlaceConfig())
+        assert result.success, result.message
+        assert result.grasp.T_base_grasp[2, 3] >= -0.002 + GraspConfig().min_tcp_height_m - 1e-9
+        for phase in result.phases:
+            tcp_z = [plan.robot.forward_kinematics(q)[2, 3] for q in phase.result.trajectory.positions]
+            assert min(tcp_z) >= 0.0, (phase.stage, min(tcp_z))
+    finally:
+        plan.update_world(CollisionWorld())

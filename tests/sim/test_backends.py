@@ -195,3 +195,32 @@ def test_oracle_backend_configuration_is_validated(scene):
         backend.generate(_messages(scene, views=("static",)))
     with pytest.raises(VLMRequestError, match="no scene registered"):
         make_backend({"type": "oracle", "world": "elsewhere"}).generate(_messages(scene))
+
+
+@pytest.mark.slow
+def test_xarm6_sim_gripper_stalls_on_a_small_object_instead_of_closing_through_it():
+    # Regression: the xArm linkage closed through the welded object and reported 0 mm, which the
+    # motion planner reads as a missed grasp while the object was held.
+    scene = build_scene("sanity_cube", 2, robot="xarm6", world_name=unique_world_name("xarm-grip"))
+    try:
+        world = scene.world
+        arm = make_arm(make_arm_config("sim", {"world": world.name, "robot": "xarm6"}))
+        arm.connect()
+        arm.enable()
+        from robopin.sim.scripted import closing_yaw
+
+        center = world.object_center("object_0")
+        T_grasp = grasp_pose(np.array([center[0], center[1], max(center[2], 0.018)]), closing_yaw(world, "object_0"))
+        T_above = T_grasp.copy()
+        T_above[2, 3] += 0.1
+        assert arm.gripper_open().reached_goal
+        move_to_pose(world, T_above, 1.5)
+        move_linear(world, T_above, T_grasp, 1.0)
+        arm.gripper_move(0.0, 20.0)
+        world.advance(0.5)  # the fingers keep their command: they must stay on the object
+        state = arm.gripper_state()
+        assert state.is_grasped
+        assert state.width_m > 0.02, f"gripper reports {state.width_m * 1e3:.1f} mm around a 4.5 cm cube"
+        arm.disconnect()
+    finally:
+        scene.close()

@@ -44,8 +44,11 @@ def test_anchors_pin_visible_pixels_of_their_entity(scene):
     rendered = oracle.render()
     written = oracle.write(rendered)
     trace = parse(written.text, num_views=2)
-    body_of_id = {anchor_id: scene.world.object(name).body_id for name, anchor_id in written.entity_ids.items()
-                  if not name.startswith("space:")}
+    body_of_id = {
+        anchor_id: scene.world.object(name).body_id
+        for name, anchor_id in written.entity_ids.items()
+        if not name.startswith("space:")
+    }
     obj_anchors = [a for a in trace.anchors if a.kind == "obj"]
     assert obj_anchors
     for anchor in obj_anchors:
@@ -55,9 +58,10 @@ def test_anchors_pin_visible_pixels_of_their_entity(scene):
     goal = scene.task.goals[0]
     assert _body_at(rendered[pick.img_idx], pick.x, pick.y) == scene.world.object(goal.object).body_id
     target_body = scene.world.object(goal.target).body_id
-    assert _body_at(rendered[place.img_idx], place.x, place.y) in (target_body,) or scene.world.object(
-        goal.target
-    ).kind == "tray"
+    assert (
+        _body_at(rendered[place.img_idx], place.x, place.y) in (target_body,)
+        or scene.world.object(goal.target).kind == "tray"
+    )
 
 
 def test_ids_are_shared_across_views_and_numbered_in_first_mention_order(scene):

@@ -9,11 +9,14 @@ import pytest
 import yaml
 
 from robopin.sim.scenarios import (
+    LAYOUTS,
+    WORKSPACE_MAX_RADIUS_M,
     LayoutError,
     ScenarioError,
     build_scene,
     check_success,
     get_scene,
+    layout_reach_m,
     list_scenarios,
     load_scenario,
     on_plate,
@@ -96,9 +99,10 @@ def test_spatial_layout_relations_hold(spatial_scene):
     assert plates[0][0] < plates[1][0] < plates[2][0]
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
-def test_multi_view_target_is_hidden_from_the_static_camera(seed):
-    with build_scene("multi_view", seed, register=False) as scene:
+@pytest.mark.parametrize(("robot", "seed"), [("panda", s) for s in range(5)] + [("xarm6", s) for s in range(3)])
+def test_multi_view_target_is_hidden_from_the_static_camera(robot, seed):
+    # Moved within the xArm 6's shorter reach, the layout must still hide the duck from the static view.
+    with build_scene("multi_view", seed, robot=robot, register=False) as scene:
         body = scene.world.object(scene.task.roles["target"]).body_id
         static = int(np.sum(scene.world.render("static").segmentation == body))
         wrist = int(np.sum(scene.world.render("wrist").segmentation == body))
@@ -160,3 +164,43 @@ def test_layout_error_when_nothing_fits():
     )
     with pytest.raises(LayoutError, match="crowded"):
         build_scene(crowded, 0, register=False, max_layout_attempts=2)
+
+
+@pytest.mark.parametrize("robot", ["panda", "xarm6"])
+@pytest.mark.parametrize("scenario", ["spatial", "multi_view", "long_horizon"])
+def test_every_generated_layout_keeps_what_the_task_names_inside_the_robots_reach(scenario, robot):
+    # Regression: the multi-view plate lay at x = 0.72 m, beyond the xArm 6's top-down reach (ik_fail).
+    spec = load_scenario(scenario)
+    reach = layout_reach_m(robot)
+    for seed in range(25):
+        try:
+            layout = LAYOUTS[spec.layout](np.random.default_rng([seed, 0]), spec.layout_params, reach)
+        except LayoutError:
+            continue  # build_scene redraws; what it keeps is checked below for the ones that fit
+        centres = {p.name: p.xy for p in layout.placements}
+        named = {name for goal in layout.goals for name in (goal.object, goal.target)}
+        for name in named:
+            assert math.hypot(*centres[name]) <= reach + 1e-9, (seed, name, centres[name], reach)
+
+
+def test_layout_reach_is_the_shorter_of_framing_and_robot_reach():
+    assert layout_reach_m("xarm6") < layout_reach_m("panda") <= WORKSPACE_MAX_RADIUS_M
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("robot", ["panda", "xarm6"])
+def test_sim_robot_reach_is_reachable_top_down_by_the_planner(robot):
+    # The reach the layouts use must hold for the planner's own IK at every height a pick or a place
+    # passes through (grasp, lift, pre-place), a little off the straight-ahead direction too.
+    from robopin.motion.grasps import top_down_rotation
+    from robopin.motion.robot import RobotModel, robot_spec
+
+    model = RobotModel(robot_spec(robot))
+    reach = layout_reach_m(robot) + 0.02  # place points may lie off the plate centre by this much
+    for angle in (-0.2, 0.0, 0.2):
+        for z in (0.02, 0.08, 0.16):
+            T = np.eye(4)
+            T[:3, :3] = top_down_rotation(angle)
+            T[:3, 3] = [reach * math.cos(angle), reach * math.sin(angle), z]
+            model.reseed(0)
+            assert model.inverse_kinematics(T, model.home, restarts=20) is not None, (robot, angle, z)

@@ -13,8 +13,15 @@ from robopin.sim.selfcheck import place_points, run_self_check
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("scenario", "seed"),
-    [("spatial", 0), ("spatial", 1), ("multi_view", 0), ("multi_view", 1), ("long_horizon", 0),
-     ("sanity_cube", 0), ("sanity_tray", 0)],
+    [
+        ("spatial", 0),
+        ("spatial", 1),
+        ("multi_view", 0),
+        ("multi_view", 1),
+        ("long_horizon", 0),
+        ("sanity_cube", 0),
+        ("sanity_tray", 0),
+    ],
 )
 def test_self_check_solves_the_scene(scenario, seed):
     result = run_self_check(scenario, seed)
@@ -41,9 +48,8 @@ def test_place_points_spread_objects_sharing_a_plate():
         values = list(points.values())
         for k, a in enumerate(values):
             assert np.linalg.norm(a[:2] - center[:2]) < plate.radius_m
-            for b in values[k + 1:]:
+            for b in values[k + 1 :]:
                 assert np.linalg.norm(a[:2] - b[:2]) > 0.05
-
 
 
 def test_grasp_closes_across_the_object_yaw():

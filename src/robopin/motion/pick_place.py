@@ -21,6 +21,8 @@ from robopin.motion.types import PlanResult, PlanStatus
 from robopin.motion.world import TABLE_BOX_NAME, CollisionWorld
 
 STAGES = ("approaching", "grasping", "lifting", "placing", "retreating")
+HELD_OBJECT_TABLE_GAP_M = 0.003
+"""Gap kept between the held-object box and the table it was picked from (so lifting starts clear)."""
 
 
 @dataclass
@@ -131,13 +133,14 @@ def plan_pick_place(
             grasp,
         )
 
+    support = support_height(original_world, config.table_height_m)
     grasps = grasp_candidates(
         pick,
         config.grasp,
         yaw_rad=yaw_rad,
         object_points=object_points,
         surface_normal=pick_normal,
-        support_height_m=support_height(original_world, config.table_height_m),
+        support_height_m=support,
     )
     q = np.asarray(q_start, dtype=np.float64)
     # Approach: free-space move to the first reachable pre-grasp whose descent also works.
@@ -169,10 +172,17 @@ def plan_pick_place(
     phases.append(PickPlacePhase("grasping", descent, config.gripper_closed_width_m))
 
     # Lift with the object attached to the hand: it now collides with the world like the arm does.
-    size = config.object_size_m
+    # The held box spans from the object's top (the pick point, or the TCP if the grasp had to stay
+    # higher) down by the object height, but never into the table it was standing on.
+    grasp_z = float(chosen.T_base_grasp[2, 3])
+    top = max(float(pick[2]), grasp_z)
+    bottom = top - config.object_size_m[2]
+    if support is not None:
+        bottom = max(bottom, support + HELD_OBJECT_TABLE_GAP_M)
+    height = max(top - bottom, HELD_OBJECT_TABLE_GAP_M)
+    size = (config.object_size_m[0], config.object_size_m[1], height)
     T_ee_object = np.eye(4)
-    depth_below_top = float(pick[2] - chosen.T_base_grasp[2, 3])
-    T_ee_object[2, 3] = size[2] / 2.0 - depth_below_top  # TCP z points down, into the object
+    T_ee_object[2, 3] = grasp_z - (top - height / 2.0)  # TCP z points down, into the object
     holding = target_free.copy()
     holding.attach("held_object", size, T_ee_object)
     planner.update_world(holding)
@@ -184,7 +194,8 @@ def plan_pick_place(
     place_world = holding
     transport: PlanResult | None = None
     lower: PlanResult | None = None
-    for candidate in place_candidates(place, chosen, pick, config.grasp, object_height_m=size[2]):
+    held_top = np.array([pick[0], pick[1], top])
+    for candidate in place_candidates(place, chosen, held_top, config.grasp, object_height_m=height):
         transport = planner.plan_to_pose(
             lift.trajectory.positions[-1], candidate.T_base_pre_place, velocity_scale=velocity_scale
         )

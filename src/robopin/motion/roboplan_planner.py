@@ -113,12 +113,18 @@ class RoboplanPlanner(MotionPlanner):
                 if link == spec.tcp_link:
                     continue  # roboplan counts geometry on a frame as part of that link's body already
                 self._scene.setCollisions(link, "attached_object", False)
-        for i, name in enumerate(self._obstacle_names):
+        world_obstacles = [name for name in self._obstacle_names if name != "attached_object"]
+        for name in self._obstacle_names:
             for link in self._base_links:
                 self._scene.setCollisions(link, name, False)
-            # Obstacles touching each other (a box on the table) are not a robot collision.
-            for other in self._obstacle_names[i + 1 :]:
+        # Obstacles touching each other (a box on the table) are not a robot collision. The held
+        # object is not an obstacle here: it moves with the hand and must clear the world, or the
+        # search plans through the world and the continuous check rejects every path it finds.
+        for i, name in enumerate(world_obstacles):
+            for other in world_obstacles[i + 1 :]:
                 self._scene.setCollisions(name, other, False)
+            if self.world.attached is not None:
+                self._scene.setCollisions("attached_object", name, True)
         self._scene_state = state
 
     def _full(self, q):
