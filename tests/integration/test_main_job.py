@@ -23,12 +23,11 @@ from robopin.trials.log import read_trial
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-# One seed per task. The physics is deterministic per seed: spatial and long-horizon seed 0 succeed
-# with the oracle, so they must keep succeeding; multi-view seed 0 currently ends in a named
-# execution-layer failure (goal_tolerance while placing, see the issue note), so for it the test
-# demands only that the whole chain ran and the failure carries a name from the execution layers.
+# One seed per task. The physics is deterministic per seed and seed 0 of every task succeeds with
+# the oracle (multi-view since the motion planner sees the workspace cloud), so each must keep
+# succeeding.
 TASK_SEEDS = {"spatial": 0, "multi_view": 0, "long_horizon": 0}
-MUST_SUCCEED = ("spatial", "long_horizon")
+MUST_SUCCEED = ("spatial", "multi_view", "long_horizon")
 # Failures of the stack itself (as opposed to a plan or a grasp that did not work out).
 CHAIN_FAILURES = {"bringup_failed", "not_ready", "task_timeout", "no_result", "instruct_rejected", "internal_error",
                   "projection_unavailable", "motion_unavailable", "stale_frame", "stale_state", "stale_pose"}
@@ -75,7 +74,7 @@ def test_one_trial_of_each_task_through_every_node(tmp_path):
     _, long_steps = read_trial(out / f"panda-long_horizon-seed{TASK_SEEDS['long_horizon']:03d}")
     assert len(long_steps) >= 3, "long-horizon: at least two pick-and-place steps and the final 'done' step"
     results = (out / "results.md").read_text()
-    for title in ("| Spatial | 1/1 |", "| Multi-view |", "| Long-horizon | 1/1 |"):
+    for title in ("| Spatial | 1/1 |", "| Multi-view | 1/1 |", "| Long-horizon | 1/1 |"):
         assert title in results, results
     assert "x RoboPIN's 0.281 s" in results and (out / "report.html").is_file()
 
@@ -115,3 +114,16 @@ def test_up_serves_instruct_to_another_process_and_stops_cleanly_on_sigterm():
             code = process.wait()
         reader.join(timeout=5)
     assert code == 0, "robopin up did not stop cleanly on SIGTERM:\n" + "".join(lines[-80:])
+
+
+def test_simulated_systems_plan_against_the_workspace_cloud():
+    # Regression: without the projection node's cloud the motion planner saw only the table and
+    # carried the multi-view duck through the toys (goal_tolerance 0.8 rad on every seed).
+    import yaml
+
+    for name in ("sim_panda", "sim_xarm6"):
+        nodes = yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())["nodes"]
+        assert nodes["projection_node"]["parameters"]["cloud_period_s"] > 0, name
+        planner = nodes["motion_planner_node"]["parameters"]
+        assert planner["require_cloud"] is True, name
+        assert planner["max_cloud_age_s"] >= nodes["projection_node"]["parameters"]["cloud_period_s"], name
