@@ -198,3 +198,22 @@ def test_displacement_bound_holds_for_every_vertex(robot):
                 moved = max(moved, float(np.max(np.linalg.norm(delta, axis=1))))
         assert moved <= bound + 1e-9
         assert bound < 10.0 * moved + 0.05  # and not absurdly loose (it sums over joints, so it is loose)
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_a_fast_long_transport_keeps_the_tcp_under_the_arm_speed_limit(robot):
+    # Regression: a transport timed in joint space alone swung the Panda's TCP at 1.17 m/s and the
+    # arm's safety layer refused it (tcp_speed, limit 1.0 m/s).
+    plan = planner("roboplan", robot)
+    plan.update_world(CollisionWorld())
+    plan.robot.reseed(0)
+    start = plan.robot.inverse_kinematics(top_down(0.45, -0.35, 0.15), plan.robot.home, restarts=50)
+    assert start is not None
+    result = plan.plan_to_pose(start, top_down(0.45, 0.35, 0.15, yaw=1.2), velocity_scale=1.0)
+    assert result.success, result.message
+    trajectory = result.trajectory
+    times = np.arange(0.0, trajectory.times_s[-1], 0.004)
+    q = np.array([trajectory.sample(t) for t in times])
+    tcp = np.array([plan.robot.forward_kinematics(row)[:3, 3] for row in q])
+    speed = np.linalg.norm(np.diff(tcp, axis=0), axis=1) / np.diff(times)
+    assert speed.max() <= plan.config.max_tcp_speed_m_s * 1.1, speed.max()

@@ -44,6 +44,10 @@ class PlannerConfig:
     velocity_scale: float = 0.5
     acceleration_scale: float = 0.5
     sample_dt_s: float = 0.02  # spacing of the returned trajectory samples
+    # Trajectories are slowed down until the TCP stays under this speed: the arm safety layer
+    # refuses anything over its limit (tcp_speed, 1.0 m/s by default), and joint-space timing
+    # alone lets a long transport swing the TCP faster than that.
+    max_tcp_speed_m_s: float = 0.8
     ik_restarts: int = 20
     near_endpoint_rad: float = 0.2  # configurations this close to start/goal are judged without padding
     max_search_attempts: int = 3  # searches per request when the continuous check rejects a path
@@ -54,6 +58,7 @@ class PlannerConfig:
             "timeout_s": self.timeout_s,
             "verify_tolerance_m": self.verify_tolerance_m,
             "sample_dt_s": self.sample_dt_s,
+            "max_tcp_speed_m_s": self.max_tcp_speed_m_s,
         }
         for name, value in positive.items():
             if not (np.isfinite(value) and value > 0.0):
@@ -324,11 +329,30 @@ class MotionPlanner(abc.ABC):
                 path=path,
                 message="TOPP-RA found no feasible time scaling",
             )
+        trajectory = self._within_tcp_speed(trajectory)
         verify_started = time.perf_counter()
         result = self._verified(trajectory, path, started, verify=verify)
         result.details["timing_time_s"] = verify_started - timing_started
         result.details["verify_time_s"] = time.perf_counter() - verify_started
         return result
+
+    def _within_tcp_speed(self, trajectory: JointTrajectory) -> JointTrajectory:
+        """``trajectory`` stretched in time (same path) so the TCP never exceeds ``max_tcp_speed_m_s``."""
+        if len(trajectory.times_s) < 2:
+            return trajectory
+        tcp = np.array([self.robot.forward_kinematics(q)[:3, 3] for q in trajectory.positions])
+        speeds = np.linalg.norm(np.diff(tcp, axis=0), axis=1) / np.diff(trajectory.times_s)
+        # Samples are sparse (sample_dt_s): keep 10 % headroom for the speed between them.
+        factor = float(np.max(speeds)) * 1.1 / self.config.max_tcp_speed_m_s
+        if factor <= 1.0:
+            return trajectory
+        return JointTrajectory(
+            trajectory.joint_names,
+            trajectory.times_s * factor,
+            trajectory.positions,
+            trajectory.velocities / factor,
+            trajectory.accelerations / factor**2,
+        )
 
     def _verified(self, trajectory: JointTrajectory, path, started: float, *, verify: bool = True) -> PlanResult:
         if verify:
