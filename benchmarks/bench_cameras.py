@@ -46,13 +46,21 @@ FPS = 30
 LOOP_FRAMES = 60  # length of both recordings; they loop
 
 
-def make_sources(root: Path) -> dict[str, dict]:
-    """Write the two recordings and return the camera configs that play them (as node parameters)."""
+def make_sources(root: Path, wrist_depth_offset_m: float) -> dict[str, dict]:
+    """Write the two recordings and return the camera configs that play them (as node parameters).
+
+    The wrist recording's depth imager sits ``wrist_depth_offset_m`` beside its color imager (a D435's
+    is 15 mm): then librealsense really aligns depth to color; at 0 (a D405) alignment is the identity
+    and the RealSense backend skips it.
+    """
     scene = SyntheticScene(1.0, 0.2)
     depth = scene.depth_m(MODEL)
     frames = (Frame(scene.color(MODEL, i), depth, MODEL, 1000.0 + i / FPS, "", i, "static") for i in range(LOOP_FRAMES))
     bag = write_camera_bag(root / "static_bag", frames, topic_prefix="/cameras/static")
-    recording = write_realsense_recording(root / "wrist.db3", MODEL, LOOP_FRAMES, scene=scene, fps=FPS, paced=True)
+    T_color_depth = np.eye(4)
+    T_color_depth[0, 3] = wrist_depth_offset_m
+    recording = write_realsense_recording(root / "wrist.db3", MODEL, LOOP_FRAMES, scene=scene, fps=FPS, paced=True,
+                                          T_color_depth=T_color_depth)
     return {
         "static": {"type": "bag", "name": "static", "bag_path": str(bag), "loop": True},
         "wrist": {"type": "realsense", "name": "wrist", "playback_file": str(recording), "repeat_playback": True},
@@ -341,11 +349,15 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="DDS phases to run (each with its load average)")
     parser.add_argument("--executor", choices=("single", "multi"), default="single",
                         help="the subscriber's rclpy executor (multi: MultiThreadedExecutor with 2 threads)")
+    parser.add_argument("--wrist-depth-offset-mm", type=float, default=15.0,
+                        help="wrist depth imager offset from color: 15 = D435-like (aligned by librealsense), "
+                             "0 = D405-like (alignment is the identity and skipped)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-cameras-") as tmp:
         started = time.monotonic()
-        configs = make_sources(Path(tmp))
-        print(f"recordings written in {time.monotonic() - started:.1f} s (2 views, 640x480 color + depth, {FPS} Hz)")
+        configs = make_sources(Path(tmp), args.wrist_depth_offset_mm / 1000.0)
+        print(f"recordings written in {time.monotonic() - started:.1f} s (2 views, 640x480 color + depth, {FPS} Hz; "
+              f"wrist depth imager {args.wrist_depth_offset_mm:g} mm from color)")
         baseline = baseline_in_process(configs, args.seconds)
         runs = [over_dds(configs, args.seconds, args.executor) for _ in range(max(1, args.repeat))]
     for number, run in enumerate(runs, 1):

@@ -81,6 +81,41 @@ def test_software_device_depth_is_aligned_to_color_in_metres():
     _assert_plane(depth_m)
 
 
+def test_identity_alignment_is_skipped_and_gives_what_rs_align_gives():
+    # Depth and color with one model and identity extrinsics (a D405): rs.align would map each pixel
+    # onto itself, so the processor skips it. Where rs.align gives depth the result must be the same;
+    # rs.align also leaves rounding holes (zeros) an identity mapping has no reason to make.
+    device = SoftwareRealSense(COLOR, COLOR, serial="SW2", T_color_depth=np.eye(4))
+    syncer = rs.syncer()
+    device.start(syncer)
+    framesets = []
+    for i in range(3):
+        device.push(SCENE.color(COLOR, i), SCENE.depth_mm_u16(COLOR), 1000.0 + i / 30)
+        ok, fs = syncer.try_wait_for_frames(500)
+        if ok and fs.size() == 2:
+            framesets.append(fs)
+    assert framesets, "librealsense matcher produced no depth+color pair"
+    frameset = framesets[-1]
+    processor = RealSenseFrameProcessor(RealSenseCameraConfig(width=80, height=60))
+    _, depth_m, _ = processor.process(frameset)
+    reference = np.asanyarray(rs.align(rs.stream.color).process(frameset).get_depth_frame().get_data())
+    device.close()
+    assert processor.alignments_skipped == 1
+    aligned = reference > 0
+    assert aligned.mean() > 0.5
+    np.testing.assert_array_equal(depth_m[aligned],
+                                  reference[aligned].astype(np.float32) * np.float32(device.depth_units_m))
+    assert np.isfinite(depth_m).all()
+
+
+def test_offset_depth_camera_is_aligned_not_skipped():
+    device, frameset = _software_frameset(SCENE.depth_mm_u16(DEPTH))
+    processor = RealSenseFrameProcessor(RealSenseCameraConfig(width=80, height=60))
+    processor.process(frameset)
+    device.close()
+    assert processor.alignments_skipped == 0
+
+
 def test_software_device_zero_depth_becomes_nan_and_hole_filling_fills_it():
     raw = SCENE.depth_mm_u16(DEPTH)
     raw[20:28, 28:36] = 0  # a hole in the middle, as glossy objects make

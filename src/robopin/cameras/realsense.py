@@ -118,6 +118,11 @@ class RealSenseFrameProcessor:
 
     Shared by live and playback capture (and run directly on software-device framesets in tests):
     filters → ``rs.align(color)`` → z16 × depth units → metres, no-data and out-of-range → NaN.
+    Where depth and color share intrinsics and the depth → color extrinsics are the identity (a D405,
+    whose color comes from the depth imager, or a recording made so), alignment would copy every pixel
+    to where it already is: it is skipped (``alignments_skipped`` counts it). That saves ~2 ms of CPU a
+    640x480 frame, and the rounding holes ``rs.align`` leaves even then (~7 % of pixels zero on a
+    sloped plane).
     """
 
     def __init__(self, config: RealSenseCameraConfig, rs: Any | None = None) -> None:
@@ -126,6 +131,8 @@ class RealSenseFrameProcessor:
         self._align = self._rs.align(self._rs.stream.color)
         self._filters = [self._make_filter(name) for name in config.filters]
         self._models: dict[tuple[int, int, float, float, float, float], CameraModel] = {}
+        self._identity_alignment: dict[tuple[int, int], bool] = {}
+        self.alignments_skipped = 0
 
     def _make_filter(self, name: str) -> Any:
         rs = self._rs
@@ -160,7 +167,11 @@ class RealSenseFrameProcessor:
             # Processing blocks given a frameset process the depth inside it and keep color attached.
             for block in self._filters:
                 frameset = block.process(frameset).as_frameset()
-            aligned = self._align.process(frameset)
+            if self._alignment_is_identity(frameset.get_depth_frame(), frameset.get_color_frame()):
+                aligned = frameset
+                self.alignments_skipped += 1
+            else:
+                aligned = self._align.process(frameset)
             color_frame = aligned.get_color_frame()
             depth_frame = aligned.get_depth_frame()
             if not depth_frame or not color_frame:
@@ -172,6 +183,23 @@ class RealSenseFrameProcessor:
             raise CameraReadError(f"camera {self.config.name!r}: aligned depth {depth_m.shape} does not "
                                   f"match color {color.shape[:2]}")
         return color, depth_m, model
+
+    def _alignment_is_identity(self, depth_frame: Any, color_frame: Any) -> bool:
+        """Whether aligning depth to color maps every pixel onto itself (cached per pair of stream profiles)."""
+        depth_profile, color_profile = depth_frame.profile, color_frame.profile
+        key = (depth_profile.unique_id(), color_profile.unique_id())
+        identity = self._identity_alignment.get(key)
+        if identity is None:
+            d = depth_profile.as_video_stream_profile().get_intrinsics()
+            c = color_profile.as_video_stream_profile().get_intrinsics()
+            same_intrinsics = (d.width, d.height, d.fx, d.fy, d.ppx, d.ppy, d.model, list(d.coeffs)) == (
+                c.width, c.height, c.fx, c.fy, c.ppx, c.ppy, c.model, list(c.coeffs))
+            extrinsics = depth_profile.get_extrinsics_to(color_profile)
+            # 1e-9: float noise of an identity written by the SDK, far below a real 1 mm / 0.1° offset.
+            same_pose = (np.allclose(np.reshape(extrinsics.rotation, (3, 3)), np.eye(3), rtol=0.0, atol=1e-9)
+                         and np.allclose(extrinsics.translation, 0.0, rtol=0.0, atol=1e-9))
+            identity = self._identity_alignment[key] = same_intrinsics and same_pose
+        return identity
 
     def _depth_to_metres(self, depth_frame: Any) -> np.ndarray:
         raw = np.asanyarray(depth_frame.get_data())
