@@ -180,6 +180,18 @@ def test_playback_async_read_in_real_time(paced_recording):
     assert all(abs(f.timestamp_s - time.time()) < 5.0 for f in frames)
 
 
+def test_real_time_playback_is_stamped_when_played_not_when_picked_up():
+    # Playback releases frames at recorded stamp + a fixed offset; a frame picked up late (the reader was
+    # busy) keeps the time it was played, so its wait counts as latency. A repeat from the start of the
+    # recording (stamps jump back) takes a new offset.
+    camera = RealSenseCamera(RealSenseCameraConfig(width=80, height=60, playback_file="unused.db3"))
+    assert camera._played_at_s(100.0, 5000.010) == pytest.approx(5000.010)
+    assert camera._played_at_s(100.1, 5000.125) == pytest.approx(5000.110)  # picked up 15 ms late
+    assert camera._played_at_s(100.2, 5000.205) == pytest.approx(5000.205)  # less delayed: new offset
+    assert camera._played_at_s(100.3, 5000.330) == pytest.approx(5000.305)
+    assert camera._played_at_s(100.0, 5000.500) == pytest.approx(5000.500)  # the recording repeats
+
+
 def test_recording_with_other_serial_is_refused(recording):
     camera = RealSenseCamera(RealSenseCameraConfig(serial="999", width=80, height=60,
                                                    playback_file=str(recording)))

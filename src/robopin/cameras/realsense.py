@@ -66,10 +66,12 @@ class RealSenseCameraConfig(CameraConfig):
         filters: SDK post-processing filters from ``REALSENSE_FILTERS``, applied in that order.
         hole_filling_mode: 0 fill from left, 1 farthest from around, 2 nearest from around.
         min_depth_m, max_depth_m: depth outside this range becomes NaN.
-        restamp: stamp frames with the host clock at arrival (True) or with the device's global/system
-            time (False). None (default) restamps playback, so a recording behaves like a live camera,
-            and keeps device time for live cameras. Hardware-clock stamps, not comparable across
-            devices, are always replaced by the arrival time.
+        restamp: stamp frames with the host clock (True) or with the device's global/system time
+            (False). None (default) restamps playback, so a recording behaves like a live camera, and
+            keeps device time for live cameras. Hardware-clock stamps, not comparable across devices,
+            are always replaced by the arrival time. Real-time playback is stamped with the host time at
+            which librealsense played the frame (recorded stamp + playback offset), not the time this
+            process picked it up, so a frame that waited in the queue shows its wait as latency.
     """
 
     type: ClassVar[str] = "realsense"
@@ -245,6 +247,9 @@ class RealSenseCamera(Camera):
         self._serial = ""
         self._index = 0
         self._last_frame_number: int | None = None
+        # Real-time playback: host time minus recorded stamp of the least-delayed frame since (re)start.
+        self._playback_offset_s: float | None = None
+        self._last_recorded_s = -math.inf
         self.dropped_frames = 0
         """Frames the device numbered but this camera never saw (gaps in frame numbers)."""
 
@@ -320,6 +325,8 @@ class RealSenseCamera(Camera):
         self._processor = RealSenseFrameProcessor(config, rs)
         self._index = 0
         self._last_frame_number = None
+        self._playback_offset_s = None
+        self._last_recorded_s = -math.inf
 
     def _select_serial(self, rs: Any) -> str:
         serials = [_device_info(rs, d)["serial"] for d in rs.context().query_devices()]
@@ -376,10 +383,26 @@ class RealSenseCamera(Camera):
         rs = self._rs
         restamp = self.config.restamp if self.config.restamp is not None else self._playback is not None
         if restamp:
+            if self._playback is not None and self.config.playback_realtime:
+                return self._played_at_s(float(frameset.get_timestamp()) / 1000.0, arrival_s)
             return arrival_s
         if frameset.get_frame_timestamp_domain() == rs.timestamp_domain.hardware_clock:
             return arrival_s
         return float(frameset.get_timestamp()) / 1000.0
+
+    def _played_at_s(self, recorded_s: float, arrival_s: float) -> float:
+        """Host time at which real-time playback released a frame recorded at ``recorded_s``.
+
+        Playback releases every frame at one fixed offset from its recorded stamp; a frame that reaches
+        this thread later waited in librealsense's queue while the thread was busy. The least offset seen
+        since the recording (re)started is the playback's own, so recorded stamp + that offset is the
+        frame's "acquisition" time; the arrival time would hide the queueing from every latency figure.
+        """
+        offset_s = arrival_s - recorded_s
+        if self._playback_offset_s is None or recorded_s < self._last_recorded_s or offset_s < self._playback_offset_s:
+            self._playback_offset_s = offset_s  # first frame, a repeat from the start, or less delayed
+        self._last_recorded_s = recorded_s
+        return recorded_s + self._playback_offset_s
 
     def _disconnect(self) -> None:
         pipeline, self._pipeline, self._playback, self._processor = self._pipeline, None, None, None
