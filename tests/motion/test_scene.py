@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -42,7 +45,7 @@ def test_stale_cloud_is_dropped_or_refused():
     keeper.update_cloud(np.array([[0.5, 0.0, 0.2]]), None, stamp_s=5.0)
     assert keeper.world(now_s=5.5).points is not None
     assert keeper.world(now_s=7.0).points is None  # too old: not planned against
-    strict = _keeper(max_cloud_age_s=1.0, require_cloud=True)
+    strict = _keeper(max_cloud_age_s=1.0, require_cloud=True, cloud_wait_s=0.0)
     with pytest.raises(StaleWorldError, match="no cloud yet"):
         strict.world(now_s=1.0)
     strict.update_cloud(np.array([[0.5, 0.0, 0.2]]), None, stamp_s=5.0)
@@ -56,3 +59,24 @@ def test_workspace_check_and_config_validation():
     assert not keeper.inside_workspace([1.5, 0.0, 0.2])
     with pytest.raises(MotionConfigError, match="max_cloud_age_s"):
         SceneConfig(max_cloud_age_s=0.0)
+
+
+def test_a_required_cloud_is_waited_for_a_bounded_time():
+    # Regression: the first cloud arrives seconds after start-up; a plan requested before it was
+    # refused at once (stale_world: no cloud yet) instead of waiting for it.
+    keeper = _keeper(max_cloud_age_s=10.0, require_cloud=True, cloud_wait_s=5.0)
+    now = time.time()
+    delivery = threading.Timer(0.3, keeper.update_cloud, args=(np.array([[0.5, 0.0, 0.2]]), None, now + 0.3))
+    delivery.start()
+    try:
+        world = keeper.world(now_s=now)
+    finally:
+        delivery.join()
+    assert world.points is not None and len(world.points) == 1
+    impatient = _keeper(max_cloud_age_s=10.0, require_cloud=True, cloud_wait_s=0.2)
+    started = time.monotonic()
+    with pytest.raises(StaleWorldError, match="no cloud yet"):
+        impatient.world(now_s=now)
+    assert time.monotonic() - started < 5.0  # bounded: refused once the wait is over
+    with pytest.raises(MotionConfigError, match="cloud_wait_s"):
+        SceneConfig(cloud_wait_s=-1.0)
