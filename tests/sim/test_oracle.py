@@ -10,7 +10,7 @@ import pytest
 
 from robopin.pincot.coords import normalized_to_pixels
 from robopin.pincot.parser import parse
-from robopin.sim.oracle import GroundTruthOracle, OracleErrors
+from robopin.sim.oracle import GroundTruthOracle, OracleErrors, spot_in_view
 from robopin.sim.scenarios import build_scene
 
 
@@ -150,3 +150,50 @@ def test_long_horizon_says_done_when_every_goal_holds():
         trace = parse(written.text, 2)
         assert trace.done and not trace.errors
         assert re.search(r"<answer>done</answer>", written.text)
+
+
+def test_place_spot_is_answered_in_a_view_that_sees_it_not_the_object_in_front():
+    # Regression (panda long-horizon seed 3): with the ball already on the yellow plate the place spot
+    # for the next cube was pinned in the static view, where the ball hides it, so the place point
+    # projected onto the ball's top (z = 5.7 cm) and the plan collided with it.
+    import pybullet as p
+
+    from robopin.sim.render import project
+    from robopin.sim.selfcheck import place_points
+
+    with build_scene("long_horizon", 3, register=False) as scene:
+        world = scene.world
+        spots = place_points(scene)
+        first, second = scene.task.goals[0].object, scene.task.goals[1].object
+        body = world.object(first).body_id
+        _, orientation = p.getBasePositionAndOrientation(body, physicsClientId=world.client)
+        static = world.render("static")
+        # Put the first object on the plate right in front of the second one's spot, seen from the
+        # static camera: on the line from the spot towards that camera.
+        eye = static.T_base_cam[:3, 3]
+        toward = (eye[:2] - spots[second][:2]) / np.linalg.norm(eye[:2] - spots[second][:2])
+        blocker = spots[second][:2] + 0.05 * toward
+        p.resetBasePositionAndOrientation(
+            body, [blocker[0], blocker[1], spots[second][2] + 0.03], orientation, physicsClientId=world.client
+        )
+        world.settle()
+        static = world.render("static")
+        u, v, z = project(static, spots[second])
+        assert static.depth_m[int(v), int(u)] < z - 0.01, "the set-up must hide the spot from the static view"
+        # The rule the oracle picks its view by: the static view does not see the spot, the wrist does.
+        assert spot_in_view(static, spots[second])[2] is False
+        assert spot_in_view(world.render("wrist"), spots[second])[2] is True
+        assert spot_in_view(static, np.array([5.0, 0.0, 0.0])) is None  # outside the image
+        oracle = GroundTruthOracle(scene)
+        rendered = oracle.render()
+        written = oracle.write(rendered)
+        assert written.pick_object == second
+        trace = parse(written.text, num_views=2)
+        place = trace.answer_points[1]
+        view = rendered[place.img_idx]
+        height, width = view.depth_m.shape
+        pu, pv = normalized_to_pixels(place.x, place.y, (width, height))
+        p_cam = view.model.deproject(pu, pv, view.depth_m[int(pv), int(pu)])
+        p_base = (view.T_base_cam @ np.append(p_cam, 1.0))[:3]
+        assert p_base[2] < spots[second][2] + 0.01, f"place point {p_base} is on top of something, not the plate"
+        assert np.linalg.norm(p_base[:2] - spots[second][:2]) < 0.02

@@ -32,6 +32,16 @@ OCCLUSION_MARGIN_M = 0.01
 """A place spot counts as hidden in a view when that view's depth there is this much nearer."""
 
 
+def spot_in_view(view: RenderedView, point_base: NDArray[np.float64]) -> tuple[float, float, bool] | None:
+    """Pixel (u, v) of a base point in ``view`` and whether the view sees it (nothing in front), or None
+    when it lies outside the image or behind the camera."""
+    u, v, z = project(view, point_base)
+    if not (z > 0 and 0 <= u < view.color.shape[1] and 0 <= v < view.color.shape[0]):
+        return None
+    seen = float(view.depth_m[int(v), int(u)])
+    return u, v, not (0.0 < seen < z - OCCLUSION_MARGIN_M)
+
+
 class OracleError(RuntimeError):
     """The oracle cannot write a trace for this state (no view given, target seen nowhere, …)."""
 
@@ -269,13 +279,12 @@ class _Composer:
         for view_index, view in enumerate(self.rendered):
             if view_index in self.oracle.errors.missing_views or not self.visible(target, view_index):
                 continue
-            u, v, z = project(view, point_base)
-            if z > 0 and 0 <= u < view.color.shape[1] and 0 <= v < view.color.shape[0]:
+            spot = spot_in_view(view, point_base)
+            if spot is not None:
+                u, v, unoccluded = spot
                 pixels = next(s.pixels for s in self.sightings[target] if s.view == view_index)
                 # A spot hidden behind something (an object already on the plate) would project onto
-                # that object's top: prefer a view that sees the spot itself.
-                seen = float(view.depth_m[int(v), int(u)])
-                unoccluded = not (0.0 < seen < z - OCCLUSION_MARGIN_M)
+                # that object's top: prefer a view that sees the spot itself, then the larger view.
                 key = (unoccluded, pixels)
                 if best is None or key > best[3]:
                     best = (view_index, u, v, key)
