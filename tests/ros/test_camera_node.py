@@ -163,6 +163,13 @@ def test_reconnects_after_the_recording_ends_without_taking_the_node_down(record
         assert any("end of recording" in d["last_error"] for d in failing)
         latency_ms = float(failing[-1]["capture_to_publish_p50_ms"])
         assert 0.0 <= latency_ms < 10_000.0
+        # Where that time goes: each stage of capture → published is reported, and none exceeds the whole
+        # by more than rounding (p95 of a part can exceed the whole's p50, so compare like with like).
+        for quantile in ("p50", "p95"):
+            whole_ms = float(failing[-1][f"capture_to_publish_{quantile}_ms"])
+            for stage in ("capture_to_read", "read_to_messages", "messages_to_published"):
+                stage_ms = float(failing[-1][f"{stage}_{quantile}_ms"])
+                assert -1.0 <= stage_ms <= whole_ms + 0.01, (stage, quantile, stage_ms, whole_ms)
     finally:
         spun.close()
         code, output = stop_process(process)
