@@ -1,4 +1,4 @@
-"""retain_freed_image_memory: glibc accepts the thresholds (an mmap threshold above 32 MiB would be refused)."""
+"""retain_freed_image_memory: this glibc accepts the thresholds, once per process."""
 
 from __future__ import annotations
 

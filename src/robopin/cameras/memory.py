@@ -25,9 +25,10 @@ logger = logging.getLogger(__name__)
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
-# 32 MiB is glibc's largest mmap threshold on 64-bit (HEAP_MAX_SIZE / 2): blocks below it — every
-# image up to 4K float32 depth — come from the heap. Up to 128 MiB of freed heap stays mapped: a few
-# frames of several cameras, bounded, and reused at once by the next frame.
+# 32 MiB is the ceiling glibc itself lets its dynamic mmap threshold reach on 64-bit
+# (DEFAULT_MMAP_THRESHOLD_MAX): blocks below it — every image up to 4K float32 depth — come from the
+# heap. Up to 128 MiB of freed heap stays mapped: a few frames of several cameras, bounded, and reused
+# at once by the next frame.
 MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
 TRIM_THRESHOLD_BYTES = 128 * 1024 * 1024
 
