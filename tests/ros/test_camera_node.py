@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.node import Node
 from robopin_ros.camera_snapshot import CameraViewsSubscriber, view_topics
 from sensor_msgs.msg import Image
 
@@ -117,6 +118,21 @@ def test_topics_follow_realsense_ros_names_and_share_the_optical_frame(subscribe
     assert seen["color"].encoding == "rgb8" and seen["depth"].encoding == "16UC1"
     assert seen["color"].header.frame_id == seen["depth"].header.frame_id == "wrist_optical"
     assert topics["depth"] == "/cameras/wrist/aligned_depth_to_color/image_raw"
+
+
+def test_own_executor_delivers_frames_without_the_callers_node_spinning(ros_context, two_views):
+    # The caller's node is never spun: frames can only arrive through the subscriber's own thread.
+    node = Node("camera_own_executor_client", context=ros_context)
+    views = CameraViewsSubscriber(node, SnapshotConfig(views=("static", "wrist"), sync_tolerance_s=0.02,
+                                                       max_age_s=0.5), own_executor=True)
+    try:
+        snap = _snapshot_when_ready(views)
+        assert snap.spread_s <= 0.02
+        assert [f.camera_name for f in snap.ordered_frames()] == ["static", "wrist"]
+        assert views.node is not node and views.node.get_name() == "camera_own_executor_client_cameras"
+    finally:
+        views.close()
+        node.destroy_node()
 
 
 def test_snapshot_refuses_stale_view_when_its_camera_node_stops(subscriber, two_views):
