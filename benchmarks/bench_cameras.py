@@ -272,7 +272,8 @@ def start_camera_nodes(configs: dict[str, dict]) -> list[subprocess.Popen]:
     return processes
 
 
-def over_dds(configs: dict[str, dict], seconds: float, executor_kind: str) -> dict[str, dict[str, float]]:
+def over_dds(configs: dict[str, dict], seconds: float, executor_kind: str,
+             own_executor: bool = False) -> dict[str, dict[str, float]]:
     """Two camera_node processes → DDS → CameraViewsSubscriber in this process."""
     from robopin_ros.camera_snapshot import CameraViewsSubscriber
 
@@ -281,7 +282,8 @@ def over_dds(configs: dict[str, dict], seconds: float, executor_kind: str) -> di
     rclpy.init(context=context)
     node = Node("bench_cameras", context=context)
     collector = Collector()
-    subscriber = CameraViewsSubscriber(node, collector.synchronizer.config, on_frame=collector.on_frame)
+    subscriber = CameraViewsSubscriber(node, collector.synchronizer.config, on_frame=collector.on_frame,
+                                       own_executor=own_executor)
     collector.synchronizer = subscriber.synchronizer
     node.create_subscription(DiagnosticArray, "/diagnostics", collector.on_diagnostics, 10)
     if executor_kind == "single":
@@ -303,6 +305,7 @@ def over_dds(configs: dict[str, dict], seconds: float, executor_kind: str) -> di
         run_snapshots(collector, seconds, {f"camera_node {v}": p.pid for v, p in zip(VIEWS, processes, strict=True)})
         time.sleep(1.2)  # one more diagnostics message: the node's window then covers the measurement
     finally:
+        subscriber.close()
         for process in processes:
             process.send_signal(signal.SIGTERM)
         for process in processes:
@@ -360,6 +363,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="DDS phases to run (each with its load average)")
     parser.add_argument("--executor", choices=("single", "multi"), default="single",
                         help="the subscriber's rclpy executor (multi: MultiThreadedExecutor with 2 threads)")
+    parser.add_argument("--own-executor", action="store_true",
+                        help="CameraViewsSubscriber(own_executor=True): image callbacks on a SingleThreadedExecutor "
+                             "thread of their own, whatever --executor spins the bench node")
     parser.add_argument("--wrist-depth-offset-mm", type=float, default=15.0,
                         help="wrist depth imager offset from color: 15 = D435-like (aligned by librealsense), "
                              "0 = D405-like (alignment is the identity and skipped)")
@@ -370,9 +376,10 @@ def main() -> int:
         print(f"recordings written in {time.monotonic() - started:.1f} s (2 views, 640x480 color + depth, {FPS} Hz; "
               f"wrist depth imager {args.wrist_depth_offset_mm:g} mm from color)")
         baseline = baseline_in_process(configs, args.seconds)
-        runs = [over_dds(configs, args.seconds, args.executor) for _ in range(max(1, args.repeat))]
+        runs = [over_dds(configs, args.seconds, args.executor, args.own_executor) for _ in range(max(1, args.repeat))]
+    executor = f"{args.executor} executor" + (", cameras on their own executor" if args.own_executor else "")
     for number, run in enumerate(runs, 1):
-        print_comparison(f"DDS run {number}/{len(runs)} ({args.executor} executor)", run, baseline)
+        print_comparison(f"DDS run {number}/{len(runs)} ({executor})", run, baseline)
     print(f"\n{'run':<6}{'load':>12}" + "".join(f"{v + ' Hz/drops/p50/p95 ms':>34}" for v in VIEWS)
           + f"{'CPU % nodes+sub':>18}{'CPU-wait ms/s':>15}{'goal':>7}")
     for number, run in enumerate(runs, 1):
