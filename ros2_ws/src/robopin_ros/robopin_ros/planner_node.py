@@ -237,7 +237,9 @@ class PlannerNode(Node):
 
         self.guard = SingleGoalGuard()
         group = ReentrantCallbackGroup()
-        self.cameras = CameraViewsSubscriber(self, snapshot, require_depth=False)
+        # Image callbacks on a child node with a single-threaded executor of their own: the planner's
+        # multi-threaded executor costs 10-18 % of a core more per 30 Hz view (benchmarks/bench_cameras.py).
+        self.cameras = CameraViewsSubscriber(self, snapshot, require_depth=False, own_executor=True)
         self._shutting_down = False
         self.observer = _RosObserver(
             self.cameras,
@@ -434,6 +436,7 @@ class PlannerNode(Node):
         self.stop_tasks()
         if self._backend is not None:
             self._backend.close()
+        self.cameras.close()
         super().destroy_node()
 
 
