@@ -18,7 +18,7 @@ from geometry_msgs.msg import PoseStamped
 from robopin_interfaces.msg import Anchor
 from robopin_interfaces.srv import ProjectPoints
 from robopin_ros import conversions
-from sensor_msgs.msg import CameraInfo, Image, JointState
+from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
 from visualization_msgs.msg import Marker, MarkerArray
 
 from robopin.geometry import CameraModel, depth_image_to_meters, transform_from_xyz_rpy, transform_points
@@ -312,3 +312,38 @@ def test_wrist_view_through_joint_states_and_forward_kinematics(scene, client, t
     finally:
         code, output = stop_process(process)
     assert code == 0, output
+
+
+def test_workspace_cloud_from_the_chosen_views_covers_the_objects(scene, client, tmp_path):
+    """cloud_views limits the obstacle cloud to the static view; its points are where the objects are."""
+    spun, _ = client
+    clouds = []
+    spun.node.create_subscription(PointCloud2, "/cloud_test/workspace_cloud", clouds.append, 2)
+    process = start_projection_node(
+        scene,
+        tmp_path,
+        {"cloud_period_s": 0.3, "cloud_views": ["static_cam"]},
+        remaps=("/robopin/workspace_cloud:=/cloud_test/workspace_cloud",
+                "/robopin/project_points:=/cloud_test/project_points"),
+    )
+    try:
+        wait_for(lambda: len(clouds) > 0, 30, "a workspace cloud")
+        msg = clouds[-1]
+        points = conversions.point_cloud_msg_to_points(msg)
+    finally:
+        code, output = stop_process(process)
+    assert code == 0, output
+    assert msg.header.frame_id == "base"
+    assert np.all(points >= np.array([0.1, -0.5, -0.02]) - 1e-6) and np.all(points <= np.array([0.9, 0.5, 0.6]) + 1e-6)
+    for _obj_name, _u, _v, truth in scene["views"][0]["points"]:
+        assert np.min(np.linalg.norm(points - truth, axis=1)) < 0.015, truth
+
+
+def test_cloud_views_must_be_configured_views(scene, tmp_path):
+    process = start_projection_node(scene, tmp_path, {"cloud_period_s": 0.3, "cloud_views": ["ceiling"]})
+    try:
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            stop_process(process)
+    assert process.returncode != 0 and "cloud_views" in output, output

@@ -9,7 +9,9 @@ base (``ee_pose_topic``) and/or ``sensor_msgs/JointState`` through the forward k
 ``calibrations`` parameter (YAML mapping view -> mount). A view listed in ``unaligned_depth`` (YAML
 mapping view -> ``T_color_depth``) reads ``.../depth/image_rect_raw`` and ``.../depth/camera_info``
 instead and registers depth to color on demand. Serves ``/robopin/project_points`` and draws the
-targets on ``/robopin/targets/markers``; optionally publishes the workspace point cloud.
+targets on ``/robopin/targets/markers``; with ``cloud_period_s`` > 0 publishes the workspace point cloud
+(``/robopin/workspace_cloud``, base frame, cropped to ``workspace``) from the views in ``cloud_views``
+(default: every calibrated view; a static-only list keeps a moving wrist camera out of the obstacles).
 
     ros2 run robopin_ros projection_node --ros-args -p views:="['static', 'wrist']" \\
         -p calibration_dir:=calibration -p workspace:="{min_xyz: [0.1, -0.5, -0.02], max_xyz: [0.9, 0.5, 0.6]}"
@@ -149,6 +151,7 @@ class ProjectionNode(Node):
         robot_description = str(p("robot_description", ""))
         self.cloud_voxel_m = float(p("cloud_voxel_m", 0.01))
         cloud_period_s = float(p("cloud_period_s", 0.0))
+        cloud_views = [v for v in p("cloud_views", [""]) if v]
         depth = DepthConfig(
             window_px=int(p("window_px", 7)),
             min_depth_m=float(p("min_depth_m", 0.1)),
@@ -173,6 +176,11 @@ class ProjectionNode(Node):
             ViewConfig(name, i, self._load_mount(name, calibrations, calibration_dir))
             for i, name in enumerate(self.view_names)
         ]
+        unknown_cloud_views = sorted(set(cloud_views) - set(self.view_names))
+        if unknown_cloud_views:
+            raise ValueError(f"parameter cloud_views names {unknown_cloud_views}, which are not in views "
+                             f"{self.view_names}")
+        self.cloud_img_idx = {i for i, name in enumerate(self.view_names) if not cloud_views or name in cloud_views}
         self.poses = PoseBuffer()
         self.projector = Projector(views, config, self.poses)
 
@@ -321,10 +329,12 @@ class ProjectionNode(Node):
         return response
 
     def _publish_cloud(self) -> None:
-        """Publish the depth of every calibrated view as one cropped, voxel-downsampled cloud."""
+        """Publish the depth of the cloud views as one cropped, voxel-downsampled cloud in the target frame."""
         clouds = []
         stamp = None
         for img_idx, view in self.projector.views.items():
+            if img_idx not in self.cloud_img_idx:
+                continue
             data = self._view_data(img_idx, None)
             if data is None or view.mount is None:
                 continue
