@@ -10,7 +10,7 @@ import pytest
 
 from robopin.pincot.coords import normalized_to_pixels
 from robopin.pincot.parser import parse
-from robopin.sim.oracle import GroundTruthOracle, OracleErrors, spot_in_view
+from robopin.sim.oracle import GroundTruthOracle, OracleErrors, free_spot, spot_in_view
 from robopin.sim.scenarios import build_scene
 
 
@@ -196,4 +196,32 @@ def test_place_spot_is_answered_in_a_view_that_sees_it_not_the_object_in_front()
         p_cam = view.model.deproject(pu, pv, view.depth_m[int(pv), int(pu)])
         p_base = (view.T_base_cam @ np.append(p_cam, 1.0))[:3]
         assert p_base[2] < spots[second][2] + 0.01, f"place point {p_base} is on top of something, not the plate"
-        assert np.linalg.norm(p_base[:2] - spots[second][:2]) < 0.02
+        expected = free_spot(scene, scene.task.goals[1].target, second, spots[second])
+        assert np.linalg.norm(p_base[:2] - expected[:2]) < 0.02
+
+
+def test_free_spot_moves_off_an_object_that_landed_on_the_planned_spot():
+    import pybullet as p
+
+    from robopin.sim.selfcheck import place_points
+
+    with build_scene("long_horizon", 1, register=False) as scene:
+        world = scene.world
+        spots = place_points(scene)
+        first, second = scene.task.goals[0].object, scene.task.goals[1].object
+        plate = scene.task.goals[1].target
+        assert free_spot(scene, plate, second, spots[second]) is spots[second], "an empty plate keeps the plan"
+        body = world.object(first).body_id
+        _, orientation = p.getBasePositionAndOrientation(body, physicsClientId=world.client)
+        p.resetBasePositionAndOrientation(
+            body, [spots[second][0], spots[second][1], spots[second][2] + 0.03], orientation,
+            physicsClientId=world.client,
+        )
+        world.settle()
+        spot = free_spot(scene, plate, second, spots[second])
+        occupied = world.object_center(first)[:2]
+        gap = np.linalg.norm(spot[:2] - occupied) - world.object(first).radius_m - world.object(second).radius_m
+        assert gap > 0.005, f"the chosen spot {spot} leaves {gap * 1000:.1f} mm to {first}"
+        rim = world.object(plate).radius_m - world.object(second).radius_m
+        assert np.linalg.norm(spot[:2] - world.object_center(plate)[:2]) <= rim + 1e-9
+        assert spot[2] == spots[second][2]

@@ -42,6 +42,46 @@ def spot_in_view(view: RenderedView, point_base: NDArray[np.float64]) -> tuple[f
     return u, v, not (0.0 < seen < z - OCCLUSION_MARGIN_M)
 
 
+def free_spot(scene: Scene, target: str, moving: str, preferred: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The place point on ``target`` farthest from the objects already resting there (ground truth).
+
+    ``preferred`` (the planned release point) wins while nothing lies within reach of it; otherwise the
+    spot is searched on a grid inside the plate, keeping ``moving``'s footprint within the rim, and the
+    spot with the largest clearance to the other objects' footprints is chosen (ties: nearer the
+    preferred point). This is what "a free area on the plate" means; the planned ring of points alone
+    sent a later object onto one that had landed off its own spot.
+    """
+    world = scene.world
+    plate = world.object(target)
+    mover = world.object(moving)
+    occupants = []
+    for name, obj in world.objects.items():
+        if name in (target, moving) or obj.kind in ("plate", "tray"):
+            continue
+        if on_plate(world, name, target)[0]:
+            occupants.append((world.object_center(name)[:2], obj.radius_m))
+    if not occupants:
+        return preferred
+
+    def clearance(xy: NDArray[np.float64]) -> float:
+        return min(float(np.linalg.norm(xy - c)) - r for c, r in occupants) - mover.radius_m
+
+    if clearance(preferred[:2]) > 0.01:
+        return preferred
+    center = world.object_center(target)[:2]
+    reach = max(plate.radius_m - mover.radius_m, 0.0)
+    best, best_key = preferred, (clearance(preferred[:2]), 0.0)
+    for dx in np.linspace(-reach, reach, 21):
+        for dy in np.linspace(-reach, reach, 21):
+            if math.hypot(dx, dy) > reach:
+                continue
+            xy = center + np.array([dx, dy])
+            key = (round(clearance(xy), 3), -float(np.linalg.norm(xy - preferred[:2])))
+            if key > best_key:
+                best, best_key = np.array([xy[0], xy[1], preferred[2]]), key
+    return best
+
+
 class OracleError(RuntimeError):
     """The oracle cannot write a trace for this state (no view given, target seen nowhere, …)."""
 
@@ -384,6 +424,8 @@ class _Composer:
             self.say(". ")
         self.answer_pick(pick)
         spot = place_points(self.scene).get(target)
+        if spot is not None and pick == target:
+            spot = free_spot(self.scene, place, pick, spot)
         self.answer_place(place, spot if spot is not None else self.scene.world.object_center(place))
 
     def finish(self) -> None:
