@@ -13,13 +13,14 @@ from robopin.calibration import (
     Rejection,
     capture_sample,
     load_calibration,
+    load_mount_for_view,
     run_guided_capture,
     save_calibration,
     solve_samples,
     verify_calibration,
 )
 from robopin.calibration.simulation import SimCalibrationRig, mount_error
-from robopin.geometry import PointRequest, Projector, ViewConfig, ViewData, load_camera_mount, make_transform
+from robopin.geometry import PointRequest, Projector, ViewConfig, ViewData, make_transform
 
 pytest.importorskip("pybullet")
 pytestmark = pytest.mark.slow
@@ -63,7 +64,7 @@ def test_mount_is_recovered_within_2_mm_and_0_2_deg(calibrated):
 def test_stored_file_round_trips_and_the_projection_layer_uses_it(calibrated):
     rig, path = calibrated["rig"], calibrated["path"]
     record = load_calibration(path)
-    mount = load_camera_mount(path)
+    mount = load_mount_for_view(path.parent, path.stem)  # what projection_node loads
     assert np.allclose(mount.T_parent_cam, calibrated["result"].T_mount_cam, atol=1e-8)
     assert record.sample_count == VIEWS and record.residuals["heldout"]["translation_rms_mm"] >= 0
     # Project a pixel of the calibrated camera's real depth and compare with the renderer's truth.
