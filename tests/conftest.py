@@ -103,14 +103,15 @@ def _scheduling_policy_unchanged():
     (libfranka does that to its caller) spawned real-time nodes whose busy loops starved the machine,
     and the suite stalled until CI's limit.
     """
-    if not hasattr(os, "sched_getscheduler"):
-        yield
-        return
-    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    from robopin.robots.scheduling import set_thread_scheduling, thread_scheduling
+
+    # pthreads' view, not os.sched_getscheduler: glibc's record is what later threads inherit.
+    before = thread_scheduling()
     yield
-    if os.sched_getscheduler(0) != policy or os.sched_getparam(0) != param:
-        os.sched_setscheduler(0, policy, param)
-        pytest.fail("the test left the test runner's thread on another scheduling policy (now restored)")
+    after = thread_scheduling()
+    if before is not None and after != before:
+        set_thread_scheduling(*before)
+        pytest.fail(f"the test left the test runner's thread on scheduling {after}, not {before} (now restored)")
 
 
 @pytest.fixture

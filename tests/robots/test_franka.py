@@ -35,11 +35,21 @@ def test_connect_leaves_the_callers_scheduling_policy_alone(franka_sim):
     """franky.Robot() raises its caller to SCHED_FIFO 99; children of that thread would inherit it."""
     import os
 
-    before = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+    from robopin.robots.scheduling import thread_scheduling
+
+    before = thread_scheduling()
     arm = make_arm(FrankaArmConfig(ip=franka_sim.hostname))
     arm.connect()
     try:
-        assert (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) == before
+        # Both views: the kernel's, and glibc's record that threads created later inherit.
+        assert thread_scheduling() == before
+        assert os.sched_getscheduler(0) == before[0]
+        # A thread that re-applies "its current policy" (as Fast DDS does for its threads) stays as it was.
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append(thread_scheduling()))
+        worker.start()
+        worker.join()
+        assert seen == [before]
     finally:
         arm.disconnect()
 

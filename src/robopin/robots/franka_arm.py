@@ -13,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -23,6 +21,7 @@ import numpy as np
 
 from robopin.robots.base import Arm, ArmConfig, Execution
 from robopin.robots.errors import ArmConfigError, ArmConnectionError, ArmFaultError, GripperError
+from robopin.robots.scheduling import caller_scheduling_kept
 from robopin.robots.state import ArmFault, GripperResult, GripperState, JointState
 from robopin.robots.trajectory import JointTrajectory
 
@@ -112,30 +111,6 @@ class PathProgress:
         return float(self.times[self._index]), float(distances[best])
 
 
-@contextlib.contextmanager
-def _caller_scheduling_kept() -> Iterator[None]:
-    """Restore the calling thread's scheduling policy after a libfranka call that raises it.
-
-    Measured with franky-control 2.0: constructing ``franky.Robot`` switches the *calling* thread to
-    SCHED_FIFO 99 whenever the process may (root, or an rtprio limit), even with RealtimeConfig.Ignore.
-    Every thread and child process that thread starts inherits it, so a ROS executor or a test runner
-    that connected an arm ends up spawning real-time busy loops that starve a small machine (the test
-    suite stalled behind two SCHED_FIFO child processes on a 2-core CI machine). franky's motion thread
-    inherits the policy of the thread that starts it, so with ``realtime: true`` (PREEMPT_RT, Enforce)
-    the raised policy is kept on purpose; without it the caller gets its own policy back.
-    """
-    try:
-        policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
-    except (AttributeError, OSError):  # not Linux: nothing to keep
-        yield
-        return
-    try:
-        yield
-    finally:
-        if os.sched_getscheduler(0) != policy:
-            os.sched_setscheduler(0, policy, param)
-
-
 class FrankaArm(Arm):
     """A Franka Research 3 or Panda through franky's ``Robot`` and ``Gripper``."""
 
@@ -157,7 +132,10 @@ class FrankaArm(Arm):
         self._franky = franky
         realtime = franky.RealtimeConfig.Enforce if self.config.realtime else franky.RealtimeConfig.Ignore
         try:
-            with contextlib.nullcontext() if self.config.realtime else _caller_scheduling_kept():
+            # franky.Robot() raises its caller to SCHED_FIFO 99 even with Ignore; every thread that caller
+            # starts (a ROS executor's, a test runner's child nodes) would inherit it. With realtime: true
+            # (PREEMPT_RT) franky's motion thread should inherit it, so it stays.
+            with contextlib.nullcontext() if self.config.realtime else caller_scheduling_kept():
                 robot = franky.Robot(self.config.ip, realtime_config=realtime)
             # franky times motions itself: keep its limits inside the ones our safety layer allows.
             safety = self.config.safety
