@@ -134,17 +134,22 @@ def test_sim_arm_fault_blocks_motion_until_recovered(arm):
     assert arm.move_to_joints(arm.joint_state().positions).success
 
 
-def test_sim_arm_gripper_grasps_an_object(arm, scene):
-    world = scene.world
-    center = world.object_center("object_0")
+def _open_and_descend_onto_object_0(arm, world) -> None:
+    """Open the gripper and bring it down around object_0 from 10 cm above (top-down, closing across it)."""
     from robopin.sim.scripted import closing_yaw
 
+    center = world.object_center("object_0")
     T_grasp = grasp_pose(np.array([center[0], center[1], max(center[2], 0.018)]), closing_yaw(world, "object_0"))
     T_above = T_grasp.copy()
     T_above[2, 3] += 0.1
     assert arm.gripper_open().reached_goal
     move_to_pose(world, T_above, 1.5)
     move_linear(world, T_above, T_grasp, 1.0)
+
+
+def test_sim_arm_gripper_grasps_an_object(arm, scene):
+    world = scene.world
+    _open_and_descend_onto_object_0(arm, world)
     result = arm.gripper_close(force_n=40.0)
     state = arm.gripper_state()
     assert result.reached_goal and state.is_grasped
@@ -207,15 +212,7 @@ def test_xarm6_sim_gripper_stalls_on_a_small_object_instead_of_closing_through_i
         arm = make_arm(make_arm_config("sim", {"world": world.name, "robot": "xarm6"}))
         arm.connect()
         arm.enable()
-        from robopin.sim.scripted import closing_yaw
-
-        center = world.object_center("object_0")
-        T_grasp = grasp_pose(np.array([center[0], center[1], max(center[2], 0.018)]), closing_yaw(world, "object_0"))
-        T_above = T_grasp.copy()
-        T_above[2, 3] += 0.1
-        assert arm.gripper_open().reached_goal
-        move_to_pose(world, T_above, 1.5)
-        move_linear(world, T_above, T_grasp, 1.0)
+        _open_and_descend_onto_object_0(arm, world)
         arm.gripper_move(0.0, 20.0)
         world.advance(0.5)  # the fingers keep their command: they must stay on the object
         state = arm.gripper_state()
