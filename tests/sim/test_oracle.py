@@ -10,7 +10,7 @@ import pytest
 
 from robopin.pincot.coords import normalized_to_pixels
 from robopin.pincot.parser import parse
-from robopin.sim.oracle import GroundTruthOracle, OracleErrors, free_spot, spot_in_view
+from robopin.sim.oracle import FREE_CLEARANCE_M, RIM_MARGIN_M, GroundTruthOracle, OracleErrors, free_spot, spot_in_view
 from robopin.sim.scenarios import build_scene
 
 
@@ -168,6 +168,9 @@ def test_place_spot_is_answered_in_a_view_that_sees_it_not_the_object_in_front()
         body = world.object(first).body_id
         _, orientation = p.getBasePositionAndOrientation(body, physicsClientId=world.client)
         static = world.render("static")
+        plate_body = world.object(scene.task.goals[1].target).body_id
+        # The plate seen at a slant is nearer below the spot: its own pixels never hide the spot.
+        assert spot_in_view(static, spots[second], plate_body)[2] is True
         # Put the first object on the plate right in front of the second one's spot, seen from the
         # static camera: on the line from the spot towards that camera.
         eye = static.T_base_cam[:3, 3]
@@ -181,8 +184,8 @@ def test_place_spot_is_answered_in_a_view_that_sees_it_not_the_object_in_front()
         u, v, z = project(static, spots[second])
         assert static.depth_m[int(v), int(u)] < z - 0.01, "the set-up must hide the spot from the static view"
         # The rule the oracle picks its view by: the static view does not see the spot, the wrist does.
-        assert spot_in_view(static, spots[second])[2] is False
-        assert spot_in_view(world.render("wrist"), spots[second])[2] is True
+        assert spot_in_view(static, spots[second], plate_body)[2] is False
+        assert spot_in_view(world.render("wrist"), spots[second], plate_body)[2] is True
         assert spot_in_view(static, np.array([5.0, 0.0, 0.0])) is None  # outside the image
         oracle = GroundTruthOracle(scene)
         rendered = oracle.render()
@@ -214,7 +217,9 @@ def test_free_spot_moves_off_an_object_that_landed_on_the_planned_spot():
         body = world.object(first).body_id
         _, orientation = p.getBasePositionAndOrientation(body, physicsClientId=world.client)
         p.resetBasePositionAndOrientation(
-            body, [spots[second][0], spots[second][1], spots[second][2] + 0.03], orientation,
+            body,
+            [spots[second][0], spots[second][1], spots[second][2] + 0.03],
+            orientation,
             physicsClientId=world.client,
         )
         world.settle()
@@ -222,6 +227,11 @@ def test_free_spot_moves_off_an_object_that_landed_on_the_planned_spot():
         occupied = world.object_center(first)[:2]
         gap = np.linalg.norm(spot[:2] - occupied) - world.object(first).radius_m - world.object(second).radius_m
         assert gap > 0.005, f"the chosen spot {spot} leaves {gap * 1000:.1f} mm to {first}"
-        rim = world.object(plate).radius_m - world.object(second).radius_m
-        assert np.linalg.norm(spot[:2] - world.object_center(plate)[:2]) <= rim + 1e-9
+        rim = world.object(plate).radius_m - world.object(second).radius_m - RIM_MARGIN_M
+        centre = world.object_center(plate)[:2]
+        assert np.linalg.norm(spot[:2] - centre) <= rim + 1e-9
+        # Not pushed to the rim: no farther from the centre than clearing the occupant needs (+ a grid step).
+        needed = world.object(first).radius_m + world.object(second).radius_m + FREE_CLEARANCE_M
+        needed -= np.linalg.norm(occupied - centre)
+        assert np.linalg.norm(spot[:2] - centre) <= max(needed, 0.0) + 2 * rim / 20 + 1e-6
         assert spot[2] == spots[second][2]

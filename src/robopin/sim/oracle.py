@@ -30,26 +30,50 @@ from robopin.sim.selfcheck import place_points
 
 OCCLUSION_MARGIN_M = 0.01
 """A place spot counts as hidden in a view when that view's depth there is this much nearer."""
+OCCLUSION_WINDOW_PX = 4
+"""...anywhere within this many pixels of the spot: the projector's depth window must not reach an occluder."""
 
 
-def spot_in_view(view: RenderedView, point_base: NDArray[np.float64]) -> tuple[float, float, bool] | None:
-    """Pixel (u, v) of a base point in ``view`` and whether the view sees it (nothing in front), or None
-    when it lies outside the image or behind the camera."""
+def spot_in_view(
+    view: RenderedView, point_base: NDArray[np.float64], surface_body: int | None = None
+) -> tuple[float, float, bool] | None:
+    """Pixel (u, v) of a base point in ``view`` and whether the view sees it, or None when it lies
+    outside the image or behind the camera.
+
+    Seen means nothing lies in front of it, at the pixel or within ``OCCLUSION_WINDOW_PX`` of it (the
+    projector's depth window must not reach an occluder). Pixels of ``surface_body`` (the plate the
+    point lies on) never count as occluders: a plate seen at a slant is nearer below the spot.
+    """
     u, v, z = project(view, point_base)
     if not (z > 0 and 0 <= u < view.color.shape[1] and 0 <= v < view.color.shape[0]):
         return None
-    seen = float(view.depth_m[int(v), int(u)])
-    return u, v, not (0.0 < seen < z - OCCLUSION_MARGIN_M)
+    height, width = view.depth_m.shape
+    r = OCCLUSION_WINDOW_PX
+    rows = slice(max(int(v) - r, 0), min(int(v) + r + 1, height))
+    cols = slice(max(int(u) - r, 0), min(int(u) + r + 1, width))
+    depth = view.depth_m[rows, cols]
+    nearer = (depth > 0.0) & (depth < z - OCCLUSION_MARGIN_M)
+    if surface_body is not None:
+        nearer &= view.segmentation[rows, cols] != surface_body
+    return u, v, not bool(np.any(nearer))
 
 
-def free_spot(scene: Scene, target: str, moving: str, preferred: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The place point on ``target`` farthest from the objects already resting there (ground truth).
+FREE_CLEARANCE_M = 0.01
+"""Gap between footprints that counts as free when placing beside an object."""
+RIM_MARGIN_M = 0.012
+"""How far inside a plate's rim a placed footprint stays."""
 
-    ``preferred`` (the planned release point) wins while nothing lies within reach of it; otherwise the
-    spot is searched on a grid inside the plate, keeping ``moving``'s footprint within the rim, and the
-    spot with the largest clearance to the other objects' footprints is chosen (ties: nearer the
-    preferred point). This is what "a free area on the plate" means; the planned ring of points alone
-    sent a later object onto one that had landed off its own spot.
+
+def free_spots(scene: Scene, target: str, moving: str, preferred: NDArray[np.float64]) -> list[NDArray[np.float64]]:
+    """Place points on ``target`` for ``moving``, best first (ground truth).
+
+    ``preferred`` (the planned release point) comes first while it leaves ``FREE_CLEARANCE_M`` to the
+    objects already resting on the plate. The rest are points of a grid inside the plate that keep
+    ``moving``'s footprint ``RIM_MARGIN_M`` inside the rim: those that leave the clearance, nearest the
+    plate centre first, then the others by clearance. This is what "a free area on the plate" means. The
+    planned ring of points alone sent a later object onto one that had landed off its own spot, and the
+    spot farthest from the others lay on the rim, where a release a centimetre off dropped the object
+    over the edge. The caller takes the first one a camera sees (``answer_place``).
     """
     world = scene.world
     plate = world.object(target)
@@ -60,26 +84,36 @@ def free_spot(scene: Scene, target: str, moving: str, preferred: NDArray[np.floa
             continue
         if on_plate(world, name, target)[0]:
             occupants.append((world.object_center(name)[:2], obj.radius_m))
-    if not occupants:
-        return preferred
 
     def clearance(xy: NDArray[np.float64]) -> float:
+        if not occupants:
+            return math.inf
         return min(float(np.linalg.norm(xy - c)) - r for c, r in occupants) - mover.radius_m
 
-    if clearance(preferred[:2]) > 0.01:
-        return preferred
     center = world.object_center(target)[:2]
-    reach = max(plate.radius_m - mover.radius_m, 0.0)
-    best, best_key = preferred, (clearance(preferred[:2]), 0.0)
+    reach = max(plate.radius_m - mover.radius_m - RIM_MARGIN_M, 0.0)
+    ranked = []
     for dx in np.linspace(-reach, reach, 21):
         for dy in np.linspace(-reach, reach, 21):
-            if math.hypot(dx, dy) > reach:
+            if math.hypot(dx, dy) > reach + 1e-9:
                 continue
             xy = center + np.array([dx, dy])
-            key = (round(clearance(xy), 3), -float(np.linalg.norm(xy - preferred[:2])))
-            if key > best_key:
-                best, best_key = np.array([xy[0], xy[1], preferred[2]]), key
-    return best
+            free = clearance(xy)
+            if free >= FREE_CLEARANCE_M:
+                key = (1, -float(np.linalg.norm(xy - preferred[:2])) if not occupants else -math.hypot(dx, dy))
+            else:
+                key = (0, round(free, 3))
+            ranked.append((key, np.array([xy[0], xy[1], preferred[2]])))
+    ranked.sort(key=lambda item: item[0], reverse=True)
+    spots = [spot for _, spot in ranked]
+    if clearance(preferred[:2]) > FREE_CLEARANCE_M:
+        return [preferred, *spots]
+    return spots or [preferred]
+
+
+def free_spot(scene: Scene, target: str, moving: str, preferred: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The best of ``free_spots`` (ignoring what the cameras see)."""
+    return free_spots(scene, target, moving, preferred)[0]
 
 
 class OracleError(RuntimeError):
@@ -313,21 +347,33 @@ class _Composer:
         self.writer.answer_anchor(anchor_id, img_idx=sighting.view)
         self.pick = name
 
-    def answer_place(self, target: str, point_base: NDArray[np.float64]) -> None:
-        """Pin a ``space`` anchor on the placement spot (projected ground truth) and answer it."""
+    def answer_place(self, target: str, candidates: list[NDArray[np.float64]]) -> None:
+        """Pin a ``space`` anchor on the placement spot (projected ground truth) and answer it.
+
+        ``candidates`` are place points best first; the first one some view sees (nothing in front of
+        it) is pinned, in the view that shows the plate largest. A spot hidden behind something (an
+        object already on the plate) would project onto that object's top, so it is pinned only when
+        every candidate is hidden.
+        """
+        plate_body = self.scene.world.object(target).body_id
         best = None
-        for view_index, view in enumerate(self.rendered):
-            if view_index in self.oracle.errors.missing_views or not self.visible(target, view_index):
-                continue
-            spot = spot_in_view(view, point_base)
-            if spot is not None:
-                u, v, unoccluded = spot
-                pixels = next(s.pixels for s in self.sightings[target] if s.view == view_index)
-                # A spot hidden behind something (an object already on the plate) would project onto
-                # that object's top: prefer a view that sees the spot itself, then the larger view.
-                key = (unoccluded, pixels)
-                if best is None or key > best[3]:
-                    best = (view_index, u, v, key)
+        for point_base in candidates:
+            here = None
+            for view_index, view in enumerate(self.rendered):
+                if view_index in self.oracle.errors.missing_views or not self.visible(target, view_index):
+                    continue
+                spot = spot_in_view(view, point_base, surface_body=plate_body)
+                if spot is not None:
+                    u, v, unoccluded = spot
+                    pixels = next(s.pixels for s in self.sightings[target] if s.view == view_index)
+                    key = (unoccluded, pixels)
+                    if here is None or key > here[3]:
+                        here = (view_index, u, v, key)
+            if best is None:
+                best = here
+            if here is not None and here[3][0]:
+                best = here
+                break
         if best is None:
             raise OracleError(f"the placement spot on {target} is visible in no view")
         view_index, u, v, _ = best
@@ -424,9 +470,13 @@ class _Composer:
             self.say(". ")
         self.answer_pick(pick)
         spot = place_points(self.scene).get(target)
-        if spot is not None and pick == target:
-            spot = free_spot(self.scene, place, pick, spot)
-        self.answer_place(place, spot if spot is not None else self.scene.world.object_center(place))
+        if spot is None:
+            candidates = [self.scene.world.object_center(place)]
+        elif pick == target:
+            candidates = free_spots(self.scene, place, pick, spot)
+        else:
+            candidates = [spot]
+        self.answer_place(place, candidates)
 
     def finish(self) -> None:
         """Every goal holds: say so and answer ``done``."""
