@@ -47,3 +47,27 @@ def test_target_point_and_normal():
     target.normal = conversions.vector_to_vector3([0.0, 0.0, 2.0])
     _, normal = conversions.target3d_to_pick_point(target)
     np.testing.assert_allclose(normal, [0.0, 0.0, 1.0])
+
+
+def test_markers_read_back_as_targets():
+    # The trial runner only sees the marker topic; what it reads back must be what projection drew.
+    from builtin_interfaces.msg import Time
+    from visualization_msgs.msg import MarkerArray
+
+    from robopin.geometry import RefusalReason
+    from robopin.geometry.projection import Target
+
+    pick = Target("obj_02", "yellow duck", "static", 0, 320.0, 200.0, point=np.array([0.4, -0.1, 0.03]),
+                  normal=np.array([0.0, 0.0, 1.0]), valid=True)
+    refused = Target("space_01", "free area", "wrist", 1, 10.0, 470.0, point=np.array([0.5, 0.1, 0.2]),
+                     valid=False, reason=RefusalReason.DEPTH_EDGE_AMBIGUOUS)
+    holeless = Target("obj_09", "never projected", "static", 0, 5.0, 5.0)  # NaN point: not drawn
+    msg = conversions.targets_to_marker_array([pick, refused, holeless], "base", Time())
+    msg = deserialize_message(serialize_message(msg), MarkerArray)
+    read = conversions.marker_array_to_targets(msg)
+    assert [t["id"] for t in read] == ["obj_02", "space_01"]
+    assert read[0]["name"] == "yellow duck" and read[0]["valid"] is True
+    assert read[0]["point"] == pytest.approx([0.4, -0.1, 0.03], abs=1e-9)
+    assert read[1]["valid"] is False and read[1]["reason"] == "depth_edge_ambiguous"
+    assert read[1]["point"] == pytest.approx([0.5, 0.1, 0.2], abs=1e-9)
+    assert read[0]["frame"] == "base"

@@ -34,10 +34,12 @@ from rclpy.signals import SignalHandlerOptions
 from robopin_interfaces.action import ExecuteTask
 from robopin_interfaces.srv import Instruct
 from sensor_msgs.msg import Image
+from visualization_msgs.msg import MarkerArray
 
 from robopin.env import apply_ros_environment
 from robopin.system import SystemFile, SystemFileError
 from robopin.system.timing import FeedbackEvent, StepTiming, step_timings
+from robopin_ros import conversions
 
 logger = logging.getLogger(__name__)
 
@@ -270,6 +272,8 @@ class TaskRun:
     result: Any = None
     timed_out: bool = False
     views: dict[int, dict[str, np.ndarray]] = dataclasses.field(default_factory=dict)
+    # step -> the 3D targets projection drew for it (its last ProjectPoints call), see marker_array_to_targets
+    targets: dict[int, list[dict]] = dataclasses.field(default_factory=dict)
 
     @property
     def success(self) -> bool:
@@ -322,6 +326,7 @@ class TaskClient(Node):
         for view in self.views:
             self.create_subscription(Image, f"/cameras/{view}/color/image_raw",
                                      lambda msg, v=view: self._on_image(v, msg), 2)
+        self.create_subscription(MarkerArray, "/robopin/targets/markers", self._on_targets, 10)
 
     def not_ready(self) -> list[str]:
         """Services and camera images this client still waits for."""
@@ -338,6 +343,14 @@ class TaskClient(Node):
         """Keep the newest color image of a view (what the planner is about to see)."""
         with self._lock:
             self._latest[view] = msg
+
+    def _on_targets(self, msg: MarkerArray) -> None:
+        """Keep where the projection put the current step's pinned points (the trial log shows them)."""
+        targets = conversions.marker_array_to_targets(msg)
+        with self._lock:
+            run = self._run
+            if run is not None and run.events:
+                run.targets[run.events[-1].step] = targets
 
     def _on_status(self, msg: GoalStatusArray) -> None:
         """Record the status of every goal, and learn the full id of ours."""
@@ -589,6 +602,7 @@ def _write_steps(log: Any, run: TaskRun, timings: list[StepTiming], failure: str
             views={view: log.save_view(step, view, image) for view, image in images.items()},
             raw_output=message.raw_text, trace=trace_to_json(trace, sizes) if trace is not None else {},
             errors=[f"{e.code}: {e.message}" for e in message.errors],
+            targets=list(run.targets.get(step, [])),
             planner_status=(failure or "success") if last else "success",
             planning_time_s=timing.durations_s.get("plan", 0.0),
             execution="dry_run" if dry_run else ("executed" if "execute" in timing.durations_s else ""),

@@ -466,6 +466,34 @@ def targets_to_marker_array(targets, frame_id: str, stamp: Time, namespace: str 
     return MarkerArray(markers=markers)
 
 
+def marker_array_to_targets(msg) -> list[dict]:
+    """Read back what ``targets_to_marker_array`` drew: per target its id, label, base-frame point and
+    whether it was valid (refused targets without a point are not drawn, so they are not here either).
+
+    A client that only sees the marker topic (the trial runner) records with it where each pinned point
+    went in 3D.
+    """
+    from visualization_msgs.msg import Marker
+
+    drawn: dict[int, dict] = {}
+    for marker in msg.markers:
+        if marker.action != Marker.ADD:
+            continue
+        entry = drawn.setdefault(marker.id // 3, {})
+        if marker.type == Marker.SPHERE:
+            p = marker.pose.position
+            entry["point"] = [float(p.x), float(p.y), float(p.z)]
+            entry["valid"] = bool(marker.color.g > marker.color.r)
+            entry["frame"] = marker.header.frame_id
+        elif marker.type == Marker.TEXT_VIEW_FACING:
+            identifier, _, rest = marker.text.partition(" ")
+            if identifier.endswith(":"):
+                entry["id"], entry["reason"] = identifier[:-1], rest.strip()
+            else:
+                entry["id"], entry["name"] = identifier, rest.strip()
+    return [drawn[k] for k in sorted(drawn) if "point" in drawn[k]]
+
+
 def point_cloud_to_msg(cloud, header):
     """Return a robopin.geometry.PointCloud as sensor_msgs/PointCloud2 (x, y, z float32 [+ rgb packed])."""
     from sensor_msgs.msg import PointCloud2, PointField
