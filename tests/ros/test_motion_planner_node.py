@@ -58,6 +58,7 @@ def cell():
             Parameter("robot", value="panda"),
             Parameter("planner", value="{type: roboplan, timeout_s: 3.0}"),
             Parameter("table_height_m", value=0.0),
+            Parameter("cloud_wait_s", value=2.0),
         ],
     )
     client = Node("motion_test_client")
@@ -204,6 +205,7 @@ def test_workspace_cloud_keeps_the_world_fresh(cell):
     from robopin.motion.world import CollisionWorld
 
     _, _, _, planner, client = cell
+    assert planner.scene.config.cloud_wait_s == 2.0, "the node's cloud_wait_s parameter reaches its scene"
     _wait_for_joint_state(planner)
     # Start from a known pose on the near side of where the wall will appear (earlier tests moved the arm).
     _, moved = _send(client, MoveToPose, "/robopin/motion/move_to_pose", _pose_goal((0.45, -0.3, 0.2)))

@@ -75,6 +75,8 @@ class MotionPlannerNode(Node):
                 voxel_size_m=float(p("voxel_size_m", 0.01)),
                 max_cloud_age_s=float(p("max_cloud_age_s", 2.0)),
                 require_cloud=bool(p("require_cloud", False)),
+                min_cloud_height_m=float(p("min_cloud_height_m", 0.01)),
+                cloud_wait_s=float(p("cloud_wait_s", 5.0)),
             ),
         )
         self.grasp_config = GraspConfig(
