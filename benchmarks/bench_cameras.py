@@ -116,6 +116,7 @@ class Collector:
         self.load = (float("nan"), float("nan"))
         self.cpu_percent: dict[str, float] = {}
         self.run_queue_wait_ms_per_s: dict[str, float] = {}
+        self.align_on_demand_ms: dict[str, float] = {}
 
     def on_frame(self, view: str, frame: Frame, received_s: float) -> None:
         ready_s = time.time()
@@ -178,6 +179,7 @@ class Collector:
         out["load"] = {"start": self.load[0], "end": self.load[1]}
         out["cpu_percent"] = dict(self.cpu_percent)
         out["run_queue_wait_ms_per_s"] = dict(self.run_queue_wait_ms_per_s)
+        out["align_on_demand_ms"] = dict(self.align_on_demand_ms)
         return out
 
 
@@ -273,8 +275,13 @@ def start_camera_nodes(configs: dict[str, dict]) -> list[subprocess.Popen]:
 
 
 def over_dds(configs: dict[str, dict], seconds: float, executor_kind: str,
-             own_executor: bool = False) -> dict[str, dict[str, float]]:
-    """Two camera_node processes → DDS → CameraViewsSubscriber in this process."""
+             own_executor: bool = False, unaligned: dict[str, np.ndarray] | None = None) -> dict[str, dict[str, float]]:
+    """Two camera_node processes → DDS → CameraViewsSubscriber in this process.
+
+    ``unaligned``: view → T_color_depth of views whose camera_node leaves depth unaligned; then the cost
+    of aligning one received frame on demand (what projection does for the frame a request uses) is
+    measured too.
+    """
     from robopin_ros.camera_snapshot import CameraViewsSubscriber
 
     processes = start_camera_nodes(configs)
@@ -283,7 +290,7 @@ def over_dds(configs: dict[str, dict], seconds: float, executor_kind: str,
     node = Node("bench_cameras", context=context)
     collector = Collector()
     subscriber = CameraViewsSubscriber(node, collector.synchronizer.config, on_frame=collector.on_frame,
-                                       own_executor=own_executor)
+                                       own_executor=own_executor, unaligned_depth=unaligned)
     collector.synchronizer = subscriber.synchronizer
     node.create_subscription(DiagnosticArray, "/diagnostics", collector.on_diagnostics, 10)
     if executor_kind == "single":
@@ -304,6 +311,17 @@ def over_dds(configs: dict[str, dict], seconds: float, executor_kind: str,
         time.sleep(1.0)  # warm-up
         run_snapshots(collector, seconds, {f"camera_node {v}": p.pid for v, p in zip(VIEWS, processes, strict=True)})
         time.sleep(1.2)  # one more diagnostics message: the node's window then covers the measurement
+        if unaligned:
+            snap = collector.synchronizer.snapshot()  # the cameras still stream
+            for view in unaligned:
+                frame = snap.frames[view]
+                frame.aligned_depth_m()  # first call builds the cached rays
+                costs = []
+                for _ in range(20):
+                    started = time.perf_counter()
+                    frame.aligned_depth_m()
+                    costs.append(time.perf_counter() - started)
+                collector.align_on_demand_ms[view] = float(np.median(costs) * 1000.0)
     finally:
         subscriber.close()
         for process in processes:
@@ -350,6 +368,8 @@ def print_comparison(title: str, dds: dict[str, dict[str, float]], baseline: dic
         other = baseline["run_queue_wait_ms_per_s"].get(name, float("nan"))
         shown = f"{other:>19.1f}" if np.isfinite(other) else f"{'-':>19}"
         print(f"{'waiting for a CPU ms/s ' + name:<38}{wait_ms:>23.1f}   {shown}")
+    for view, cost in dds.get("align_on_demand_ms", {}).items():
+        print(f"{view + ' align one frame on demand (median)':<38}{cost:>23.2f} ms")
 
 
 def meets_goal(result: dict[str, dict[str, float]]) -> bool:
@@ -369,15 +389,28 @@ def main() -> int:
     parser.add_argument("--wrist-depth-offset-mm", type=float, default=15.0,
                         help="wrist depth imager offset from color: 15 = D435-like (aligned by librealsense), "
                              "0 = D405-like (alignment is the identity and skipped)")
+    parser.add_argument("--wrist-unaligned", action="store_true",
+                        help="wrist camera_node with align_depth:=false: depth published in the depth imager's "
+                             "frame (depth/image_rect_raw), aligned only on demand by the consumer")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-cameras-") as tmp:
         started = time.monotonic()
         configs = make_sources(Path(tmp), args.wrist_depth_offset_mm / 1000.0)
+        unaligned = None
+        if args.wrist_unaligned:
+            configs["wrist"]["align_depth"] = False
+            T_color_depth = np.eye(4)
+            T_color_depth[0, 3] = args.wrist_depth_offset_mm / 1000.0
+            unaligned = {"wrist": T_color_depth}
         print(f"recordings written in {time.monotonic() - started:.1f} s (2 views, 640x480 color + depth, {FPS} Hz; "
-              f"wrist depth imager {args.wrist_depth_offset_mm:g} mm from color)")
+              f"wrist depth imager {args.wrist_depth_offset_mm:g} mm from color"
+              f"{'; wrist depth left unaligned' if args.wrist_unaligned else ''})")
         baseline = baseline_in_process(configs, args.seconds)
-        runs = [over_dds(configs, args.seconds, args.executor, args.own_executor) for _ in range(max(1, args.repeat))]
+        runs = [over_dds(configs, args.seconds, args.executor, args.own_executor, unaligned)
+                for _ in range(max(1, args.repeat))]
     executor = f"{args.executor} executor" + (", cameras on their own executor" if args.own_executor else "")
+    if args.wrist_unaligned:
+        executor += ", wrist depth unaligned"
     for number, run in enumerate(runs, 1):
         print_comparison(f"DDS run {number}/{len(runs)} ({executor})", run, baseline)
     print(f"\n{'run':<6}{'load':>12}" + "".join(f"{v + ' Hz/drops/p50/p95 ms':>34}" for v in VIEWS)

@@ -84,6 +84,24 @@ def test_frame_rejects_depth_not_aligned_to_color():
         Frame(np.zeros((6, 8, 3), np.uint8), np.zeros((3, 4), np.float32), MODEL, 0.0)
 
 
+def test_unaligned_frame_needs_its_depth_model_and_extrinsics_together():
+    from robopin.geometry.camera_model import CameraModel
+
+    depth_model = CameraModel(4, 3, 3.0, 3.0, 1.5, 1.0)
+    color = np.zeros((6, 8, 3), np.uint8)
+    depth = np.ones((3, 4), np.float32)
+    frame = Frame(color, depth, MODEL, 0.0, depth_intrinsics=depth_model, T_color_depth=np.eye(4))
+    assert not frame.depth_aligned and frame.aligned_depth_m().shape == (6, 8)
+    with pytest.raises(ValueError, match="come together"):
+        Frame(color, depth, MODEL, 0.0, depth_intrinsics=depth_model)
+    with pytest.raises(ValueError, match=r"\(3, 4\) \(the depth intrinsics\)"):
+        Frame(color, np.ones((6, 8), np.float32), MODEL, 0.0, depth_intrinsics=depth_model, T_color_depth=np.eye(4))
+    with pytest.raises(ValueError, match="4x4"):
+        Frame(color, depth, MODEL, 0.0, depth_intrinsics=depth_model, T_color_depth=np.eye(3))
+    aligned = Frame(color, np.ones((6, 8), np.float32), MODEL, 0.0)
+    assert aligned.depth_aligned and aligned.aligned_depth_m() is aligned.depth_m
+
+
 def test_frame_rejects_intrinsics_of_another_size():
     with pytest.raises(ValueError, match="8x6"):
         Frame(np.zeros((12, 16, 3), np.uint8), None, MODEL, 0.0)

@@ -70,9 +70,11 @@ def _software_frameset(depth_raw: np.ndarray, tx: float = 0.015):
 
 def test_software_device_depth_is_aligned_to_color_in_metres():
     device, frameset = _software_frameset(SCENE.depth_mm_u16(DEPTH))
-    color, depth_m, model = RealSenseFrameProcessor(RealSenseCameraConfig(width=80, height=60)).process(frameset)
+    color, depth_m, model, depth_model, _ = RealSenseFrameProcessor(RealSenseCameraConfig(width=80, height=60)).process(
+        frameset
+    )
     device.close()
-    assert model == COLOR
+    assert model == COLOR and depth_model is None
     assert depth_m.shape == color.shape[:2] == (60, 80)
     # The depth camera (64 px, f = 56) sees a narrower field than color (80 px, f = 60): the
     # uncovered border stays NaN.
@@ -97,7 +99,7 @@ def test_identity_alignment_is_skipped_and_gives_what_rs_align_gives():
     assert framesets, "librealsense matcher produced no depth+color pair"
     frameset = framesets[-1]
     processor = RealSenseFrameProcessor(RealSenseCameraConfig(width=80, height=60))
-    _, depth_m, _ = processor.process(frameset)
+    depth_m = processor.process(frameset).depth_m
     reference = np.asanyarray(rs.align(rs.stream.color).process(frameset).get_depth_frame().get_data())
     device.close()
     assert processor.alignments_skipped == 1
@@ -116,15 +118,46 @@ def test_offset_depth_camera_is_aligned_not_skipped():
     assert processor.alignments_skipped == 0
 
 
+def test_unaligned_depth_keeps_the_depth_imager_frame_and_aligns_on_demand_like_rs_align():
+    # align_depth: false (realsense-ros without align_depth.enable): depth stays in the depth imager's
+    # own image with its intrinsics and the depth -> color extrinsics; Frame.aligned_depth_m() then
+    # registers it on demand and must agree with what rs.align makes of the same frameset.
+    from robopin.cameras import Frame
+
+    device, frameset = _software_frameset(SCENE.depth_mm_u16(DEPTH))
+    processed = RealSenseFrameProcessor(RealSenseCameraConfig(width=80, height=60, align_depth=False)).process(
+        frameset
+    )
+    reference = np.asanyarray(rs.align(rs.stream.color).process(frameset).get_depth_frame().get_data())
+    units = device.depth_units_m
+    device.close()
+    assert processed.intrinsics == COLOR and processed.depth_intrinsics == DEPTH
+    assert processed.depth_m.shape == (DEPTH.height, DEPTH.width)
+    np.testing.assert_allclose(processed.depth_m, SCENE.depth_mm_u16(DEPTH).astype(np.float32) * np.float32(units))
+    T = processed.T_color_depth
+    np.testing.assert_allclose(T, _T_color_depth(0.015), atol=1e-6)
+    frame = Frame(processed.color, processed.depth_m, processed.intrinsics, 1.0,
+                  depth_intrinsics=processed.depth_intrinsics, T_color_depth=T)
+    assert not frame.depth_aligned
+    aligned = frame.aligned_depth_m()
+    assert aligned.shape == (COLOR.height, COLOR.width)
+    both = np.isfinite(aligned) & (reference > 0)
+    assert both.mean() > 0.5
+    # rs.align rounds differently at pixel borders; on this smooth scene values agree to a few mm.
+    diff = np.abs(aligned[both] - reference[both].astype(np.float32) * np.float32(units))
+    assert np.median(diff) < 0.002 and diff.max() < 0.02
+    assert abs(np.isfinite(aligned).mean() - (reference > 0).mean()) < 0.1
+
+
 def test_software_device_zero_depth_becomes_nan_and_hole_filling_fills_it():
     raw = SCENE.depth_mm_u16(DEPTH)
     raw[20:28, 28:36] = 0  # a hole in the middle, as glossy objects make
     hole = (slice(30, 34), slice(38, 42))  # color pixels well inside the hole
     device, frameset = _software_frameset(raw, tx=0.0)
-    _, unfiltered, _ = RealSenseFrameProcessor(RealSenseCameraConfig(width=80, height=60)).process(frameset)
-    _, filled, _ = RealSenseFrameProcessor(
+    unfiltered = RealSenseFrameProcessor(RealSenseCameraConfig(width=80, height=60)).process(frameset).depth_m
+    filled = RealSenseFrameProcessor(
         RealSenseCameraConfig(width=80, height=60, filters=("hole_filling",), hole_filling_mode=2)
-    ).process(frameset)
+    ).process(frameset).depth_m
     device.close()
     assert np.isnan(unfiltered[hole]).all()
     assert np.isfinite(filled[hole]).all()
@@ -133,9 +166,9 @@ def test_software_device_zero_depth_becomes_nan_and_hole_filling_fills_it():
 
 def test_depth_range_marks_far_pixels_invalid():
     device, frameset = _software_frameset(SCENE.depth_mm_u16(DEPTH))
-    _, depth_m, _ = RealSenseFrameProcessor(
+    depth_m = RealSenseFrameProcessor(
         RealSenseCameraConfig(width=80, height=60, max_depth_m=0.8)
-    ).process(frameset)
+    ).process(frameset).depth_m
     device.close()
     finite = depth_m[np.isfinite(depth_m)]
     assert finite.size > 0 and finite.max() <= 0.8

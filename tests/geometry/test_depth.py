@@ -197,3 +197,19 @@ def test_unaligned_depth_registered_to_color_matches_the_analytic_plane():
     assert err.max() < 1.5e-3
     s = robust_depth(aligned, 320.5, 240.5)
     assert s.depth_m == pytest.approx(expected[240, 320], abs=1e-3)
+
+
+def test_unaligned_depth_nearest_surface_wins_where_samples_collide():
+    # A near strip seen from a depth imager 5 cm beside color shifts 6 px over the far background
+    # (fx 60: 60 * 0.05 / 0.5) while the background shifts 1.5 px: where both land, the near one wins.
+    cam = CameraModel(80, 60, 60.0, 60.0, 39.5, 29.5)
+    T_color_depth = make_transform(np.eye(3), [0.05, 0.0, 0.0])
+    depth = np.full((60, 80), 2.0, np.float32)
+    depth[:, 30:40] = 0.5
+    depth[:, :2] = np.nan  # no data stays out
+    aligned = align_depth_to_color(depth, cam, cam, T_color_depth)
+    assert np.all(aligned[:, 36:46] == np.float32(0.5)), "the strip covers the background it moved over"
+    assert np.all(aligned[:, 60:75] == np.float32(2.0))
+    assert np.isnan(aligned[:, :3]).all()
+    # The background behind the strip's old place, now uncovered, has no sample: NaN, not a guess.
+    assert np.isnan(aligned[30, 33:35]).all()

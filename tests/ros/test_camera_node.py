@@ -1,7 +1,9 @@
-"""camera_node over real DDS: two views (a bag and a RealSense recording) → snapshot, and reconnect after a failure."""
+"""camera_node over real DDS: two views (a bag and a RealSense recording) → snapshot, unaligned depth, and
+reconnect after a failure."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 
 import numpy as np
@@ -148,6 +150,63 @@ def test_snapshot_refuses_stale_view_when_its_camera_node_stops(subscriber, two_
         return False
 
     wait_for(refused_stale, 5.0, "a stale_frame refusal naming the stopped 'static' view")
+
+
+def test_unaligned_depth_goes_out_on_the_depth_topics_and_aligns_on_demand(recordings, ros_context, tmp_path):
+    # align_depth:=false: a D435-like recording (depth imager 15 mm beside color, its own intrinsics)
+    # is published on depth/image_rect_raw + depth/camera_info in <name>_depth_optical; nothing is
+    # registered per frame. The subscriber keeps it unaligned and aligned_depth_m() gives the plane's
+    # depth as the color camera sees it.
+    depth_model = CameraModel(64, 48, 56.0, 56.0, 31.5, 23.5)
+    T_color_depth = np.eye(4)
+    T_color_depth[0, 3] = 0.015
+    recording = write_realsense_recording(tmp_path / "d435.db3", WRIST, 30, scene=WRIST_SCENE, paced=True,
+                                          serial="SW79", depth_model=depth_model, T_color_depth=T_color_depth)
+    process = start_process(_camera_node("d435", "realsense", WRIST, playback_file=str(recording),
+                                         align_depth="false", options="'{repeat_playback: true}'"))
+    spun = SpunNode("camera_unaligned_client", ros_context)
+    aligned_seen: list[Image] = []
+    spun.node.create_subscription(Image, view_topics("d435")["depth"], aligned_seen.append, 5)
+    views = CameraViewsSubscriber(spun.node, SnapshotConfig(views=("d435",), max_age_s=0.5),
+                                  unaligned_depth={"d435": T_color_depth})
+    try:
+        result = []
+
+        def ready() -> bool:
+            try:
+                result.append(views.snapshot())
+            except SnapshotError:
+                return False
+            return True
+
+        wait_for(ready, 30.0, "a snapshot of the unaligned view")
+        frame = result[-1].frames["d435"]
+    finally:
+        views.close()
+        spun.close()
+        code, output = stop_process(process)
+    assert code == 0, output
+    assert "unaligned_depth: {d435: {matrix: [[1.000000, 0.000000, 0.000000, 0.015000]" in output, output
+    assert not aligned_seen, "nothing may go out on aligned_depth_to_color with align_depth:=false"
+    assert not frame.depth_aligned and frame.depth_intrinsics == depth_model
+    assert frame.depth_m.shape == (48, 64)
+    np.testing.assert_allclose(frame.T_color_depth, T_color_depth, atol=1e-6)
+    aligned = frame.aligned_depth_m()
+    truth = WRIST_SCENE.depth_m(WRIST, T_color_depth)
+    both = np.isfinite(aligned) & np.isfinite(truth)
+    assert both.mean() > 0.5
+    assert np.abs(aligned[both] - truth[both]).max() < 0.005  # 16UC1 millimetres on the wire
+
+
+def test_camera_node_refuses_align_depth_false_for_a_backend_without_it(recordings):
+    process = start_process(_camera_node("static2", "bag", STATIC, bag_path=str(recordings["bag"]),
+                                         align_depth="false"))
+    try:
+        output, _ = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        stop_process(process)
+        pytest.fail("camera_node kept running with align_depth:=false on the bag backend")
+    assert process.returncode != 0 and "align_depth" in output, output
 
 
 def test_reconnects_after_the_recording_ends_without_taking_the_node_down(recordings, ros_context):

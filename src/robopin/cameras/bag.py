@@ -302,6 +302,9 @@ def write_camera_bag(
             writer.write(connections["info"], stamp_ns, typestore.serialize_cdr(info, info.__msgtype__))
             writer.write(connections["color"], stamp_ns, typestore.serialize_cdr(color, color.__msgtype__))
             if frame.depth_m is not None:
+                if not frame.depth_aligned:
+                    raise ValueError(f"write_camera_bag: frame {frame.index} of {frame.camera_name!r} has unaligned "
+                                     "depth; the bag layout holds aligned_depth_to_color only (align it first)")
                 depth_ns = stamp_ns + round(depth_offset_s * 1e9)
                 depth_header = types["std_msgs/msg/Header"](
                     stamp=types["builtin_interfaces/msg/Time"](sec=depth_ns // 10**9, nanosec=depth_ns % 10**9),

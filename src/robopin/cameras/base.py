@@ -104,8 +104,9 @@ class Frame:
 
     Attributes:
         color: uint8 array (H, W, 3), RGB order.
-        depth_m: float32 array (H, W) in metres, registered to ``color`` pixel for pixel; NaN where
-            the sensor has no valid measurement. ``None`` for a color-only camera.
+        depth_m: float32 array in metres, NaN where the sensor has no valid measurement; ``None`` for a
+            color-only camera. Registered to ``color`` pixel for pixel (H, W) unless ``depth_intrinsics``
+            is given: then it is the depth imager's own image, of that model's size.
         intrinsics: the pinhole model of the color image (its width/height equal the image's).
         timestamp_s: capture time on the host's wall clock (``time.time()`` seconds, the clock ROS
             stamps use by default), so frames of different cameras and the arm state can be compared.
@@ -113,6 +114,13 @@ class Frame:
         index: frame counter of this camera since connect, starting at 0 (gaps mean dropped frames
             where the backend can see them).
         camera_name: the configured view name (``CameraConfig.name``); optical frame ``<name>_optical``.
+        depth_intrinsics: None (depth aligned to color), or the depth imager's pinhole model when depth
+            was left unaligned (a RealSense with ``align_depth: false``, as realsense-ros publishes
+            ``depth/image_rect_raw``): registering every frame costs the camera process ~4 ms a 640x480
+            D435 frame, while a consumer that needs color-registered depth at a few points aligns the one
+            frame it uses (``aligned_depth_m()``, or projection_node's ``unaligned_depth``).
+        T_color_depth: with ``depth_intrinsics``, the 4x4 transform taking points of the depth optical
+            frame into the color optical frame (metres).
     """
 
     color: np.ndarray
@@ -122,6 +130,8 @@ class Frame:
     serial: str = ""
     index: int = 0
     camera_name: str = ""
+    depth_intrinsics: CameraModel | None = None
+    T_color_depth: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         color = self.color
@@ -131,12 +141,23 @@ class Frame:
                 "Frame.color must be a uint8 array of shape (H, W, 3), got "
                 f"{type(color).__name__} {getattr(color, 'dtype', '?')} {getattr(color, 'shape', '?')}"
             )
+        if (self.depth_intrinsics is None) != (self.T_color_depth is None):
+            raise ValueError("Frame.depth_intrinsics and Frame.T_color_depth come together (unaligned depth) "
+                             "or not at all (depth aligned to color)")
+        if self.T_color_depth is not None:
+            T = self.T_color_depth
+            if not (isinstance(T, np.ndarray) and T.shape == (4, 4) and np.all(np.isfinite(T))):
+                raise ValueError(f"Frame.T_color_depth must be a finite 4x4 array, got {getattr(T, 'shape', T)!r}")
         if self.depth_m is not None:
             depth = self.depth_m
+            if self.depth_intrinsics is None:
+                shape, what = color.shape[:2], "aligned to color"
+            else:
+                shape, what = (self.depth_intrinsics.height, self.depth_intrinsics.width), "the depth intrinsics"
             ok_depth = isinstance(depth, np.ndarray) and depth.dtype == np.float32
-            if not ok_depth or depth.shape != color.shape[:2]:
+            if not ok_depth or depth.shape != shape:
                 raise ValueError(
-                    f"Frame.depth_m must be float32 of shape {color.shape[:2]} (aligned to color), got "
+                    f"Frame.depth_m must be float32 of shape {shape} ({what}), got "
                     f"{type(depth).__name__} {getattr(depth, 'dtype', '?')} {getattr(depth, 'shape', '?')}"
                 )
         if not math.isfinite(self.timestamp_s):
@@ -161,6 +182,20 @@ class Frame:
     def optical_frame_id(self) -> str:
         """The TF frame the intrinsics refer to: ``<camera_name>_optical``."""
         return f"{self.camera_name or 'camera'}_optical"
+
+    @property
+    def depth_aligned(self) -> bool:
+        """True when ``depth_m`` is registered to the color image (or there is no depth)."""
+        return self.depth_intrinsics is None
+
+    def aligned_depth_m(self) -> np.ndarray | None:
+        """Depth registered to the color image: ``depth_m`` itself, or unaligned depth aligned now
+        (``robopin.geometry.align_depth_to_color``, nearest surface winning, as ``rs.align`` does)."""
+        if self.depth_m is None or self.depth_intrinsics is None:
+            return self.depth_m
+        from robopin.geometry.depth import align_depth_to_color
+
+        return align_depth_to_color(self.depth_m, self.depth_intrinsics, self.intrinsics, self.T_color_depth)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -245,7 +245,7 @@ def align_depth_to_color(
     kept (occlusion). Pixels nothing lands on stay NaN. Result: float32 metres, color-sized, the
     depth being z in the *color* optical frame.
     """
-    d = np.asarray(depth_m, dtype=np.float64)
+    d = np.asarray(depth_m, dtype=np.float32)
     if d.shape != (depth_camera.height, depth_camera.width):
         raise DepthError(
             f"depth image is {d.shape[1]}x{d.shape[0]} but the depth camera model is "
@@ -255,25 +255,54 @@ def align_depth_to_color(
     # splatting each depth pixel at k x k sub-pixel positions fills them (as rs.align fills the
     # rectangle a depth pixel covers) instead of leaving a lattice of holes.
     k = max(1, math.ceil(max(color_camera.fx / depth_camera.fx, color_camera.fy / depth_camera.fy)))
-    rays = _subpixel_rays(depth_camera, k)  # (H, W, k*k, 3), cached: no per-frame undistortion
-    ok = np.isfinite(d) & (d > 0)
-    z_d = d[ok]
     T = np.asarray(T_color_depth, dtype=np.float64)
-    # p_color = R (z ray) + t, computed as z (R ray) + t with R ray per sub-pixel sample.
-    rays_color = rays[ok]  # (N, k*k, 3)
-    points_color = np.dot(rays_color.reshape(-1, 3), np.ascontiguousarray(T[:3, :3].T, dtype=np.float32))
-    points_color *= np.repeat(z_d.astype(np.float32), k * k)[:, None]
-    points_color += T[:3, 3].astype(np.float32)
-    uc, vc = color_camera.project(points_color)
-    z = points_color[:, 2]
-    inside = np.isfinite(uc) & np.isfinite(vc) & (uc >= 0) & (uc < color_camera.width)
-    inside &= (vc >= 0) & (vc < color_camera.height) & (z > 0)
-    flat = np.floor(vc[inside]).astype(np.int64) * color_camera.width + np.floor(uc[inside]).astype(np.int64)
-    z = z[inside]
-    out = np.full(color_camera.width * color_camera.height, np.inf)
-    np.minimum.at(out, flat, z)
-    out[~np.isfinite(out)] = np.nan
-    return out.reshape(color_camera.height, color_camera.width).astype(np.float32)
+    # p_color = R (z ray) + t = z (R ray) + t, with R ray per sub-pixel sample cached per rotation.
+    rotated = _rotated_rays(depth_camera, k, T[:3, :3])  # (H*W, k*k, 3) float32
+    valid = np.flatnonzero(np.isfinite(d) & (d > 0))
+    z_d = d.reshape(-1)[valid]
+    points = rotated[valid]  # (N, k*k, 3)
+    points *= z_d[:, None, None]
+    points += T[:3, 3].astype(np.float32)
+    points = points.reshape(-1, 3)
+    z = points[:, 2]
+    if color_camera.distortion_model == "none":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inverse_z = np.float32(1.0) / z
+            uc = points[:, 0] * inverse_z * np.float32(color_camera.fx) + np.float32(color_camera.cx + 0.5)
+            vc = points[:, 1] * inverse_z * np.float32(color_camera.fy) + np.float32(color_camera.cy + 0.5)
+    else:
+        uc, vc = color_camera.project(points)
+    inside = (z > 0) & (uc >= 0) & (uc < color_camera.width) & (vc >= 0) & (vc < color_camera.height)
+    pixel = vc[inside].astype(np.int64) * color_camera.width + uc[inside].astype(np.int64)
+    z = np.ascontiguousarray(z[inside], dtype=np.float32)
+    # Nearest surface per color pixel: sort (pixel, z) pairs packed in one int64 (a positive float32's
+    # bits order like the float) and keep the first of each pixel. Exact, and ~3x faster than
+    # np.minimum.at on 300k samples.
+    keys = np.sort((pixel << 32) | z.view(np.uint32).astype(np.int64))
+    pixels = keys >> 32
+    first = np.ones(keys.size, dtype=bool)
+    first[1:] = pixels[1:] != pixels[:-1]
+    out = np.full(color_camera.width * color_camera.height, np.nan, dtype=np.float32)
+    out[pixels[first]] = (keys[first] & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
+    return out.reshape(color_camera.height, color_camera.width)
+
+
+_ROTATED_RAYS: dict[tuple[CameraModel, int, bytes], NDArray[np.float32]] = {}
+
+
+def _rotated_rays(camera: CameraModel, k: int, R: NDArray[np.float64]) -> NDArray[np.float32]:
+    """``R`` applied to every sub-pixel ray of ``camera``, (H*W, k*k, 3) float32, cached (a camera's
+    depth → color rotation is fixed, so a stream computes this once)."""
+    key = (camera, k, np.ascontiguousarray(R, dtype=np.float64).tobytes())
+    rotated = _ROTATED_RAYS.get(key)
+    if rotated is None:
+        rays = _subpixel_rays(camera, k).reshape(-1, 3)
+        rotated = (rays @ R.T.astype(np.float32)).reshape(camera.height * camera.width, k * k, 3)
+        rotated.setflags(write=False)
+        if len(_ROTATED_RAYS) >= 4:
+            _ROTATED_RAYS.pop(next(iter(_ROTATED_RAYS)))
+        _ROTATED_RAYS[key] = rotated
+    return rotated
 
 
 @lru_cache(maxsize=4)

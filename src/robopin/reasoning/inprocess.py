@@ -66,7 +66,9 @@ class SnapshotProjector:
             frame = snapshot.frames[name]
             if frame.depth_m is None:
                 continue
-            frames[index] = ViewData(frame.depth_m, frame.intrinsics, frame.timestamp_s)
+            # A camera leaving depth unaligned (RealSense align_depth: false) is registered here, for the
+            # one frame a step projects from.
+            frames[index] = ViewData(frame.aligned_depth_m(), frame.intrinsics, frame.timestamp_s)
             if snapshot.T_base_ee is not None and name in snapshot.T_base_ee and math.isfinite(frame.timestamp_s):
                 self.projector.pose_buffer.add(frame.timestamp_s, snapshot.T_base_ee[name])
         if not frames:

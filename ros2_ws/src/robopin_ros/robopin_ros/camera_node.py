@@ -2,7 +2,11 @@
 
 Publishes ``/cameras/<name>/color/image_raw`` (rgb8), ``/cameras/<name>/color/camera_info`` and
 ``/cameras/<name>/aligned_depth_to_color/image_raw`` (16UC1 mm, 0 = no data), all stamped with the
-frame's capture time and the frame id ``<name>_optical``, plus health on ``/diagnostics``. A capture
+frame's capture time and the frame id ``<name>_optical``, plus health on ``/diagnostics``. With
+``align_depth:=false`` (RealSense) depth is not registered to color in every frame: it goes out on
+``/cameras/<name>/depth/image_rect_raw`` with ``depth/camera_info``, in frame ``<name>_depth_optical``,
+as realsense-ros publishes it, and projection_node aligns the one frame a request uses
+(its ``unaligned_depth`` parameter holds the depth → color extrinsics the node logs at connect). A capture
 thread reads the camera; when it fails (unplugged, end of recording) the node keeps running, reports
 the failure and reconnects every ``reconnect_period_s``. Run one node per camera, e.g.::
 
@@ -40,7 +44,7 @@ _PASS_THROUGH = ("serial", "filters", "playback_file", "bag_path", "topic_prefix
 # decoding), message building, and the three DDS writes.
 _LATENCY_STAGES = ("capture_to_publish", "capture_to_read", "read_to_messages", "messages_to_published")
 _READ_ONLY_AFTER_START = ("name", "backend", "serial", "width", "height", "fps", "filters", "options",
-                          "playback_file", "bag_path", "topic_prefix")
+                          "playback_file", "bag_path", "topic_prefix", "align_depth")
 
 
 class CameraNode(Node):
@@ -63,6 +67,9 @@ class CameraNode(Node):
         self.declare_parameter("bag_path", "")
         self.declare_parameter("topic_prefix", "")
         self.declare_parameter("options", "{}")  # YAML mapping of any other backend option
+        # realsense-ros's align_depth.enable: false publishes depth/image_rect_raw + depth/camera_info in
+        # the depth imager's frame instead of registering every frame to color (RealSense backend only).
+        self.declare_parameter("align_depth", True)
         self.declare_parameter("reconnect_period_s", 1.0)
         self.declare_parameter("diagnostics_period_s", 1.0)
         self.camera_name = str(self.get_parameter("name").value)
@@ -74,6 +81,11 @@ class CameraNode(Node):
         self.color_pub = self.create_publisher(Image, f"{prefix}/color/image_raw", IMAGE_QOS)
         self.info_pub = self.create_publisher(CameraInfo, f"{prefix}/color/camera_info", IMAGE_QOS)
         self.depth_pub = self.create_publisher(Image, f"{prefix}/aligned_depth_to_color/image_raw", IMAGE_QOS)
+        self.raw_depth_pub = self.raw_depth_info_pub = None
+        self._logged_extrinsics = None
+        if not getattr(self.camera.config, "align_depth", True):  # the parameter, or options: {align_depth: false}
+            self.raw_depth_pub = self.create_publisher(Image, f"{prefix}/depth/image_rect_raw", IMAGE_QOS)
+            self.raw_depth_info_pub = self.create_publisher(CameraInfo, f"{prefix}/depth/camera_info", IMAGE_QOS)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
 
         self._stats_lock = threading.Lock()
@@ -115,6 +127,8 @@ class CameraNode(Node):
                 value = str(value)
             if value:
                 data[key] = value
+        if not self.get_parameter("align_depth").value:
+            data["align_depth"] = False  # a backend without the option refuses it by name
         data.update(options)
         return make_camera(camera_config_from_dict(data))
 
@@ -163,9 +177,20 @@ class CameraNode(Node):
     def _publish(self, frame, read_s: float) -> None:
         """Publish one frame's three messages with one header."""
         color, depth, info = conversions.frame_to_msgs(frame)
+        depth_info = conversions.depth_camera_info(frame)
         converted_s = time.time()
         # Depth and info first: a subscriber that keys on color then finds its partners already there.
-        if depth is not None:
+        if depth is not None and depth_info is not None and self.raw_depth_pub is not None:
+            self.raw_depth_info_pub.publish(depth_info)
+            self.raw_depth_pub.publish(depth)
+            if self._logged_extrinsics is None or not (self._logged_extrinsics == frame.T_color_depth).all():
+                self._logged_extrinsics = frame.T_color_depth
+                rows = ", ".join("[" + ", ".join(f"{v:.6f}" for v in row) + "]" for row in frame.T_color_depth)
+                self.get_logger().info(
+                    f"camera {self.camera_name!r}: depth left unaligned; projection_node needs "
+                    f"unaligned_depth: {{{self.camera_name}: {{matrix: [{rows}]}}}}"
+                )
+        elif depth is not None and depth_info is None:
             self.depth_pub.publish(depth)
         self.info_pub.publish(info)
         self.color_pub.publish(color)

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+import numpy as np
+from numpy.typing import ArrayLike
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -30,14 +32,19 @@ from robopin_ros import conversions
 SUBSCRIBER_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.RELIABLE)
 
 
-def view_topics(view: str) -> dict[str, str]:
-    """The realsense-ros topic names of ``view`` under ``/cameras/<view>``."""
+def view_topics(view: str, *, unaligned: bool = False) -> dict[str, str]:
+    """The realsense-ros topic names of ``view`` under ``/cameras/<view>`` (``unaligned``: depth in the
+    depth imager's frame, as camera_node publishes it with ``align_depth:=false``, with its own info)."""
     prefix = f"/cameras/{view}"
-    return {
+    topics = {
         "color": f"{prefix}/color/image_raw",
         "info": f"{prefix}/color/camera_info",
         "depth": f"{prefix}/aligned_depth_to_color/image_raw",
     }
+    if unaligned:
+        topics["depth"] = f"{prefix}/depth/image_rect_raw"
+        topics["depth_info"] = f"{prefix}/depth/camera_info"
+    return topics
 
 
 class _ViewPairer:
@@ -48,6 +55,7 @@ class _ViewPairer:
         self.require_depth = require_depth
         self.tolerance_s = tolerance_s
         self.info: CameraInfo | None = None
+        self.depth_info: CameraInfo | None = None
         self.colors: dict[float, Image] = {}
         self.depths: dict[float, Image] = {}
         self.index = 0
@@ -86,7 +94,11 @@ class CameraViewsSubscriber:
         pair_tolerance_s: float = 0.005,
         on_frame: Callable[[str, Frame, float], None] | None = None,
         own_executor: bool = False,
+        unaligned_depth: Mapping[str, ArrayLike] | None = None,
     ) -> None:
+        """``unaligned_depth``: view → T_color_depth (4x4) for views whose camera_node leaves depth
+        unaligned (``align_depth:=false``); their frames keep depth in the depth imager's frame
+        (``Frame.aligned_depth_m()`` registers it when needed)."""
         # Received images are megabyte buffers freed a frame later: keep them mapped in this process.
         retain_freed_image_memory()
         self._executor: SingleThreadedExecutor | None = None
@@ -100,11 +112,20 @@ class CameraViewsSubscriber:
         self.on_frame = on_frame
         self._lock = threading.Lock()
         self._pairers = {v: _ViewPairer(v, require_depth, pair_tolerance_s) for v in config.views}
+        unaligned = dict(unaligned_depth or {})
+        unknown = sorted(set(unaligned) - set(config.views))
+        if unknown:
+            raise ValueError(f"unaligned_depth names unknown views {unknown}; views: {list(config.views)}")
+        self._T_color_depth = {v: np.asarray(T, dtype=np.float64).reshape(4, 4) for v, T in unaligned.items()}
         self.subscriptions = []
         for view in config.views:
-            topics = view_topics(view)
+            topics = view_topics(view, unaligned=view in self._T_color_depth)
             self.subscriptions.append(node.create_subscription(
                 CameraInfo, topics["info"], lambda msg, v=view: self._on_info(v, msg), SUBSCRIBER_QOS))
+            if require_depth and "depth_info" in topics:
+                self.subscriptions.append(node.create_subscription(
+                    CameraInfo, topics["depth_info"], lambda msg, v=view: self._on_depth_info(v, msg),
+                    SUBSCRIBER_QOS))
             self.subscriptions.append(node.create_subscription(
                 Image, topics["color"], lambda msg, v=view: self._on_image(v, "color", msg), SUBSCRIBER_QOS))
             if require_depth:
@@ -119,18 +140,29 @@ class CameraViewsSubscriber:
         with self._lock:
             self._pairers[view].info = msg
 
+    def _on_depth_info(self, view: str, msg: CameraInfo) -> None:
+        """Keep an unaligned view's depth intrinsics."""
+        with self._lock:
+            self._pairers[view].depth_info = msg
+
     def _on_image(self, view: str, kind: str, msg: Image) -> None:
         """Pair the image with its partner and, when complete, hand the frame to the synchronizer."""
         received_s = time.time()
         with self._lock:
             pairer = self._pairers[view]
             pair = pairer.add(kind, msg)
-            info = pairer.info
+            info, depth_info = pairer.info, pairer.depth_info
+            T_color_depth = self._T_color_depth.get(view)
             if pair is None or info is None:
                 return
+            if pair[1] is not None and T_color_depth is not None and depth_info is None:
+                return  # unaligned depth is unusable until its intrinsics arrive
             index = pairer.index
             pairer.index += 1
-        frame = conversions.msgs_to_frame(pair[0], pair[1], info, camera_name=view, index=index)
+        frame = conversions.msgs_to_frame(
+            pair[0], pair[1], info, camera_name=view, index=index,
+            depth_info=depth_info if T_color_depth is not None else None, T_color_depth=T_color_depth,
+        )
         self.synchronizer.add(view, frame)
         if self.on_frame is not None:
             self.on_frame(view, frame, received_s)

@@ -356,19 +356,45 @@ def image_msg_to_depth_m(msg) -> np.ndarray:
 
 
 def frame_to_msgs(frame, stamp_s: float | None = None):
-    """Return (color Image, aligned depth Image or None, CameraInfo) of a robopin.cameras.Frame.
+    """Return (color Image, depth Image or None, CameraInfo) of a robopin.cameras.Frame.
 
-    All three share one header: the frame's timestamp (or ``stamp_s``) and its optical frame id.
+    Color, its CameraInfo and aligned depth share one header: the frame's timestamp (or ``stamp_s``)
+    and its optical frame id. Unaligned depth (``frame.depth_aligned`` false) carries the same stamp in
+    the depth imager's optical frame ``<name>_depth_optical``; its CameraInfo is ``depth_camera_info``.
     """
-    header = make_header(frame.timestamp_s if stamp_s is None else stamp_s, frame.optical_frame_id)
-    depth = None if frame.depth_m is None else depth_to_image_msg(frame.depth_m, header)
+    stamp = frame.timestamp_s if stamp_s is None else stamp_s
+    header = make_header(stamp, frame.optical_frame_id)
+    depth = None
+    if frame.depth_m is not None:
+        depth_header = header if frame.depth_aligned else make_header(stamp, depth_optical_frame_id(frame.camera_name))
+        depth = depth_to_image_msg(frame.depth_m, depth_header)
     return color_to_image_msg(frame.color, header), depth, camera_model_to_camera_info(frame.intrinsics, header)
 
 
-def msgs_to_frame(color_msg, depth_msg, info, camera_name: str = "", index: int = 0):
-    """Return a robopin.cameras.Frame of a color Image, an aligned depth Image (or None) and CameraInfo."""
+def depth_optical_frame_id(camera_name: str) -> str:
+    """The optical frame of a camera's depth imager, for depth left unaligned: ``<name>_depth_optical``."""
+    return f"{camera_name or 'camera'}_depth_optical"
+
+
+def depth_camera_info(frame, stamp_s: float | None = None):
+    """CameraInfo of a frame's unaligned depth image (None when its depth is aligned to color)."""
+    if frame.depth_intrinsics is None:
+        return None
+    stamp = frame.timestamp_s if stamp_s is None else stamp_s
+    header = make_header(stamp, depth_optical_frame_id(frame.camera_name))
+    return camera_model_to_camera_info(frame.depth_intrinsics, header)
+
+
+def msgs_to_frame(color_msg, depth_msg, info, camera_name: str = "", index: int = 0, *, depth_info=None,
+                  T_color_depth=None):
+    """Return a robopin.cameras.Frame of a color Image, a depth Image (or None) and CameraInfo.
+
+    Depth is aligned to color unless ``depth_info`` (the depth imager's CameraInfo) and ``T_color_depth``
+    (depth optical → color optical, 4x4) are given: then the Frame keeps it unaligned.
+    """
     from robopin.cameras.base import Frame
 
+    unaligned = depth_msg is not None and depth_info is not None
     return Frame(
         color=image_msg_to_color(color_msg),
         depth_m=None if depth_msg is None else image_msg_to_depth_m(depth_msg),
@@ -377,6 +403,8 @@ def msgs_to_frame(color_msg, depth_msg, info, camera_name: str = "", index: int 
         serial="",
         index=index,
         camera_name=camera_name or color_msg.header.frame_id.removesuffix("_optical"),
+        depth_intrinsics=camera_info_to_camera_model(depth_info) if unaligned else None,
+        T_color_depth=np.asarray(T_color_depth, dtype=np.float64) if unaligned else None,
     )
 
 
