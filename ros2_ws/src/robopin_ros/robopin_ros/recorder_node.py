@@ -30,6 +30,7 @@ from robopin_ros.runtime import run_node
 
 DEFAULT_TOPICS = [
     "/cameras/*/color/image_raw", "/cameras/*/color/camera_info", "/cameras/*/aligned_depth_to_color/image_raw",
+    "/cameras/*/depth/image_rect_raw", "/cameras/*/depth/camera_info",  # views with align_depth:=false
     "/joint_states", "/robopin/arm/ee_pose", "/robopin/reasoning", "/robopin/targets", "/robopin/planned_trajectory",
     "/robopin/targets/markers", "*/_action/feedback", "*/_action/status", TF_STATIC_TOPIC,
 ]
