@@ -72,7 +72,8 @@ def subscriber(ros_context, two_views):
     spun.close()
 
 
-def _snapshot_when_ready(views: CameraViewsSubscriber, timeout_s: float = 30.0):
+def _snapshot_when_ready(views: CameraViewsSubscriber, timeout_s: float = 30.0,
+                         what: str = "a synchronised snapshot of static + wrist"):
     result = []
 
     def ready() -> bool:
@@ -82,7 +83,7 @@ def _snapshot_when_ready(views: CameraViewsSubscriber, timeout_s: float = 30.0):
             return False
         return True
 
-    wait_for(ready, timeout_s, "a synchronised snapshot of static + wrist")
+    wait_for(ready, timeout_s, what)
     return result[-1]
 
 
@@ -170,17 +171,7 @@ def test_unaligned_depth_goes_out_on_the_depth_topics_and_aligns_on_demand(recor
     views = CameraViewsSubscriber(spun.node, SnapshotConfig(views=("d435",), max_age_s=0.5),
                                   unaligned_depth={"d435": T_color_depth})
     try:
-        result = []
-
-        def ready() -> bool:
-            try:
-                result.append(views.snapshot())
-            except SnapshotError:
-                return False
-            return True
-
-        wait_for(ready, 30.0, "a snapshot of the unaligned view")
-        frame = result[-1].frames["d435"]
+        frame = _snapshot_when_ready(views, what="a snapshot of the unaligned view").frames["d435"]
     finally:
         views.close()
         spun.close()
