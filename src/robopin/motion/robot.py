@@ -217,8 +217,7 @@ class RobotModel:
         self._T_link_tcp = np.asarray(spec.T_link_tcp, dtype=np.float64)
         self._rng = np.random.default_rng(seed)
         self._self_pairs = self._find_self_collision_pairs(self_collision_samples)
-        self._compute_joint_reach()
-        self._base_reach = self._joint_reach.copy()
+        self._base_reach = self._joint_reach = self._reach_of(self._robot_vertices_by_joint())
         self._world: CollisionWorld | None = None
         self._world_version = -1
         self._padding = -1.0
@@ -430,7 +429,9 @@ class RobotModel:
         )
         T = self.T_joint_tcp() @ attached.T_ee_object
         joint = self.model.frames[self._tcp_frame].parentJoint
-        self._compute_joint_reach({joint: corners @ T[:3, :3].T + T[:3, 3]})
+        # The maximum over robot and object points is the larger of the two maxima over the same sampled
+        # configurations: only the 8 corners need the sweep (0.54 s → ms for an xArm 6 attach).
+        self._joint_reach = np.maximum(self._base_reach, self._reach_of({joint: corners @ T[:3, :3].T + T[:3, 3]}))
 
     def T_joint_tcp(self) -> NDArray[np.float64]:
         """The TCP in the frame of the joint that carries it (where geometry placements are expressed)."""
@@ -475,35 +476,38 @@ class RobotModel:
         """
         return float(self._joint_reach @ np.abs(np.asarray(q_b) - np.asarray(q_a)))
 
-    def _compute_joint_reach(self, extra_points: dict[int, NDArray[np.float64]] | None = None) -> None:
-        """``r_i``: the farthest any collision vertex downstream of joint ``i`` gets from that joint's origin.
-
-        Maximised over sampled configurations with a 10 % margin; the chain is serial, so the geometry
-        on joint ``j >= i`` is downstream of joint ``i``.
-        """
-        pin = self._pin
+    def _robot_vertices_by_joint(self) -> dict[int, NDArray[np.float64]]:
+        """Every collision vertex of the robot, in the frame of the joint that carries it."""
         points_by_joint: dict[int, list[NDArray[np.float64]]] = {}
         for obj in self._robot_geom.geometryObjects:
             T = obj.placement.homogeneous
             vertices = np.asarray(obj.geometry.points(), dtype=np.float64) @ T[:3, :3].T + T[:3, 3]
             points_by_joint.setdefault(obj.parentJoint, []).append(vertices)
-        for joint, points in (extra_points or {}).items():
-            points_by_joint.setdefault(joint, []).append(points)
-        stacked = {j: np.vstack(v) for j, v in points_by_joint.items()}
+        return {j: np.vstack(v) for j, v in points_by_joint.items()}
+
+    def _reach_of(self, points_by_joint: dict[int, NDArray[np.float64]]) -> NDArray[np.float64]:
+        """``r_i``: the farthest any of these points downstream of joint ``i`` gets from that joint's origin.
+
+        Maximised over a fixed set of sampled configurations (the same every call, so maxima of
+        separate point sets combine with ``np.maximum``) with a 10 % margin; the chain is serial, so
+        the points on joint ``j >= i`` are downstream of joint ``i``.
+        """
+        pin = self._pin
         reach = np.zeros(self.dof)
         rng = np.random.default_rng(12345)
         low, high = np.maximum(self.lower, -np.pi), np.minimum(self.upper, np.pi)
         for q in [self.home, *rng.uniform(low, high, size=(64, self.dof))]:
             pin.forwardKinematics(self.model, self.data, q)
             world_points = {
-                j: pts @ self.data.oMi[j].rotation.T + self.data.oMi[j].translation for j, pts in stacked.items()
+                j: pts @ self.data.oMi[j].rotation.T + self.data.oMi[j].translation
+                for j, pts in points_by_joint.items()
             }
             for i in range(1, self.dof + 1):
                 origin = self.data.oMi[i].translation
                 for j, pts in world_points.items():
                     if j >= i:
                         reach[i - 1] = max(reach[i - 1], float(np.max(np.linalg.norm(pts - origin, axis=1))))
-        self._joint_reach = 1.1 * reach
+        return 1.1 * reach
 
     def _compute(self, q: NDArray[np.float64], margin_m: float | None, stop_at_first: bool) -> bool:
         pin = self._pin
