@@ -10,7 +10,15 @@ import pytest
 
 from robopin.pincot.coords import normalized_to_pixels
 from robopin.pincot.parser import parse
-from robopin.sim.oracle import FREE_CLEARANCE_M, RIM_MARGIN_M, GroundTruthOracle, OracleErrors, free_spot, spot_in_view
+from robopin.sim.oracle import (
+    FREE_CLEARANCE_M,
+    HAND_CLEARANCE_M,
+    RIM_MARGIN_M,
+    GroundTruthOracle,
+    OracleErrors,
+    free_spot,
+    spot_in_view,
+)
 from robopin.sim.scenarios import build_scene
 
 
@@ -226,12 +234,14 @@ def test_free_spot_moves_off_an_object_that_landed_on_the_planned_spot():
         spot = free_spot(scene, plate, second, spots[second])
         occupied = world.object_center(first)[:2]
         gap = np.linalg.norm(spot[:2] - occupied) - world.object(first).radius_m - world.object(second).radius_m
-        assert gap > 0.005, f"the chosen spot {spot} leaves {gap * 1000:.1f} mm to {first}"
+        assert gap >= FREE_CLEARANCE_M - 1e-9, f"the chosen spot {spot} leaves {gap * 1000:.1f} mm to {first}"
         rim = world.object(plate).radius_m - world.object(second).radius_m - RIM_MARGIN_M
         centre = world.object_center(plate)[:2]
         assert np.linalg.norm(spot[:2] - centre) <= rim + 1e-9
-        # Not pushed to the rim: no farther from the centre than clearing the occupant needs (+ a grid step).
-        needed = world.object(first).radius_m + world.object(second).radius_m + FREE_CLEARANCE_M
-        needed -= np.linalg.norm(occupied - centre)
+        # Not pushed to the rim: no farther from the centre than clearing the occupant needs (+ a grid
+        # step) — with room for the hand when the plate has it.
+        footprints = world.object(first).radius_m + world.object(second).radius_m
+        room = HAND_CLEARANCE_M if gap >= HAND_CLEARANCE_M - 1e-9 else FREE_CLEARANCE_M
+        needed = footprints + room - np.linalg.norm(occupied - centre)
         assert np.linalg.norm(spot[:2] - centre) <= max(needed, 0.0) + 2 * rim / 20 + 1e-6
         assert spot[2] == spots[second][2]

@@ -58,8 +58,11 @@ def spot_in_view(
     return u, v, not bool(np.any(nearer))
 
 
+HAND_CLEARANCE_M = 0.04
+"""Gap between footprints that leaves the gripper room beside an object already on the plate (a closed
+xArm gripper's fingers and body reach ~3 cm past a small object): such spots are preferred."""
 FREE_CLEARANCE_M = 0.01
-"""Gap between footprints that counts as free when placing beside an object."""
+"""The least gap between footprints that still counts as free when placing beside an object."""
 RIM_MARGIN_M = 0.012
 """How far inside a plate's rim a placed footprint stays."""
 
@@ -67,13 +70,15 @@ RIM_MARGIN_M = 0.012
 def free_spots(scene: Scene, target: str, moving: str, preferred: NDArray[np.float64]) -> list[NDArray[np.float64]]:
     """Place points on ``target`` for ``moving``, best first (ground truth).
 
-    ``preferred`` (the planned release point) comes first while it leaves ``FREE_CLEARANCE_M`` to the
+    ``preferred`` (the planned release point) comes first while it leaves ``HAND_CLEARANCE_M`` to the
     objects already resting on the plate. The rest are points of a grid inside the plate that keep
-    ``moving``'s footprint ``RIM_MARGIN_M`` inside the rim: those that leave the clearance, nearest the
-    plate centre first, then the others by clearance. This is what "a free area on the plate" means. The
-    planned ring of points alone sent a later object onto one that had landed off its own spot, and the
-    spot farthest from the others lay on the rim, where a release a centimetre off dropped the object
-    over the edge. The caller takes the first one a camera sees (``answer_place``).
+    ``moving``'s footprint ``RIM_MARGIN_M`` inside the rim: those that leave ``HAND_CLEARANCE_M``, nearest
+    the plate centre first, then those that leave ``FREE_CLEARANCE_M``, likewise, then the others by
+    clearance. This is what "a free area on the plate" means. The planned ring of points alone sent a
+    later object onto one that had landed off its own spot; the spot farthest from the others lay on the
+    rim, where a release a centimetre off dropped the object over the edge; and a spot 1 cm from a duck
+    left the xArm's gripper no room (every place pose in collision). The caller takes the first one a
+    camera sees (``answer_place``).
     """
     world = scene.world
     plate = world.object(target)
@@ -99,14 +104,16 @@ def free_spots(scene: Scene, target: str, moving: str, preferred: NDArray[np.flo
                 continue
             xy = center + np.array([dx, dy])
             free = clearance(xy)
-            if free >= FREE_CLEARANCE_M:
-                key = (1, -float(np.linalg.norm(xy - preferred[:2])) if not occupants else -math.hypot(dx, dy))
+            if not occupants:
+                key = (2, -float(np.linalg.norm(xy - preferred[:2])))
+            elif free >= FREE_CLEARANCE_M:
+                key = (2 if free >= HAND_CLEARANCE_M else 1, -math.hypot(dx, dy))
             else:
                 key = (0, round(free, 3))
             ranked.append((key, np.array([xy[0], xy[1], preferred[2]])))
     ranked.sort(key=lambda item: item[0], reverse=True)
     spots = [spot for _, spot in ranked]
-    if clearance(preferred[:2]) > FREE_CLEARANCE_M:
+    if clearance(preferred[:2]) >= HAND_CLEARANCE_M:
         return [preferred, *spots]
     return spots or [preferred]
 
