@@ -129,3 +129,44 @@ def test_grasp_clamps_to_the_world_table_when_no_height_is_given():
             assert min(tcp_z) >= 0.0, (phase.stage, min(tcp_z))
     finally:
         plan.update_world(CollisionWorld())
+
+
+class _LiftCeiling:
+    """A real planner whose straight-line moves above ``xy`` fail above ``ceiling_z`` (as IK does near the
+    edge of the workspace): a reach limit at a chosen height; everything else is the real planner."""
+
+    def __init__(self, inner, xy, ceiling_z: float) -> None:
+        self._inner, self.xy, self.ceiling_z, self.lift_goals = inner, np.asarray(xy), ceiling_z, []
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def plan_linear(self, q_start, T_goal, **kwargs):
+        from robopin.motion.types import PlanResult
+
+        if np.linalg.norm(T_goal[:2, 3] - self.xy) > 0.02:
+            return self._inner.plan_linear(q_start, T_goal, **kwargs)
+        self.lift_goals.append(float(T_goal[2, 3]))
+        if T_goal[2, 3] > self.ceiling_z:
+            return PlanResult(PlanStatus.IK_FAIL, 0.0, message="straight line breaks (test ceiling)")
+        return self._inner.plan_linear(q_start, T_goal, **kwargs)
+
+
+def test_lift_goes_as_high_as_the_arm_reaches_straight_up():
+    # Grasp TCP at 0.03 m; a full lift (0.12 m) ends at 0.15 m, 60 % at 0.102 m: the ceiling at 0.12 m
+    # lets only the lower lift through, and the transport from there still plans and clears the world.
+    real = planner("roboplan", "panda")
+    world = _scene()
+    real.update_world(world)
+    p = _LiftCeiling(real, (0.45, 0.12), ceiling_z=0.12)
+    plan = plan_pick_place(p, real.robot.home, [0.45, 0.12, 0.05], [0.35, -0.22, 0.0])
+    assert plan.success, plan.message
+    lift_tcp = real.robot.forward_kinematics(plan.phases[2].result.trajectory.positions[-1])
+    assert lift_tcp[2, 3] == pytest.approx(0.03 + 0.6 * 0.12, abs=3e-3)
+    assert any(z == pytest.approx(0.15, abs=1e-6) for z in p.lift_goals), "the full lift is tried first"
+    real.update_world(world)
+    assert verify_trajectory(real.robot, plan.phases[3].result.trajectory).collision_free
+    # Below a third of the lift height it is a lifting failure, named.
+    low = _LiftCeiling(real, (0.45, 0.12), ceiling_z=0.05)
+    failed = plan_pick_place(low, real.robot.home, [0.45, 0.12, 0.05], [0.35, -0.22, 0.0])
+    assert not failed.success and failed.failed_stage == "lifting", failed.message

@@ -21,6 +21,8 @@ from robopin.motion.types import PlanResult, PlanStatus
 from robopin.motion.world import TABLE_BOX_NAME, CollisionWorld
 
 STAGES = ("approaching", "grasping", "lifting", "placing", "retreating")
+LIFT_FRACTIONS = (1.0, 0.6, 0.35)
+"""Lift heights tried, as fractions of ``GraspConfig.lift_height_m``, highest first."""
 HELD_OBJECT_TABLE_GAP_M = 0.003
 """Gap kept between the held-object box and the table it was picked from (so lifting starts clear)."""
 
@@ -186,7 +188,15 @@ def plan_pick_place(
     holding = target_free.copy()
     holding.attach("held_object", size, T_ee_object)
     planner.update_world(holding)
-    lift = planner.plan_linear(descent.trajectory.positions[-1], chosen.T_base_lift, velocity_scale=velocity_scale)
+    # Lift as high as the arm goes straight up, down to a third of lift_height_m: near the edge of the
+    # workspace the last centimetres of a full lift can have no IK solution near the previous one
+    # (Panda long-horizon seed 14), while the transport from a lower lift still clears the world.
+    for fraction in LIFT_FRACTIONS:
+        T_lift = chosen.T_base_lift.copy()
+        T_lift[2, 3] = chosen.T_base_grasp[2, 3] + fraction * (chosen.T_base_lift[2, 3] - chosen.T_base_grasp[2, 3])
+        lift = planner.plan_linear(descent.trajectory.positions[-1], T_lift, velocity_scale=velocity_scale)
+        if lift.success:
+            break
     if not lift.success:
         return fail("lifting", lift, chosen)
     phases.append(PickPlacePhase("lifting", lift))
