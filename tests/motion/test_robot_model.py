@@ -97,6 +97,31 @@ def test_point_cloud_obstacle_collides(robot_name):
     robot.set_world(CollisionWorld(), padding_m=0.0)
 
 
+def test_a_cloud_contact_says_where_it_is(robot_name):
+    # The octree contact has no position; the verifier's message names the cloud point it touched.
+    from robopin.motion.verify import verify_path
+
+    robot = robot_model(robot_name)
+    tcp = robot.forward_kinematics(robot.home)
+    T_ee_object = np.eye(4)
+    T_ee_object[2, 3] = 0.03  # a 6 cm box held below the TCP
+    obstacle = tcp[:3, 3] + 0.03 * tcp[:3, 2]  # inside it
+    far = tcp[:3, 3] + np.array([0.0, 0.4, 0.0])
+    world = CollisionWorld(voxel_size_m=0.01)
+    world.set_point_cloud(np.array([far, obstacle]))
+    world.attach("held", (0.05, 0.05, 0.06), T_ee_object)
+    robot.set_world(world, padding_m=0.0)
+    try:
+        result = verify_path(robot, np.array([robot.home, robot.home]))
+        assert not result.collision_free and ("attached/held", "world/point_cloud") in result.colliding_pairs
+        assert result.cloud_contact == pytest.approx(tuple(obstacle), abs=1e-9)
+        assert result.cloud_contact_points == 1  # the far point is not in reach of the box
+        x, y, z = obstacle
+        assert f"cloud point [{x:.3f}, {y:.3f}, {z:.3f}] m, 1 in reach" in result.describe()
+    finally:
+        robot.set_world(CollisionWorld(), padding_m=0.0)
+
+
 def test_self_collision_is_detected(robot_name):
     """Folding the arm onto itself must collide; adjacent links overlapping at joints must not count."""
     robot = robot_model(robot_name)

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 
 from robopin.motion.errors import BackendUnavailableError, MotionConfigError, UnknownRobotError
 from robopin.motion.types import AttachedObject, Box
-from robopin.motion.world import CollisionWorld
+from robopin.motion.world import CLOUD_GEOMETRY_NAME, CollisionWorld
 
 logger = logging.getLogger(__name__)
 
@@ -387,7 +387,7 @@ class RobotModel:
         if world.points is not None and len(world.points):
             octree = coal.makeOctree(np.ascontiguousarray(world.points), world.voxel_size_m)
             obstacle_ids.append(
-                geom.addGeometryObject(pin.GeometryObject("world/point_cloud", 0, pin.SE3.Identity(), octree))
+                geom.addGeometryObject(pin.GeometryObject(CLOUD_GEOMETRY_NAME, 0, pin.SE3.Identity(), octree))
             )
         # The base link never moves and stands on the table it is mounted to: checking it against the
         # world would only report the mount itself.
@@ -533,6 +533,32 @@ class RobotModel:
                     (self._geom.geometryObjects[pair.first].name, self._geom.geometryObjects[pair.second].name)
                 )
         return names
+
+    def cloud_points_touching(
+        self, q: NDArray[np.float64], geometry_name: str, *, margin_m: float | None = None
+    ) -> NDArray[np.float64]:
+        """World point-cloud points (base frame) inside the bounding box of one robot or held-object
+        geometry at ``q``, grown by the margin and half a voxel (the cloud's boxes), nearest first.
+
+        The octree contact carries no position; this says *where* a ``…↔world/point_cloud`` contact is.
+        """
+        world = self._world
+        if world is None or world.points is None or not len(world.points):
+            return np.zeros((0, 3))
+        self._compute(q, margin_m, False)
+        index = self._geom.getGeometryId(geometry_name)
+        if index >= len(self._geom.geometryObjects):
+            return np.zeros((0, 3))
+        geometry = self._geom.geometryObjects[index].geometry
+        geometry.computeLocalAABB()
+        grow = (self._padding if margin_m is None else float(margin_m)) + world.voxel_size_m / 2.0
+        low, high = np.asarray(geometry.aabb_local.min_) - grow, np.asarray(geometry.aabb_local.max_) + grow
+        placement = self._geom_data.oMg[index]
+        local = (np.asarray(world.points) - placement.translation) @ placement.rotation
+        inside = np.all((local >= low) & (local <= high), axis=1)
+        centre = (low + high) / 2.0
+        order = np.argsort(np.linalg.norm(local[inside] - centre, axis=1))
+        return np.asarray(world.points)[inside][order]
 
     def ignored_self_collision_links(self) -> list[tuple[str, str]]:
         """Link pairs never checked against each other (adjacent, always touching, or both in the hand)."""

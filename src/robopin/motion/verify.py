@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 
 from robopin.motion.robot import RobotModel
 from robopin.motion.types import JointTrajectory
+from robopin.motion.world import CLOUD_GEOMETRY_NAME
 
 # Margins are rounded up to these steps so the per-margin collision data can be cached.
 _MARGIN_QUANTUM_M = 0.0005
@@ -34,6 +35,10 @@ class VerificationResult:
     first_collision_q: NDArray[np.float64] | None = None
     colliding_pairs: tuple[tuple[str, str], ...] = ()
     outside_limits: bool = False
+    # For a contact with the point cloud: the cloud point nearest the robot geometry involved, and how
+    # many cloud points lie within that geometry's bounding box (where the contact is; base frame).
+    cloud_contact: tuple[float, float, float] | None = None
+    cloud_contact_points: int = 0
 
     def describe(self) -> str:
         """One line for logs and action results."""
@@ -42,7 +47,11 @@ class VerificationResult:
         if self.outside_limits:
             return f"leaves the joint limits at t={self.first_collision_time_s:.3f} s"
         pairs = ", ".join(f"{a}↔{b}" for a, b in self.colliding_pairs) or "unknown pair"
-        return f"collides at t={self.first_collision_time_s:.3f} s ({pairs})"
+        where = ""
+        if self.cloud_contact is not None:
+            x, y, z = self.cloud_contact
+            where = f"; cloud point [{x:.3f}, {y:.3f}, {z:.3f}] m, {self.cloud_contact_points} in reach"
+        return f"collides at t={self.first_collision_time_s:.3f} s ({pairs}{where})"
 
 
 def _quantized(margin: float) -> float:
@@ -70,7 +79,14 @@ def verify_path(
 
     def failure(q, t, outside=False) -> VerificationResult:
         pairs = () if outside else tuple(robot.colliding_pairs(q, margin_m=margin_m))
-        return VerificationResult(False, checks, float(t), q, pairs, outside_limits=outside)
+        contact, count = None, 0
+        touching = next((a for a, b in pairs if b == CLOUD_GEOMETRY_NAME), None)
+        if touching is not None:
+            points = robot.cloud_points_touching(q, touching, margin_m=margin_m)
+            if len(points):
+                contact, count = tuple(float(c) for c in points[0]), len(points)
+        return VerificationResult(False, checks, float(t), q, pairs, outside_limits=outside,
+                                  cloud_contact=contact, cloud_contact_points=count)
 
     for i, q in enumerate(positions):
         checks += 1

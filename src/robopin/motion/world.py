@@ -18,6 +18,8 @@ from robopin.motion.types import AttachedObject, Box
 
 TABLE_BOX_NAME = "table"
 """Name of the slab :meth:`CollisionWorld.add_table` adds (the support surface picks clamp to)."""
+CLOUD_GEOMETRY_NAME = "world/point_cloud"
+"""The collision geometry the point cloud becomes in the robot model (as contact pairs name it)."""
 
 
 @dataclass
