@@ -114,10 +114,10 @@ def test_a_cloud_contact_says_where_it_is(robot_name):
     try:
         result = verify_path(robot, np.array([robot.home, robot.home]))
         assert not result.collision_free and ("attached/held", "world/point_cloud") in result.colliding_pairs
-        assert result.cloud_contact == pytest.approx(tuple(obstacle), abs=1e-9)
-        assert result.cloud_contact_points == 1  # the far point is not in reach of the box
+        assert result.cloud_contact == pytest.approx(tuple(obstacle), abs=1e-9)  # not the far point
+        assert result.cloud_contact_distance_m == 0.0  # inside the held box
         x, y, z = obstacle
-        assert f"cloud point [{x:.3f}, {y:.3f}, {z:.3f}] m, 1 in reach" in result.describe()
+        assert f"nearest cloud point [{x:.3f}, {y:.3f}, {z:.3f}] m, 0 mm from its box" in result.describe()
     finally:
         robot.set_world(CollisionWorld(), padding_m=0.0)
 

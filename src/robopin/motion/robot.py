@@ -534,31 +534,31 @@ class RobotModel:
                 )
         return names
 
-    def cloud_points_touching(
-        self, q: NDArray[np.float64], geometry_name: str, *, margin_m: float | None = None
-    ) -> NDArray[np.float64]:
-        """World point-cloud points (base frame) inside the bounding box of one robot or held-object
-        geometry at ``q``, grown by the margin and half a voxel (the cloud's boxes), nearest first.
+    def nearest_cloud_points(
+        self, q: NDArray[np.float64], geometry_name: str, count: int = 5
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The world point-cloud points (base frame) nearest the bounding box of one robot or held-object
+        geometry at ``q``, with their distances to that box (0 inside), nearest first.
 
-        The octree contact carries no position; this says *where* a ``…↔world/point_cloud`` contact is.
+        The octree contact carries no position; this says *where* a ``…↔world/point_cloud`` contact is
+        (a cloud point becomes a voxel-sized cube, so a contact point can lie up to a voxel outside).
         """
         world = self._world
         if world is None or world.points is None or not len(world.points):
-            return np.zeros((0, 3))
-        self._compute(q, margin_m, False)
+            return np.zeros((0, 3)), np.zeros(0)
+        self._compute(q, None, False)
         index = self._geom.getGeometryId(geometry_name)
         if index >= len(self._geom.geometryObjects):
-            return np.zeros((0, 3))
+            return np.zeros((0, 3)), np.zeros(0)
         geometry = self._geom.geometryObjects[index].geometry
         geometry.computeLocalAABB()
-        grow = (self._padding if margin_m is None else float(margin_m)) + world.voxel_size_m / 2.0
-        low, high = np.asarray(geometry.aabb_local.min_) - grow, np.asarray(geometry.aabb_local.max_) + grow
+        low, high = np.asarray(geometry.aabb_local.min_), np.asarray(geometry.aabb_local.max_)
         placement = self._geom_data.oMg[index]
-        local = (np.asarray(world.points) - placement.translation) @ placement.rotation
-        inside = np.all((local >= low) & (local <= high), axis=1)
-        centre = (low + high) / 2.0
-        order = np.argsort(np.linalg.norm(local[inside] - centre, axis=1))
-        return np.asarray(world.points)[inside][order]
+        points = np.asarray(world.points)
+        local = (points - placement.translation) @ placement.rotation
+        distance = np.linalg.norm(np.maximum(low - local, 0.0) + np.maximum(local - high, 0.0), axis=1)
+        order = np.argsort(distance)[:count]
+        return points[order], distance[order]
 
     def ignored_self_collision_links(self) -> list[tuple[str, str]]:
         """Link pairs never checked against each other (adjacent, always touching, or both in the hand)."""

@@ -35,10 +35,10 @@ class VerificationResult:
     first_collision_q: NDArray[np.float64] | None = None
     colliding_pairs: tuple[tuple[str, str], ...] = ()
     outside_limits: bool = False
-    # For a contact with the point cloud: the cloud point nearest the robot geometry involved, and how
-    # many cloud points lie within that geometry's bounding box (where the contact is; base frame).
+    # For a contact with the point cloud: the cloud point nearest the robot geometry involved (base
+    # frame) and its distance to that geometry's bounding box (0 inside): where the contact is.
     cloud_contact: tuple[float, float, float] | None = None
-    cloud_contact_points: int = 0
+    cloud_contact_distance_m: float = float("nan")
 
     def describe(self) -> str:
         """One line for logs and action results."""
@@ -50,7 +50,8 @@ class VerificationResult:
         where = ""
         if self.cloud_contact is not None:
             x, y, z = self.cloud_contact
-            where = f"; cloud point [{x:.3f}, {y:.3f}, {z:.3f}] m, {self.cloud_contact_points} in reach"
+            where = (f"; nearest cloud point [{x:.3f}, {y:.3f}, {z:.3f}] m, "
+                     f"{self.cloud_contact_distance_m * 1000:.0f} mm from its box")
         return f"collides at t={self.first_collision_time_s:.3f} s ({pairs}{where})"
 
 
@@ -79,14 +80,14 @@ def verify_path(
 
     def failure(q, t, outside=False) -> VerificationResult:
         pairs = () if outside else tuple(robot.colliding_pairs(q, margin_m=margin_m))
-        contact, count = None, 0
+        contact, distance = None, float("nan")
         touching = next((a for a, b in pairs if b == CLOUD_GEOMETRY_NAME), None)
         if touching is not None:
-            points = robot.cloud_points_touching(q, touching, margin_m=margin_m)
+            points, distances = robot.nearest_cloud_points(q, touching, count=1)
             if len(points):
-                contact, count = tuple(float(c) for c in points[0]), len(points)
+                contact, distance = tuple(float(c) for c in points[0]), float(distances[0])
         return VerificationResult(False, checks, float(t), q, pairs, outside_limits=outside,
-                                  cloud_contact=contact, cloud_contact_points=count)
+                                  cloud_contact=contact, cloud_contact_distance_m=distance)
 
     for i, q in enumerate(positions):
         checks += 1
