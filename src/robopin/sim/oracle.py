@@ -71,7 +71,8 @@ def free_spots(scene: Scene, target: str, moving: str, preferred: NDArray[np.flo
     ``preferred`` (the planned release point) comes first while it leaves ``HAND_CLEARANCE_M`` to the
     objects already resting on the plate. The rest are points of a grid inside the plate that keep
     ``moving``'s footprint ``RIM_MARGIN_M`` inside the rim: those that leave ``HAND_CLEARANCE_M``, nearest
-    the plate centre first, then the others by clearance, largest first. This is what "a free area on
+    the planned point first (the plan spreads a plate's objects on a ring inside the rim, keeping room for
+    later ones), then the others by clearance, largest first. This is what "a free area on
     the plate" means. The planned ring of points alone sent a later object onto one that had landed off
     its own spot; the spot farthest from the others on an uncrowded plate lay on the rim, where a release
     a centimetre off dropped the object over the edge; and spots 1–2 cm from an object already there left
@@ -102,15 +103,16 @@ def free_spots(scene: Scene, target: str, moving: str, preferred: NDArray[np.flo
                 continue
             xy = center + np.array([dx, dy])
             free = clearance(xy)
-            if not occupants:
+            if not occupants or free >= HAND_CLEARANCE_M:
+                # Nearest the planned point: the plan spreads a plate's objects on a ring, which keeps
+                # room for the ones still to come.
                 key = (1, -float(np.linalg.norm(xy - preferred[:2])), 0.0)
-            elif free >= HAND_CLEARANCE_M:
-                key = (1, -math.hypot(dx, dy), 0.0)
             else:  # a crowded plate: the most room there is (nearer the centre on a tie)
                 key = (0, round(free, 3), -math.hypot(dx, dy))
             ranked.append((key, np.array([xy[0], xy[1], preferred[2]])))
     ranked.sort(key=lambda item: item[0], reverse=True)
     spots = [spot for _, spot in ranked]
+
     if clearance(preferred[:2]) >= HAND_CLEARANCE_M:
         return [preferred, *spots]
     return spots or [preferred]
