@@ -11,6 +11,7 @@ import pytest
 from robopin.pincot.coords import normalized_to_pixels
 from robopin.pincot.parser import parse
 from robopin.sim.oracle import (
+    FREE_CLEARANCE_M,
     HAND_CLEARANCE_M,
     RIM_MARGIN_M,
     GroundTruthOracle,
@@ -233,19 +234,14 @@ def test_free_spot_moves_off_an_object_that_landed_on_the_planned_spot():
         spot = free_spot(scene, plate, second, spots[second])
         occupied = world.object_center(first)[:2]
         gap = np.linalg.norm(spot[:2] - occupied) - world.object(first).radius_m - world.object(second).radius_m
-        assert gap > 0.0, f"the chosen spot {spot} leaves {gap * 1000:.1f} mm to {first}"
+        assert gap >= FREE_CLEARANCE_M - 1e-9, f"the chosen spot {spot} leaves {gap * 1000:.1f} mm to {first}"
         rim = world.object(plate).radius_m - world.object(second).radius_m - RIM_MARGIN_M
         centre = world.object_center(plate)[:2]
         assert np.linalg.norm(spot[:2] - centre) <= rim + 1e-9
+        # Not pushed to the rim: no farther from the centre than clearing the occupant needs (+ a grid
+        # step) — with room for the hand when the plate has it.
         footprints = world.object(first).radius_m + world.object(second).radius_m
-        offset = np.linalg.norm(occupied - centre)
-        step = 2 * rim / 20 * math.sqrt(2)
-        if rim + offset - footprints >= HAND_CLEARANCE_M + step:
-            # Room for the hand: the spot is as near the planned point (where the occupant sits) as
-            # clearing it by HAND_CLEARANCE_M allows (+ a grid step), not pushed to the rim.
-            assert gap >= HAND_CLEARANCE_M - 1e-9
-            assert np.linalg.norm(spot[:2] - spots[second][:2]) <= footprints + HAND_CLEARANCE_M + step
-        else:
-            # A crowded plate: the most room there is — the rim point opposite the occupant (- a grid step).
-            assert gap >= rim + offset - footprints - step
+        room = HAND_CLEARANCE_M if gap >= HAND_CLEARANCE_M - 1e-9 else FREE_CLEARANCE_M
+        needed = footprints + room - np.linalg.norm(occupied - centre)
+        assert np.linalg.norm(spot[:2] - centre) <= max(needed, 0.0) + 2 * rim / 20 + 1e-6
         assert spot[2] == spots[second][2]

@@ -61,6 +61,8 @@ def spot_in_view(
 HAND_CLEARANCE_M = 0.04
 """Gap between footprints that leaves the gripper room beside an object already on the plate (a closed
 xArm gripper's fingers and body reach ~3 cm past a small object): such spots are preferred."""
+FREE_CLEARANCE_M = 0.01
+"""The least gap between footprints that still counts as free when placing beside an object."""
 RIM_MARGIN_M = 0.012
 """How far inside a plate's rim a placed footprint stays."""
 
@@ -71,13 +73,12 @@ def free_spots(scene: Scene, target: str, moving: str, preferred: NDArray[np.flo
     ``preferred`` (the planned release point) comes first while it leaves ``HAND_CLEARANCE_M`` to the
     objects already resting on the plate. The rest are points of a grid inside the plate that keep
     ``moving``'s footprint ``RIM_MARGIN_M`` inside the rim: those that leave ``HAND_CLEARANCE_M``, nearest
-    the planned point first (the plan spreads a plate's objects on a ring inside the rim, keeping room for
-    later ones), then the others by clearance, largest first. This is what "a free area on
-    the plate" means. The planned ring of points alone sent a later object onto one that had landed off
-    its own spot; the spot farthest from the others on an uncrowded plate lay on the rim, where a release
-    a centimetre off dropped the object over the edge; and spots 1–2 cm from an object already there left
-    no collision-free place pose (the xArm's wide gripper; the planner's 5 cm held-object box on the
-    Panda). The caller takes the first one a camera sees (``answer_place``).
+    the plate centre first, then those that leave ``FREE_CLEARANCE_M``, likewise, then the others by
+    clearance. This is what "a free area on the plate" means. The planned ring of points alone sent a
+    later object onto one that had landed off its own spot; the spot farthest from the others lay on the
+    rim, where a release a centimetre off dropped the object over the edge; and a spot 1 cm from a duck
+    left the xArm's gripper no room (every place pose in collision). The caller takes the first one a
+    camera sees (``answer_place``).
     """
     world = scene.world
     plate = world.object(target)
@@ -103,16 +104,15 @@ def free_spots(scene: Scene, target: str, moving: str, preferred: NDArray[np.flo
                 continue
             xy = center + np.array([dx, dy])
             free = clearance(xy)
-            if not occupants or free >= HAND_CLEARANCE_M:
-                # Nearest the planned point: the plan spreads a plate's objects on a ring, which keeps
-                # room for the ones still to come.
-                key = (1, -float(np.linalg.norm(xy - preferred[:2])), 0.0)
-            else:  # a crowded plate: the most room there is (nearer the centre on a tie)
-                key = (0, round(free, 3), -math.hypot(dx, dy))
+            if not occupants:
+                key = (2, -float(np.linalg.norm(xy - preferred[:2])))
+            elif free >= FREE_CLEARANCE_M:
+                key = (2 if free >= HAND_CLEARANCE_M else 1, -math.hypot(dx, dy))
+            else:
+                key = (0, round(free, 3))
             ranked.append((key, np.array([xy[0], xy[1], preferred[2]])))
     ranked.sort(key=lambda item: item[0], reverse=True)
     spots = [spot for _, spot in ranked]
-
     if clearance(preferred[:2]) >= HAND_CLEARANCE_M:
         return [preferred, *spots]
     return spots or [preferred]
