@@ -171,9 +171,9 @@ class RealSenseFrameProcessor:
         hole_filling.set_option(rs.option.holes_fill, float(self.config.hole_filling_mode))
         return hole_filling
 
-    def color_model(self, color_frame: Any) -> CameraModel:
+    def stream_model(self, frame: Any) -> CameraModel:
         """The CameraModel of a (color or depth) frame's stream profile (cached per distinct intrinsics)."""
-        intrinsics = color_frame.profile.as_video_stream_profile().get_intrinsics()
+        intrinsics = frame.profile.as_video_stream_profile().get_intrinsics()
         i = intrinsics
         key = (i.width, i.height, i.fx, i.fy, i.ppx, i.ppy)
         model = self._models.get(key)
@@ -200,7 +200,7 @@ class RealSenseFrameProcessor:
                 # Left in the depth imager's frame (even when that is the color frame: consumers of
                 # unaligned depth get one form from every device).
                 aligned = frameset
-                depth_model = self.color_model(frameset.get_depth_frame())
+                depth_model = self.stream_model(frameset.get_depth_frame())
                 T_color_depth = self._T_color_depth(frameset.get_depth_frame(), frameset.get_color_frame())
             elif self._alignment_is_identity(frameset.get_depth_frame(), frameset.get_color_frame()):
                 aligned = frameset
@@ -213,7 +213,7 @@ class RealSenseFrameProcessor:
                 raise CameraReadError(f"camera {self.config.name!r}: alignment returned no depth/color")
             depth_m = self._depth_to_metres(depth_frame)
         color = self._color_to_rgb(color_frame)
-        model = self.color_model(color_frame)
+        model = self.stream_model(color_frame)
         expected = color.shape[:2] if depth_model is None else (depth_model.height, depth_model.width)
         if depth_m is not None and depth_m.shape != expected:
             raise CameraReadError(f"camera {self.config.name!r}: depth {depth_m.shape} does not match "
@@ -236,18 +236,15 @@ class RealSenseFrameProcessor:
 
     def _alignment_is_identity(self, depth_frame: Any, color_frame: Any) -> bool:
         """Whether aligning depth to color maps every pixel onto itself (cached per pair of stream profiles)."""
-        depth_profile, color_profile = depth_frame.profile, color_frame.profile
-        key = (depth_profile.unique_id(), color_profile.unique_id())
+        key = (depth_frame.profile.unique_id(), color_frame.profile.unique_id())
         identity = self._identity_alignment.get(key)
         if identity is None:
-            d = depth_profile.as_video_stream_profile().get_intrinsics()
-            c = color_profile.as_video_stream_profile().get_intrinsics()
+            d = depth_frame.profile.as_video_stream_profile().get_intrinsics()
+            c = color_frame.profile.as_video_stream_profile().get_intrinsics()
             same_intrinsics = (d.width, d.height, d.fx, d.fy, d.ppx, d.ppy, d.model, list(d.coeffs)) == (
                 c.width, c.height, c.fx, c.fy, c.ppx, c.ppy, c.model, list(c.coeffs))
-            extrinsics = depth_profile.get_extrinsics_to(color_profile)
             # 1e-9: float noise of an identity written by the SDK, far below a real 1 mm / 0.1° offset.
-            same_pose = (np.allclose(np.reshape(extrinsics.rotation, (3, 3)), np.eye(3), rtol=0.0, atol=1e-9)
-                         and np.allclose(extrinsics.translation, 0.0, rtol=0.0, atol=1e-9))
+            same_pose = np.allclose(self._T_color_depth(depth_frame, color_frame), np.eye(4), rtol=0.0, atol=1e-9)
             identity = self._identity_alignment[key] = same_intrinsics and same_pose
         return identity
 

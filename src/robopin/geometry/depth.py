@@ -287,25 +287,20 @@ def align_depth_to_color(
     return out.reshape(color_camera.height, color_camera.width)
 
 
-_ROTATED_RAYS: dict[tuple[CameraModel, int, bytes], NDArray[np.float32]] = {}
-
-
 def _rotated_rays(camera: CameraModel, k: int, R: NDArray[np.float64]) -> NDArray[np.float32]:
     """``R`` applied to every sub-pixel ray of ``camera``, (H*W, k*k, 3) float32, cached (a camera's
     depth → color rotation is fixed, so a stream computes this once)."""
-    key = (camera, k, np.ascontiguousarray(R, dtype=np.float64).tobytes())
-    rotated = _ROTATED_RAYS.get(key)
-    if rotated is None:
-        rays = _subpixel_rays(camera, k).reshape(-1, 3)
-        rotated = (rays @ R.T.astype(np.float32)).reshape(camera.height * camera.width, k * k, 3)
-        rotated.setflags(write=False)
-        if len(_ROTATED_RAYS) >= 4:
-            _ROTATED_RAYS.pop(next(iter(_ROTATED_RAYS)))
-        _ROTATED_RAYS[key] = rotated
-    return rotated
+    return _rotated_rays_cached(camera, k, np.ascontiguousarray(R, dtype=np.float64).tobytes())
 
 
 @lru_cache(maxsize=4)
+def _rotated_rays_cached(camera: CameraModel, k: int, R_bytes: bytes) -> NDArray[np.float32]:
+    R = np.frombuffer(R_bytes, dtype=np.float64).reshape(3, 3)
+    rotated = (_subpixel_rays(camera, k).reshape(-1, 3) @ R.T.astype(np.float32)).reshape(-1, k * k, 3)
+    rotated.setflags(write=False)
+    return rotated
+
+
 def _subpixel_rays(camera: CameraModel, k: int) -> NDArray[np.float32]:
     """Undistorted rays at k x k sample positions inside every pixel, shape (H, W, k*k, 3) float32.
 
@@ -315,6 +310,4 @@ def _subpixel_rays(camera: CameraModel, k: int) -> NDArray[np.float32]:
     du, dv = np.meshgrid(offsets, offsets)
     cols = np.arange(camera.width, dtype=np.float64)[None, :, None] + du.ravel()[None, None, :]
     rows = np.arange(camera.height, dtype=np.float64)[:, None, None] + dv.ravel()[None, None, :]
-    rays = camera.pixel_to_ray(*np.broadcast_arrays(cols, rows)).astype(np.float32)
-    rays.setflags(write=False)
-    return rays
+    return camera.pixel_to_ray(*np.broadcast_arrays(cols, rows)).astype(np.float32)

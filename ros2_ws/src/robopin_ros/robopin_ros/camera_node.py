@@ -21,6 +21,7 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
@@ -180,18 +181,12 @@ class CameraNode(Node):
         depth_info = conversions.depth_camera_info(frame)
         converted_s = time.time()
         # Depth and info first: a subscriber that keys on color then finds its partners already there.
-        if depth is not None and depth_info is not None and self.raw_depth_pub is not None:
+        if depth is not None and depth_info is None:
+            self.depth_pub.publish(depth)
+        elif depth is not None:  # unaligned: the publishers exist because the camera's config says so
             self.raw_depth_info_pub.publish(depth_info)
             self.raw_depth_pub.publish(depth)
-            if self._logged_extrinsics is None or not (self._logged_extrinsics == frame.T_color_depth).all():
-                self._logged_extrinsics = frame.T_color_depth
-                rows = ", ".join("[" + ", ".join(f"{v:.6f}" for v in row) + "]" for row in frame.T_color_depth)
-                self.get_logger().info(
-                    f"camera {self.camera_name!r}: depth left unaligned; projection_node needs "
-                    f"unaligned_depth: {{{self.camera_name}: {{matrix: [{rows}]}}}}"
-                )
-        elif depth is not None and depth_info is None:
-            self.depth_pub.publish(depth)
+            self._log_extrinsics(frame.T_color_depth)
         self.info_pub.publish(info)
         self.color_pub.publish(color)
         published_s = time.time()
@@ -203,6 +198,15 @@ class CameraNode(Node):
             self._publish_times.append(time.monotonic())
             for stage, seconds in zip(_LATENCY_STAGES, stages, strict=True):
                 self._stage_latencies_s[stage].append(seconds)
+
+    def _log_extrinsics(self, T_color_depth) -> None:
+        """Say once (and again if they change) the unaligned_depth entry projection_node needs."""
+        if self._logged_extrinsics is not None and np.array_equal(self._logged_extrinsics, T_color_depth):
+            return
+        self._logged_extrinsics = T_color_depth
+        rows = ", ".join("[" + ", ".join(f"{v:.6f}" for v in row) + "]" for row in T_color_depth)
+        self.get_logger().info(f"camera {self.camera_name!r}: depth left unaligned; projection_node needs "
+                               f"unaligned_depth: {{{self.camera_name}: {{matrix: [{rows}]}}}}")
 
     def _record_failure(self, message: str) -> None:
         with self._stats_lock:

@@ -160,8 +160,7 @@ class CameraViewsSubscriber:
             index = pairer.index
             pairer.index += 1
         frame = conversions.msgs_to_frame(
-            pair[0], pair[1], info, camera_name=view, index=index,
-            depth_info=depth_info if T_color_depth is not None else None, T_color_depth=T_color_depth,
+            pair[0], pair[1], info, camera_name=view, index=index, depth_info=depth_info, T_color_depth=T_color_depth,
         )
         self.synchronizer.add(view, frame)
         if self.on_frame is not None:
