@@ -7,7 +7,13 @@ import logging
 import numpy as np
 import pytest
 
-from robopin.motion.pick_place import STAGES, PickPlaceConfig, plan_pick_place, world_without_target
+from robopin.motion.pick_place import (
+    BLOCKED_PLACE_STATUSES,
+    STAGES,
+    PickPlaceConfig,
+    plan_pick_place,
+    world_without_target,
+)
 from robopin.motion.problems import box_surface_points
 from robopin.motion.types import PlanStatus
 from robopin.motion.verify import verify_trajectory
@@ -170,3 +176,75 @@ def test_lift_goes_as_high_as_the_arm_reaches_straight_up():
     low = _LiftCeiling(real, (0.45, 0.12), ceiling_z=0.05)
     failed = plan_pick_place(low, real.robot.home, [0.45, 0.12, 0.05], [0.35, -0.22, 0.0])
     assert not failed.success and failed.failed_stage == "lifting", failed.message
+
+
+def _plate_world(neighbours: list[tuple[float, float]], rng_seed: int = 0) -> CollisionWorld:
+    """A table, a plate's top (cloud, 1.2 cm up, radius 9 cm at (0.45, 0.15)) and cubes standing on it."""
+    rng = np.random.default_rng(rng_seed)
+    world = CollisionWorld()
+    world.add_table(0.0)
+    radius = 0.09 * np.sqrt(rng.uniform(0, 1, 4000))
+    angle = rng.uniform(0, 2 * np.pi, 4000)
+    plate = np.column_stack([0.45 + radius * np.cos(angle), 0.15 + radius * np.sin(angle), np.full(4000, 0.012)])
+    parts = [plate]
+    for x, y in neighbours:
+        parts.append(box_surface_points([x, y, 0.012 + 0.025], (0.05, 0.05, 0.05), 800, rng))
+    world.set_point_cloud(np.vstack(parts), voxel_size_m=0.01)
+    return world
+
+
+def test_nearby_place_points_make_room_on_the_same_surface():
+    from robopin.motion.pick_place import nearby_place_points
+
+    world = _plate_world([(0.39, 0.15)])  # a cube 6 cm to the -x side of the requested point
+    place = np.array([0.45, 0.15, 0.012])
+    config = PickPlaceConfig()
+    points = nearby_place_points(world, place, config, support_height_m=0.0)
+    assert 1 <= len(points) <= config.place_search_points
+    for point in points:
+        assert point[2] == pytest.approx(0.012)
+        assert 0.0 < np.linalg.norm(point[:2] - place[:2]) <= config.place_search_radius_m + 1e-9
+        assert point[0] > place[0]  # away from the cube
+    assert points[0][0] == pytest.approx(0.47)  # most room first: straight away from it, 2 cm
+    # Near the plate's rim the surface ends: no point whose centre would leave what the cameras saw of it.
+    rim = np.array([0.45, 0.15 + 0.08, 0.012])
+    beside_rim = _plate_world([(0.45 - 0.06, 0.15 + 0.08)])  # a cube 6 cm to the -x side, past the rim
+    beside = nearby_place_points(beside_rim, rim, config, support_height_m=0.0)
+    assert beside, "room along the rim"
+    for point in beside:  # along the rim, away from the cube, never outward over it
+        assert point[0] > rim[0] and point[1] <= rim[1] + 1e-9
+        assert np.linalg.norm(point[:2] - [0.45, 0.15]) <= 0.0825 + 1e-6
+    # Without surface points beyond (a place point near the rim of a plate only) nothing moves outward.
+    assert all(p[1] <= rim[1] + 1e-9 for p in nearby_place_points(_plate_world([(0.45, 0.17)]), rim, config, 0.0))
+    # Nothing standing near, no cloud, or a zero radius: the point never moves.
+    assert nearby_place_points(_plate_world([]), place, config, 0.0) == []
+    assert nearby_place_points(CollisionWorld(), place, config, 0.0) == []
+    assert nearby_place_points(world, place, PickPlaceConfig(place_search_radius_m=0.0), 0.0) == []
+    with pytest.raises(ValueError, match="place_search_radius_m"):
+        PickPlaceConfig(place_search_radius_m=-0.01)
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_blocked_place_point_moves_beside_it_on_the_plate(robot):
+    # Two cubes on the plate leave the requested spot 5.6 cm between their centres' line and it: no
+    # place pose there is collision-free; 2 cm to the free side there is room.
+    p = planner("roboplan", robot)
+    world = _plate_world([(0.45 - 0.056, 0.15), (0.45, 0.15 + 0.056)])
+    T = np.eye(4)
+    T[:3, 3] = [0.42, -0.12, 0.025]
+    world.add_box("cube", (0.045, 0.045, 0.045), T)
+    p.update_world(world)
+    try:
+        pick, place = [0.42, -0.12, 0.045], [0.45, 0.15, 0.012]
+        fixed = plan_pick_place(p, p.robot.home, pick, place, PickPlaceConfig(place_search_radius_m=0.0))
+        assert not fixed.success and fixed.failed_stage == "placing", fixed.message
+        assert fixed.status in BLOCKED_PLACE_STATUSES, fixed.message
+        moved = plan_pick_place(p, p.robot.home, pick, place, PickPlaceConfig())
+        assert moved.success, moved.message
+        assert 0.0 < moved.place_offset_m <= 0.02 + 1e-9
+        assert moved.place_point[0] > 0.45 and moved.place_point[1] < 0.15  # away from both cubes
+        assert "place point moved" in moved.message
+        place_tcp = p.robot.forward_kinematics(moved.phases[4].result.trajectory.positions[-1])
+        np.testing.assert_allclose(place_tcp[:2, 3], moved.place_point[:2], atol=3e-3)
+    finally:
+        p.update_world(CollisionWorld())

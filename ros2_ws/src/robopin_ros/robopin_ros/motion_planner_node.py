@@ -91,6 +91,8 @@ class MotionPlannerNode(Node):
         self.gripper_max_effort_n = float(p("gripper_max_effort_n", 20.0))
         self.min_held_width_m = float(p("min_held_width_m", 0.003))
         self.object_footprint_m = float(p("object_footprint_m", 0.05))
+        # A place point blocked for every place pose may move this far on its surface (0: never).
+        self.place_search_radius_m = float(p("place_search_radius_m", 0.02))
         self.max_joint_state_age_s = float(p("max_joint_state_age_s", 1.0))
         self.execution_timeout_s = float(p("execution_timeout_s", 60.0))
         self.driver_wait_s = float(p("driver_wait_s", 5.0))
@@ -319,10 +321,14 @@ class MotionPlannerNode(Node):
             result.trajectories = [conversions.motion_trajectory_to_msg(ph.result.trajectory) for ph in plan.phases]
             if not plan.success:
                 raise _RefusalError(plan.status.value, plan.message)
+            if plan.place_offset_m > 0.0:
+                self.get_logger().info(plan.message)
             if not request.dry_run:
                 self._run_phases(plan, goal_handle)
             result.success, result.status = True, "success"
             result.message = "planned (dry run)" if request.dry_run else "picked and placed"
+            if plan.place_offset_m > 0.0:
+                result.message += f"; {plan.message}"
             goal_handle.succeed()
         except _RefusalError as refusal:
             result.success, result.status, result.message = False, refusal.status, str(refusal)
@@ -341,6 +347,7 @@ class MotionPlannerNode(Node):
             grasp=grasp,
             object_size_m=(self.object_footprint_m, self.object_footprint_m, height),
             gripper_open_width_m=self.gripper_open_m,
+            place_search_radius_m=self.place_search_radius_m,
         )
         yaw = None if math.isnan(request.grasp_yaw) else float(request.grasp_yaw)
         with self._plan_lock:
