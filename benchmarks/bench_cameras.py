@@ -295,10 +295,6 @@ def over_dds(configs: dict[str, dict], seconds: float, executor_kind: str,
     node.create_subscription(DiagnosticArray, "/diagnostics", collector.on_diagnostics, 10)
     if executor_kind == "single":
         executor = SingleThreadedExecutor(context=context)
-    elif executor_kind == "events":
-        from rclpy.experimental import EventsExecutor
-
-        executor = EventsExecutor(context=context)
     else:
         executor = MultiThreadedExecutor(num_threads=2, context=context)
     executor.add_node(node)
@@ -385,9 +381,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="measurement window per phase")
     parser.add_argument("--repeat", type=int, default=1, help="DDS phases to run (each with its load average)")
-    parser.add_argument("--executor", choices=("single", "multi", "events"), default="single",
-                        help="the subscriber's rclpy executor (multi: MultiThreadedExecutor with 2 threads; "
-                             "events: rclpy.experimental.EventsExecutor, callbacks dispatched from C++)")
+    parser.add_argument("--executor", choices=("single", "multi"), default="single",
+                        help="the subscriber's rclpy executor (multi: MultiThreadedExecutor with 2 threads)")
     parser.add_argument("--own-executor", action="store_true",
                         help="CameraViewsSubscriber(own_executor=True): image callbacks on a SingleThreadedExecutor "
                              "thread of their own, whatever --executor spins the bench node")

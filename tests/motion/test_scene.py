@@ -80,3 +80,41 @@ def test_a_required_cloud_is_waited_for_a_bounded_time():
     assert time.monotonic() - started < 5.0  # bounded: refused once the wait is over
     with pytest.raises(MotionConfigError, match="cloud_wait_s"):
         SceneConfig(cloud_wait_s=-1.0)
+
+
+def test_a_cloud_from_before_the_arm_last_moved_is_stale():
+    # Regression (Panda long-horizon seed 12): a cloud captured while the arm carried a lego over the
+    # duck kept the lego as "duck" points; the grasp centred 2 cm off and the fingers landed on the duck.
+    keeper = _keeper(max_cloud_age_s=10.0, require_cloud=True, cloud_wait_s=0.0)
+    q_rest = keeper.robot.home.copy()
+    keeper.update_joint_state(1.0, q_rest)
+    keeper.update_cloud(np.array([[0.5, 0.0, 0.2]]), q_rest, stamp_s=2.0)
+    assert keeper.world(now_s=2.5).points is not None
+    keeper.update_joint_state(2.6, q_rest + 0.001)  # encoder noise: still at rest
+    assert keeper.arm_still_since_s == 1.0
+    assert keeper.world(now_s=2.7).points is not None
+    moved = q_rest.copy()
+    moved[0] += 0.3
+    keeper.update_joint_state(3.0, moved)  # the arm moves, then rests from t = 3 s
+    keeper.update_joint_state(4.0, moved)
+    assert keeper.arm_still_since_s == 3.0
+    with pytest.raises(StaleWorldError, match="before the arm came to rest"):
+        keeper.world(now_s=4.0)  # 2 s old only, but from before the move
+    lenient = _keeper(max_cloud_age_s=10.0)
+    lenient.update_joint_state(1.0, q_rest)
+    lenient.update_cloud(np.array([[0.5, 0.0, 0.2]]), q_rest, stamp_s=2.0)
+    lenient.update_joint_state(3.0, moved)
+    assert lenient.world(now_s=4.0).points is None  # without require_cloud: not planned against either
+    # A cloud captured after the arm came to rest is waited for and used.
+    waiting = _keeper(max_cloud_age_s=10.0, require_cloud=True, cloud_wait_s=5.0)
+    now = time.time()
+    waiting.update_joint_state(now - 5.0, q_rest)
+    waiting.update_cloud(np.array([[0.5, 0.0, 0.2]]), q_rest, stamp_s=now - 4.0)
+    waiting.update_joint_state(now - 1.0, moved)
+    delivery = threading.Timer(0.3, waiting.update_cloud, args=(np.array([[0.6, 0.0, 0.2]] * 2), moved, now + 0.3))
+    delivery.start()
+    try:
+        world = waiting.world(now_s=now)
+    finally:
+        delivery.join()
+    assert len(world.points) == 2

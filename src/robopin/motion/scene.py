@@ -2,7 +2,11 @@
 
 The cloud (base frame, e.g. the projection node's workspace cloud) is cropped to the workspace, has
 the robot masked out with the sphere model at the joint state of its capture time, and expires after
-``max_cloud_age_s`` so a plan is never made against a stale view of the table.
+``max_cloud_age_s`` so a plan is never made against a stale view of the table. A cloud captured before
+the arm last moved is stale too, however young: the arm and whatever it carried were elsewhere then, so
+the mask misses them and they stay behind as phantom obstacles (and phantom object points a grasp
+centres on: Panda long-horizon seed 12, a duck grasped 2 cm off towards where the arm had carried a
+lego over it).
 """
 
 from __future__ import annotations
@@ -38,9 +42,11 @@ class SceneConfig:
     # With require_cloud, how long world() waits for a fresh cloud before refusing: the first one
     # can arrive a few seconds after start-up (cameras at ~1 Hz, DDS discovery).
     cloud_wait_s: float = 5.0
+    # The arm has moved when a joint leaves the pose it rested at by more than this (rad).
+    arm_still_tolerance_rad: float = 0.005
 
     def __post_init__(self) -> None:
-        for name in ("robot_mask_padding_m", "voxel_size_m", "max_cloud_age_s"):
+        for name in ("robot_mask_padding_m", "voxel_size_m", "max_cloud_age_s", "arm_still_tolerance_rad"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0.0):
                 raise MotionConfigError(f"SceneConfig.{name} must be > 0, got {value}")
@@ -62,6 +68,22 @@ class SceneKeeper:
         self._points: NDArray[np.float64] | None = None
         self._stamp_s: float | None = None
         self.masked_points = 0
+        self._rest_q: NDArray[np.float64] | None = None
+        self._still_since_s: float | None = None
+
+    def update_joint_state(self, stamp_s: float, q: ArrayLike) -> None:
+        """Track since when the arm has rested where it is (clouds from before then are stale)."""
+        q = np.asarray(q, dtype=np.float64)
+        with self._lock:
+            moved = self._rest_q is None or float(np.max(np.abs(q - self._rest_q))) > self.config.arm_still_tolerance_rad
+            if moved:
+                self._rest_q, self._still_since_s = q.copy(), float(stamp_s)
+
+    @property
+    def arm_still_since_s(self) -> float | None:
+        """When the arm came to the pose it rests at now (None before the first joint state)."""
+        with self._lock:
+            return self._still_since_s
 
     def update_cloud(self, points: ArrayLike, q_at_capture: ArrayLike | None, stamp_s: float) -> int:
         """Take a new cloud; returns how many points remain after cropping and masking the robot."""
@@ -94,22 +116,37 @@ class SceneKeeper:
             world.add_box(name, size, T)
         with self._lock:
             points, stamp = self._points, self._stamp_s
-            fresh = stamp is not None and now_s - stamp <= self.config.max_cloud_age_s
+            fresh = self._fresh(stamp, now_s)
             if self.config.require_cloud and not fresh and self.config.cloud_wait_s > 0.0:
-                # Wait (bounded) for the next cloud; now_s moves on by the time waited.
+                # Wait (bounded) for the next fresh cloud; now_s moves on by the time waited.
                 started = time.monotonic()
                 self._cloud_arrived.wait_for(
-                    lambda: self._stamp_s is not None and self._stamp_s != stamp, self.config.cloud_wait_s
+                    lambda: self._fresh(self._stamp_s, now_s + time.monotonic() - started), self.config.cloud_wait_s
                 )
                 now_s += time.monotonic() - started
                 points, stamp = self._points, self._stamp_s
-                fresh = stamp is not None and now_s - stamp <= self.config.max_cloud_age_s
+                fresh = self._fresh(stamp, now_s)
+            still_since = self._still_since_s
         if self.config.require_cloud and not fresh:
-            age = "no cloud yet" if stamp is None else f"cloud is {now_s - stamp:.2f} s old"
-            raise StaleWorldError(f"{age}; max_cloud_age_s is {self.config.max_cloud_age_s}")
+            if stamp is None:
+                reason = "no cloud yet"
+            elif still_since is not None and stamp < still_since:
+                reason = (f"the newest cloud was captured {still_since - stamp:.2f} s before the arm came to rest "
+                          f"where it is (the arm and anything it held would be phantom obstacles)")
+            else:
+                reason = f"cloud is {now_s - stamp:.2f} s old"
+            raise StaleWorldError(
+                f"{reason}; max_cloud_age_s is {self.config.max_cloud_age_s}, waited {self.config.cloud_wait_s} s"
+            )
         if fresh and points is not None and len(points):
             world.set_point_cloud(points)
         return world
+
+    def _fresh(self, stamp: float | None, now_s: float) -> bool:
+        """Young enough and captured with the arm where it rests now (call with the lock held)."""
+        if stamp is None or now_s - stamp > self.config.max_cloud_age_s:
+            return False
+        return self._still_since_s is None or stamp >= self._still_since_s
 
     def inside_workspace(self, point: ArrayLike) -> bool:
         """True when ``point`` (base frame) lies inside the configured workspace box."""

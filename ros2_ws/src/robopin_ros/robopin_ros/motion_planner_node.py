@@ -77,6 +77,7 @@ class MotionPlannerNode(Node):
                 require_cloud=bool(p("require_cloud", False)),
                 min_cloud_height_m=float(p("min_cloud_height_m", 0.01)),
                 cloud_wait_s=float(p("cloud_wait_s", 5.0)),
+                arm_still_tolerance_rad=float(p("arm_still_tolerance_rad", 0.005)),
             ),
         )
         self.grasp_config = GraspConfig(
@@ -158,6 +159,7 @@ class MotionPlannerNode(Node):
         stamp = conversions.stamp_to_seconds(msg.header.stamp) or self._now_s()
         with self._state_lock:
             self._joint_history.append((stamp, q))
+        self.scene.update_joint_state(stamp, q)
 
     def _on_cloud(self, msg: PointCloud2) -> None:
         """Take the workspace cloud, masking the robot at the joint state nearest its stamp."""
@@ -321,6 +323,12 @@ class MotionPlannerNode(Node):
             result.trajectories = [conversions.motion_trajectory_to_msg(ph.result.trajectory) for ph in plan.phases]
             if not plan.success:
                 raise _RefusalError(plan.status.value, plan.message)
+            grasp = plan.grasp.T_base_grasp
+            self.get_logger().info(
+                f"pick-and-place planned in {plan.planning_time_s:.2f} s: grasp TCP at "
+                f"{np.round(grasp[:3, 3], 3).tolist()} yaw {math.degrees(plan.grasp.yaw_rad):.0f}° "
+                f"(pick point {np.round(pick, 3).tolist()}), place at {np.round(plan.place_point, 3).tolist()}"
+            )
             if plan.place_offset_m > 0.0:
                 self.get_logger().info(plan.message)
             if not request.dry_run:

@@ -357,7 +357,8 @@ class ProjectionNode(Node):
                     max_depth_m=depth.max_depth_m,
                 ).points
             )
-            stamp = data.stamp_s if stamp is None else max(stamp, data.stamp_s)
+            # Stamped with its oldest view: the cloud is only as recent as the oldest depth in it.
+            stamp = data.stamp_s if stamp is None else min(stamp, data.stamp_s)
         if not clouds:
             return
         points, _ = voxel_downsample(np.concatenate(clouds), self.cloud_voxel_m)
