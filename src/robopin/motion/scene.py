@@ -74,9 +74,9 @@ class SceneKeeper:
     def update_joint_state(self, stamp_s: float, q: ArrayLike) -> None:
         """Track since when the arm has rested where it is (clouds from before then are stale)."""
         q = np.asarray(q, dtype=np.float64)
+        tolerance = self.config.arm_still_tolerance_rad
         with self._lock:
-            moved = self._rest_q is None or float(np.max(np.abs(q - self._rest_q))) > self.config.arm_still_tolerance_rad
-            if moved:
+            if self._rest_q is None or float(np.max(np.abs(q - self._rest_q))) > tolerance:
                 self._rest_q, self._still_since_s = q.copy(), float(stamp_s)
 
     @property
