@@ -180,7 +180,8 @@ def call(service, anchors, target_frame: str = "", wait_for_frames: bool = True)
     """Call ProjectPoints; while the node has not yet received frames of every view, try again.
 
     Views start streaming independently: a reply may succeed for one view while another still has no
-    frame (its targets refused as unknown_view), so both cases are retried until the deadline.
+    frame (its targets refused as unknown_view), or a wrist frame whose arm pose has not arrived yet
+    (stale_pose), so these cases are retried until the deadline.
     """
     deadline = time.monotonic() + 20
     while True:
@@ -191,7 +192,8 @@ def call(service, anchors, target_frame: str = "", wait_for_frames: bool = True)
         )
         # img_idx 0..2 are the node's views (static_cam, wrist_cam, static_raw); others are refusal cases.
         waiting = not reply.success or any(
-            t.reason == "unknown_view" and a.img_idx <= 2 for t, a in zip(reply.targets, anchors, strict=True)
+            t.reason in ("unknown_view", "stale_pose") and a.img_idx <= 2
+            for t, a in zip(reply.targets, anchors, strict=True)
         )
         if not waiting or not wait_for_frames or time.monotonic() > deadline:
             return reply
