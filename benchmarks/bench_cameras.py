@@ -87,6 +87,14 @@ def load_average() -> float:
     return os.getloadavg()[0]
 
 
+def minor_faults(pid: int) -> float:
+    """Minor page faults of a process so far (Linux /proc; NaN elsewhere): fresh memory the kernel zero-filled."""
+    try:
+        return float(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc; NaN elsewhere)."""
     try:
@@ -116,6 +124,7 @@ class Collector:
         self.load = (float("nan"), float("nan"))
         self.cpu_percent: dict[str, float] = {}
         self.run_queue_wait_ms_per_s: dict[str, float] = {}
+        self.page_faults_per_s: dict[str, float] = {}
         self.align_on_demand_ms: dict[str, float] = {}
 
     def on_frame(self, view: str, frame: Frame, received_s: float) -> None:
@@ -179,6 +188,7 @@ class Collector:
         out["load"] = {"start": self.load[0], "end": self.load[1]}
         out["cpu_percent"] = dict(self.cpu_percent)
         out["run_queue_wait_ms_per_s"] = dict(self.run_queue_wait_ms_per_s)
+        out["page_faults_per_s"] = dict(self.page_faults_per_s)
         out["align_on_demand_ms"] = dict(self.align_on_demand_ms)
         return out
 
@@ -207,6 +217,7 @@ def run_snapshots(collector: Collector, seconds: float, pids: dict[str, int] | N
     start_load = load_average()
     start_cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
     start_wait = {name: run_queue_wait_s(pid) for name, pid in pids.items()}
+    start_faults = {name: minor_faults(pid) for name, pid in pids.items()}
     started = time.monotonic()
     collector.recording = True
     deadline = started + seconds
@@ -221,6 +232,8 @@ def run_snapshots(collector: Collector, seconds: float, pids: dict[str, int] | N
                              for name, pid in pids.items()}
     collector.run_queue_wait_ms_per_s = {name: 1000.0 * (run_queue_wait_s(pid) - start_wait[name]) / elapsed
                                          for name, pid in pids.items()}
+    collector.page_faults_per_s = {name: (minor_faults(pid) - start_faults[name]) / elapsed
+                                   for name, pid in pids.items()}
     collector.load = (start_load, load_average())
 
 
@@ -368,6 +381,10 @@ def print_comparison(title: str, dds: dict[str, dict[str, float]], baseline: dic
         other = baseline["run_queue_wait_ms_per_s"].get(name, float("nan"))
         shown = f"{other:>19.1f}" if np.isfinite(other) else f"{'-':>19}"
         print(f"{'waiting for a CPU ms/s ' + name:<38}{wait_ms:>23.1f}   {shown}")
+    for name, faults in dds["page_faults_per_s"].items():
+        other = baseline["page_faults_per_s"].get(name, float("nan"))
+        shown = f"{other:>19.0f}" if np.isfinite(other) else f"{'-':>19}"
+        print(f"{'minor page faults/s ' + name:<38}{faults:>23.0f}   {shown}")
     for view, cost in dds.get("align_on_demand_ms", {}).items():
         print(f"{view + ' align one frame on demand (median)':<38}{cost:>23.2f} ms")
 

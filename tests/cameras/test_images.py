@@ -42,10 +42,14 @@ def test_unknown_encoding_is_refused():
 
 
 def test_depth_zero_and_out_of_range_become_no_data():
-    depth = np.array([[0.5, np.nan, -1.0, 70.0, 0.0004]], np.float32)
-    assert depth_m_to_16uc1(depth).tolist() == [[500, 0, 0, 0, 0]]
+    depth = np.array([[0.5, np.nan, -1.0, 70.0, 0.0004, np.inf, -np.inf, 65.5356]], np.float32)
+    assert depth_m_to_16uc1(depth).tolist() == [[500, 0, 0, 0, 0, 0, 0, 0]]
     back = decode_depth_m("16UC1", depth_m_to_16uc1(depth))
     assert back[0, 0] == pytest.approx(0.5) and np.isnan(back[0, 1:]).all()
+    # the largest 16-bit value is still a depth; the input is not modified
+    edge = np.array([[65.5349, 0.0006]], np.float32)
+    assert depth_m_to_16uc1(edge).tolist() == [[65535, 1]]
+    assert edge[0, 0] == np.float32(65.5349)
 
 
 def test_32fc1_invalid_values_become_nan():

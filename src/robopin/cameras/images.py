@@ -97,8 +97,9 @@ def decode_depth_m(encoding: str, image: np.ndarray, depth_scale_m: float = 0.00
 
 def depth_m_to_16uc1(depth_m: np.ndarray) -> np.ndarray:
     """float32 metres (NaN invalid) → uint16 millimetres (0 = no data), rounded to the nearest mm."""
-    depth = np.asarray(depth_m, dtype=np.float32)
-    mm = np.rint(depth * np.float32(1000.0))
-    invalid = ~np.isfinite(mm) | (mm <= 0) | (mm > _MAX_DEPTH_MM)
-    mm[invalid] = 0
+    mm = np.multiply(np.asarray(depth_m, dtype=np.float32), np.float32(1000.0))  # one temporary, reused
+    np.rint(mm, out=mm)
+    valid = mm > 0  # NaN compares false: invalid with the rest; so does +inf below
+    valid &= mm <= _MAX_DEPTH_MM
+    np.copyto(mm, 0, where=~valid)
     return mm.astype(np.uint16)
