@@ -3,7 +3,8 @@
 Two camera_node processes (view "static" plays a rosbag2 bag through the bag backend, view "wrist" a
 RealSense recording through librealsense) publish over DDS; this process subscribes, converts, feeds
 the SnapshotSynchronizer and takes snapshots at 30 Hz. Figures: delivered rate per view, drops (gaps
-in the frame counter each synthetic frame carries in pixel (0, 0); camera_drops: those the backend
+in the frame counter each synthetic frame carries in pixel (0, 0), less restart_skips: the recording's
+first frames that librealsense's repeat playback skips when it loops; camera_drops: those the backend
 itself saw, from camera_node's diagnostics), capture→snapshot-ready latency
 p50/p95 (and p50 of capture→subscriber callback, before message conversion), snapshot success rate.
 Baseline, same run: the same two cameras read in this process (``async_read``, no DDS, no conversion).
@@ -72,15 +73,25 @@ def percentile_ms(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values) * 1000.0, q)) if values else float("nan")
 
 
-def count_drops(markers: list[int], loop_length: int = LOOP_FRAMES) -> int:
-    """Frames missing between consecutive received ones (pixel (0, 0) red = frame number).
+def count_drops(markers: list[int], loop_length: int = LOOP_FRAMES) -> tuple[int, int]:
+    """(frames missing between consecutive received ones, of those: the recording's first frames at a restart).
 
-    Recordings loop every ``loop_length`` frames, so counting is modulo that length; a gap of a whole
-    loop or more cannot be told apart from none (the rates show it). librealsense's repeat playback
-    itself now and then skips frame 0 when it starts the recording again (59 → 1, seen in-process
-    too): about one drop per 10 s on the wrist view that is the recording's, not the pipeline's.
+    Pixel (0, 0)'s red channel carries the frame's number in its recording. Recordings loop every
+    ``loop_length`` frames, so counting is modulo that length; a gap of a whole loop or more cannot be
+    told apart from none (the rates show it). librealsense's repeat playback itself skips the
+    recording's first frame(s) when it starts it again (59 → 1: the in-process baseline, which has no
+    DDS, sees it as often), so a gap that wraps from the end of the recording and ends among its first
+    frames counts those first frames apart as restart skips: the source's loss, not the pipeline's. (A
+    pipeline drop of exactly those frames would be counted there too; the baseline's count shows how
+    many to expect.)
     """
-    return sum(max(0, (current - previous) % loop_length - 1) for previous, current in itertools.pairwise(markers))
+    missing = restart = 0
+    for previous, current in itertools.pairwise(markers):
+        gap = max(0, (current - previous) % loop_length - 1)
+        missing += gap
+        if gap and current < previous:  # wrapped: frames 0 .. current - 1 are the restart's
+            restart += min(gap, current)
+    return missing, restart
 
 
 def load_average() -> float:
@@ -158,6 +169,7 @@ class Collector:
 
     def report(self) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
+        missing = {view: count_drops(self.markers[view]) for view in VIEWS}
         for view in VIEWS:
             arrivals = self.arrivals[view]
             rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) if len(arrivals) > 1 else 0.0
@@ -165,7 +177,8 @@ class Collector:
             out[view] = {
                 "rate_hz": rate,
                 "frames": float(len(arrivals)),
-                "drops": float(count_drops(self.markers[view])),
+                "drops": float(missing[view][0] - missing[view][1]),
+                "restart_skips": float(missing[view][1]),
                 "camera_drops": float(np.subtract(*self.node_drops[view][::-1])) if view in self.node_drops
                 else float("nan"),
                 "p50_ms": percentile_ms(self.latencies[view], 50),
@@ -350,7 +363,8 @@ def over_dds(configs: dict[str, dict], seconds: float, executor_kind: str,
     return collector.report()
 
 
-FIGURES = (("rate_hz", "Hz"), ("frames", ""), ("drops", ""), ("camera_drops", ""), ("p50_ms", "ms"), ("p95_ms", "ms"),
+FIGURES = (("rate_hz", "Hz"), ("frames", ""), ("drops", ""), ("restart_skips", ""), ("camera_drops", ""),
+           ("p50_ms", "ms"), ("p95_ms", "ms"),
            ("capture_to_publish_p50_ms", "ms"), ("capture_to_publish_p95_ms", "ms"),
            ("capture_to_read_p50_ms", "ms"), ("capture_to_read_p95_ms", "ms"),
            ("read_to_messages_p50_ms", "ms"), ("read_to_messages_p95_ms", "ms"),
