@@ -110,7 +110,10 @@ def test_refused_trajectory_leaves_the_arm_where_it_is(franka):
         franka.execute(JointTrajectory(franka.joint_names, [0.0, 4.0], [here, too_far]))
     assert caught.value.reason is Reason.JOINT_LIMIT
     time.sleep(0.2)
-    np.testing.assert_allclose(franka.joint_state().positions, here, atol=1e-3)
+    now = franka.joint_state().positions
+    assert abs(now[3] - here[3]) < 1e-3  # the joint the trajectory would have driven did not move
+    # franky-sim's wrist joint drifts by ~1 mrad at rest (velocity chatter, as above): a looser bound for all
+    np.testing.assert_allclose(now, here, atol=5e-3)
 
 
 def test_gripper_moves_closes_and_opens(franka):
