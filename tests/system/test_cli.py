@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+
+import pytest
 
 
 def test_up_instruct_and_trial_register_without_importing_rclpy():
@@ -20,3 +23,31 @@ def test_up_refuses_an_unknown_argument_naming_the_declared_ones():
     assert result.returncode == 2 and "Traceback" not in result.stderr
     expected = "robopin up: system 'sim_panda' has no argument(s) ['robot_ip']; arguments: ['camera_fps', 'dry_run']"
     assert expected in result.stderr
+
+
+def _robopin(*args: str) -> subprocess.CompletedProcess:
+    # The test run's ROS domain and loopback discovery come through os.environ (tests/conftest.py).
+    return subprocess.run([sys.executable, "-m", "robopin.cli", *args], capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.ros
+@pytest.mark.skipif(importlib.util.find_spec("curobo") is not None, reason="cuRobo is installed: the planner starts")
+def test_up_names_the_node_that_did_not_start_and_the_arguments_that_set_it():
+    # real_xarm6 plans with cuRobo; without it the motion planner (created first) cannot start, before
+    # any arm or camera is touched.
+    result = _robopin("up", "real_xarm6")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "robopin up: node 'motion_planner_node' (motion_planner_node) did not start: the 'curobo' planner " \
+           "cannot run here" in result.stderr
+    assert "arguments of system 'real_xarm6' that set node 'motion_planner_node':" in result.stderr
+    assert "planner:=curobo  motion planner backend" in result.stderr
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_trial_stops_at_a_node_that_cannot_start(tmp_path):
+    result = _robopin("trial", "spatial@0", "--system", "sim_panda", "--set", "camera_fps:=0", "--out", str(tmp_path))
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert ("robopin trial (panda-spatial-seed000): node 'camera_static' (camera_node) did not start: camera "
+            "'static': fps must be a positive integer, got 0") in result.stderr
+    assert "camera_fps:=0" in result.stderr

@@ -127,6 +127,15 @@ def test_arguments_command_line_beats_environment_beats_default():
     assert system.node("arm").parameters["options"].get("ip") is None  # the original is untouched
 
 
+def test_the_arguments_that_set_a_node_are_found_by_node_name():
+    assert [a.name for a in build().arguments_setting("arm")] == ["dry_run", "robot_ip"]
+    system = build(arguments={"world": {"sets": ["camera_wrist.options.world", "arm.options.world"]}})
+    assert [a.name for a in system.arguments_setting("arm")] == ["world"]
+    assert [a.name for a in system.arguments_setting("camera_wrist")] == ["world"]
+    assert system.arguments_setting("camera") == []  # a prefix of a node's name is not that node
+    assert system.with_arguments({}, environ={}).arguments_setting("arm") == []  # applied: none left
+
+
 def test_arguments_edit_parameters_written_as_yaml_strings():
     system = build(arguments={"world": {"sets": ["camera_wrist.options.world"]}})
     applied = system.with_arguments({"world": "cell"}, environ={})

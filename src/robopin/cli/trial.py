@@ -37,8 +37,9 @@ def _trial(args: argparse.Namespace) -> int:
         # A batch talks only to itself: a domain of its own keeps other stacks on this machine out.
         os.environ["ROS_DOMAIN_ID"] = str(test_domain_id())
     apply_ros_environment()
-    from robopin_ros.bringup import Bringup, run_trial
+    from robopin_ros.bringup import Bringup, NodeStartError, run_trial
 
+    from robopin.cli.up import report_start_failure
     from robopin.system.results import load_summaries, results_markdown
     from robopin.trials import write_report
     from robopin.trials.log import read_trial
@@ -102,8 +103,12 @@ def _trial(args: argparse.Namespace) -> int:
             shutil.rmtree(out / trial_id)  # a trial interrupted before its summary: run it again
         # A fresh stack per trial (about 5 s once the first has warmed the planner up): no frames,
         # poses or goals carry over from the previous trial, as after power-cycling the workcell.
-        with Bringup(system.with_sim(scenario=scenario, seed=seed)) as bringup:
-            outcome = run_trial(bringup, out, trial_id, method=method)
+        try:
+            with Bringup(system.with_sim(scenario=scenario, seed=seed)) as bringup:
+                outcome = run_trial(bringup, out, trial_id, method=method)
+        except NodeStartError as error:  # the system itself is wrong: every further trial would fail alike
+            write_results()
+            return report_start_failure(f"robopin trial ({trial_id})", system, error, overrides)
         done += 1
         verdict = "success" if outcome.success else f"FAILURE {outcome.failure}"
         print(f"{_bar(done, len(plan))} {trial_id}: {verdict} ({outcome.duration_s:.0f} s)"

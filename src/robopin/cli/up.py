@@ -29,6 +29,33 @@ def load_cli_system(args: argparse.Namespace):
     return system
 
 
+def report_start_failure(command: str, system, error: BaseException, overrides=None, stream=sys.stderr) -> int:
+    """Print why the stack did not come up, and the launch arguments that set the failing node; return 1.
+
+    The nodes created before the failure have already been stopped (Bringup.start). ``-vv`` logs the
+    traceback as well.
+    """
+    import os
+
+    from robopin.system import SystemFileError, load_system
+
+    print(f"{command}: {error}", file=stream)
+    node = getattr(error, "node", None)
+    arguments = []
+    if node and system.source is not None:
+        try:  # the loaded system has its arguments applied (and dropped): read what the file declares
+            arguments = load_system(system.source).arguments_setting(node)
+        except (OSError, SystemFileError):
+            arguments = []
+    if arguments:
+        print(f"  arguments of system {system.name!r} that set node {node!r}:", file=stream)
+        for argument in arguments:
+            value = argument.value(overrides or {}, os.environ)
+            print(f"    {argument.name}:={value}  {argument.description}".rstrip(), file=stream)
+    logging.getLogger(__name__).debug("%s failed to start", system.name, exc_info=error)
+    return 1
+
+
 def stage_printer(stream=sys.stdout):
     """A feedback callback printing each stage change of a task on one line."""
     last: list[tuple[int, str]] = []
@@ -74,6 +101,17 @@ def _up(args: argparse.Namespace) -> int:
     except SystemFileError as error:
         print(f"robopin up: {error}", file=sys.stderr)
         return 2
+    from robopin_ros.bringup import BringupError
+
+    try:
+        return _run(args, system)
+    except BringupError as error:
+        from robopin.system import parse_argument_overrides
+
+        return report_start_failure("robopin up", system, error, parse_argument_overrides(args.arguments))
+
+
+def _run(args: argparse.Namespace, system) -> int:
     from robopin_ros.bringup import Bringup, run_trial, spin_until_signal
 
     if args.demo:

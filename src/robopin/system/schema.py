@@ -235,6 +235,10 @@ class SystemFile:
                 return node
         raise SystemFileError(f"system {self.name!r} has no node {name!r}; nodes: {[n.name for n in self.nodes]}")
 
+    def arguments_setting(self, node: str) -> list[Argument]:
+        """The arguments that set a parameter of ``node`` (what a user can change from the command line)."""
+        return [a for a in self.arguments if any(target.split(".", 1)[0] == node for target in a.sets)]
+
     def nodes_running(self, executable: str) -> list[NodeSpec]:
         """Every node of this system started from ``executable``."""
         return [n for n in self.nodes if n.executable == executable]

@@ -43,8 +43,8 @@ from robopin_ros import conversions
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Bringup", "TaskClient", "TaskRun", "TrialOutcome", "instruct_running_stack", "run_trial",
-           "spin_until_signal"]
+__all__ = ["Bringup", "BringupError", "NodeStartError", "TaskClient", "TaskRun", "TrialOutcome",
+           "instruct_running_stack", "run_trial", "spin_until_signal"]
 
 _TERMINAL = {GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED}
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -54,6 +54,15 @@ _START_ORDER = {"motion_planner_node": 0, "planner_node": 1, "projection_node": 
 
 class BringupError(RuntimeError):
     """The system could not be brought up (a node failed to start or never became ready)."""
+
+
+class NodeStartError(BringupError):
+    """A node of the system raised while it was being created; the nodes created before it are stopped."""
+
+    def __init__(self, node: str, executable: str, cause: BaseException) -> None:
+        detail = str(cause) or type(cause).__name__
+        super().__init__(f"node {node!r} ({executable}) did not start: {detail}")
+        self.node, self.executable, self.cause = node, executable, cause
 
 
 def node_class(executable: str) -> type[Node]:
@@ -151,10 +160,15 @@ class Bringup:
 
     def _create(self, name: str, executable: str) -> Node:
         cls = node_class(executable)
-        if _accepts_node_options(cls):
-            node = cls(cli_args=["--ros-args", "-r", f"__node:={name}"])
-        else:
-            node = cls()
+        try:
+            if _accepts_node_options(cls):
+                node = cls(cli_args=["--ros-args", "-r", f"__node:={name}"])
+            else:
+                node = cls()
+        except (SystemFileError, BringupError):
+            raise
+        except Exception as error:  # a missing backend, an unreachable device, a bad parameter value
+            raise NodeStartError(name, executable, error) from error
         if node.get_name() != name:
             actual = node.get_name()
             node.destroy_node()
