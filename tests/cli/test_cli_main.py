@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from robopin.cli import build_parser, main
 
 
@@ -24,3 +26,25 @@ def test_module_entry_point_runs():
 def test_cameras_subcommand_lists_without_hardware(capsys):
     assert main(["cameras", "list", "--json"]) == 0
     assert capsys.readouterr().out.strip().startswith("{")
+
+
+def test_named_errors_are_one_line_with_their_name_and_a_nonzero_exit(tmp_path, capsys):
+    not_a_bag = tmp_path / "notes.txt"
+    not_a_bag.write_text("not a bag\n")
+    assert main(["bag", "info", str(not_a_bag)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"robopin bag: BagNotFoundError: cannot open {str(not_a_bag)!r} as a rosbag2 bag")
+    assert "Traceback" not in err
+    assert main(["report", str(tmp_path / "nothing")]) == 1
+    assert capsys.readouterr().err.startswith("robopin report: ReportError: no finished trials")
+
+
+def test_errors_that_are_not_robopins_keep_their_traceback(monkeypatch):
+    import robopin.cli.cameras as cameras_cli
+
+    def broken(args):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(cameras_cli, "_run", broken)  # main() builds its parser afresh and finds this
+    with pytest.raises(ZeroDivisionError, match="a bug"):
+        main(["cameras", "list"])

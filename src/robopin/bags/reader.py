@@ -47,8 +47,8 @@ class TrialBag:
         self.path = Path(path)
         if not self.path.exists():
             raise BagNotFoundError(f"bag {str(self.path)!r} does not exist")
-        self._reader = AnyReader([self.path], default_typestore=robopin_typestore())
-        try:
+        try:  # rosbags refuses a file that is no bag already here (unknown storage format)
+            self._reader = AnyReader([self.path], default_typestore=robopin_typestore())
             self._reader.open()
         except Exception as error:
             raise BagNotFoundError(f"cannot open {str(self.path)!r} as a rosbag2 bag: {error}") from error
