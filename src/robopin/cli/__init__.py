@@ -14,6 +14,8 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+from robopin.errors import is_named_error, one_line
+
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every subcommand module registered."""
@@ -43,20 +45,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(func(args) or 0)
     except Exception as error:
-        if not _is_named_error(error):
+        if not is_named_error(error):
             raise  # a bug: the traceback is what a report needs
         # One of robopin's named errors (a missing bag, no finished trials, a bad calibration file...):
         # its message is written for the user; -v adds the traceback.
-        print(f"robopin {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"robopin {args.command}: {one_line(error)}", file=sys.stderr)
         if args.verbose:
             logging.getLogger(__name__).error("traceback", exc_info=error)
         return 1
-
-
-def _is_named_error(error: BaseException) -> bool:
-    """Whether ``error`` is one of robopin's own exception classes (defined under the robopin package)."""
-    module = type(error).__module__ or ""
-    return module == "robopin" or module.startswith(("robopin.", "robopin_ros."))
 
 
 if __name__ == "__main__":

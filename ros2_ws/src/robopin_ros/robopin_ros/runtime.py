@@ -24,6 +24,7 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from robopin.env import apply_ros_environment
+from robopin.errors import is_named_error, one_line
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -52,7 +53,16 @@ def run_node(node_factory: Callable[..., Node], args: Sequence[str] | None = Non
             stop.set()
 
     try:
-        node = node_factory()
+        try:
+            node = node_factory()
+        except Exception as error:
+            if not is_named_error(error):
+                raise  # a bug: keep the traceback
+            # A configuration the node refuses (a planner backend missing here, a bad parameter value):
+            # one line naming the error, as the command line does, and a failed exit.
+            name = getattr(node_factory, "__name__", "node")
+            print(f"{name} did not start: {one_line(error)}", file=sys.stderr, flush=True)
+            return 1
         executor.add_node(node)
         spinner = threading.Thread(target=spin, name="robopin-executor", daemon=True)
         spinner.start()
