@@ -108,7 +108,8 @@ def _trial(args: argparse.Namespace) -> int:
                 outcome = run_trial(bringup, out, trial_id, method=method)
         except NodeStartError as error:  # the system itself is wrong: every further trial would fail alike
             write_results()
-            return report_start_failure(f"robopin trial ({trial_id})", system, error, overrides)
+            return report_start_failure(f"robopin trial ({trial_id})", system, error, overrides,
+                                        verbose=bool(args.verbose))
         done += 1
         verdict = "success" if outcome.success else f"FAILURE {outcome.failure}"
         print(f"{_bar(done, len(plan))} {trial_id}: {verdict} ({outcome.duration_s:.0f} s)"

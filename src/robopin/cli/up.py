@@ -29,16 +29,18 @@ def load_cli_system(args: argparse.Namespace):
     return system
 
 
-def report_start_failure(command: str, system, error: BaseException, overrides=None, stream=sys.stderr) -> int:
+def report_start_failure(command: str, system, error: BaseException, overrides=None, *, verbose: bool = False,
+                         stream=None) -> int:
     """Print why the stack did not come up, and the launch arguments that set the failing node; return 1.
 
-    The nodes created before the failure have already been stopped (Bringup.start). ``-vv`` logs the
-    traceback as well.
+    The nodes created before the failure have already been stopped (Bringup.start). ``verbose`` (``-v``)
+    logs the traceback as well.
     """
     import os
 
     from robopin.system import SystemFileError, load_system
 
+    stream = sys.stderr if stream is None else stream
     print(f"{command}: {error}", file=stream)
     node = getattr(error, "node", None)
     arguments = []
@@ -52,7 +54,8 @@ def report_start_failure(command: str, system, error: BaseException, overrides=N
         for argument in arguments:
             value = argument.value(overrides or {}, os.environ)
             print(f"    {argument.name}:={value}  {argument.description}".rstrip(), file=stream)
-    logging.getLogger(__name__).debug("%s failed to start", system.name, exc_info=error)
+    if verbose:
+        logging.getLogger(__name__).error("%s failed to start", system.name, exc_info=error)
     return 1
 
 
@@ -108,7 +111,8 @@ def _up(args: argparse.Namespace) -> int:
     except BringupError as error:
         from robopin.system import parse_argument_overrides
 
-        return report_start_failure("robopin up", system, error, parse_argument_overrides(args.arguments))
+        return report_start_failure("robopin up", system, error, parse_argument_overrides(args.arguments),
+                                    verbose=bool(args.verbose))
 
 
 def _run(args: argparse.Namespace, system) -> int:
