@@ -38,6 +38,7 @@ def report_start_failure(command: str, system, error: BaseException, overrides=N
     """
     import os
 
+    from robopin.errors import is_named_error
     from robopin.system import SystemFileError, load_system
 
     stream = sys.stderr if stream is None else stream
@@ -56,6 +57,8 @@ def report_start_failure(command: str, system, error: BaseException, overrides=N
             print(f"    {argument.name}:={value}  {argument.description}".rstrip(), file=stream)
     if verbose:
         logging.getLogger(__name__).error("%s failed to start", system.name, exc_info=error)
+    elif not is_named_error(getattr(error, "cause", error)):  # not a refusal of ours: maybe a bug
+        print(f"  ({type(getattr(error, 'cause', error)).__name__}; `robopin -v` prints the traceback)", file=stream)
     return 1
 
 
