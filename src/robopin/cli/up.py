@@ -55,10 +55,11 @@ def report_start_failure(command: str, system, error: BaseException, overrides=N
         for argument in arguments:
             value = argument.value(overrides or {}, os.environ)
             print(f"    {argument.name}:={value}  {argument.description}".rstrip(), file=stream)
+    cause = getattr(error, "cause", error)
     if verbose:
         logging.getLogger(__name__).error("%s failed to start", system.name, exc_info=error)
-    elif not is_named_error(getattr(error, "cause", error)):  # not a refusal of ours: maybe a bug
-        print(f"  ({type(getattr(error, 'cause', error)).__name__}; `robopin -v` prints the traceback)", file=stream)
+    elif not is_named_error(cause):  # not a refusal of ours: maybe a bug
+        print(f"  ({type(cause).__name__}; `robopin -v` prints the traceback)", file=stream)
     return 1
 
 
