@@ -125,6 +125,31 @@ def test_sim_arm_cancel_stops_the_motion(arm, scene):
     assert abs(arm.joint_state().positions[0] - goal[0]) > 0.1
 
 
+def test_sim_arm_reports_zero_velocity_once_a_stopped_motion_paused_the_physics(arm, scene):
+    # real_time_factor 0 (the shipped sim systems): only a running trajectory steps the physics.
+    start = arm.joint_state().positions
+    goal = start + np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(arm.move_to_joints(goal)))
+    worker.start()
+    deadline = time.monotonic() + 60.0
+    moving = []
+    while worker.is_alive() and time.monotonic() < deadline:
+        velocities = arm.joint_state().velocities
+        moving.append(float(np.max(np.abs(velocities))))
+        if moving[-1] > 0.2:
+            arm.stop()
+            break
+        time.sleep(0.002)
+    worker.join(timeout=60)
+    assert max(moving) > 0.2, "the arm never moved fast enough to test the stop"
+    assert not seen[0].success
+    state = arm.joint_state()
+    assert np.max(np.abs(state.velocities)) == 0.0, state.velocities
+    time.sleep(0.2)
+    np.testing.assert_allclose(arm.joint_state().positions, state.positions, atol=1e-9)
+
+
 def test_sim_arm_fault_blocks_motion_until_recovered(arm):
     arm.inject_fault(ArmFault("collision", "simulated collision reflex", code=31))
     with pytest.raises(ArmFaultError):

@@ -36,6 +36,7 @@ __all__ = [
     "Camera",
     "CameraBackendUnavailableError",
     "CameraConfig",
+    "CameraConfigError",
     "CameraDescription",
     "CameraError",
     "CameraNotFoundError",
@@ -60,6 +61,10 @@ __all__ = [
 
 class CameraError(RuntimeError):
     """Base class of every camera failure; catch this to handle any of them."""
+
+
+class CameraConfigError(CameraError, ValueError):
+    """A camera configuration value is unusable (the message names the field, the value and what is expected)."""
 
 
 class DeviceNotConnectedError(CameraError):
@@ -260,17 +265,17 @@ class CameraConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or not self.name.replace("_", "a").isalnum():
-            raise ValueError(
+            raise CameraConfigError(
                 f"camera name must be a non-empty identifier (letters, digits, '_'), got {self.name!r}"
             )
         for field in ("width", "height", "fps"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"camera {self.name!r}: {field} must be a positive integer, got {value!r}")
+                raise CameraConfigError(f"camera {self.name!r}: {field} must be a positive integer, got {value!r}")
         if not (math.isfinite(self.warmup_s) and self.warmup_s >= 0):
-            raise ValueError(f"camera {self.name!r}: warmup_s must be >= 0 s, got {self.warmup_s!r}")
+            raise CameraConfigError(f"camera {self.name!r}: warmup_s must be >= 0 s, got {self.warmup_s!r}")
         if not (math.isfinite(self.read_timeout_s) and self.read_timeout_s > 0):
-            raise ValueError(
+            raise CameraConfigError(
                 f"camera {self.name!r}: read_timeout_s must be > 0 s, got {self.read_timeout_s!r}"
             )
 

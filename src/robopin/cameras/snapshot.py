@@ -158,9 +158,9 @@ class SnapshotSynchronizer:
         stale = {v: now_s - frames[-1].timestamp_s for v, frames in history.items()
                  if now_s - frames[-1].timestamp_s > config.max_age_s}
         if stale:
-            ages = ", ".join(f"{v} {age * 1000:.0f} ms" for v, age in stale.items())
-            raise SnapshotError("stale_frame", f"newest frame too old ({ages}; max_age_s "
-                                               f"{config.max_age_s * 1000:.0f} ms)", list(stale))
+            ages = ", ".join(f"{v} {age:.3f} s" for v, age in stale.items())
+            raise SnapshotError("stale_frame", f"newest frame too old ({ages} old; max_age_s "
+                                               f"{config.max_age_s:g} s)", list(stale))
         # Only fresh frames may form a set: if they do not match, the views are out of sync now, even
         # if some older set matched.
         fresh = {v: [f for f in frames if now_s - f.timestamp_s <= config.max_age_s]

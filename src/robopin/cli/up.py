@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -141,13 +142,32 @@ def _run(args: argparse.Namespace, system) -> int:
         html, _ = write_report(root)
         print(f"  report:    {html}")
         return 0 if outcome.success else 1
-    with Bringup(system, client=False) as bringup:
+    with Bringup(system, client=False, check_model=not args.no_model_check) as bringup:
         print(f"robopin up {system.name}: nodes {[n.name for n in system.nodes]} running; Ctrl-C to stop",
               flush=True)
         if args.ready_timeout > 0:
             bringup.wait_ready(args.ready_timeout)
             print("ready", flush=True)
+        elif not args.no_model_check:
+            threading.Thread(target=_report_model, args=(bringup,), name="model-report", daemon=True).start()
         return spin_until_signal(bringup)
+
+
+def _report_model(bringup, timeout_s: float = 30.0) -> None:
+    """Say once whether each planner's model server serves its model (``robopin up`` without --ready-timeout)."""
+    planners = {name: node for name, node in bringup.nodes.items() if hasattr(node, "model_not_ready")}
+    deadline = time.monotonic() + timeout_s
+    while planners:
+        status = {name: node.model_not_ready() for name, node in planners.items()}
+        for name in [name for name, why in status.items() if not why]:
+            planners.pop(name)
+            print(f"{name}: model ready", flush=True)
+        if planners and time.monotonic() > deadline:
+            for name, why in status.items():
+                print(f"warning: {name}: {why} (tasks will fail with vlm_unavailable until it answers)",
+                      file=sys.stderr, flush=True)
+            return
+        time.sleep(0.5)
 
 
 def _model(system) -> str:
@@ -176,5 +196,8 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=None, help="simulated systems: scene seed (default: file's)")
     parser.add_argument("--out", default="trials/demo", help="--demo: folder for the trial log, bag and report")
     parser.add_argument("--ready-timeout", type=float, default=0.0,
-                        help="wait this long for arms and cameras and print 'ready' (0: do not wait)")
+                        help="wait this long for arms, cameras and the model server and print 'ready' (0: do not "
+                             "wait; the model server's answer is printed when it comes)")
+    parser.add_argument("--no-model-check", action="store_true",
+                        help="do not ask the VLM server for its model list (readiness then ignores the model)")
     parser.set_defaults(func=_up)

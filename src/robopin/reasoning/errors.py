@@ -31,7 +31,8 @@ REFUSAL_REASONS: dict[str, str] = {
     "motion_failed": "the motion planner or the arm failed without a more precise status",
     "max_steps_reached": "the model did not report the task done within max_steps",
     "tts_rejected": "test-time scaling rejected every sampled batch and is configured to refuse",
-    "canceled": "the task was canceled",
+    "canceled": "the task was canceled (the arm was told to stop first)",
+    "shutdown": "the stack was shut down while the task ran (the arm was stopped first)",
     "busy": "another task is running (single-goal policy)",
     "internal_error": "an unexpected error inside the planner (a bug: see the log)",
 }

@@ -95,6 +95,11 @@ class SimArm(Arm):
         with world.lock:
             positions = world.joint_positions()
             velocities = world.joint_velocities()
+            # With no physics thread (real_time_factor 0) only a running trajectory advances time: between
+            # motions the joints stand still for anyone watching, while pybullet keeps the last step's
+            # velocities. A bag or a "stopped?" check must not see a moving arm there.
+            if not world.running and self._follower is None:
+                velocities = np.zeros_like(velocities)
         return JointState(self.description.joint_names, positions, velocities)
 
     def _read_fault(self) -> ArmFault | None:

@@ -59,6 +59,7 @@ class ArmDriverNode(Node):
         self.gripper_guard = SingleGoalGuard()
         self._connect_lock = threading.Lock()
         self.last_error = ""
+        self._shutting_down = False
 
         # Actions and services may block for seconds; state publishing must not wait behind them.
         actions = ReentrantCallbackGroup()
@@ -206,9 +207,9 @@ class ArmDriverNode(Node):
     # ----- actions ----------------------------------------------------------------------------------
 
     def _accept_goal(self, goal_request) -> GoalResponse:
-        """Accept every goal; a second one while one runs is aborted with reason 'busy'."""
+        """Accept every goal until shutdown; a second one while one runs is aborted with reason 'busy'."""
         del goal_request
-        return GoalResponse.ACCEPT
+        return GoalResponse.REJECT if self._shutting_down else GoalResponse.ACCEPT
 
     def _cancel_trajectory(self, goal_handle) -> CancelResponse:
         """Accept the cancel and stop the arm at once (not at the next feedback)."""
@@ -306,6 +307,21 @@ class ArmDriverNode(Node):
             stalled=outcome.stalled,
             reached_goal=outcome.reached_goal,
         )
+
+    def begin_shutdown(self) -> None:
+        """Stop the arm now and take no new goal (the running one ends with reason 'canceled')."""
+        self._shutting_down = True
+        if self.arm.is_connected:
+            try:
+                self.arm.stop()
+                self.get_logger().info("shutdown: arm stopped")
+            except ArmError as error:
+                self.get_logger().error(f"shutdown: stopping the arm failed: {error}")
+
+    def busy(self) -> list[str]:
+        """The goals still running (empty when idle)."""
+        running = [("trajectory", self.execute_guard.active), ("gripper", self.gripper_guard.active)]
+        return [f"{kind} goal {goal[:8]}" for kind, goal in running if goal is not None]
 
     def destroy_node(self) -> None:
         """Stop the arm and close the connection before the node goes away."""

@@ -12,6 +12,7 @@ started on the ExecuteTask action's topics. :func:`run_trial` does one recorded,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -20,7 +21,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from action_msgs.msg import GoalStatus, GoalStatusArray
 from action_msgs.srv import CancelGoal
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
+from rclpy.qos import qos_profile_action_status_default
 from rclpy.signals import SignalHandlerOptions
 from robopin_interfaces.action import ExecuteTask
 from robopin_interfaces.srv import Instruct
@@ -43,13 +45,17 @@ from robopin_ros import conversions
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Bringup", "BringupError", "NodeStartError", "TaskClient", "TaskRun", "TrialOutcome",
-           "instruct_running_stack", "run_trial", "spin_until_signal"]
+__all__ = ["Bringup", "BringupError", "CancelOutcome", "NodeStartError", "TaskClient", "TaskRun", "TrialOutcome",
+           "cancel_running_tasks", "instruct_running_stack", "run_trial", "spin_until_signal"]
 
 _TERMINAL = {GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED}
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _START_ORDER = {"motion_planner_node": 0, "planner_node": 1, "projection_node": 2, "arm_driver_node": 3,
                 "recorder_node": 4, "camera_node": 6}
+# Nodes are destroyed in this order once every goal has ended (runtime.stop_nodes): the task layers
+# first, the cameras, then the arm's connection, the recorder last so the bag holds the stop.
+_DESTROY_ORDER = {"planner_node": 0, "motion_planner_node": 1, "calibration_node": 2, "projection_node": 3,
+                  "camera_node": 4, "replay_node": 5, "arm_driver_node": 6, "recorder_node": 9}
 
 
 class BringupError(RuntimeError):
@@ -93,8 +99,10 @@ def sim_calibrations(scene: Any, views: Sequence[str]) -> dict[str, dict[str, An
 class Bringup:
     """All nodes of ``system`` in this process (see the module docstring). Use as a context manager."""
 
-    def __init__(self, system: SystemFile, *, threads: int = 10, client: bool = True, log_level: str = "") -> None:
+    def __init__(self, system: SystemFile, *, threads: int = 10, client: bool = True, log_level: str = "",
+                 check_model: bool = True) -> None:
         self.system = system
+        self.check_model = check_model  # readiness includes the VLM server serving its model
         self.log_level = log_level  # ROS log level of every node ("warn" keeps a demo's output short)
         self.threads = threads
         self.want_client = client
@@ -214,20 +222,33 @@ class Bringup:
                 waiting.append(f"{name}: arm not connected/enabled ({getattr(node, 'last_error', '') or 'starting'})")
             if hasattr(node, "frames_published") and node.frames_published == 0:
                 waiting.append(f"{name}: no camera frame yet ({getattr(node, 'last_error', '') or 'starting'})")
+            model = node.model_not_ready() if self.check_model and hasattr(node, "model_not_ready") else ""
+            if model:
+                waiting.append(f"{name}: {model}")
         if self.client is not None:
             waiting += self.client.not_ready()
         return waiting
 
     def close(self) -> None:
-        """Stop spinning, destroy every node, shut the context down and close the simulated world."""
+        """Stop the arm, end running goals, then stop spinning and destroy the nodes (recorder last).
+
+        Everything that must reach a client or the bag (the arm at rest, each goal's final status, the
+        bag's end) happens while the executor still spins; see :func:`robopin_ros.runtime.stop_nodes`.
+        """
         import rclpy
 
+        from robopin_ros.runtime import stop_nodes
+
+        if self.executor is not None and self.running and self.nodes:
+            stop_nodes(self.nodes.values())
         if self.executor is not None:
             self.executor.shutdown(timeout_sec=5.0)
         if self._spinner is not None:
             self._spinner.join(timeout=10.0)
-        nodes = list(self.nodes.values()) + ([self.client] if self.client is not None else [])
-        for node in reversed(nodes):
+        executables = {spec.name: spec.executable for spec in self.system.nodes}
+        nodes = sorted(self.nodes.items(), key=lambda item: _DESTROY_ORDER.get(executables.get(item[0], ""), 5))
+        nodes = ([self.client] if self.client is not None else []) + [node for _, node in nodes]
+        for node in nodes:
             try:
                 node.destroy_node()
             except Exception as error:  # one node failing to stop must not keep the others running
@@ -250,8 +271,14 @@ class Bringup:
         self.close()
 
 
-def spin_until_signal(bringup: Bringup, stop: threading.Event | None = None) -> int:
-    """Keep a started system running until Ctrl-C, SIGTERM or ``stop``; return an exit code."""
+def spin_until_signal(bringup: Bringup, stop: threading.Event | None = None, *, watchdog: bool = True) -> int:
+    """Keep a started system running until Ctrl-C, SIGTERM or ``stop``; return an exit code.
+
+    From the signal on, the process has :data:`~robopin_ros.runtime.SHUTDOWN_EXIT_S` to exit
+    (``watchdog``); the caller's ``Bringup.close`` stops the arm first.
+    """
+    from robopin_ros.runtime import exit_watchdog
+
     stop = stop or threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
     try:
@@ -261,6 +288,9 @@ def spin_until_signal(bringup: Bringup, stop: threading.Event | None = None) -> 
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if stop.is_set() and watchdog:
+        logger.info("stop requested: stopping the arm, ending running goals, closing the recorder")
+        exit_watchdog()
     if bringup.spin_error is not None:
         raise bringup.spin_error
     return 0
@@ -285,6 +315,7 @@ class TaskRun:
     end_s: float = 0.0
     result: Any = None
     timed_out: bool = False
+    interrupted: bool = False  # the client stopped the task (Ctrl-C or SIGTERM on `robopin instruct`)
     views: dict[int, dict[str, np.ndarray]] = dataclasses.field(default_factory=dict)
     # step -> the 3D targets projection drew for it (its last ProjectPoints call), see marker_array_to_targets
     targets: dict[int, list[dict]] = dataclasses.field(default_factory=dict)
@@ -300,6 +331,8 @@ class TaskRun:
             return "instruct_rejected"
         if self.timed_out:
             return "task_timeout"
+        if self.interrupted and self.result is None:
+            return "canceled"
         if self.result is None:
             return "no_result"
         return "" if self.result.success else (self.result.reason or "task_failed")
@@ -336,7 +369,10 @@ class TaskClient(Node):
         self.cancel_client = self.create_client(CancelGoal, "/robopin/execute_task/_action/cancel_goal")
         self.create_subscription(ExecuteTask.Impl.FeedbackMessage, "/robopin/execute_task/_action/feedback",
                                  self._on_feedback, 50)
-        self.create_subscription(GoalStatusArray, "/robopin/execute_task/_action/status", self._on_status, 10)
+        # The action server's own status QoS (transient local): a client started mid-task (`robopin cancel`)
+        # gets the current statuses at once.
+        self.create_subscription(GoalStatusArray, "/robopin/execute_task/_action/status", self._on_status,
+                                 qos_profile_action_status_default)
         for view in self.views:
             self.create_subscription(Image, f"/cameras/{view}/color/image_raw",
                                      lambda msg, v=view: self._on_image(v, msg), 2)
@@ -406,8 +442,13 @@ class TaskClient(Node):
             run.views[step] = {v: img for v, img in images.items() if img is not None}
 
     def run(self, instruction: str, *, mode: str = "", dry_run: bool = False, max_steps: int = 0,
-            timeout_s: float = 600.0, on_event: Callable[[FeedbackEvent], None] | None = None) -> TaskRun:
-        """Instruct, then wait for the task's result (cancelling it after ``timeout_s``)."""
+            timeout_s: float = 600.0, on_event: Callable[[FeedbackEvent], None] | None = None,
+            stop: threading.Event | None = None) -> TaskRun:
+        """Instruct, then wait for the task's result; cancel it after ``timeout_s`` or when ``stop`` is set.
+
+        The Instruct answer names the task's ExecuteTask goal, so a timeout or a stop at any moment
+        after it cancels that goal (the planner stops the arm) and waits for its final status.
+        """
         run = TaskRun(instruction)
         if not self.instruct_client.wait_for_service(timeout_sec=30.0):
             run.message = "service /robopin/instruct is not available"
@@ -417,12 +458,16 @@ class TaskClient(Node):
             self._unclaimed.clear()
         run.start_s = time.monotonic()
         request = Instruct.Request(instruction=instruction, mode=mode, dry_run=dry_run, max_steps=max_steps)
+        # A stop before the answer still waits for it: the service answers at once, and only the answer
+        # names the goal to cancel.
         response = _wait_future(self.instruct_client.call_async(request), 30.0)
         if response is None:
             run.message = "/robopin/instruct did not answer within 30 s"
             return run
         with self._lock:
             run.accepted, run.task_id, run.message = response.accepted, response.task_id, response.message
+            goal_id = bytes(response.goal_id.uuid)
+            run.goal_id = goal_id if any(goal_id) else run.goal_id
             early = [(g, e) for g, e in self._unclaimed if run.task_id and g.hex().startswith(run.task_id)]
             self._unclaimed.clear()
             if early:
@@ -433,7 +478,7 @@ class TaskClient(Node):
             return run
         deadline = run.start_s + timeout_s
         seen = 0
-        while time.monotonic() < deadline:
+        while True:
             with self._lock:
                 events = run.events[seen:]
                 seen = len(run.events)
@@ -443,10 +488,15 @@ class TaskClient(Node):
                     on_event(event)
             if status in _TERMINAL:
                 break
+            if stop is not None and stop.is_set():
+                run.interrupted = True
+                self.cancel(run)
+                break
+            if time.monotonic() >= deadline:
+                run.timed_out = True
+                self.cancel(run)
+                break
             time.sleep(0.05)
-        else:
-            run.timed_out = True
-            self._cancel(run)
         run.end_s = time.monotonic()
         if run.goal_id:
             request = ExecuteTask.Impl.GetResultService.Request()
@@ -457,38 +507,103 @@ class TaskClient(Node):
             self._run = None
         return run
 
-    def _cancel(self, run: TaskRun) -> None:
-        """Cancel a task that ran past its time limit (the planner stops the arm)."""
+    def cancel(self, run: TaskRun, wait_s: float = 30.0) -> bool:
+        """Cancel the run's goal (the planner stops the arm); True once it reached a final status."""
         if not run.goal_id:
-            return
+            return False
         request = CancelGoal.Request()
         request.goal_info.goal_id.uuid = list(run.goal_id)
         _wait_future(self.cancel_client.call_async(request), 10.0)
-        deadline = time.monotonic() + 30.0
-        while time.monotonic() < deadline and self._statuses.get(run.goal_id) not in _TERMINAL:
-            time.sleep(0.05)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._statuses.get(run.goal_id) in _TERMINAL:
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def running_goals(self) -> list[bytes]:
+        """Goal ids of the tasks the status topic reports as not yet finished."""
+        with self._lock:
+            return [goal for goal, status in self._statuses.items() if status not in _TERMINAL]
+
+    def status_of(self, goal_id: bytes) -> int | None:
+        with self._lock:
+            return self._statuses.get(goal_id)
 
 
 def instruct_running_stack(instruction: str, *, views: Sequence[str] = ("static", "wrist"), mode: str = "",
                            dry_run: bool = False, max_steps: int = 0, timeout_s: float = 600.0,
-                           wait_s: float = 30.0, on_event: Callable[[FeedbackEvent], None] | None = None) -> TaskRun:
-    """From a process of its own: instruct a stack running elsewhere in this ROS domain and follow the task."""
-    import rclpy
+                           wait_s: float = 30.0, on_event: Callable[[FeedbackEvent], None] | None = None,
+                           stop: threading.Event | None = None) -> TaskRun:
+    """From a process of its own: instruct a stack running elsewhere in this ROS domain and follow the task.
 
-    apply_ros_environment()
-    rclpy.init(args=["robopin_instruct"], signal_handler_options=SignalHandlerOptions.NO)
-    client = TaskClient(views)
-    executor = MultiThreadedExecutor(num_threads=2)
-    executor.add_node(client)
-    spinner = threading.Thread(target=executor.spin, name="robopin-instruct", daemon=True)
-    spinner.start()
-    try:
+    Setting ``stop`` (the CLI does on Ctrl-C and SIGTERM) cancels the task this call started.
+    """
+    with _client_process(views) as client:
         if not client.instruct_client.wait_for_service(timeout_sec=wait_s):
             run = TaskRun(instruction)
             run.message = f"no /robopin/instruct service within {wait_s:.0f} s: is a stack running in this ROS domain?"
             return run
         return client.run(instruction, mode=mode, dry_run=dry_run, max_steps=max_steps, timeout_s=timeout_s,
-                          on_event=on_event)
+                          on_event=on_event, stop=stop)
+
+
+@dataclasses.dataclass
+class CancelOutcome:
+    """What ``robopin cancel`` did: the tasks it asked to cancel and the final status each reached."""
+
+    requested: list[str]
+    final: dict[str, str]
+    message: str = ""
+
+
+_STATUS_NAMES = {GoalStatus.STATUS_SUCCEEDED: "succeeded", GoalStatus.STATUS_CANCELED: "canceled",
+                 GoalStatus.STATUS_ABORTED: "aborted"}
+
+
+def cancel_running_tasks(task_id: str = "", *, wait_s: float = 10.0, discover_s: float = 3.0) -> CancelOutcome:
+    """From a process of its own: cancel the running task ``task_id`` (a prefix of its id), or every one.
+
+    The planner stops the arm before the goal ends ``canceled``. Waits up to ``wait_s`` for each final status.
+    """
+    with _client_process(()) as client:
+        if not client.cancel_client.wait_for_service(timeout_sec=discover_s):
+            return CancelOutcome([], {}, "no /robopin/execute_task action server: is a stack running in this ROS "
+                                         "domain?")
+        deadline = time.monotonic() + discover_s
+        goals: list[bytes] = []
+        while time.monotonic() < deadline:  # the latched status arrives shortly after the subscription matches
+            goals = [g for g in client.running_goals() if g.hex().startswith(task_id.lower())]
+            if goals:
+                break
+            time.sleep(0.05)
+        if not goals:
+            which = f"task {task_id!r}" if task_id else "task"
+            return CancelOutcome([], {}, f"no running {which}")
+        final = {}
+        for goal in goals:
+            run = TaskRun("", accepted=True, task_id=goal.hex()[:8], goal_id=goal)
+            client.cancel(run, wait_s=wait_s)
+            status = client.status_of(goal)
+            final[goal.hex()[:8]] = _STATUS_NAMES.get(status, "still running")
+        return CancelOutcome([g.hex()[:8] for g in goals], final)
+
+
+@contextlib.contextmanager
+def _client_process(views: Sequence[str]) -> Iterator[TaskClient]:
+    """rclpy context, a TaskClient and its spinning executor for a CLI process; all closed on exit."""
+    import rclpy
+
+    apply_ros_environment()
+    rclpy.init(args=["robopin_client"], signal_handler_options=SignalHandlerOptions.NO)
+    client = TaskClient(views)
+    executor = MultiThreadedExecutor(num_threads=2)
+    executor.add_node(client)
+    spinner = threading.Thread(target=executor.spin, name="robopin-client", daemon=True)
+    spinner.start()
+    try:
+        yield client
     finally:
         executor.shutdown(timeout_sec=2.0)
         spinner.join(timeout=5.0)

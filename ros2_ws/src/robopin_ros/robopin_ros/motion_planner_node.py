@@ -99,6 +99,7 @@ class MotionPlannerNode(Node):
         self.driver_wait_s = float(p("driver_wait_s", 5.0))
 
         self.guard = SingleGoalGuard()
+        self._shutting_down = False
         self._plan_lock = threading.Lock()  # planners are not thread-safe
         self._state_lock = threading.Lock()
         self._joint_history: collections.deque[tuple[float, np.ndarray]] = collections.deque(maxlen=200)
@@ -185,8 +186,8 @@ class MotionPlannerNode(Node):
     # --- goal policy ------------------------------------------------------------------------------
 
     def _accept_goal(self, goal_request) -> GoalResponse:
-        """Accept every goal; a second one while one runs is aborted with reason 'busy'."""
-        return GoalResponse.ACCEPT
+        """Accept every goal until shutdown; a second one while one runs is aborted with reason 'busy'."""
+        return GoalResponse.REJECT if self._shutting_down else GoalResponse.ACCEPT
 
     def _accept_cancel(self, goal_handle) -> CancelResponse:
         """Always allow cancelling: the running phase's driver goal is cancelled too."""
@@ -195,14 +196,17 @@ class MotionPlannerNode(Node):
     # --- downstream actions -----------------------------------------------------------------------
 
     def _wait(self, future, goal_handle, timeout_s: float) -> bool:
-        """Wait for ``future``; False when the goal was cancelled or the time ran out first."""
+        """Wait for ``future``; False when the goal was cancelled, the node is stopping or the time ran out."""
         done = threading.Event()
         future.add_done_callback(lambda _: done.set())
         deadline = time.monotonic() + timeout_s
         while not done.wait(0.02):
-            if goal_handle.is_cancel_requested or time.monotonic() > deadline:
+            if self._stop_requested(goal_handle) or time.monotonic() > deadline:
                 return False
         return True
+
+    def _stop_requested(self, goal_handle) -> bool:
+        return goal_handle.is_cancel_requested or (self._shutting_down and goal_handle is not _NeverCanceled)
 
     def _call(self, client: ActionClient, name: str, goal, goal_handle, *, feedback=None, timeout_s: float = 30.0):
         """Run one driver action to its end; cancels it when our own goal is cancelled."""
@@ -211,7 +215,7 @@ class MotionPlannerNode(Node):
         sent = client.send_goal_async(goal, feedback_callback=feedback)
         if not self._wait(sent, goal_handle, self.driver_wait_s):
             raise _RefusalError(
-                "canceled" if goal_handle.is_cancel_requested else "driver_timeout",
+                "canceled" if self._stop_requested(goal_handle) else "driver_timeout",
                 "driver did not accept the goal in time",
             )
         handle = sent.result()
@@ -219,13 +223,14 @@ class MotionPlannerNode(Node):
             raise _RefusalError("driver_rejected", f"{name} rejected the goal")
         result_future = handle.get_result_async()
         if not self._wait(result_future, goal_handle, timeout_s):
-            canceled = goal_handle.is_cancel_requested
+            canceled = self._stop_requested(goal_handle)
             cancel_future = handle.cancel_goal_async()
             self._wait(cancel_future, _NeverCanceled, 5.0)
             self._wait(result_future, _NeverCanceled, 5.0)
+            why = "canceled by the client" if goal_handle.is_cancel_requested else "the motion planner is shutting down"
             raise _RefusalError(
                 "canceled" if canceled else "execution_timeout",
-                "canceled by the client" if canceled else f"driver took longer than {timeout_s} s",
+                why if canceled else f"driver took longer than {timeout_s} s",
             )
         return result_future.result().result
 
@@ -386,6 +391,17 @@ class MotionPlannerNode(Node):
             gripper = self._gripper(phase.gripper_after_m, goal_handle)
             if closing and not gripper.stalled and gripper.position < self.min_held_width_m:
                 raise _RefusalError("grasp_missed", f"gripper closed to {gripper.position * 1e3:.1f} mm: nothing held")
+
+    # --- shutdown ---------------------------------------------------------------------------------
+
+    def begin_shutdown(self) -> None:
+        """Take no new goal; a running one cancels its driver goal and ends (runtime.stop_nodes)."""
+        self._shutting_down = True
+
+    def busy(self) -> list[str]:
+        """The goal still running (empty when idle)."""
+        active = self.guard.active
+        return [] if active is None else [f"goal {active[:8]}"]
 
     # --- helpers ----------------------------------------------------------------------------------
 

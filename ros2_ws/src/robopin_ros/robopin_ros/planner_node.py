@@ -75,6 +75,25 @@ def _wait(future, timeout_s: float, should_stop: Callable[[], bool] | None = Non
     return True
 
 
+_MODEL_CHECK_PERIOD_S = 2.0
+
+
+def _model_status(backend: VLMBackend | None) -> str:
+    """'' when the backend's server lists its configured model (or it has no server to ask); else why not."""
+    list_models = getattr(backend, "list_models", None)
+    if list_models is None:
+        return ""
+    wanted = str(getattr(backend.config, "model", "") or "")
+    url = getattr(backend.config, "base_url", "the model server")
+    try:
+        served = list_models()
+    except Exception as error:  # every failure is reported by name; the check runs again
+        return f"model server {url} not reachable: {type(error).__name__}: {error}"
+    if wanted and wanted not in served:
+        return f"model server {url} does not serve {wanted!r} (it serves {served})"
+    return ""
+
+
 class _RosObserver(SnapshotObserver):
     """Snapshot from the camera topics; keeps the last observation for the annotated images.
 
@@ -232,6 +251,9 @@ class PlannerNode(Node):
         self._backend: VLMBackend | None = None
         self._config: ReasoningConfig | None = None
         self._config_lock = threading.Lock()
+        self._model_check_lock = threading.Lock()
+        self._model_check_thread: threading.Thread | None = None
+        self._model_status = ""
         self._configure({name: self.get_parameter(name).value for name in _DYNAMIC})
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
@@ -258,8 +280,8 @@ class PlannerNode(Node):
             ExecuteTask,
             "/robopin/execute_task",
             execute_callback=self._execute_task,
-            goal_callback=lambda _goal: GoalResponse.ACCEPT,
-            cancel_callback=lambda _handle: CancelResponse.ACCEPT,
+            goal_callback=self._accept_task,
+            cancel_callback=self._cancel_task,
             callback_group=group,
         )
         # Instruct runs its task as a goal of our own action, so clients can watch or cancel it there.
@@ -318,6 +340,9 @@ class PlannerNode(Node):
         if request.max_steps < 0:
             response.accepted, response.message = False, f"max_steps must be >= 0, got {request.max_steps}"
             return response
+        if self._shutting_down:
+            response.accepted, response.message = False, "the planner is shutting down"
+            return response
         goal_uuid = uuid.uuid4()
         task_id = goal_uuid.hex[:8]
         holder = self.guard.try_acquire(task_id)  # reserved now so a second Instruct is refused at once
@@ -330,6 +355,7 @@ class PlannerNode(Node):
         future = self.task_client.send_goal_async(goal, goal_uuid=UUID(uuid=list(goal_uuid.bytes)))
         future.add_done_callback(lambda f: self._on_own_goal_response(f, task_id))
         response.accepted, response.task_id = True, task_id
+        response.goal_id = UUID(uuid=list(goal_uuid.bytes))
         response.message = f"task {task_id} started: {request.instruction.strip()!r} in mode {mode}" + (
             " (dry run)" if request.dry_run else ""
         )
@@ -344,6 +370,24 @@ class PlannerNode(Node):
             self.get_logger().error(f"task {task_id} could not start as an ExecuteTask goal")
 
     # ------------------------------------------------------------------ ExecuteTask
+    def _accept_task(self, goal_request) -> GoalResponse:
+        """Accept every task until shutdown; a second one while one runs is aborted with reason 'busy'."""
+        del goal_request
+        return GoalResponse.REJECT if self._shutting_down else GoalResponse.ACCEPT
+
+    def _cancel_task(self, goal_handle) -> CancelResponse:
+        """Accept the cancel; abandon a model request in flight at once (the loop then stops the arm)."""
+        if self.guard.active == bytes(goal_handle.goal_id.uuid).hex()[:8]:
+            self._cancel_model_call()
+        return CancelResponse.ACCEPT
+
+    def _cancel_model_call(self) -> None:
+        with self._config_lock:
+            backend = self._backend
+        cancel = getattr(backend, "cancel", None)
+        if cancel is not None:
+            cancel()
+
     def _execute_task(self, goal_handle) -> ExecuteTask.Result:
         """Run one task through the reasoning loop with feedback, honouring cancel and single-goal."""
         task_id = bytes(goal_handle.goal_id.uuid).hex()[:8]
@@ -384,6 +428,8 @@ class PlannerNode(Node):
         except Exception as error:  # a bug must still end the goal with a named reason
             self.get_logger().error(f"task {task_id}: {type(error).__name__}: {error}")
             result.success, result.reason, result.message = False, "internal_error", f"{type(error).__name__}: {error}"
+        if result.reason == "canceled" and self._shutting_down and not goal_handle.is_cancel_requested:
+            result.reason, result.message = "shutdown", f"the stack is shutting down: {result.message}"
         try:
             if result.success:
                 goal_handle.succeed()
@@ -428,9 +474,44 @@ class PlannerNode(Node):
                     publisher.publish(conversions.color_to_image_msg(image, frame_header))
         return msg
 
+    # ------------------------------------------------------------------ readiness
+    def model_not_ready(self) -> str:
+        """Why the configured model cannot answer yet; '' once it served its model list (or has none to check).
+
+        Asked repeatedly while a stack comes up (``robopin up`` waits on it); the server is asked from a
+        thread of its own every ``_MODEL_CHECK_PERIOD_S`` until it answers with the configured model.
+        """
+        with self._model_check_lock:
+            if self._model_check_thread is None:
+                self._model_status = "checking the model server"
+                self._model_check_thread = threading.Thread(target=self._check_model, name="model-check", daemon=True)
+                self._model_check_thread.start()
+            return self._model_status
+
+    def _check_model(self) -> None:
+        while not self._shutting_down:
+            with self._config_lock:
+                backend = self._backend
+            status = _model_status(backend)
+            with self._model_check_lock:
+                self._model_status = status
+            if not status:
+                return
+            time.sleep(_MODEL_CHECK_PERIOD_S)
+
     def stop_tasks(self) -> None:
         """End the running task at its next check (the arm is told to stop) and start no new one."""
         self._shutting_down = True
+        self._cancel_model_call()
+
+    def begin_shutdown(self) -> None:
+        """End the running task with a final status (reason 'shutdown') and accept no new one."""
+        self.stop_tasks()
+
+    def busy(self) -> list[str]:
+        """The task still running (empty when idle)."""
+        active = self.guard.active
+        return [] if active is None else [f"task {active}"]
 
     def destroy_node(self) -> None:
         self.stop_tasks()

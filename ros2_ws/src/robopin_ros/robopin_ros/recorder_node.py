@@ -210,6 +210,12 @@ class RecorderNode(Node):
             response.message = f"{stats.path}: {stats.total} messages, {stats.dropped} dropped"
         return response
 
+    def busy(self) -> list[str]:
+        """A task's bag still open, waiting for the task's final status (runtime.stop_nodes waits for it)."""
+        with self._lock:
+            goal = self._auto_goal if self.recorder.recording else ""
+        return [f"bag of task {goal[:8]} open"] if goal else []
+
     def destroy_node(self) -> None:
         self.recorder.close()
         super().destroy_node()

@@ -8,15 +8,22 @@ Use from a node module::
 The executor spins in a worker thread while the main thread waits for SIGINT/SIGTERM with Python
 signal handlers of our own. rclpy's own handlers proved racy under a MultiThreadedExecutor: a SIGTERM
 could leave the wait set blocked forever or raise RCLError instead of ExternalShutdownException.
+
+Stopping follows one order for a single node and for a whole stack (:func:`stop_nodes`): the arm stops
+first, then every running goal ends with a final status while the executor still spins (so clients and
+the recorder see it), then the executor and the nodes go. :func:`exit_watchdog` bounds the whole exit.
 """
 
 from __future__ import annotations
 
 import faulthandler
+import logging
+import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
@@ -27,6 +34,78 @@ from robopin.env import apply_ros_environment
 from robopin.errors import is_named_error, one_line
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+logger = logging.getLogger(__name__)
+
+# How long running goals get to end with a final status once the arm was told to stop, and the recorder
+# to write the end of its bag. Each wait returns as soon as nothing is running.
+SHUTDOWN_DRAIN_S = 6.0
+# The bound on a stopping process from the stop request to exit: past it the process ends itself even if
+# a callback is stuck in a driver or SDK call (the executor's worker threads would keep it alive forever).
+SHUTDOWN_EXIT_S = 10.0
+# After the last goal ended: time for clients to fetch its result (they ask once they see the final status).
+SHUTDOWN_RESULT_GRACE_S = 1.0
+
+
+def stop_nodes(nodes: Iterable[Node], timeout_s: float = SHUTDOWN_DRAIN_S) -> list[str]:
+    """Bring a spinning graph of nodes to rest in the safe order; return what was still running at the end.
+
+    Nodes take part through two optional methods: ``begin_shutdown()`` (return at once: stop the arm,
+    make every wait of a running goal return, accept nothing new) and ``busy()`` (what still runs, as
+    text; empty when idle). Arm drivers (nodes with an ``arm``) go first, so the arm is stopping before
+    any goal learns of the shutdown. The executor must still spin: goals end and the recorder writes
+    their final status through it.
+    """
+    nodes = list(nodes)
+    was_busy = any(_busy(node) for node in nodes)
+    arms = [node for node in nodes if getattr(node, "arm", None) is not None]
+    for node in arms + [node for node in nodes if node not in arms]:
+        begin = getattr(node, "begin_shutdown", None)
+        if begin is None:
+            continue
+        try:
+            begin()
+        except Exception:  # one node failing to stop must not keep the others from stopping
+            logger.exception("%s: begin_shutdown failed", node.get_name())
+    deadline = time.monotonic() + timeout_s
+    while True:
+        running = [f"{node.get_name()}: {what}" for node in nodes for what in _busy(node)]
+        if not running or time.monotonic() >= deadline:
+            if running:
+                logger.warning("still running after %.1f s of shutdown: %s", timeout_s, "; ".join(running))
+            elif was_busy:
+                time.sleep(SHUTDOWN_RESULT_GRACE_S)
+            return running
+        time.sleep(0.02)
+
+
+def _busy(node: Node) -> list[str]:
+    busy = getattr(node, "busy", None)
+    if busy is None:
+        return []
+    try:
+        return list(busy())
+    except Exception:  # a node that cannot say is taken as idle (waiting on it could not end)
+        logger.exception("%s: busy() failed", node.get_name())
+        return []
+
+
+def exit_watchdog(timeout_s: float = SHUTDOWN_EXIT_S, code: int = 1) -> threading.Timer:
+    """End this process ``timeout_s`` from now unless it has exited (prints every thread's stack first).
+
+    Started when a stop is requested. rclpy's executor threads are not daemons: a callback that never
+    returns (a driver call that hangs) would keep the process alive after everything else has stopped.
+    """
+    def expire() -> None:
+        print(f"robopin: shutdown did not finish within {timeout_s:.0f} s; the stacks of the threads still "
+              "running follow, then the process exits", file=sys.stderr, flush=True)
+        faulthandler.dump_traceback(all_threads=True)
+        sys.stderr.flush()
+        os._exit(code)
+
+    timer = threading.Timer(timeout_s, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def run_node(node_factory: Callable[..., Node], args: Sequence[str] | None = None, *, threads: int = 4) -> int:
@@ -68,6 +147,8 @@ def run_node(node_factory: Callable[..., Node], args: Sequence[str] | None = Non
         spinner.start()
         while not stop.wait(0.2):
             pass
+        exit_watchdog()
+        stop_nodes([node])
         executor.shutdown(timeout_sec=5.0)
         spinner.join(timeout=5.0)
     finally:

@@ -1,0 +1,284 @@
+"""Stop means stop: every way a user stops a task, measured from the stop request to the arm at rest.
+
+The real command line in processes of its own, as a user runs it in two shells: ``robopin up`` on the
+simulated Panda stack (shipped ``config/sim_panda.yaml``, nothing mocked; the oracle stands in for a VLM
+because no GPU is here) and ``robopin instruct`` / ``robopin cancel`` against it. The arm is watched on
+``/joint_states`` from this process: "at rest" means positions unchanged (1 mrad) and reported
+velocities near zero (0.02 rad/s) from that moment on. Each test prints its figure; none asserts a time
+tighter than the bound the code promises (``SHUTDOWN_EXIT_S``) plus slack for a loaded 2-core machine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+SYSTEM = ROOT / "config" / "sim_panda.yaml"
+STILL_POSITION_RAD = 1e-3
+STILL_VELOCITY_RAD_S = 0.02
+
+
+class _Process:
+    """A robopin command in its own process, its output collected line by line."""
+
+    def __init__(self, *args: str, cwd: Path) -> None:
+        self.popen = subprocess.Popen([sys.executable, "-m", "robopin.cli", *args], cwd=cwd, env=dict(os.environ),
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.popen.stdout:
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_line(self, predicate, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not any(predicate(line) for line in list(self.lines)):
+            assert self.popen.poll() is None or any(predicate(line) for line in list(self.lines)), \
+                f"exited ({self.popen.returncode}) before {what}:\n{self.output[-4000:]}"
+            assert time.monotonic() < deadline, f"no {what} within {timeout_s} s:\n{self.output[-4000:]}"
+            time.sleep(0.05)
+
+    def wait(self, timeout_s: float) -> int:
+        try:
+            code = self.popen.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.popen.send_signal(signal.SIGUSR1)
+            time.sleep(0.5)
+            self.popen.kill()
+            self.popen.wait()
+            self._reader.join(timeout=5)
+            pytest.fail(f"still running after {timeout_s} s:\n{self.output[-6000:]}")
+        self._reader.join(timeout=5)
+        return code
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait()
+
+
+class _ArmWatcher:
+    """Every /joint_states message with its arrival time (monotonic), from a node in this process."""
+
+    def __init__(self, context) -> None:
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.node import Node
+        from sensor_msgs.msg import JointState
+
+        self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
+        self._lock = threading.Lock()
+        self.node = Node("stop_test_arm_watcher", context=context)
+        self.node.create_subscription(JointState, "/joint_states", self._on_state, 50)
+        self._executor = SingleThreadedExecutor(context=context)
+        self._executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
+        self._thread.start()
+
+    def _on_state(self, msg) -> None:
+        names = [n for n in msg.name if "finger" not in n]
+        index = [list(msg.name).index(n) for n in names]
+        q = np.array([msg.position[i] for i in index])
+        v = np.array([msg.velocity[i] for i in index]) if len(msg.velocity) == len(msg.name) else np.zeros(len(q))
+        with self._lock:
+            self.samples.append((time.monotonic(), q, v))
+
+    def moving_at(self, t_s: float, window_s: float = 1.0) -> bool:
+        """Whether the arm moved in the ``window_s`` before ``t_s``."""
+        with self._lock:
+            window = [(t, q, v) for t, q, v in self.samples if t_s - window_s <= t <= t_s]
+        if len(window) < 2:
+            return False
+        spread = np.max(np.abs(window[-1][1] - window[0][1]))
+        return bool(spread > 5 * STILL_POSITION_RAD or max(np.max(np.abs(v)) for _, _, v in window) > 0.05)
+
+    def still_after(self, t0_s: float, observe_s: float = 2.0, min_rest_s: float = 0.5) -> float:
+        """Seconds from ``t0_s`` to the moment from which the arm stayed at rest (for ``min_rest_s`` at least).
+
+        Waits until ``observe_s`` after ``t0_s`` first (a stack that exited publishes nothing more).
+        """
+        time.sleep(max(0.0, t0_s + observe_s - time.monotonic()))
+        with self._lock:
+            after = [(t, q, v) for t, q, v in self.samples if t >= t0_s]
+        assert len(after) > 10, f"only {len(after)} joint states after the stop"
+        final = after[-1][1]
+        rest_from = None
+        for t, q, v in reversed(after):
+            if np.max(np.abs(q - final)) > STILL_POSITION_RAD or np.max(np.abs(v)) > STILL_VELOCITY_RAD_S:
+                break
+            rest_from = t
+        assert rest_from is not None and rest_from <= after[-1][0] - min_rest_s, "the arm is still moving"
+        return rest_from - t0_s
+
+    def close(self) -> None:
+        self._executor.shutdown()
+        self._thread.join(timeout=5)
+        self.node.destroy_node()
+
+
+def _start_stack(cwd: Path) -> _Process:
+    up = _Process("up", str(SYSTEM), "--ready-timeout", "600", cwd=cwd)
+    up.wait_line(lambda line: line.strip() == "ready", 900, "'ready' from robopin up")
+    return up
+
+
+@pytest.fixture(scope="module")
+def ros_watch() -> Iterator[_ArmWatcher]:
+    import rclpy
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    watcher = _ArmWatcher(context)
+    try:
+        yield watcher
+    finally:
+        watcher.close()
+        rclpy.shutdown(context=context)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, ros_watch) -> Iterator[_Process]:
+    folder = tmp_path_factory.mktemp("stop-stack")
+    up = _start_stack(folder)
+    try:
+        yield up
+    finally:
+        if up.popen.poll() is None:
+            up.popen.send_signal(signal.SIGTERM)
+        try:
+            up.popen.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            up.kill()
+
+
+def _instruction() -> str:
+    from robopin.sim.scenarios import load_scenario
+
+    return load_scenario("spatial").instruction
+
+
+def _instruct_until_moving(cwd: Path, watcher: _ArmWatcher) -> _Process:
+    task = _Process("instruct", _instruction(), "--wait", "120", cwd=cwd)
+    task.wait_line(lambda line: " executing" in line, 600, "the executing stage")
+    deadline = time.monotonic() + 60
+    while not watcher.moving_at(time.monotonic(), 0.5):
+        assert time.monotonic() < deadline, "the arm never moved:\n" + task.output[-3000:]
+        time.sleep(0.05)
+    return task
+
+
+def _idle(cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "robopin.cli", "cancel", "--wait", "5"], cwd=cwd,
+                          env=dict(os.environ), capture_output=True, text=True, timeout=120)
+
+
+def test_ctrl_c_on_instruct_cancels_the_task_and_stops_the_arm(stack, ros_watch, tmp_path):
+    task = _instruct_until_moving(tmp_path, ros_watch)
+    t0 = time.monotonic()
+    task.popen.send_signal(signal.SIGINT)
+    code = task.wait(60)
+    exited_s = time.monotonic() - t0
+    still_s = ros_watch.still_after(t0)
+    print(f"\nCtrl-C on robopin instruct: arm at rest {still_s:.2f} s after the signal, client exited after "
+          f"{exited_s:.2f} s")
+    assert code == 130, task.output
+    assert "FAILURE (canceled)" in task.output, task.output
+    idle = _idle(tmp_path)
+    assert idle.returncode == 1 and "no running task" in idle.stdout, idle.stdout + idle.stderr
+
+
+def test_robopin_cancel_from_another_shell_stops_the_arm(stack, ros_watch, tmp_path):
+    task = _instruct_until_moving(tmp_path, ros_watch)
+    t0 = time.monotonic()
+    cancel = subprocess.run([sys.executable, "-m", "robopin.cli", "cancel"], cwd=tmp_path, env=dict(os.environ),
+                            capture_output=True, text=True, timeout=120)
+    still_s = ros_watch.still_after(t0)
+    code = task.wait(60)
+    print(f"\nrobopin cancel: arm at rest {still_s:.2f} s after the command started")
+    assert cancel.returncode == 0 and ": canceled" in cancel.stdout, cancel.stdout + cancel.stderr
+    assert code == 1 and "FAILURE (canceled)" in task.output, task.output
+
+
+def test_the_arm_stop_service_ends_the_task(stack, ros_watch, tmp_path):
+    from std_srvs.srv import Trigger
+
+    task = _instruct_until_moving(tmp_path, ros_watch)
+    client = ros_watch.node.create_client(Trigger, "/robopin/arm/stop")
+    assert client.wait_for_service(timeout_sec=30)
+    t0 = time.monotonic()
+    future = client.call_async(Trigger.Request())
+    still_s = ros_watch.still_after(t0)
+    code = task.wait(60)
+    print(f"\n/robopin/arm/stop: arm at rest {still_s:.2f} s after the call")
+    assert future.done() and future.result().success
+    assert code == 1 and "FAILURE (canceled)" in task.output, task.output
+    ros_watch.node.destroy_client(client)
+
+
+def test_a_client_timeout_cancels_the_task_it_started(stack, ros_watch, tmp_path):
+    refused = subprocess.run([sys.executable, "-m", "robopin.cli", "instruct", _instruction(), "--timeout", "0"],
+                             cwd=tmp_path, env=dict(os.environ), capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "--timeout: must be > 0 seconds" in refused.stderr, refused.stderr
+    # A timeout that fires while the task reasons or plans: the goal is known from the Instruct answer.
+    task = _Process("instruct", _instruction(), "--timeout", "0.5", "--wait", "120", cwd=tmp_path)
+    t0 = time.monotonic()
+    code = task.wait(120)
+    assert code == 1 and "FAILURE (task_timeout)" in task.output, task.output
+    assert "canceled" in task.output, task.output  # the task's own result: canceled by its client
+    ros_watch.still_after(t0)
+    assert not any(ros_watch.moving_at(t) for t in np.arange(t0 + 1.0, time.monotonic(), 0.5)), \
+        "the arm moved after the client's timeout"
+    idle = _idle(tmp_path)
+    assert idle.returncode == 1 and "no running task" in idle.stdout, idle.stdout + idle.stderr
+
+
+def test_sigterm_to_up_mid_motion_stops_the_arm_ends_the_goal_and_closes_the_bag(stack, ros_watch, tmp_path):
+    from robopin.bags import TrialBag
+
+    # Its own stack: this test ends it. The module's stack is stopped first so the two never share a graph.
+    stack.popen.send_signal(signal.SIGTERM)
+    assert stack.wait(60) == 0, stack.output[-4000:]
+    up = _start_stack(tmp_path)
+    try:
+        task = _instruct_until_moving(tmp_path, ros_watch)
+        t0 = time.monotonic()
+        up.popen.send_signal(signal.SIGTERM)
+        code = up.wait(60)
+        gone_s = time.monotonic() - t0
+        still_s = ros_watch.still_after(t0, observe_s=0.0, min_rest_s=0.2)
+        task_code = task.wait(60)
+    finally:
+        up.kill()
+    print(f"\nSIGTERM to robopin up mid-motion: process gone after {gone_s:.2f} s, arm at rest {still_s:.2f} s "
+          f"after the signal")
+    assert code == 0, up.output[-4000:]
+    assert gone_s < 30.0, f"robopin up took {gone_s:.1f} s to exit"
+    assert task_code == 1 and "FAILURE (shutdown)" in task.output, task.output
+    bags = sorted((tmp_path / "trials" / "bags").glob("task-*"))
+    assert bags and (bags[-1] / "metadata.yaml").is_file(), f"no closed bag: {bags}"
+    with TrialBag(bags[-1]) as bag:
+        statuses = [status.status for _, msg in bag.decoded(["/robopin/execute_task/_action/status"])
+                    for status in msg.status_list]
+        states = [msg for _, msg in bag.decoded(["/joint_states"])]
+    assert statuses and statuses[-1] == 6, f"the bag does not end with the aborted task: {statuses[-5:]}"
+    assert states, "no joint states in the bag"
+    last = states[-1]
+    arm = [v for name, v in zip(last.name, last.velocity, strict=True) if "finger" not in name]
+    assert max(abs(v) for v in arm) < STILL_VELOCITY_RAD_S, f"the bag ends with the arm moving: {last}"
