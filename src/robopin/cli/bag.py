@@ -23,6 +23,9 @@ def _info(args: argparse.Namespace) -> int:
 def _step(args: argparse.Namespace) -> int:
     from robopin.bags import TrialBag, frames
 
+    interactive = args.all or sys.stdin.isatty()
+    if not interactive:  # piped or run by a script: nobody can press Enter, so print every frame
+        print("(standard input is not a terminal: printing every frame, as --all)", file=sys.stderr)
     with TrialBag(args.bag) as bag:
         for number, (message, between) in enumerate(frames(bag, args.topic)):
             stamp = (message.stamp_ns - bag.start_ns) * 1e-9
@@ -31,7 +34,7 @@ def _step(args: argparse.Namespace) -> int:
             if args.show:
                 decoded = bag.decode(message)
                 print("  " + repr(decoded)[:args.show])
-            if not args.all and input("[Enter] next, q quit: ").strip().lower() == "q":
+            if not args.all and interactive and input("[Enter] next, q quit: ").strip().lower() == "q":
                 break
     return 0
 

@@ -46,6 +46,7 @@ from robopin.reasoning import (
     ReasoningConfig,
     ReasoningLoop,
     ReasoningRecord,
+    TaskCanceled,
     TaskRefusal,
     TaskRequest,
     TaskResult,
@@ -133,7 +134,9 @@ class _RosObserver(SnapshotObserver):
                 self.last = observation
                 return observation
             except TaskRefusal:
-                if time.monotonic() >= deadline or self.stopped():
+                if self.stopped():
+                    raise TaskCanceled("canceled while waiting for a snapshot") from None
+                if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.05)
 
@@ -401,6 +404,8 @@ class PlannerNode(Node):
             with self._config_lock:
                 config, backend = self._config, self._backend
             loop = ReasoningLoop(config, backend, self.observer, _RosProjector(self), _RosActor(self))
+            should_stop = lambda: goal_handle.is_cancel_requested or self._shutting_down  # noqa: E731
+            self.observer.stopped = should_stop  # one task at a time (single-goal policy)
             goal = goal_handle.request
             request = TaskRequest(goal.instruction, goal.mode, goal.dry_run, goal.max_steps, task_id)
             messages: list[PinnedReasoning] = []
@@ -420,7 +425,7 @@ class PlannerNode(Node):
 
             outcome = loop.run(
                 request,
-                should_stop=lambda: goal_handle.is_cancel_requested or self._shutting_down,
+                should_stop=should_stop,
                 on_stage=on_stage,
                 on_reasoning=on_reasoning,
             )
