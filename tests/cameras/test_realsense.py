@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -261,14 +262,11 @@ class _Producer:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        index = 0
         color, depth = SCENE.color(COLOR, 0), SCENE.depth_mm_u16(DEPTH)
         while not self._stop.wait(1 / 30):
-            try:
+            # RuntimeError: the camera is restarting the sensors this instant.
+            with contextlib.suppress(RuntimeError):
                 self.device.push(color, depth)
-            except RuntimeError:  # the camera is restarting the sensors this instant
-                pass
-            index += 1
 
     def __enter__(self) -> _Producer:
         self._thread.start()
