@@ -1,8 +1,8 @@
 """Intel RealSense backend (D400 series incl. D405) on ``pyrealsense2``: live devices and recorded-file playback.
 
-librealsense 2.59 no longer supports the L515 (its L500 code was removed from the SDK in 2.54), so an
-L515 is found by neither ``find_cameras`` nor ``pipeline.start``; record-file playback of old L515
-recordings still works.
+librealsense 2.59 (the pinned pyrealsense2) does not support the L515: the SDK's 2.55.1 release notes
+say "Removed support for L515, SR300" (librealsense PR #12002 "Remove L500"), and an L515 then shows
+as no device at all (librealsense issue #12960). 2.54.2 is the last release that drives one.
 
 Depth is filtered (optional SDK spatial / temporal / hole-filling filters), aligned to the color stream
 with ``rs.align`` (or left in the depth imager's frame with ``align_depth: false``), scaled by the
