@@ -22,6 +22,11 @@ bench: setup  ## every benchmark in benchmarks/ (figures + ratio to a same-run b
 	@set -e; for bench in benchmarks/bench_*.py; do \
 		echo "=== $$bench"; $(PYTHON) $$bench; done
 
+.PHONY: check-curobo
+
+check-curobo: setup  ## on a machine with an NVIDIA GPU and cuRobo: contract tests + cuRobo planning times (runbook step 3)
+	bash scripts/check_curobo.sh
+
 .PHONY: demo trial
 
 demo: setup  ## the main job: simulated Panda workcell, every node in one process, spatial task via Instruct

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 
 import numpy as np
 import pytest
 
-from robopin.cameras import CameraNotFoundError, CameraReadError, make_camera
+from robopin.cameras import CameraNotFoundError, CameraReadError, CameraTimeoutError, make_camera
 from robopin.cameras.synthetic import SoftwareRealSense, SyntheticScene, write_realsense_recording
 from robopin.geometry.camera_model import CameraModel
 
@@ -249,3 +251,95 @@ def test_absent_serial_fails_at_once_instead_of_blocking_in_pipeline_start():
 def test_config_rejects_unknown_filter():
     with pytest.raises(ValueError, match="'median'"):
         RealSenseCameraConfig(filters=("spatial", "median"))
+
+
+class _Producer:
+    """Pushes software-device frames at 30 Hz from a thread, like a camera's USB stream."""
+
+    def __init__(self, device: SoftwareRealSense) -> None:
+        self.device = device
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        color, depth = SCENE.color(COLOR, 0), SCENE.depth_mm_u16(DEPTH)
+        while not self._stop.wait(1 / 30):
+            # RuntimeError: the camera is restarting the sensors this instant.
+            with contextlib.suppress(RuntimeError):
+                self.device.push(color, depth)
+
+    def __enter__(self) -> _Producer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(2.0)
+
+
+def _next_frame(camera, after_index: int, limit_s: float):
+    """The first frame with an index above ``after_index`` from the reader thread, within ``limit_s``."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        try:
+            frame = camera.async_read(timeout_s=0.5)
+        except CameraTimeoutError:
+            continue
+        if frame.index > after_index:
+            return frame
+    return None
+
+
+def _software_camera():
+    device = SoftwareRealSense(COLOR, DEPTH, serial="SW9", T_color_depth=_T_color_depth(0.015))
+    # The shipped recovery settings (stall_restart_s 2 s, hardware_reset_after 2).
+    camera = RealSenseCamera(RealSenseCameraConfig(name="wrist", width=80, height=60), software_device=device)
+    return device, camera
+
+
+def test_a_stalled_software_device_pipeline_is_restarted_in_place():
+    device, camera = _software_camera()
+    with _Producer(device):
+        camera.connect()
+        try:
+            first = _next_frame(camera, -1, 5.0)
+            assert first is not None
+            device.stall()  # the stream hangs until its sensors are started again
+            stalled_at = time.monotonic()
+            with pytest.raises(CameraTimeoutError):
+                while True:  # drain what arrived before the stall; then nothing comes
+                    camera.async_read(timeout_s=0.5)
+            recovered = _next_frame(camera, first.index, 10.0)
+            took = time.monotonic() - stalled_at
+            assert recovered is not None, "no frame after the stall: the pipeline was not restarted"
+            assert camera.is_connected and camera.pipeline_restarts == 1 and camera.hardware_resets == 0
+            assert recovered.depth_m is not None and np.isfinite(recovered.depth_m).any()
+            print(f"stalled pipeline back after {took:.2f} s (stall_restart_s 2.0)")
+        finally:
+            camera.disconnect()
+
+
+def test_restarts_that_do_not_help_escalate_to_a_hardware_reset_and_the_camera_stays_up():
+    device, camera = _software_camera()
+    with _Producer(device):
+        camera.connect()
+        try:
+            first = _next_frame(camera, -1, 5.0)
+            device.stall("forever")  # no restart cures it
+            end = time.monotonic() + 15.0
+            while camera.hardware_resets == 0 and time.monotonic() < end:
+                time.sleep(0.1)
+            # librealsense refuses hardware_reset on a software device ("not implemented"): logged, not fatal.
+            assert camera.hardware_resets == 1 and camera.pipeline_restarts == 3
+            device.resume()
+            assert _next_frame(camera, first.index, 10.0) is not None
+            assert camera.is_connected
+        finally:
+            camera.disconnect()
+
+
+def test_recovery_settings_are_checked():
+    with pytest.raises(ValueError, match="stall_restart_s"):
+        RealSenseCameraConfig(stall_restart_s=0.2, read_timeout_s=1.0)
+    with pytest.raises(ValueError, match="hardware_reset_after"):
+        RealSenseCameraConfig(hardware_reset_after=-1)

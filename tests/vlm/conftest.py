@@ -36,6 +36,9 @@ class StubBehaviour:
     answer_logprobs: dict[str, float] = field(default_factory=lambda: {"Yes": -0.3, "No": -1.5})
     # Log-probabilities the server reports for vLLM's logprob_token_ids, by token id.
     token_id_logprobs: dict[int, float] = field(default_factory=dict)
+    # A thinking model (RoboPIN-4B, Qwen3-VL thinking): its first token is "<think>" unless the
+    # assistant's turn is prefilled with a closed thinking block and continued.
+    thinking: bool = False
 
 
 class StubOpenAIServer:
@@ -134,10 +137,16 @@ class StubOpenAIServer:
                 }
             }
         n = int(body.get("n", 1))
+        temperature = float(body.get("temperature", 1.0))
+        if n > 1 and temperature < 1e-5:
+            # vLLM sampling_params.py _verify_greedy_sampling, answered as HTTP 400.
+            message = f"n must be 1 when using greedy sampling, got {n}."
+            return 400, {"error": {"message": message, "type": "BadRequestError", "code": 400}}
         sizes = [f"{w}x{h}" for w, h in _image_sizes(body["messages"])]
         choices = []
         for index in range(n):
-            if body.get("max_tokens") == 1 and body.get("logprobs"):
+            # vLLM: max_completion_tokens, else the deprecated max_tokens.
+            if (body.get("max_completion_tokens") or body.get("max_tokens")) == 1 and body.get("logprobs"):
                 text, logprobs = self._verifier_answer(body)
             else:
                 text = f"sample {index} of {n}; images {','.join(sizes) or 'none'}; model {body['model']}"
@@ -158,17 +167,37 @@ class StubOpenAIServer:
             "usage": {"prompt_tokens": 10 + 100 * len(sizes), "completion_tokens": 7 * n},
         }
 
+    def _first_token_logprobs(self, body: dict[str, Any]) -> dict[str, float]:
+        behaviour = self.behaviour
+        answers = dict(behaviour.answer_logprobs)
+        if not behaviour.thinking:
+            return answers
+        last = body["messages"][-1]
+        prefilled = (
+            last["role"] == "assistant"
+            and body.get("continue_final_message")
+            and str(last["content"]).rstrip().endswith("</think>")
+        )
+        if prefilled:
+            return answers
+        # Thinking first: yes/no are far down the list, past any top-20.
+        table = {"<think>": -0.001, **{f"tok{k}": -8.0 - 0.1 * k for k in range(25)}}
+        table.update({token: logprob - 12.0 for token, logprob in answers.items()})
+        return table
+
     def _verifier_answer(self, body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+        ranked = sorted(self._first_token_logprobs(body).items(), key=lambda kv: -kv[1])
+        token, logprob = ranked[0]
+        top_k = int(body.get("top_logprobs", 0))
         ids = body.get("logprob_token_ids")
         if ids:
-            # vLLM reports exactly the requested ids in place of the top-k list.
+            # vLLM: the sampled token first, then the requested ids, and the list cut at top_logprobs
+            # (chat_completion/serving.py passes num_output_top_logprobs=request.top_logprobs).
             table = self.behaviour.token_id_logprobs
-            top = [{"token": f"token_id:{i}", "logprob": table.get(i, -30.0)} for i in ids]
-            best = max(top, key=lambda entry: entry["logprob"])
-            return "?", [{"token": best["token"], "logprob": best["logprob"], "top_logprobs": top}]
-        ranked = sorted(self.behaviour.answer_logprobs.items(), key=lambda kv: -kv[1])
-        top = [{"token": t, "logprob": lp} for t, lp in ranked[: body.get("top_logprobs", 0)]]
-        token, logprob = ranked[0]
+            sampled = {"token": token, "logprob": logprob}
+            top = [sampled] + [{"token": f"token_id:{i}", "logprob": table.get(i, -30.0)} for i in ids]
+            return token, [{"token": token, "logprob": logprob, "top_logprobs": top[:top_k]}]
+        top = [{"token": t, "logprob": lp} for t, lp in ranked[:top_k]]
         return token, [{"token": token, "logprob": logprob, "top_logprobs": top}]
 
 

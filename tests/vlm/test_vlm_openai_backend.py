@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 import socket
+import threading
+import time
 
 import pytest
 
 from robopin.vlm.base import ChatMessage, StructuredOutput, make_backend
 from robopin.vlm.errors import (
+    VLMCanceledError,
     VLMConfigError,
     VLMConnectionError,
     VLMModelNotFoundError,
@@ -46,7 +49,7 @@ def test_n_samples_come_back_from_one_request_with_every_image_in_order(stub_ser
 def test_logprobs_and_top_logprobs_are_parsed_per_sample(stub_server, two_views):
     messages = build_pincot_messages("point at the cup", two_views[:1])
     with _backend(stub_server) as backend:
-        result = backend.generate(messages, n=2, logprobs=True, top_logprobs=3)
+        result = backend.generate(messages, n=2, temperature=0.7, logprobs=True, top_logprobs=3)
     body = stub_server.chat_requests()[0].body
     assert body["logprobs"] is True and body["top_logprobs"] == 3
     for index, sample in enumerate(result.samples):
@@ -85,7 +88,7 @@ def test_score_yes_no_sums_every_spelling_among_top_logprobs(stub_server):
     with _backend(stub_server) as backend:
         score = backend.score_yes_no([ChatMessage("user", ("Answer yes or no.",))])
     body = stub_server.chat_requests()[0].body
-    assert body["max_tokens"] == 1 and body["top_logprobs"] == 20
+    assert body["max_completion_tokens"] == 1 and body["top_logprobs"] == 20
     p_yes = math.exp(-0.4) + math.exp(-2.0)
     assert score.p_yes == pytest.approx(p_yes / (p_yes + math.exp(-1.3)))
     assert score.exact
@@ -115,20 +118,12 @@ def test_neither_yes_nor_no_among_the_answers_is_an_error(stub_server):
         backend.score_yes_no([ChatMessage("user", ("Answer yes or no.",))])
 
 
-def test_a_500_is_retried_and_then_succeeds(stub_server):
-    stub_server.behaviour.fail_statuses = [500]
-    with _backend(stub_server, max_retries=2) as backend:
-        result = backend.generate([ChatMessage("user", ("hi",))])
-    assert len(stub_server.chat_requests()) == 2
-    assert result.texts[0].startswith("sample 0 of 1")
-
-
-def test_persistent_500_raises_server_error_after_bounded_retries(stub_server):
+def test_a_500_is_not_retried_the_server_may_have_started_on_it(stub_server):
     stub_server.behaviour.fail_statuses = [500] * 10
     with _backend(stub_server, max_retries=2) as backend, pytest.raises(VLMServerError) as caught:
         backend.generate([ChatMessage("user", ("hi",))])
     assert caught.value.status_code == 500 and "injected failure 500" in str(caught.value)
-    assert len(stub_server.chat_requests()) == 3
+    assert len(stub_server.chat_requests()) == 1
 
 
 def test_a_400_is_not_retried(stub_server):
@@ -138,14 +133,63 @@ def test_a_400_is_not_retried(stub_server):
     assert len(stub_server.chat_requests()) == 1
 
 
-def test_a_slow_server_raises_timeout_after_retries(stub_server):
-    stub_server.behaviour.delay_s = 1.0
+def test_timeout_s_bounds_the_whole_call_and_a_read_timeout_is_not_retried(stub_server):
+    stub_server.behaviour.delay_s = 3.0
     with (
-        _backend(stub_server, timeout_s=0.2, max_retries=1) as backend,
+        _backend(stub_server, timeout_s=0.3, max_retries=3) as backend,
         pytest.raises(VLMTimeoutError) as caught,
     ):
         backend.generate([ChatMessage("user", ("hi",))])
-    assert "timeout_s=0.2" in str(caught.value) and "2 attempt(s)" in str(caught.value)
+    assert "timeout_s=0.3" in str(caught.value) and "not retried" in str(caught.value)
+    time.sleep(0.3)
+    assert len(stub_server.chat_requests()) == 1  # the server got it once: no second sample job
+
+
+def _generate_in_thread(backend, **kwargs):
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["result"] = backend.generate([ChatMessage("user", ("hi",))], **kwargs)
+        except Exception as error:  # handed to the test
+            outcome["error"] = error
+        outcome["ended"] = time.monotonic()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def _wait_for_requests(server, count, limit_s=10.0):
+    end = time.monotonic() + limit_s
+    while len(server.chat_requests()) < count:
+        assert time.monotonic() < end, "the stub never received the request"
+        time.sleep(0.01)
+
+
+def test_cancel_abandons_the_request_in_flight_and_sends_no_other(stub_server):
+    stub_server.behaviour.delay_s = 30.0  # a VLM still generating
+    with _backend(stub_server, timeout_s=60.0, max_retries=3) as backend:
+        thread, outcome = _generate_in_thread(backend, n=4, temperature=0.7)
+        _wait_for_requests(stub_server, 1)
+        canceled_at = time.monotonic()
+        backend.cancel()
+        thread.join(5.0)
+        assert isinstance(outcome.get("error"), VLMCanceledError), outcome
+        assert "canceled" in str(outcome["error"])
+        assert outcome["ended"] - canceled_at < 1.0  # the bound planner_node promises for a cancel
+        time.sleep(0.5)
+        assert len(stub_server.chat_requests()) == 1  # no retry after a cancel
+        # A call started after cancel() returned runs normally.
+        stub_server.behaviour.delay_s = 0.0
+        assert backend.generate([ChatMessage("user", ("again",))]).texts[0].startswith("sample 0 of 1")
+    assert len(stub_server.chat_requests()) == 2
+
+
+def test_cancel_with_nothing_in_flight_changes_nothing(stub_server):
+    with _backend(stub_server) as backend:
+        backend.cancel()
+        assert backend.generate([ChatMessage("user", ("hi",))]).texts[0].startswith("sample 0")
 
 
 def test_a_wrong_model_name_says_which_models_are_served(stub_server):
@@ -161,8 +205,9 @@ def test_server_down_raises_connection_error():
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     config = OpenAIBackendConfig(base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, retry_backoff_s=0.01)
-    with OpenAIBackend(config) as backend, pytest.raises(VLMConnectionError, match="is it running"):
+    with OpenAIBackend(config) as backend, pytest.raises(VLMConnectionError, match="is it running") as caught:
         backend.generate([ChatMessage("user", ("hi",))])
+    assert "after 2 attempt(s)" in str(caught.value)  # a refused connection never reached a server: retried
 
 
 def test_requests_reuse_one_pooled_connection(stub_server):
@@ -176,7 +221,7 @@ def test_requests_reuse_one_pooled_connection(stub_server):
 
 def test_wrong_number_of_choices_is_a_response_error(stub_server):
     with _backend(stub_server, extra_body={"n": 1}) as backend, pytest.raises(VLMResponseError, match="n=2"):
-        backend.generate([ChatMessage("user", ("hi",))], n=2)
+        backend.generate([ChatMessage("user", ("hi",))], n=2, temperature=0.7)
 
 
 def test_api_key_is_sent_as_bearer_from_the_environment(stub_server, monkeypatch):
@@ -228,6 +273,46 @@ def test_factory_builds_the_backend_from_a_yaml_style_mapping(stub_server):
 def test_bad_config_values_are_named(field, value, fragment):
     with pytest.raises(VLMConfigError, match=fragment):
         OpenAIBackendConfig(**{field: value})
+
+
+def test_top_logprobs_too_small_for_the_token_ids_is_refused():
+    # vLLM cuts the list (sampled token first) at top_logprobs, so 3 ids need at least 4.
+    with pytest.raises(VLMConfigError, match=r"yes_no_top_logprobs=3.*>= 1 \+ the number of ids \(4\)"):
+        OpenAIBackendConfig(yes_token_ids=(1, 2), no_token_ids=(3,), yes_no_top_logprobs=3)
+    OpenAIBackendConfig(yes_token_ids=(1, 2), no_token_ids=(3,), yes_no_top_logprobs=4)
+
+
+def test_greedy_n_samples_are_refused_as_vllm_refuses_them(stub_server):
+    with _backend(stub_server) as backend, pytest.raises(VLMRequestError, match="n must be 1 when using greedy"):
+        backend.generate([ChatMessage("user", ("hi",))], n=4, temperature=0.0)
+    assert stub_server.chat_requests() == []
+    # The same request sent anyway: the stub answers as vLLM does.
+    body = {"model": "vlm", "messages": [{"role": "user", "content": "hi"}], "n": 4, "temperature": 0.0}
+    import httpx
+
+    answer = httpx.post(f"{stub_server.base_url}/chat/completions", json=body)
+    assert answer.status_code == 400 and "greedy" in answer.text
+
+
+def test_max_completion_tokens_is_sent_not_the_deprecated_max_tokens(stub_server):
+    with _backend(stub_server) as backend:
+        backend.generate([ChatMessage("user", ("hi",))], max_tokens=77)
+    body = stub_server.chat_requests()[0].body
+    assert body["max_completion_tokens"] == 77 and "max_tokens" not in body
+
+
+def test_a_thinking_model_is_scored_after_its_closed_thinking_block(stub_server):
+    stub_server.behaviour.thinking = True
+    messages = [ChatMessage("user", ("Is the reasoning sound? Answer yes or no.",))]
+    with _backend(stub_server) as backend:
+        score = backend.score_yes_no(messages)
+    body = stub_server.chat_requests()[-1].body
+    assert body["messages"][-1] == {"role": "assistant", "content": "<think>\n\n</think>\n\n"}
+    assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+    assert score.p_yes == pytest.approx(math.exp(-0.3) / (math.exp(-0.3) + math.exp(-1.5)))
+    # Without the prefill the thinking model opens with <think>: yes/no are not among its top tokens.
+    with _backend(stub_server, yes_no_answer_prefix="") as backend, pytest.raises(VLMResponseError, match="neither"):
+        backend.score_yes_no(messages)
 
 
 def test_bad_sampling_arguments_are_refused_before_any_request(stub_server):

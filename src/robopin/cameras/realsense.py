@@ -1,10 +1,23 @@
-"""Intel RealSense backend (D400/D405/L515) on ``pyrealsense2``: live devices and recorded-file playback.
+"""Intel RealSense backend (D400 series incl. D405) on ``pyrealsense2``: live devices and recorded-file playback.
+
+librealsense 2.59 (the pinned pyrealsense2) does not support the L515: the SDK's 2.55.1 release notes
+say "Removed support for L515, SR300" (librealsense PR #12002 "Remove L500"), and an L515 then shows
+as no device at all (librealsense issue #12960). 2.54.2 is the last release that drives one.
 
 Depth is filtered (optional SDK spatial / temporal / hole-filling filters), aligned to the color stream
 with ``rs.align`` (or left in the depth imager's frame with ``align_depth: false``), scaled by the
 device's depth units to metres, and zero (no data) becomes NaN. The presence of the requested serial is
 checked with ``query_devices()`` before the pipeline starts, because ``pipeline.start()`` with no
 camera blocks for 15 s.
+
+A live pipeline that stops delivering frames (the "Frame didn't arrive" hang users of realsense-ros
+and librealsense report) is restarted in place after ``stall_restart_s``; after
+``hardware_reset_after`` restarts that brought no frame, the device gets ``hardware_reset()`` and is
+waited for (``reconnect_timeout_s``) before the next restart. realsense-ros itself resets the hardware
+at start (``initial_reset``) and when the device is reported removed, then waits ``reconnect_timeout``
+(6 s) between device queries (realsense_node_factory.cpp); it has no watchdog for a pipeline that
+stays connected but silent, which is the case handled here. The camera object, its reader thread and
+the node around it stay up throughout.
 """
 
 from __future__ import annotations
@@ -78,6 +91,12 @@ class RealSenseCameraConfig(CameraConfig):
         filters: SDK post-processing filters from ``REALSENSE_FILTERS``, applied in that order.
         hole_filling_mode: 0 fill from left, 1 farthest from around, 2 nearest from around.
         min_depth_m, max_depth_m: depth outside this range becomes NaN.
+        stall_restart_s: a live pipeline with no frame for this long is stopped and started again
+            (0: never); reads meanwhile raise CameraTimeoutError, which the reader thread rides out.
+        hardware_reset_after: restarts in a row that bring no frame before the device is hardware-reset
+            (0: never).
+        reconnect_timeout_s: how long to wait for the device to re-enumerate after a hardware reset
+            (realsense-ros's ``reconnect_timeout`` default: 6 s).
         restamp: stamp frames with the host clock (True) or with the device's global/system time
             (False). None (default) restamps playback, so a recording behaves like a live camera, and
             keeps device time for live cameras. Hardware-clock stamps, not comparable across devices,
@@ -101,10 +120,24 @@ class RealSenseCameraConfig(CameraConfig):
     min_depth_m: float = 0.0
     max_depth_m: float = 10.0
     restamp: bool | None = None
+    stall_restart_s: float = 2.0
+    hardware_reset_after: int = 2
+    reconnect_timeout_s: float = 6.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.serial = str(self.serial)
+        for field in ("stall_restart_s", "reconnect_timeout_s"):
+            value = getattr(self, field)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"camera {self.name!r}: {field} must be a number of seconds >= 0, got {value!r}")
+        if 0 < self.stall_restart_s < self.read_timeout_s:
+            raise ValueError(f"camera {self.name!r}: stall_restart_s ({self.stall_restart_s}) must be 0 or at least "
+                             f"read_timeout_s ({self.read_timeout_s})")
+        if isinstance(self.hardware_reset_after, bool) or not isinstance(self.hardware_reset_after, int) \
+                or self.hardware_reset_after < 0:
+            raise ValueError(f"camera {self.name!r}: hardware_reset_after must be an integer >= 0, "
+                             f"got {self.hardware_reset_after!r}")
         self.filters = tuple(self.filters)
         unknown = [f for f in self.filters if f not in REALSENSE_FILTERS]
         if unknown:
@@ -283,9 +316,14 @@ class RealSenseCamera(Camera):
     config_class = RealSenseCameraConfig
     config: RealSenseCameraConfig
 
-    def __init__(self, config: RealSenseCameraConfig) -> None:
+    def __init__(self, config: RealSenseCameraConfig, *, software_device: Any = None) -> None:
+        """``software_device`` (a :class:`robopin.cameras.synthetic.SoftwareRealSense`) replaces the USB
+        device: frames come from it through a real ``rs.syncer``, with the same recovery."""
         super().__init__(config)
         self._rs: Any = None
+        self._software_device = software_device
+        self._context: Any = None  # one librealsense context per camera, for every device query
+        self._rs_config: Any = None
         self._pipeline: Any = None
         self._playback: Any = None
         self._processor: RealSenseFrameProcessor | None = None
@@ -297,6 +335,12 @@ class RealSenseCamera(Camera):
         self._last_recorded_s = -math.inf
         self.dropped_frames = 0
         """Frames the device numbered but this camera never saw (gaps in frame numbers)."""
+        self.pipeline_restarts = 0
+        """Times a stalled pipeline was stopped and started again."""
+        self.hardware_resets = 0
+        """Times the device was hardware-reset after restarts did not help (attempts, failed ones included)."""
+        self._last_frame_mono = 0.0
+        self._restarts_without_frame = 0
 
     @staticmethod
     def find_cameras() -> list[CameraDescription]:
@@ -325,8 +369,15 @@ class RealSenseCamera(Camera):
 
     def _connect(self) -> None:
         rs = self._rs = import_pyrealsense2()
-        cfg = rs.config()
         config = self.config
+        self._context = self._context or rs.context()
+        if self._software_device is not None:
+            pipeline = self._software_device.pipeline()
+            pipeline.start()
+            self._serial = self._software_device.serial
+            self._start_state(pipeline, None)
+            return
+        cfg = rs.config()
         if config.playback_file:
             path = Path(config.playback_file)
             if not path.is_file():
@@ -339,7 +390,7 @@ class RealSenseCamera(Camera):
             if config.enable_depth:
                 cfg.enable_stream(rs.stream.depth, config.depth_width or config.width,
                                   config.depth_height or config.height, rs.format.z16, config.fps)
-        pipeline = rs.pipeline()
+        pipeline = rs.pipeline(self._context)
         try:
             if config.playback_file:
                 # Real-time mode must be chosen before streaming starts: switching after start() lets a
@@ -366,15 +417,24 @@ class RealSenseCamera(Camera):
                 pipeline.stop()
                 raise CameraNotFoundError(f"camera {config.name!r}: recording {config.playback_file!r} holds "
                                           f"serial {self._serial!r}, expected {config.serial!r}")
+        self._start_state(pipeline, cfg)
+
+    def _start_state(self, pipeline: Any, rs_config: Any) -> None:
         self._pipeline = pipeline
-        self._processor = RealSenseFrameProcessor(config, rs)
+        self._rs_config = rs_config
+        self._processor = RealSenseFrameProcessor(self.config, self._rs)
         self._index = 0
         self._last_frame_number = None
         self._playback_offset_s = None
         self._last_recorded_s = -math.inf
+        self._last_frame_mono = time.monotonic()
+        self._restarts_without_frame = 0
+
+    def _connected_serials(self) -> set[str]:
+        return {_device_info(self._rs, d)["serial"] for d in self._context.query_devices()}
 
     def _select_serial(self, rs: Any) -> str:
-        serials = [_device_info(rs, d)["serial"] for d in rs.context().query_devices()]
+        serials = [_device_info(rs, d)["serial"] for d in self._context.query_devices()]
         wanted = self.config.serial
         if wanted:
             if wanted not in serials:
@@ -391,6 +451,8 @@ class RealSenseCamera(Camera):
         return serials[0]
 
     def _source(self) -> str:
+        if self._software_device is not None:
+            return f"software device {self._serial!r}"
         if self.config.playback_file:
             return f"recording {self.config.playback_file!r}"
         return f"RealSense {self._serial!r}"
@@ -402,14 +464,18 @@ class RealSenseCamera(Camera):
         if not ok:
             if self._playback is not None and self._playback.current_status() == rs.playback_status.stopped:
                 raise CameraReadError(f"camera {self.config.name!r}: end of {self._source()}")
-            if self._playback is None and self._serial not in {
-                _device_info(rs, d)["serial"] for d in rs.context().query_devices()
-            }:
+            live = self._playback is None
+            if live and self._software_device is None and self._serial not in self._connected_serials():
                 raise CameraReadError(f"camera {self.config.name!r}: {self._source()} was disconnected")
+            stalled_s = time.monotonic() - self._last_frame_mono
+            if live and self.config.stall_restart_s and stalled_s >= self.config.stall_restart_s:
+                self._recover(stalled_s)
             raise CameraTimeoutError(
                 f"camera {self.config.name!r}: no frame from {self._source()} "
                 f"within {timeout_s * 1000:.0f} ms"
             )
+        self._last_frame_mono = time.monotonic()
+        self._restarts_without_frame = 0
         arrival_s = time.time()
         processed = self._processor.process(frameset)
         number = int(frameset.get_frame_number())
@@ -424,6 +490,45 @@ class RealSenseCamera(Camera):
         )
         self._index += 1
         return frame
+
+    def _recover(self, stalled_s: float) -> None:
+        """Restart a silent pipeline; hardware-reset the device first when restarts have not helped."""
+        config = self.config
+        if config.hardware_reset_after and self._restarts_without_frame >= config.hardware_reset_after:
+            logger.warning("%s: no frame for %.1f s after %d pipeline restart(s); hardware reset",
+                           self, stalled_s, self._restarts_without_frame)
+            self._hardware_reset()
+            self._restarts_without_frame = 0
+        else:
+            logger.warning("%s: no frame for %.1f s; restarting the pipeline", self, stalled_s)
+        try:
+            self._pipeline.stop()
+        except RuntimeError as exc:  # already stopped, or the device went away in a reset
+            logger.debug("%s: pipeline.stop(): %s", self, exc)
+        try:
+            self._pipeline.start(self._rs_config)
+        except RuntimeError as exc:  # the device is not back yet: the next stall window tries again
+            logger.warning("%s: pipeline restart failed: %s", self, exc)
+        self.pipeline_restarts += 1
+        self._restarts_without_frame += 1
+        self._last_frame_mono = time.monotonic()  # a whole stall window before the next step
+
+    def _hardware_reset(self) -> None:
+        self.hardware_resets += 1
+        try:
+            if self._software_device is not None:
+                self._pipeline.hardware_reset()
+                return
+            device = self._pipeline.get_active_profile().get_device()
+            device.hardware_reset()
+        except RuntimeError as exc:
+            logger.warning("%s: hardware_reset() failed: %s", self, exc)
+            return
+        # The device drops off the bus and re-enumerates (a few seconds); pipeline.start before that fails.
+        deadline = time.monotonic() + self.config.reconnect_timeout_s
+        time.sleep(min(0.5, self.config.reconnect_timeout_s))
+        while time.monotonic() < deadline and self._serial not in self._connected_serials():
+            time.sleep(0.25)
 
     def _timestamp_s(self, frameset: Any, arrival_s: float) -> float:
         rs = self._rs

@@ -129,6 +129,7 @@ class SoftwareRealSense:
         self._recorder = rs.recorder(str(record_to), self._device) if record_to is not None else None
         self._open_sensors: list[Any] = []
         self._frame_number = 0
+        self._stalled: str | None = None  # None, "restart" (cleared by the next start) or "forever"
 
     def _stream(self, kind: Any, uid: int, model: CameraModel, fps: int, *, bpp: int, fmt: Any) -> Any:
         rs = self._rs
@@ -156,6 +157,25 @@ class SoftwareRealSense:
         depth.start(target)
         color.start(target)
         self._open_sensors = [depth, color]
+        if self._stalled == "restart":
+            self._stalled = None
+
+    def stall(self, until: str = "restart") -> None:
+        """Stop delivering frames, as a device whose stream hangs does: pushed frames are dropped until
+        the sensors are started again (``until="restart"``), or until :meth:`resume` (``"forever"``)."""
+        if until not in ("restart", "forever"):
+            raise ValueError(f"until must be 'restart' or 'forever', got {until!r}")
+        self._stalled = until
+
+    def resume(self) -> None:
+        """End a stall (frames pushed from now on are delivered)."""
+        self._stalled = None
+
+    def pipeline(self) -> SoftwareRealSensePipeline:
+        """A pipeline over this device (librealsense 2.59 keeps software devices out of ``rs.context``
+        queries, so ``rs.pipeline`` cannot find one): what ``rs.pipeline`` does with a device, opening
+        both sensors into an ``rs.syncer`` and waiting on it."""
+        return SoftwareRealSensePipeline(self)
 
     def push(self, color: np.ndarray, depth_raw: np.ndarray, timestamp_s: float | None = None) -> int:
         """Push one color (RGB uint8) and one depth (uint16 in depth units) frame; return their number."""
@@ -170,6 +190,8 @@ class SoftwareRealSense:
         stamp_ms = (time.time() if timestamp_s is None else timestamp_s) * 1000.0
         number = self._frame_number
         self._frame_number += 1
+        if self._stalled is not None or not self._open_sensors:
+            return number  # numbered but never delivered, like a frame a hung device loses
         for sensor, profile, pixels, bpp in (
             (self._depth_sensor, self._depth_profile, np.ascontiguousarray(depth_raw), 2),
             (self._color_sensor, self._color_profile, np.ascontiguousarray(color), 3),
@@ -187,14 +209,54 @@ class SoftwareRealSense:
             sensor.on_video_frame(frame)
         return number
 
-    def close(self) -> None:
-        """Stop streaming and finish the recording (the file is complete after this)."""
+    def close_sensors(self) -> None:
+        """Stop and close both sensors (they can be started again)."""
         for sensor in self._open_sensors:
             sensor.stop()
             sensor.close()
         self._open_sensors = []
+
+    def close(self) -> None:
+        """Stop streaming and finish the recording (the file is complete after this)."""
+        self.close_sensors()
         # The recorder writes its file when the last reference to it goes away.
         self._recorder = None
+
+
+class SoftwareRealSensePipeline:
+    """The ``rs.pipeline`` calls the RealSense camera makes (start, try_wait_for_frames, stop), over a
+    :class:`SoftwareRealSense` with a real ``rs.syncer`` pairing its frames."""
+
+    def __init__(self, device: SoftwareRealSense) -> None:
+        self.device = device
+        self._syncer: Any = None
+        self.starts = 0
+
+    def start(self, _config: Any = None) -> None:
+        self._syncer = self.device._rs.syncer()
+        self.device.start(self._syncer)
+        self.starts += 1
+
+    def try_wait_for_frames(self, timeout_ms: int) -> tuple[bool, Any]:
+        if self._syncer is None:
+            raise RuntimeError("try_wait_for_frames cannot be called before start()")
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        while True:
+            # The matcher can hand out a lone frame before it pairs them; the pipeline waits for a pair.
+            remaining = max(1, int((deadline - time.monotonic()) * 1000))
+            ok, frameset = self._syncer.try_wait_for_frames(remaining)
+            if ok and frameset.size() >= 2:
+                return True, frameset
+            if time.monotonic() >= deadline:
+                return False, None
+
+    def stop(self) -> None:
+        self.device.close_sensors()
+        self._syncer = None
+
+    def hardware_reset(self) -> None:
+        # librealsense: "hardware_reset is not implemented for this device!" (a software device).
+        self.device._device.hardware_reset()
 
 
 def write_realsense_recording(

@@ -329,6 +329,15 @@ class VLMBackend(abc.ABC):
     ) -> YesNoScore:
         """Score the first answer token of the conversation as ``yes`` against ``no`` (a verifier)."""
 
+    def cancel(self) -> None:  # noqa: B027 - optional hook; a backend that can abandon a call overrides it
+        """Abandon the generate()/score_yes_no() call in flight now, from any thread.
+
+        A backend that supports it makes that call raise :class:`~robopin.vlm.errors.VLMCanceledError`
+        within about a second and sends no further request for it; a call started after ``cancel()``
+        returns runs normally. This default does nothing (the call in flight finishes), so it is always
+        safe to call.
+        """
+
     def close(self) -> None:  # noqa: B027 - optional hook; most backends hold something to release
         """Release connections or memory; the backend must not be used afterwards."""
 

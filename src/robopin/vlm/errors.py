@@ -45,3 +45,8 @@ class VLMResponseError(VLMError):
 
 class VLMRequestError(VLMError, ValueError):
     """The caller's request is invalid (bad messages, n < 1, an image the backend cannot take)."""
+
+
+class VLMCanceledError(VLMError):
+    """The call was canceled (:meth:`robopin.vlm.base.VLMBackend.cancel`) while it was in flight; its
+    HTTP request was abandoned and no further request was sent for it."""

@@ -3,8 +3,11 @@
 One request carries every view as a base64 image part and asks for ``n`` samples at once, so the
 server's prefix cache encodes the images once. Token log-probabilities, vLLM's exact
 ``logprob_token_ids`` for yes/no verifiers and structured outputs are passed through. Connections are
-pooled; timeouts and transient failures (connection refused, 5xx, 429) are retried a bounded number
-of times, then turned into :mod:`robopin.vlm.errors` exceptions that say what to check.
+pooled. ``timeout_s`` bounds a whole call, retries included; only a request that never reached the
+server (connection refused or not established in time) is retried, never one the server may be
+working on (a read timeout, an HTTP error) and never after :meth:`OpenAIBackend.cancel`, which
+abandons the request in flight at once. Failures become :mod:`robopin.vlm.errors` exceptions that
+say what to check.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,8 +36,10 @@ from robopin.vlm.base import (
     validate_messages,
 )
 from robopin.vlm.errors import (
+    VLMCanceledError,
     VLMConfigError,
     VLMConnectionError,
+    VLMError,
     VLMModelNotFoundError,
     VLMRequestError,
     VLMResponseError,
@@ -44,9 +50,12 @@ from robopin.vlm.images import check_image_format, image_data_url
 
 logger = logging.getLogger(__name__)
 
-# Statuses worth another try: the server is overloaded, restarting, or behind a proxy that hiccuped.
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 TOKEN_ID_PREFIX = "token_id:"
+# The empty thinking block Qwen3 chat templates write for enable_thinking=False: prefilled as the
+# assistant's turn, the next token is the answer even for a model trained to open with <think>.
+EMPTY_THINKING = "<think>\n\n</think>\n\n"
+# How often a waiting call looks at its cancel flag (cancel() also wakes it at once).
+_POLL_S = 0.05
 
 
 @dataclass(kw_only=True)
@@ -57,6 +66,14 @@ class OpenAIBackendConfig(VLMConfig):
     ``api_key`` or else from the environment variable named by ``api_key_env`` (never logged).
     ``yes_token_ids`` / ``no_token_ids`` turn on vLLM's exact ``logprob_token_ids`` scoring in
     :meth:`OpenAIBackend.score_yes_no`; without them the top-20 alternatives are searched by text.
+
+    ``timeout_s`` bounds one whole call (generate, score_yes_no, list_models): every attempt, retry
+    and back-off together; a call that runs past it raises VLMTimeoutError. ``max_retries`` counts
+    only retries of requests that never reached the server (connection refused or not made within
+    ``connect_timeout_s``); a read timeout or an HTTP error is not retried, since the server may still
+    be generating. ``yes_no_answer_prefix`` is prefilled as the assistant's turn of a yes/no question
+    (vLLM ``continue_final_message``) so that a thinking model (RoboPIN-4B opens with ``<think>``)
+    answers at once; empty for a model that answers directly.
     """
 
     type_name: ClassVar[str] = "openai"
@@ -76,6 +93,7 @@ class OpenAIBackendConfig(VLMConfig):
     yes_token_ids: tuple[int, ...] = ()
     no_token_ids: tuple[int, ...] = ()
     yes_no_top_logprobs: int = 20
+    yes_no_answer_prefix: str = EMPTY_THINKING
     chat_template_kwargs: dict[str, Any] | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
 
@@ -113,6 +131,14 @@ class OpenAIBackendConfig(VLMConfig):
             raise VLMConfigError(f"a token id cannot mean both yes and no: {self.yes_token_ids!r}")
         if not 1 <= self.yes_no_top_logprobs <= 20:
             raise VLMConfigError(f"yes_no_top_logprobs must be in 1..20, got {self.yes_no_top_logprobs!r}")
+        needed = 1 + len(self.yes_token_ids) + len(self.no_token_ids)
+        if self.yes_token_ids and self.yes_no_top_logprobs < needed:
+            # vLLM builds the answer's top_logprobs list (sampled token first) cut at top_logprobs, also
+            # with logprob_token_ids (chat_completion/serving.py num_output_top_logprobs=request.top_logprobs).
+            raise VLMConfigError(
+                f"yes_no_top_logprobs={self.yes_no_top_logprobs} is too small for {needed - 1} token ids: "
+                f"vLLM cuts the list at top_logprobs, which must be >= 1 + the number of ids ({needed})"
+            )
 
     def structured(self) -> StructuredOutput | None:
         """The configured default output constraint, e.g. ``{"kind": "regex", "value": "…"}``."""
@@ -122,6 +148,23 @@ class OpenAIBackendConfig(VLMConfig):
 
     def resolved_api_key(self) -> str:
         return self.api_key or os.environ.get(self.api_key_env, "")
+
+
+# vLLM's _SAMPLING_EPS (sampling_params.py): below it a request is greedy.
+GREEDY_TEMPERATURE = 1e-5
+
+
+def check_vllm_sampling(n: int, temperature: float) -> None:
+    """Refuse before sending what vLLM's ``SamplingParams`` refuses with HTTP 400 (sampling_params.py)."""
+    if temperature > 2.0:
+        # _verify_args: "temperature must be in [0, 2]".
+        raise VLMRequestError(f"temperature must be in [0, 2] for vLLM, got {temperature!r}")
+    if n > 1 and temperature < GREEDY_TEMPERATURE:
+        # _verify_greedy_sampling: "n must be 1 when using greedy sampling"; n greedy samples are one.
+        raise VLMRequestError(
+            f"n={n} samples at temperature {temperature} (greedy) would all be the same and vLLM refuses "
+            "them (n must be 1 when using greedy sampling); use n=1 or a temperature > 0"
+        )
 
 
 def message_to_openai(
@@ -171,16 +214,40 @@ class OpenAIBackend(VLMBackend):
         api_key = config.resolved_api_key()
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.Client(
+        self._headers = headers
+        self._transport = transport
+        self._client = self._new_client()
+        self._closed = False
+        # cancel() marks every call in flight; a call started afterwards gets a fresh flag.
+        self._lock = threading.Lock()
+        self._in_flight: set[threading.Event] = set()
+
+    def _new_client(self) -> httpx.Client:
+        config = self.config
+        return httpx.Client(
             base_url=config.base_url.rstrip("/") + "/",
-            headers=headers,
+            headers=self._headers,
             timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
             limits=httpx.Limits(
                 max_connections=config.max_connections, max_keepalive_connections=config.max_connections
             ),
-            transport=transport,
+            transport=self._transport,
         )
-        self._closed = False
+
+    def cancel(self) -> None:
+        """Abandon every call in flight now (thread-safe): its socket is closed, so the server sees the
+        client go away (vLLM aborts the generation), and the call raises VLMCanceledError."""
+        with self._lock:
+            flags = list(self._in_flight)
+            for flag in flags:
+                flag.set()
+            if flags and not self._closed:
+                # Closing the pool is what interrupts a blocked read; later calls use a fresh pool.
+                old, self._client = self._client, self._new_client()
+            else:
+                old = None
+        if old is not None:
+            threading.Thread(target=old.close, name="vlm-cancel-close", daemon=True).start()
 
     # ---------------------------------------------------------------------------------------------
     # Public API
@@ -203,6 +270,7 @@ class OpenAIBackend(VLMBackend):
         """Return the JSON body of a chat-completions request (exposed for logging and benchmarks)."""
         messages = validate_messages(messages)
         check_sampling_arguments(n, temperature, max_tokens, top_logprobs)
+        check_vllm_sampling(n, temperature)
         config = self.config
         body: dict[str, Any] = {
             "model": config.model,
@@ -212,7 +280,8 @@ class OpenAIBackend(VLMBackend):
             ],
             "n": n,
             "temperature": temperature,
-            "max_tokens": max_tokens,
+            # vLLM's ChatCompletionRequest: max_tokens is deprecated in favour of max_completion_tokens.
+            "max_completion_tokens": max_tokens,
         }
         if top_p is not None:
             body["top_p"] = top_p
@@ -279,6 +348,10 @@ class OpenAIBackend(VLMBackend):
             top_logprobs=config.yes_no_top_logprobs,
         )
         body.pop("structured_outputs", None)
+        if config.yes_no_answer_prefix:
+            body["messages"].append({"role": "assistant", "content": config.yes_no_answer_prefix})
+            body["continue_final_message"] = True
+            body["add_generation_prompt"] = False
         exact_ids = bool(config.yes_token_ids)
         if exact_ids:
             body["logprob_token_ids"] = [*config.yes_token_ids, *config.no_token_ids]
@@ -401,45 +474,113 @@ class OpenAIBackend(VLMBackend):
             raise VLMConnectionError(f"{self!r} is closed")
         config = self.config
         url = f"{config.base_url.rstrip('/')}/{path}"
-        attempts = config.max_retries + 1
-        last_error: Exception | None = None
-        for attempt in range(attempts):
-            if attempt:
-                delay = config.retry_backoff_s * 2 ** (attempt - 1)
-                logger.warning(
-                    "VLM request to %s failed (%s); retry %d/%d in %.2f s",
-                    url,
-                    last_error,
-                    attempt,
-                    config.max_retries,
-                    delay,
+        deadline = time.monotonic() + config.timeout_s
+        canceled = threading.Event()
+        with self._lock:
+            self._in_flight.add(canceled)
+        try:
+            last_error: VLMError | None = None
+            for attempt in range(config.max_retries + 1):
+                if attempt:
+                    delay = min(config.retry_backoff_s * 2 ** (attempt - 1), max(0.0, deadline - time.monotonic()))
+                    logger.warning(
+                        "VLM request to %s failed (%s); retry %d/%d in %.2f s",
+                        url,
+                        last_error,
+                        attempt,
+                        config.max_retries,
+                        delay,
+                    )
+                    if canceled.wait(delay):
+                        raise self._canceled(method, url)
+                if time.monotonic() >= deadline:
+                    break
+                outcome = self._attempt(method, path, body, url, deadline, canceled, attempt)
+                if isinstance(outcome, dict):
+                    return outcome
+                last_error = outcome
+            if last_error is None or time.monotonic() >= deadline:
+                raise VLMTimeoutError(
+                    f"{method} {url} got no answer within timeout_s={config.timeout_s} (the bound of the whole "
+                    f"call, retries included){f'; last error: {last_error}' if last_error else ''}"
                 )
-                time.sleep(delay)
+            raise last_error
+        finally:
+            with self._lock:
+                self._in_flight.discard(canceled)
+
+    def _canceled(self, method: str, url: str) -> VLMCanceledError:
+        return VLMCanceledError(f"{method} {url} was canceled; the request was abandoned and not retried")
+
+    def _attempt(  # noqa: PLR0917 - one private call site
+        self, method, path, body, url, deadline, canceled, attempt
+    ) -> dict[str, Any] | VLMError:
+        """One HTTP exchange in a worker thread, waited for until done, canceled or past the deadline.
+
+        Returns the JSON answer, or the error to retry with (only one that never reached the server);
+        raises everything else.
+        """
+        config = self.config
+        client = self._client
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
             try:
-                response = self._client.request(method, path, json=body)
-            except httpx.TimeoutException as error:
-                last_error = VLMTimeoutError(
-                    f"{method} {url} timed out ({type(error).__name__}; timeout_s={config.timeout_s}, "
-                    f"connect_timeout_s={config.connect_timeout_s}) after {attempt + 1} attempt(s)"
+                remaining = max(0.001, deadline - time.monotonic())
+                timeout = httpx.Timeout(remaining, connect=min(config.connect_timeout_s, remaining))
+                box["response"] = client.request(method, path, json=body, timeout=timeout)
+            except BaseException as error:  # handed to the waiting thread
+                box["error"] = error
+            finally:
+                done.set()
+
+        if canceled.is_set():
+            raise self._canceled(method, url)
+        threading.Thread(target=run, name="vlm-request", daemon=True).start()
+        while not done.wait(_POLL_S):
+            if canceled.is_set():
+                raise self._canceled(method, url)
+            if time.monotonic() >= deadline + _POLL_S:
+                # httpx's read timeout is per read, not per request: abandon it like a cancel.
+                self._abandon(client)
+                raise VLMTimeoutError(
+                    f"{method} {url} got no answer within timeout_s={config.timeout_s} (the bound of the whole "
+                    "call); not retried, the server may still be working on it"
                 )
-                continue
-            except httpx.TransportError as error:
-                last_error = VLMConnectionError(
-                    f"cannot reach the VLM server at {url} ({type(error).__name__}: {error}) after "
-                    f"{attempt + 1} attempt(s); is it running and is base_url right?"
-                )
-                continue
-            if response.status_code == 200:
-                try:
-                    return response.json()
-                except ValueError as error:
-                    raise VLMResponseError(f"{url} answered 200 with non-JSON: {response.text[:200]!r}") from error
-            error = self._status_error(response, url)
-            if response.status_code not in RETRYABLE_STATUS:
-                raise error
-            last_error = error
-        assert last_error is not None
-        raise last_error
+        if canceled.is_set():
+            raise self._canceled(method, url)
+        error = box.get("error")
+        if isinstance(error, httpx.ConnectError | httpx.ConnectTimeout):
+            return VLMConnectionError(
+                f"cannot reach the VLM server at {url} ({type(error).__name__}: {error}) after "
+                f"{attempt + 1} attempt(s); is it running and is base_url right?"
+            )
+        if isinstance(error, httpx.TimeoutException):
+            raise VLMTimeoutError(
+                f"{method} {url} timed out ({type(error).__name__}; timeout_s={config.timeout_s} for the whole "
+                "call); not retried, the server may still be working on it"
+            ) from error
+        if isinstance(error, httpx.TransportError):
+            raise VLMConnectionError(
+                f"the connection to the VLM server at {url} failed mid-request ({type(error).__name__}: {error}); "
+                "not retried, the server may have received it"
+            ) from error
+        if error is not None:
+            raise error
+        response = box["response"]
+        if response.status_code == 200:
+            try:
+                return response.json()
+            except ValueError as exc:
+                raise VLMResponseError(f"{url} answered 200 with non-JSON: {response.text[:200]!r}") from exc
+        raise self._status_error(response, url)
+
+    def _abandon(self, client: httpx.Client) -> None:
+        with self._lock:
+            if self._client is client and not self._closed:
+                self._client = self._new_client()
+        threading.Thread(target=client.close, name="vlm-abandon-close", daemon=True).start()
 
     def _status_error(self, response: httpx.Response, url: str) -> VLMServerError:
         status = response.status_code

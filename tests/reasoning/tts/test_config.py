@@ -28,6 +28,7 @@ def test_defaults_are_the_papers():
         ({"max_batches": 0}, "max_batches must be an integer >= 1, got 0"),
         ({"actions_per_trace": 2.5}, "actions_per_trace must be an integer"),
         ({"temperature": 3}, "temperature must be in \\[0, 2\\], got 3"),
+        ({"traces_per_batch": 4, "temperature": 0.0}, "traces_per_batch=4 needs temperature > 0"),
         ({"action_verifier": {"normalization": "softmax"}}, "normalization must be one of"),
         ({"action_verifier": {"depth": -1}}, "action_verifier.depth"),
         ({"actions": {"sources": ["segment_centre", "as_written"]}}, "'as_written' must come first"),

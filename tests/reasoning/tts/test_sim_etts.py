@@ -42,7 +42,8 @@ def ground_truth_verifier_server(study):
             self.verdicts: list[bool] = []
 
         def _verifier_answer(self, body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-            text = _text_of(body)
+            # The question is the user's turns; the assistant's prefilled empty thinking block is not.
+            text = _text_of({"messages": [m for m in body["messages"] if m["role"] != "assistant"]})
             ok = judge_trace(study, text[text.rfind("<think>") :])
             self.verdicts.append(ok)
             top = [
@@ -108,7 +109,7 @@ def test_etts_rejects_the_wrong_duck_and_the_task_succeeds(spatial):
     assert "Previous Attempt" in policy.prompts[1] and log["batches"][0]["feedback"]
     assert server.verdicts[-1] is True and log["stop_reason"] == "accepted"
     # Every verifier call went over HTTP as a one-token request with the drawn views.
-    yes_no = [r for r in server.chat_requests() if r.body.get("max_tokens") == 1]
+    yes_no = [r for r in server.chat_requests() if r.body.get("max_completion_tokens") == 1]
     assert len(yes_no) == log["calls"]["verify"] == len(server.verdicts)
     images = [p for p in yes_no[0].body["messages"][0]["content"] if p["type"] == "image_url"]
     assert len(images) == 2

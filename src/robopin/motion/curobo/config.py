@@ -8,8 +8,6 @@ from typing import ClassVar
 from robopin.motion.errors import MotionConfigError
 from robopin.motion.planner import PlannerConfig
 
-# cuRobo v1 ships a Franka config; the xArm 6 one is ours (robots/xarm6.yml, spheres fitted to the URDF).
-SHIPPED_ROBOT_FILES = {"panda": "franka.yml"}
 COLLISION_CHECKERS = ("primitive", "mesh", "voxel", "blox")
 
 
@@ -18,15 +16,20 @@ class CuroboPlannerConfig(PlannerConfig):
     """cuRobo v1 ``MotionGen`` settings; defaults follow isaac_ros_cumotion's parameters."""
 
     type: ClassVar[str] = "curobo"
-    robot_file: str = ""  # cuRobo robot yml; empty = shipped Franka config or robopin's xArm 6 config
+    # cuRobo robot yml; empty = robopin's own for the robot (robots/panda.yml for Panda and FR3,
+    # robots/xarm6.yml), generated from the URDF robopin plans and checks with.
+    robot_file: str = ""
     interpolation_dt_s: float = 0.025
     num_trajopt_seeds: int = 6
     num_graph_seeds: int = 6
     max_attempts: int = 10
-    time_dilation_factor: float = 0.5
+    time_dilation_factor: float = 0.5  # used when a request gives no velocity_scale (that one wins)
     collision_checker: str = "primitive"  # primitive (cuboids, incl. voxelised depth) | mesh | voxel | blox
     voxel_size_m: float = 0.05  # occupancy voxels made from the depth point cloud
-    max_world_cuboids: int = 400  # cuRobo's preallocated obstacle cache; cloud voxels beyond it are dropped
+    # cuRobo's preallocated obstacle cache (its collision_cache "obb"): with CUDA graphs the world cannot
+    # grow past it. Cloud voxels beyond it are dropped farthest-from-the-base first, with a warning and
+    # the count in each plan's details (curobo_dropped_voxels).
+    max_world_cuboids: int = 400
     use_cuda_graph: bool = True
     warmup_on_start: bool = True
     device: str = "cuda:0"
@@ -46,5 +49,11 @@ class CuroboPlannerConfig(PlannerConfig):
             raise MotionConfigError(
                 f"interpolation_dt_s and voxel_size_m must be > 0, got {self.interpolation_dt_s}, {self.voxel_size_m}"
             )
-        if not self.robot_file and self.robot not in SHIPPED_ROBOT_FILES and self.robot != "xarm6":
-            raise MotionConfigError(f"no cuRobo robot config known for robot {self.robot!r}; set robot_file")
+        if not self.robot_file:
+            from robopin.motion.curobo.spheres import ROBOT_FILES
+
+            if self.robot not in ROBOT_FILES:
+                raise MotionConfigError(
+                    f"no cuRobo robot config known for robot {self.robot!r} (known: {sorted(ROBOT_FILES)}); "
+                    "set robot_file"
+                )

@@ -7,7 +7,6 @@ depth point cloud becomes occupancy voxels (cuboids) so the primitive checker ca
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,28 +65,29 @@ def curobo_pose_to_matrix(pose: list[float] | NDArray[np.float64]) -> NDArray[np
 
 
 def tcp_goal_to_link_goal(T_base_ee: NDArray[np.float64], T_link_tcp: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Pose of the TCP's parent link that puts the TCP at ``T_base_ee`` (cuRobo plans the link)."""
+    """Pose of cuRobo's ee_link that puts the TCP at ``T_base_ee``, ``T_link_tcp`` being the TCP in
+    the ee_link frame (cuRobo plans the ee_link)."""
     return np.asarray(T_base_ee, dtype=np.float64) @ np.linalg.inv(np.asarray(T_link_tcp, dtype=np.float64))
 
 
-def world_to_curobo_dict(world: CollisionWorld, *, voxel_size_m: float, max_cuboids: int) -> dict[str, Any]:
-    """A ``WorldConfig.from_dict`` mapping: every box, plus one cuboid per occupied cloud voxel.
-
-    Voxels nearest the robot base are kept first when the cloud has more than the cache holds.
-    """
+def world_to_curobo_dict(world: CollisionWorld, *, voxel_size_m: float, max_cuboids: int) -> tuple[dict[str, Any], int]:
+    """A ``WorldConfig.from_dict`` mapping (every box, one cuboid per occupied cloud voxel), and how
+    many voxels did not fit in ``max_cuboids`` (those farthest from the robot base are dropped)."""
     cuboids: dict[str, dict[str, list[float]]] = {}
+    dropped = 0
     for box in world.boxes.values():
         cuboids[box.name] = {"dims": [float(s) for s in box.size_m], "pose": matrix_to_curobo_pose(box.T_base_box)}
     if world.points is not None and len(world.points):
         centers = occupied_voxel_centers(world.points, voxel_size_m)
         room = max(0, max_cuboids - len(cuboids))
         order = np.argsort(np.linalg.norm(centers, axis=1))[:room]
+        dropped = len(centers) - len(order)
         for k, center in enumerate(centers[order]):
             cuboids[f"voxel_{k}"] = {
                 "dims": [voxel_size_m] * 3,
                 "pose": [float(center[0]), float(center[1]), float(center[2]), 1.0, 0.0, 0.0, 0.0],
             }
-    return {"cuboid": cuboids}
+    return {"cuboid": cuboids}, dropped
 
 
 def occupied_voxel_centers(points: NDArray[np.float64], voxel_size_m: float) -> NDArray[np.float64]:
@@ -116,6 +116,9 @@ _STATUS_BY_NAME = {
     "INVALID_START_STATE_SELF_COLLISION": PlanStatus.START_IN_COLLISION,
     "INVALID_START_STATE_UNKNOWN_ISSUE": PlanStatus.START_IN_COLLISION,
     "INVALID_PARTIAL_POSE_COST_METRIC": PlanStatus.BACKEND_ERROR,
+    # MotionGenStatus.INVALID_QUERY (motion_gen.py): the start state is out of limits or in collision for
+    # cuRobo's sphere model, after robopin's mesh check passed it. Not "no path": the query was refused.
+    "INVALID_QUERY": PlanStatus.START_IN_COLLISION,
 }
 
 
@@ -141,24 +144,11 @@ def trajectory_from_curobo(
     return JointTrajectory(joint_names, times, positions, velocities, accelerations)
 
 
-def resolved_robot_config(config: dict[str, Any], data_root: Path) -> dict[str, Any]:
-    """Copy of a robopin cuRobo robot config with its pybullet_data-relative paths made absolute."""
-    import copy
-
-    resolved = copy.deepcopy(config)
-    kinematics = resolved["robot_cfg"]["kinematics"]
-    for key in ("urdf_path", "asset_root_path"):
-        if key in kinematics and not Path(kinematics[key]).is_absolute():
-            kinematics[key] = str(data_root / kinematics[key])
-    return resolved
-
-
 __all__ = [
     "attached_object_cuboid",
     "curobo_pose_to_matrix",
     "matrix_to_curobo_pose",
     "occupied_voxel_centers",
-    "resolved_robot_config",
     "status_from_curobo",
     "tcp_goal_to_link_goal",
     "trajectory_from_curobo",

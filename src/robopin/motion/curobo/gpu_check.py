@@ -1,6 +1,6 @@
 """Check the cuRobo backend on a machine with an NVIDIA GPU: build, warm-up, the benchmark problems.
 
-Run ``python -m robopin.motion.curobo.gpu_check [--robots panda xarm6]`` where cuRobo v1 is installed
+Run ``python -m robopin.motion.curobo.gpu_check [--robots panda fr3 xarm6]`` where cuRobo v1 is installed
 (the CUDA image). Prints, per robot: the MotionGen build and warm-up times, then success rate and
 planning time median / p95 on the tabletop problems, each plan also passed through robopin's dense
 collision check; exits 1 when cuRobo cannot run here or any returned plan collides.
@@ -55,7 +55,7 @@ def check_robot(robot: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--robots", nargs="+", default=["panda", "xarm6"])
+    parser.add_argument("--robots", nargs="+", default=["panda", "fr3", "xarm6"])
     args = parser.parse_args(argv)
     ok, why = curobo_available()
     if not ok:

@@ -1,8 +1,11 @@
 """GPU backend: cuRobo v1 ``MotionGen`` (the API isaac_ros_cumotion uses) behind the robopin contract.
 
-Importing this module needs cuRobo (built from source) and a CUDA torch; :func:`curobo_available`
-says whether both are there. cuRobo plans to the TCP's parent link, so TCP goals are converted; the
-world is mirrored as cuboids (boxes and occupancy voxels from the depth cloud); a held object is
+Importing this module needs no cuRobo; building a planner does (built from source, with a CUDA torch):
+:func:`curobo_available` says whether both are there. The robot config is loaded and checked by
+cuRobo's own rules before cuRobo is imported (:mod:`robopin.motion.curobo.robot_config`), so a bad
+config is named on any machine. cuRobo plans its ee_link, so TCP goals are converted with the
+offset between the two; the world is mirrored as cuboids (boxes and occupancy voxels from the depth
+cloud), cleared first because cuRobo keeps old obstacles when a world has none; a held object is
 attached to the robot's ``attached_object`` link. Every returned trajectory still goes through the
 robopin dense collision check on the pinocchio model before it leaves the planner.
 """
@@ -16,15 +19,16 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from robopin.motion.curobo.config import SHIPPED_ROBOT_FILES, CuroboPlannerConfig
+from robopin.motion.curobo.config import CuroboPlannerConfig
 from robopin.motion.curobo.conversions import (
     matrix_to_curobo_pose,
-    resolved_robot_config,
     status_from_curobo,
     tcp_goal_to_link_goal,
     trajectory_from_curobo,
     world_to_curobo_dict,
 )
+from robopin.motion.curobo.robot_config import PreparedRobotConfig, prepare_robot_config
+from robopin.motion.curobo.spheres import robot_config_path
 from robopin.motion.errors import BackendUnavailableError
 from robopin.motion.planner import MotionPlanner
 from robopin.motion.robot import RobotModel
@@ -49,6 +53,23 @@ def curobo_available() -> tuple[bool, str]:
     return True, ""
 
 
+def time_dilation_for(config: CuroboPlannerConfig, velocity_scale: float | None) -> float:
+    """cuRobo's ``MotionGenPlanConfig.time_dilation_factor`` for a request.
+
+    cuRobo stretches the optimised dt by 1 / factor (``MotionGenResult.retime_trajectory``), so
+    velocities scale by the factor: a request's ``velocity_scale`` is the factor; without one, the
+    configured default.
+    """
+    if not velocity_scale:
+        return float(config.time_dilation_factor)
+    scale = float(velocity_scale)
+    if not 0.0 < scale <= 1.0:
+        from robopin.motion.errors import MotionConfigError
+
+        raise MotionConfigError(f"velocity_scale must be in (0, 1], got {velocity_scale}")
+    return scale
+
+
 def _import_curobo():
     ok, why = curobo_available()
     if not ok:
@@ -59,7 +80,6 @@ def _import_curobo():
     from curobo.types.base import TensorDeviceType
     from curobo.types.math import Pose
     from curobo.types.state import JointState
-    from curobo.util_file import get_robot_configs_path, join_path, load_yaml
     from curobo.wrap.reacher.motion_gen import MotionGen, MotionGenConfig, MotionGenPlanConfig
 
     return {
@@ -70,9 +90,6 @@ def _import_curobo():
         "TensorDeviceType": TensorDeviceType,
         "Pose": Pose,
         "JointState": JointState,
-        "get_robot_configs_path": get_robot_configs_path,
-        "join_path": join_path,
-        "load_yaml": load_yaml,
         "MotionGen": MotionGen,
         "MotionGenConfig": MotionGenConfig,
         "MotionGenPlanConfig": MotionGenPlanConfig,
@@ -85,11 +102,15 @@ class CuroboPlanner(MotionPlanner):
     config: CuroboPlannerConfig
 
     def __init__(self, config: CuroboPlannerConfig, robot: RobotModel | None = None) -> None:
-        self._cu = _import_curobo()
         super().__init__(config, robot)
+        self.prepared: PreparedRobotConfig = prepare_robot_config(
+            config.robot_file or robot_config_path(config.robot), self.robot
+        )
+        self._cu = _import_curobo()
         cu = self._cu
         self._tensor_args = cu["TensorDeviceType"](device=cu["torch"].device(config.device))
-        self._robot_cfg = self._load_robot_config()
+        self._robot_cfg = self.prepared.robot_cfg
+        self._dropped_voxels = 0
         checker = cu["CollisionCheckerType"][
             {"primitive": "PRIMITIVE", "mesh": "MESH", "voxel": "VOXEL", "blox": "BLOX"}[config.collision_checker]
         ]
@@ -112,26 +133,20 @@ class CuroboPlanner(MotionPlanner):
         if config.warmup_on_start:
             self.warmup()
 
-    def _load_robot_config(self) -> dict:
-        cu = self._cu
-        if self.config.robot_file:
-            return cu["load_yaml"](self.config.robot_file)["robot_cfg"]
-        if self.config.robot in SHIPPED_ROBOT_FILES:
-            path = cu["join_path"](cu["get_robot_configs_path"](), SHIPPED_ROBOT_FILES[self.config.robot])
-            return cu["load_yaml"](path)["robot_cfg"]
-        from pathlib import Path
-
-        import pybullet_data
-
-        from robopin.motion.curobo.spheres import load_robot_config
-
-        config = resolved_robot_config(load_robot_config(self.config.robot), Path(pybullet_data.getDataPath()))
-        return config["robot_cfg"]
-
     def _world_dict(self, world: CollisionWorld) -> dict:
-        return world_to_curobo_dict(
+        mapping, dropped = world_to_curobo_dict(
             world, voxel_size_m=self.config.voxel_size_m, max_cuboids=self.config.max_world_cuboids
         )
+        if dropped:
+            logger.warning(
+                "%s: %d cloud voxels farthest from the base do not fit max_world_cuboids=%d and are not "
+                "in cuRobo's world (robopin's dense check still sees them)",
+                self,
+                dropped,
+                self.config.max_world_cuboids,
+            )
+        self._dropped_voxels = dropped
+        return mapping
 
     def warmup(self) -> None:
         """Build CUDA graphs and caches now (seconds to tens of seconds), not on the first request."""
@@ -145,6 +160,9 @@ class CuroboPlanner(MotionPlanner):
         """Mirror ``world`` into cuRobo (obstacles, and the held object on the robot)."""
         super().update_world(world)
         cu = self._cu
+        # WorldPrimitiveCollision._load_collision_model_in_cache returns early on a world without
+        # cuboids, keeping the old ones enabled: clear the cache first.
+        self._motion_gen.clear_world_cache()
         self._motion_gen.update_world(cu["WorldConfig"].from_dict(self._world_dict(world)))
         if self._attached_name is not None and world.attached is None:
             self._motion_gen.detach_object_from_robot()
@@ -166,13 +184,13 @@ class CuroboPlanner(MotionPlanner):
         position = self._tensor_args.to_device(full[None, :])
         return cu["JointState"].from_position(position, joint_names=self._curobo_joint_names)
 
-    def _plan_config(self, timeout_s: float | None):
+    def _plan_config(self, timeout_s: float | None, velocity_scale: float | None):
         cu = self._cu
         return cu["MotionGenPlanConfig"](
             max_attempts=self.config.max_attempts,
             enable_graph_attempt=2,
             timeout=float(self.config.timeout_s if timeout_s is None else timeout_s),
-            time_dilation_factor=self.config.time_dilation_factor,
+            time_dilation_factor=time_dilation_for(self.config, velocity_scale),
         )
 
     def _result(self, result, started: float) -> PlanResult:
@@ -191,6 +209,7 @@ class CuroboPlanner(MotionPlanner):
         )
         verified = self._verified(trajectory, trajectory.positions, started)
         verified.details["curobo_solve_time_s"] = float(result.solve_time)
+        verified.details["curobo_dropped_voxels"] = self._dropped_voxels
         return verified
 
     def plan_to_pose(self, q_start: Sequence[float], T_base_ee, *, velocity_scale=None, timeout_s=None) -> PlanResult:
@@ -204,13 +223,15 @@ class CuroboPlanner(MotionPlanner):
         cu = self._cu
         last = PlanResult(PlanStatus.IK_FAIL, 0.0)
         for T in self._as_pose_list(T_base_ee):
-            link_goal = tcp_goal_to_link_goal(T, self.robot.spec.T_link_tcp)
+            link_goal = tcp_goal_to_link_goal(T, self.prepared.T_ee_tcp)
             pose = matrix_to_curobo_pose(link_goal)
             goal = cu["Pose"](
                 position=self._tensor_args.to_device(np.asarray([pose[:3]], dtype=np.float32)),
                 quaternion=self._tensor_args.to_device(np.asarray([pose[3:]], dtype=np.float32)),
             )
-            result = self._motion_gen.plan_single(self._joint_state(start), goal, self._plan_config(timeout_s))
+            result = self._motion_gen.plan_single(
+                self._joint_state(start), goal, self._plan_config(timeout_s, velocity_scale)
+            )
             last = self._result(result, started)
             if last.success:
                 return last
@@ -226,7 +247,7 @@ class CuroboPlanner(MotionPlanner):
             return PlanResult(checked[0], time.perf_counter() - started, message=checked[1])
         self._attach(start)
         result = self._motion_gen.plan_single_js(
-            self._joint_state(start), self._joint_state(goal), self._plan_config(timeout_s)
+            self._joint_state(start), self._joint_state(goal), self._plan_config(timeout_s, velocity_scale)
         )
         return self._result(result, started)
 

@@ -1,11 +1,13 @@
 """Collision-sphere models of robot links, fitted to and checked against the URDF collision meshes.
 
-cuRobo represents the robot by spheres per link; it ships them for the Franka but not for the xArm,
-so the xArm 6 model is fitted here from the URDF meshes and checked for coverage (every sampled
+cuRobo represents the robot by spheres per link; it ships them for its own Franka URDF but not for
+the URDFs robopin plans and checks with, nor for the xArm, so the models are fitted here from the
+URDF meshes and checked for coverage (every sampled
 surface point of every mesh lies inside a sphere) and tightness (how far spheres stick out). The
 same spheres mask the robot out of depth point clouds (:meth:`RobotSpheres.mask_points`).
 
-Regenerate the shipped xArm 6 file with ``python -m robopin.motion.curobo.spheres xarm6 OUT.yml``.
+Regenerate a shipped file with ``python -m robopin.motion.curobo.spheres xarm6 robots/xarm6.yml``
+(``panda`` for ``robots/panda.yml``, which FR3 shares).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ ROBOT_CONFIG_DIR = Path(__file__).parent / "robots"
 
 @dataclass(frozen=True)
 class Sphere:
-    """A sphere in the frame of the joint carrying its link."""
+    """A sphere in its link's own (URDF) frame, the frame cuRobo reads ``collision_spheres[link]`` in."""
 
     center: tuple[float, float, float]
     radius: float
@@ -88,7 +90,7 @@ class CoverageReport:
 
 
 def check_coverage(link: str, spheres: list[Sphere], samples: NDArray[np.float64], tolerance_m: float = 0.002):
-    """Compare a link's spheres with surface samples of its mesh (both in the link's joint frame)."""
+    """Compare a link's spheres with surface samples of its mesh (both in one frame)."""
     centers = np.array([s.center for s in spheres])
     radii = np.array([s.radius for s in spheres])
     gaps = np.min(np.linalg.norm(samples[:, None, :] - centers[None], axis=2) - radii[None], axis=1)
@@ -99,32 +101,62 @@ def check_coverage(link: str, spheres: list[Sphere], samples: NDArray[np.float64
     return CoverageReport(link, len(spheres), float(np.mean(gaps > tolerance_m)), float(max(gaps.max(), 0.0)), overhang)
 
 
+def link_placements(robot) -> dict[str, tuple[int, NDArray[np.float64]]]:
+    """Per robot link with collision geometry: (pinocchio joint carrying it, ``T_joint_link``).
+
+    After the gripper is locked, every gripper link hangs off joint6 with a fixed placement; spheres
+    are stored in each link's own frame, so they are moved through this placement.
+    """
+    model = robot.model
+    result = {}
+    for name in robot.link_vertices():
+        link = name.rsplit("_", 1)[0]
+        if link in result:
+            continue
+        frame = model.getFrameId(link)
+        if frame >= model.nframes:
+            raise MotionConfigError(f"robot {robot.spec.name!r}: link {link!r} has no frame in the model")
+        result[link] = (int(model.frames[frame].parentJoint), model.frames[frame].placement.homogeneous.copy())
+    return result
+
+
 class RobotSpheres:
-    """Sphere model of a whole robot: per-link spheres placed with pinocchio kinematics."""
+    """Sphere model of a whole robot: per-link spheres (link frames) placed with pinocchio kinematics."""
 
     def __init__(self, robot, spheres: dict[str, list[Sphere]]) -> None:
         self.robot = robot
         self.spheres = spheres
-        # Geometry names in the robot model are "<link>_<k>"; spheres are keyed by link.
-        self._geometry_of_link = {}
-        for name in robot.link_vertices():
-            self._geometry_of_link.setdefault(name.rsplit("_", 1)[0], name)
+        self._placements = link_placements(robot)
 
     @classmethod
     def fit(cls, robot, **kwargs) -> RobotSpheres:
-        """Fit spheres to every collision mesh of ``robot`` (a RobotModel)."""
+        """Fit spheres to every collision mesh of ``robot`` (a RobotModel), in each link's own frame."""
+        placements = link_placements(robot)
         per_link: dict[str, list[Sphere]] = {}
         for name, (vertices, triangles) in robot.link_meshes().items():
+            link = name.rsplit("_", 1)[0]
+            T_link_joint = np.linalg.inv(placements[link][1])
             points = np.vstack([vertices, surface_samples(vertices, triangles, 4000)])
-            per_link.setdefault(name.rsplit("_", 1)[0], []).extend(fit_link_spheres(points, **kwargs))
+            local = points @ T_link_joint[:3, :3].T + T_link_joint[:3, 3]
+            per_link.setdefault(link, []).extend(fit_link_spheres(local, **kwargs))
         return cls(robot, per_link)
+
+    def link_frames(self, q: NDArray[np.float64]) -> dict[str, NDArray[np.float64]]:
+        """``T_base_link`` of every link with spheres at ``q`` (pinocchio)."""
+        import pinocchio as pin
+
+        pin.forwardKinematics(self.robot.model, self.robot.data, np.asarray(q, dtype=np.float64))
+        return {
+            link: self.robot.data.oMi[joint].homogeneous @ T_joint_link
+            for link, (joint, T_joint_link) in self._placements.items()
+        }
 
     def world_spheres(self, q: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Centres (M×3, base frame) and radii of every sphere at configuration ``q``."""
-        frames = self.robot.geometry_frames(q)
+        frames = self.link_frames(q)
         centers, radii = [], []
         for link, spheres in self.spheres.items():
-            T = frames[self._geometry_of_link[link]]
+            T = frames[link]
             for s in spheres:
                 centers.append(T[:3, :3] @ np.asarray(s.center) + T[:3, 3])
                 radii.append(s.radius)
@@ -138,6 +170,23 @@ class RobotSpheres:
         for c, r in zip(centers, radii, strict=True):
             inside |= np.sum((points - c) ** 2, axis=1) <= (r + padding_m) ** 2
         return inside
+
+    def overlapping_links(self, q: NDArray[np.float64], margin_m: float = 0.0) -> set[frozenset[str]]:
+        """Pairs of links whose spheres (grown by ``margin_m`` each) overlap at ``q``."""
+        frames = self.link_frames(q)
+        placed = {}
+        for link, spheres in self.spheres.items():
+            T = frames[link]
+            centers = np.array([s.center for s in spheres]) @ T[:3, :3].T + T[:3, 3]
+            placed[link] = (centers, np.array([s.radius for s in spheres]) + margin_m)
+        links = sorted(placed)
+        pairs = set()
+        for i, a in enumerate(links):
+            for b in links[i + 1 :]:
+                (ca, ra), (cb, rb) = placed[a], placed[b]
+                if np.any(np.linalg.norm(ca[:, None] - cb[None], axis=2) < ra[:, None] + rb[None]):
+                    pairs.add(frozenset((a, b)))
+        return pairs
 
     def to_curobo_spheres(self) -> dict[str, list[dict[str, object]]]:
         """The ``collision_spheres`` mapping of a cuRobo robot config."""
@@ -154,57 +203,95 @@ class RobotSpheres:
             {
                 link: [Sphere(tuple(float(c) for c in s["center"]), float(s["radius"])) for s in spheres]
                 for link, spheres in mapping.items()
+                if link in link_placements(robot)
             },
         )
 
 
-def curobo_robot_config(robot, spheres: RobotSpheres) -> dict[str, object]:
+# Pairs whose spheres overlap in any of this many random configurations the mesh checker calls free are
+# left to robopin's exact mesh check (every cuRobo trajectory passes it before it leaves the planner):
+# otherwise cuRobo reports INVALID_START_STATE_SELF_COLLISION for poses that are fine. The margin keeps
+# pairs that only nearly touch in the samples out of cuRobo's check too.
+IGNORE_SAMPLES = 4000
+IGNORE_MARGIN_M = 0.01
+
+
+def sphere_ignore_pairs(robot, spheres: RobotSpheres, *, samples: int = IGNORE_SAMPLES, seed: int = 1):
+    """Link pairs whose spheres overlap in some mesh-collision-free configuration (or at home)."""
+    rng = np.random.default_rng(seed)
+    pairs = set(spheres.overlapping_links(robot.home, IGNORE_MARGIN_M))
+    found = 0
+    while found < samples:
+        q = rng.uniform(robot.lower, robot.upper)
+        if robot.in_collision(q, margin_m=0.0):
+            continue
+        found += 1
+        pairs |= spheres.overlapping_links(q, IGNORE_MARGIN_M)
+    return pairs
+
+
+def curobo_robot_config(robot, spheres: RobotSpheres, *, ignore_pairs=None) -> dict[str, object]:
     """A cuRobo v1 ``robot_cfg`` for ``robot`` (RobotModel) with the given sphere model.
 
-    Paths are relative to pybullet_data and resolved at load time (:mod:`robopin.motion.curobo.config`).
-    The end-effector link is the TCP's parent link; the planner converts TCP poses to it.
+    Paths are relative to pybullet_data and resolved at load time
+    (:func:`robopin.motion.curobo.robot_config.prepare_robot_config`). The ee_link is the TCP's link;
+    the planner converts TCP goals with the offset between them. Only joints cuRobo knows by name are
+    locked (a mimic joint follows the joint it copies).
     """
+    from robopin.motion.curobo.robot_config import ATTACHED_OBJECT_LINK, read_urdf
+
     spec = robot.spec
-    links = [*sorted(spheres.spheres), "attached_object"]
-    ignore: dict[str, list[str]] = {}
-    for a, b in robot.ignored_self_collision_links():
-        ignore.setdefault(a, []).append(b)
+    links, joints = read_urdf(spec.resolve(spec.urdf))
+    children = {j.child for j in joints.values()}
+    roots = sorted(links - children)
+    if len(roots) != 1:
+        raise MotionConfigError(f"robot {spec.name!r}: URDF has {len(roots)} root links {roots}")
+    lock = {name: float(v) for name, v in spec.locked_joints.items() if joints[name].mimic_of is None}
+    collision_links = [*sorted(spheres.spheres), ATTACHED_OBJECT_LINK]
+    pairs = set(ignore_pairs if ignore_pairs is not None else sphere_ignore_pairs(robot, spheres))
+    pairs |= {frozenset(p) for p in robot.ignored_self_collision_links()}
     # A held object touches the hand that holds it.
-    for link in robot.hand_links():
-        if link in spheres.spheres:
-            ignore.setdefault(link, []).append("attached_object")
+    pairs |= {frozenset((link, ATTACHED_OBJECT_LINK)) for link in robot.hand_links() if link in spheres.spheres}
+    order = {link: k for k, link in enumerate(collision_links)}
+    ignore: dict[str, list[str]] = {}
+    for pair in sorted(pairs, key=lambda p: sorted(order[x] for x in p)):
+        a, b = sorted(pair, key=order.__getitem__)
+        ignore.setdefault(a, []).append(b)
+    for values in ignore.values():
+        values.sort(key=order.__getitem__)
     joint_names = list(spec.arm_joints)
     return {
         "robot_cfg": {
             "kinematics": {
                 "urdf_path": spec.urdf,
                 "asset_root_path": spec.package_dir,
-                "base_link": "world" if spec.name == "xarm6" else "panda_link0",
+                "base_link": roots[0],
                 "ee_link": spec.tcp_link,
-                "collision_link_names": links,
+                "collision_link_names": collision_links,
                 "collision_spheres": spheres.to_curobo_spheres(),
                 "collision_sphere_buffer": 0.004,
-                "self_collision_ignore": ignore,
-                "self_collision_buffer": dict.fromkeys(links, 0.0),
+                "self_collision_ignore": {k: ignore[k] for k in sorted(ignore, key=order.__getitem__)},
+                "self_collision_buffer": dict.fromkeys(collision_links, 0.0),
                 "mesh_link_names": sorted(spheres.spheres),
                 # cuRobo fills the attached_object link with spheres when an object is attached.
-                "extra_collision_spheres": {"attached_object": 4},
+                "extra_collision_spheres": {ATTACHED_OBJECT_LINK: 4},
                 "extra_links": {
-                    "attached_object": {
+                    ATTACHED_OBJECT_LINK: {
                         "parent_link_name": spec.tcp_link,
-                        "link_name": "attached_object",
-                        "fixed_transform": [float(v) for v in spec.T_link_tcp[:3, 3]] + [1.0, 0.0, 0.0, 0.0],
+                        "link_name": ATTACHED_OBJECT_LINK,
+                        # MotionGen.attach_external_objects_to_robot places object spheres in the ee_link frame.
+                        "fixed_transform": [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
                         "joint_type": "FIXED",
                         "joint_name": "attach_joint",
                     }
                 },
-                "lock_joints": dict(spec.locked_joints),
+                "lock_joints": lock,
                 "cspace": {
                     "joint_names": joint_names,
                     "retract_config": [float(v) for v in spec.home_q],
                     "null_space_weight": [1.0] * len(joint_names),
                     "cspace_distance_weight": [1.0] * len(joint_names),
-                    "max_acceleration": float(np.min(spec.max_acceleration_rad_s2)),
+                    "max_acceleration": [float(v) for v in spec.max_acceleration_rad_s2],
                     "max_jerk": 500.0,
                 },
             }
@@ -212,11 +299,23 @@ def curobo_robot_config(robot, spheres: RobotSpheres) -> dict[str, object]:
     }
 
 
+# Robots sharing a URDF share a file: FR3 is the Panda's kinematics with its own limits, which the
+# planner writes into the URDF cuRobo loads (robot_config.prepare_robot_config).
+ROBOT_FILES = {"panda": "panda.yml", "fr3": "panda.yml", "xarm6": "xarm6.yml"}
+
+
+def robot_config_path(name: str) -> Path:
+    """The shipped cuRobo robot config of robot ``name``."""
+    if name not in ROBOT_FILES:
+        raise MotionConfigError(f"no cuRobo robot config known for robot {name!r}; known: {sorted(ROBOT_FILES)}")
+    return ROBOT_CONFIG_DIR / ROBOT_FILES[name]
+
+
 def load_robot_config(name: str) -> dict[str, object]:
-    """The shipped cuRobo robot config written by us (``robots/<name>.yml``)."""
-    path = ROBOT_CONFIG_DIR / f"{name}.yml"
+    """The shipped cuRobo robot config of robot ``name`` (``robots/<file>.yml``)."""
+    path = robot_config_path(name)
     if not path.is_file():
-        raise MotionConfigError(f"no robopin cuRobo robot config for {name!r} at robots/{name}.yml")
+        raise MotionConfigError(f"the cuRobo robot config {path.name} of {name!r} is missing")
     return yaml.safe_load(path.read_text())
 
 
@@ -232,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     config = curobo_robot_config(robot, RobotSpheres.fit(robot))
     header = (
         f"# cuRobo v1 robot config for {args[0]}, generated by robopin.motion.curobo.spheres from the URDF\n"
-        "# collision meshes (paths relative to pybullet_data). Coverage is checked in tests/motion.\n"
+        "# collision meshes (paths relative to pybullet_data). Spheres are in each link's own frame;\n"
+        "# tests/motion/test_curobo_configs.py checks them by cuRobo's rules. Do not edit by hand.\n"
     )
 
     class _NoAliases(yaml.SafeDumper):

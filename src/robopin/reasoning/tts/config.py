@@ -258,6 +258,13 @@ class TTSConfig:
         self.max_batches = _check_count("max_batches", self.max_batches)
         if not 0.0 <= float(self.temperature) <= 2.0 or isinstance(self.temperature, bool):
             raise TTSConfigError(f"temperature must be in [0, 2], got {self.temperature!r}")
+        if self.traces_per_batch > 1 and float(self.temperature) < 1e-5:
+            # vLLM refuses n > 1 greedy samples (sampling_params.py _verify_greedy_sampling, HTTP 400);
+            # they would all be the same trace anyway.
+            raise TTSConfigError(
+                f"traces_per_batch={self.traces_per_batch} needs temperature > 0 (got {self.temperature}): "
+                "greedy samples are all the same and vLLM refuses n > 1 at temperature 0"
+            )
         self.max_tokens = _check_count("max_tokens", self.max_tokens)
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
             raise TTSConfigError(f"seed must be an integer or null, got {self.seed!r}")

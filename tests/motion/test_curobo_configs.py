@@ -1,0 +1,199 @@
+"""The shipped cuRobo robot configs read by cuRobo v0.7.8's own rules, held against robopin's pinocchio
+model and mesh checker (no GPU, no cuRobo: the robot YAML is the contract)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from robopin.motion.curobo import planner as curobo_planner
+from robopin.motion.curobo.config import CuroboPlannerConfig
+from robopin.motion.curobo.conversions import status_from_curobo, tcp_goal_to_link_goal
+from robopin.motion.curobo.planner import time_dilation_for
+from robopin.motion.curobo.robot_config import (
+    CuroboKinematics,
+    check_robot_config,
+    prepare_robot_config,
+    read_urdf,
+)
+from robopin.motion.curobo.spheres import load_robot_config, robot_config_path, surface_samples
+from robopin.motion.errors import MotionConfigError
+from robopin.motion.planner import make_planner, planner_config_from_dict
+from robopin.motion.types import PlanStatus
+
+from .conftest import robot_model
+
+ROBOTS = ("panda", "fr3", "xarm6")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _kinematics(robot: str) -> dict:
+    return copy.deepcopy(load_robot_config(robot)["robot_cfg"]["kinematics"])
+
+
+def _urdf(robot: str) -> Path:
+    model = robot_model(robot)
+    return model.spec.resolve(_kinematics(robot)["urdf_path"])
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_shipped_config_loads_by_curobos_rules(robot):
+    kinematics = _kinematics(robot)
+    check_robot_config(kinematics, _urdf(robot))
+    _, joints = read_urdf(_urdf(robot))
+    for name in kinematics["lock_joints"]:
+        assert joints[name].mimic_of is None  # cuRobo knows a mimic joint only by its leader's name
+    # Every gripper joint robopin holds still is either locked or the mimic of a locked one.
+    held = set(robot_model(robot).spec.locked_joints)
+    covered = {
+        n for n, j in joints.items() if n in kinematics["lock_joints"] or j.mimic_of in kinematics["lock_joints"]
+    }
+    assert held <= covered
+
+
+def test_locking_a_mimic_joint_is_refused_by_name():
+    kinematics = _kinematics("xarm6")
+    kinematics["lock_joints"]["left_finger_joint"] = 0.0
+    with pytest.raises(MotionConfigError, match=r"mimic joint .left_finger_joint.*.drive_joint."):
+        check_robot_config(kinematics, _urdf("xarm6"))
+
+
+def test_attached_object_away_from_the_ee_link_is_refused():
+    kinematics = _kinematics("xarm6")
+    kinematics["extra_links"]["attached_object"]["fixed_transform"] = [0.0, 0.0, 0.172, 1.0, 0.0, 0.0, 0.0]
+    with pytest.raises(MotionConfigError, match="attached_object"):
+        check_robot_config(kinematics, _urdf("xarm6"))
+
+
+def test_misspelled_ignore_entry_is_refused():
+    kinematics = _kinematics("panda")
+    kinematics["self_collision_ignore"]["panda_link1"] = ["panda_link_2"]
+    with pytest.raises(MotionConfigError, match="panda_link_2"):
+        check_robot_config(kinematics, _urdf("panda"))
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_spheres_in_link_frames_cover_each_collision_mesh(robot):
+    """Spheres placed the way cuRobo places them (URDF-chain FK, link frames) cover the meshes as
+    pinocchio places them, at the home pose and random poses."""
+    model = robot_model(robot)
+    kin = CuroboKinematics(_kinematics(robot), _urdf(robot))
+    meshes = model.link_meshes()
+    rng = np.random.default_rng(3)
+    for q in [model.home, *rng.uniform(model.lower, model.upper, size=(2, model.dof))]:
+        placed = kin.world_spheres(q)
+        frames = model.geometry_frames(q)
+        for name, (vertices, triangles) in meshes.items():
+            link = name.rsplit("_", 1)[0]
+            T = frames[name]
+            samples = surface_samples(vertices, triangles, 1500, seed=11) @ T[:3, :3].T + T[:3, 3]
+            centers, radii = placed[link]
+            gaps = np.min(np.linalg.norm(samples[:, None] - centers[None], axis=2) - radii[None], axis=1)
+            assert np.mean(gaps > 0.002) < 0.002, (robot, link, float(np.mean(gaps > 0.002)))
+            assert gaps.max() < 0.004, (robot, link, float(gaps.max()))
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_no_self_collision_reports_where_the_mesh_checker_sees_none(robot):
+    model = robot_model(robot)
+    kin = CuroboKinematics(_kinematics(robot), _urdf(robot))
+    rng = np.random.default_rng(2024)  # not the generator's seed
+    free = 0
+    reports = []
+    while free < 300:
+        q = rng.uniform(model.lower, model.upper)
+        if model.in_collision(q, margin_m=0.0):
+            continue
+        free += 1
+        hits = kin.self_collisions(q)
+        if hits:
+            reports.append((np.round(q, 3).tolist(), hits))
+    assert not kin.self_collisions(model.home)
+    assert reports == []
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_goal_link_pose_times_tool_offset_is_robopins_tcp(robot, tmp_path):
+    model = robot_model(robot)
+    prepared = prepare_robot_config(robot_config_path(robot), model, work_dir=tmp_path)
+    # cuRobo's reading of the prepared config (the URDF it will load), not pinocchio's.
+    kin = CuroboKinematics(prepared.robot_cfg["kinematics"], prepared.urdf_path)
+    rng = np.random.default_rng(5)
+    for q in [model.home, *rng.uniform(model.lower, model.upper, size=(10, model.dof))]:
+        T_tcp = model.forward_kinematics(q)
+        T_ee = kin.link_poses(q, [prepared.ee_link])[prepared.ee_link]
+        np.testing.assert_allclose(T_ee @ prepared.T_ee_tcp, T_tcp, atol=1e-6)
+        np.testing.assert_allclose(tcp_goal_to_link_goal(T_tcp, prepared.T_ee_tcp), T_ee, atol=1e-6)
+    if robot == "xarm6":
+        np.testing.assert_allclose(prepared.T_ee_tcp[:3, 3], [0.0, 0.0, 0.172], atol=1e-9)
+
+
+def test_a_hand_link_goal_gets_the_grasp_target_offset(tmp_path):
+    """cuRobo's own franka.yml plans panda_hand; a config with that ee_link gets the 0.105 m to the
+    grasp target instead of sending the grasp pose as the hand pose."""
+    model = robot_model("panda")
+    document = load_robot_config("panda")
+    kinematics = document["robot_cfg"]["kinematics"]
+    kinematics["ee_link"] = "panda_hand"
+    kinematics["extra_links"]["attached_object"]["parent_link_name"] = "panda_hand"
+    path = tmp_path / "hand.yml"
+    path.write_text(yaml.safe_dump(document))
+    prepared = prepare_robot_config(path, model, work_dir=tmp_path)
+    assert np.linalg.norm(prepared.T_ee_tcp[:3, 3]) == pytest.approx(0.105, abs=1e-6)
+
+
+def test_fr3_plans_inside_its_own_limits(tmp_path):
+    """cuRobo reads limits from the URDF: the one it loads carries FR3's (stricter than the Panda URDF's)."""
+    model = robot_model("fr3")
+    prepared = prepare_robot_config(robot_config_path("fr3"), model, work_dir=tmp_path)
+    _, joints = read_urdf(prepared.urdf_path)
+    for name, lower, upper in zip(model.joint_names, model.lower, model.upper, strict=True):
+        assert (joints[name].lower, joints[name].upper) == pytest.approx((lower, upper))
+    assert joints["panda_joint6"].lower > 0.4  # FR3 datasheet: 0.4398 rad (the Panda URDF: -0.0873)
+
+
+def test_velocity_scale_becomes_curobos_time_dilation():
+    config = CuroboPlannerConfig(robot="panda")
+    assert time_dilation_for(config, None) == 0.5
+    assert time_dilation_for(config, 0.2) == 0.2
+    with pytest.raises(MotionConfigError, match="velocity_scale"):
+        time_dilation_for(config, 1.5)
+
+
+def test_invalid_query_is_not_reported_as_no_path():
+    assert status_from_curobo("MotionGenStatus.INVALID_QUERY", False) is PlanStatus.START_IN_COLLISION
+
+
+@pytest.mark.parametrize("system", ["real_franka", "real_xarm6"])
+def test_real_system_planner_builds_until_the_curobo_import_which_is_mocked(system, monkeypatch):
+    """The motion planner node's planner config of each real system file, built as the node builds it:
+    everything but cuRobo itself (the mocked edge: its import) is real."""
+    nodes = yaml.safe_load((REPO / "config" / f"{system}.yaml").read_text())["nodes"]
+    parameters = nodes["motion_planner_node"]["parameters"]
+    values = dict(parameters["planner"])
+    values["robot"] = parameters["robot"]
+    config = planner_config_from_dict(values)
+    assert isinstance(config, CuroboPlannerConfig)
+    prepared = []
+
+    class _ReachedCuroboImportError(Exception):
+        pass
+
+    def mocked_import():
+        raise _ReachedCuroboImportError
+
+    original = curobo_planner.prepare_robot_config
+
+    def recording(*args, **kwargs):
+        prepared.append(original(*args, **kwargs))
+        return prepared[-1]
+
+    monkeypatch.setattr(curobo_planner, "_import_curobo", mocked_import)
+    monkeypatch.setattr(curobo_planner, "prepare_robot_config", recording)
+    with pytest.raises(_ReachedCuroboImportError):
+        make_planner(config, robot_model(config.robot))  # the shared model only saves the load time
+    assert len(prepared) == 1 and prepared[0].robot_cfg["kinematics"]["cspace"]["joint_names"]
