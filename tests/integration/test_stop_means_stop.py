@@ -258,12 +258,25 @@ def test_cancel_during_a_slow_model_call_abandons_it_at_once(stack, ros_watch, t
     # A stub OpenAI server on 127.0.0.1 (answers as vLLM does, here 30 s late) behind the planner's real
     # OpenAI backend, set at run time as a user would (`ros2 param set /planner_node vlm ...`).
     import yaml
+    from action_msgs.msg import GoalStatusArray
+    from action_msgs.srv import CancelGoal
     from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
     from rcl_interfaces.srv import GetParameters, SetParameters
+    from rclpy.qos import qos_profile_action_status_default
 
     from tests.vlm.conftest import StubOpenAIServer
 
     node = ros_watch.node
+    lock = threading.Lock()
+    statuses: dict[bytes, int] = {}
+
+    def on_status(msg) -> None:
+        with lock:
+            statuses.update({bytes(s.goal_info.goal_id.uuid): s.status for s in msg.status_list})
+
+    status_sub = node.create_subscription(GoalStatusArray, "/robopin/execute_task/_action/status", on_status,
+                                          qos_profile_action_status_default)
+    canceller = node.create_client(CancelGoal, "/robopin/execute_task/_action/cancel_goal")
     getter = node.create_client(GetParameters, "/planner_node/get_parameters")
     setter = node.create_client(SetParameters, "/planner_node/set_parameters")
     assert getter.wait_for_service(timeout_sec=30) and setter.wait_for_service(timeout_sec=30)
@@ -292,23 +305,40 @@ def test_cancel_during_a_slow_model_call_abandons_it_at_once(stack, ros_watch, t
         while not stub.chat_requests():
             assert time.monotonic() < deadline, "the model request never reached the stub"
             time.sleep(0.02)
+        # The action's own cancel (what `robopin cancel` and the console send), timed to the goal's final status.
+        with lock:
+            running = [goal for goal, status in statuses.items() if status in (1, 2, 3)]
+        assert len(running) == 1, f"expected one running task, statuses {statuses}"
         t0 = time.monotonic()
-        cancel = subprocess.run([sys.executable, "-m", "robopin.cli", "cancel"], cwd=tmp_path, env=dict(os.environ),
-                                capture_output=True, text=True, timeout=120)
+        answer = call(canceller, CancelGoal.Request())  # zero goal id and stamp: cancel every goal
+        ended = [None]
+
+        def final() -> bool:
+            with lock:
+                status = statuses.get(running[0])
+            ended[0] = status if status in (4, 5, 6) else None
+            return ended[0] is not None
+
+        deadline = time.monotonic() + 60
+        while not final():
+            assert time.monotonic() < deadline, "the task never reached a final status"
+            time.sleep(0.01)
         canceled_s = time.monotonic() - t0
         code = task.wait(60)
         time.sleep(2.0)  # a retry would arrive within the backend's backoff
-        print(f"\ncancel during a model call: the goal ended {canceled_s:.2f} s after `robopin cancel` started "
+        print(f"\ncancel during a model call: the goal ended {canceled_s:.2f} s after the cancel request "
               f"(the model would have answered after 30 s); requests reaching the stub: {len(stub.chat_requests())}")
-        assert cancel.returncode == 0 and ": canceled" in cancel.stdout, cancel.stdout + cancel.stderr
+        assert answer.goals_canceling, "the cancel was not accepted"
+        assert ended[0] == 5, f"the goal ended with status {ended[0]}, not canceled"
         assert code == 1 and "FAILURE (canceled)" in task.output, task.output
         assert len(stub.chat_requests()) == 1, "the backend sent the request again after the cancel"
         assert canceled_s < 20.0, "the cancel waited for the model's answer"
     finally:
         set_vlm(oracle)
         stub.stop()
-        node.destroy_client(getter)
-        node.destroy_client(setter)
+        for client in (getter, setter, canceller):
+            node.destroy_client(client)
+        node.destroy_subscription(status_sub)
 
 
 def test_sigterm_to_up_mid_motion_stops_the_arm_ends_the_goal_and_closes_the_bag(stack, ros_watch, tmp_path):

@@ -19,11 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from robopin.reasoning.errors import ReasoningConfigError, TaskRefusal
+from robopin.reasoning.errors import ReasoningConfigError, TaskCanceled, TaskRefusal
 from robopin.reasoning.interfaces import Observation
 from robopin.vlm.base import ChatMessage, VLMBackend
 from robopin.vlm.errors import (
     BackendUnavailableError,
+    VLMCanceledError,
     VLMConnectionError,
     VLMError,
     VLMModelNotFoundError,
@@ -86,7 +87,9 @@ class Reasoner(Protocol):
 
 
 def refusal_from_vlm_error(error: VLMError) -> TaskRefusal:
-    """Name a backend failure: ``vlm_timeout``, ``vlm_unavailable`` or ``vlm_error``."""
+    """Name a backend failure: ``canceled``, ``vlm_timeout``, ``vlm_unavailable`` or ``vlm_error``."""
+    if isinstance(error, VLMCanceledError):  # the task's cancel abandoned the request (VLMBackend.cancel)
+        return TaskCanceled(f"canceled during the model call ({error})")
     if isinstance(error, VLMTimeoutError):
         return TaskRefusal("vlm_timeout", str(error))
     if isinstance(error, VLMConnectionError | VLMModelNotFoundError | BackendUnavailableError):
