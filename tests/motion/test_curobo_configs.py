@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -197,3 +198,107 @@ def test_real_system_planner_builds_until_the_curobo_import_which_is_mocked(syst
     with pytest.raises(_ReachedCuroboImportError):
         make_planner(config, robot_model(config.robot))  # the shared model only saves the load time
     assert len(prepared) == 1 and prepared[0].robot_cfg["kinematics"]["cspace"]["joint_names"]
+
+
+class _Recorder:
+    """Stands in for cuRobo's classes (the mocked edge): records what the planner hands cuRobo."""
+
+    calls: ClassVar[list] = []
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+        _Recorder.calls.append((type(self).__name__, args, kwargs))
+
+
+def _mocked_curobo(plan_status: str):
+    import types
+
+    class MotionGenPlanConfig(_Recorder):
+        pass
+
+    class Pose(_Recorder):
+        pass
+
+    class Cuboid(_Recorder):
+        pass
+
+    class WorldConfig:
+        @staticmethod
+        def from_dict(mapping):
+            _Recorder.calls.append(("WorldConfig.from_dict", (mapping,), {}))
+            return mapping
+
+    class JointState:
+        @staticmethod
+        def from_position(position, joint_names):
+            return ("joint_state", position, tuple(joint_names))
+
+    class Result:
+        success = None
+        status = types.SimpleNamespace(name=plan_status)
+
+    class MotionGen:
+        def __init__(self, config):
+            cspace = config.kwargs["robot_cfg"]["kinematics"]["cspace"]
+            self.kinematics = types.SimpleNamespace(joint_names=list(cspace["joint_names"]))
+
+        def clear_world_cache(self):
+            _Recorder.calls.append(("clear_world_cache", (), {}))
+
+        def update_world(self, world):
+            _Recorder.calls.append(("update_world", (world,), {}))
+
+        def plan_single(self, start, goal, plan_config):
+            _Recorder.calls.append(("plan_single", (start, goal, plan_config), {}))
+            return Result()
+
+    class MotionGenConfig:
+        @staticmethod
+        def load_from_robot_config(robot_cfg, world, tensor_args, **kwargs):
+            return types.SimpleNamespace(kwargs={"robot_cfg": robot_cfg, **kwargs})
+
+    class TensorDeviceType:
+        def __init__(self, device):
+            self.device = device
+
+        @staticmethod
+        def to_device(array):
+            return np.asarray(array)
+
+    torch = types.SimpleNamespace(device=lambda name: name)
+    return {
+        "torch": torch,
+        "CollisionCheckerType": {"PRIMITIVE": "PRIMITIVE", "MESH": "MESH", "VOXEL": "VOXEL", "BLOX": "BLOX"},
+        "Cuboid": Cuboid,
+        "WorldConfig": WorldConfig,
+        "TensorDeviceType": TensorDeviceType,
+        "Pose": Pose,
+        "JointState": JointState,
+        "MotionGen": MotionGen,
+        "MotionGenConfig": MotionGenConfig,
+        "MotionGenPlanConfig": MotionGenPlanConfig,
+    }
+
+
+def test_planner_wiring_with_curobo_mocked_clears_the_world_scales_speed_and_sends_the_ee_goal(monkeypatch):
+    from robopin.motion.problems import make_world
+
+    from .conftest import top_down
+
+    monkeypatch.setattr(curobo_planner, "_import_curobo", lambda: _mocked_curobo("INVALID_QUERY"))
+    _Recorder.calls.clear()
+    model = robot_model("xarm6")
+    planner = make_planner(CuroboPlannerConfig(robot="xarm6", warmup_on_start=False), model)
+    planner.update_world(make_world("box_wall"))
+    planner.update_world(make_world("box_wall").__class__())  # an empty world: the old boxes must go
+    names = [name for name, *_ in _Recorder.calls]
+    updates = [k for k, name in enumerate(names) if name == "update_world"]
+    assert len(updates) == 2 and all(names[k - 2] == "clear_world_cache" for k in updates)
+    start = model.inverse_kinematics(top_down(0.35, -0.2, 0.2), model.home, restarts=30)
+    goal = top_down(0.35, 0.2, 0.2)
+    result = planner.plan_to_pose(start, goal, velocity_scale=0.3)
+    assert result.status is PlanStatus.START_IN_COLLISION and "INVALID_QUERY" in result.message
+    _, (_, pose, plan_config), _ = next(c for c in _Recorder.calls if c[0] == "plan_single")
+    assert plan_config.kwargs["time_dilation_factor"] == 0.3
+    # cuRobo gets link6 0.172 m behind the TCP goal (the TCP points down, so the flange is above it).
+    np.testing.assert_allclose(pose.kwargs["position"][0], [0.35, 0.2, 0.2 + 0.172], atol=1e-6)

@@ -23,6 +23,8 @@ pinocchio), so tests can hold cuRobo's reading of a config against robopin's pin
 from __future__ import annotations
 
 import copy
+import hashlib
+import os
 import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -295,8 +297,13 @@ def _write_planning_urdf(source: Path, robot, mesh_root: Path, out_dir: Path) ->
         filename = mesh.get("filename", "")
         if filename and not filename.startswith(("package://", "/")):
             mesh.set("filename", str(mesh_root / filename))
-    path = out_dir / f"{robot.spec.name}_planning.urdf"
-    tree.write(path)
+    text = ET.tostring(tree.getroot(), encoding="unicode")
+    # Named by content: planners of one robot share the file, concurrent writers write the same bytes.
+    path = out_dir / f"{robot.spec.name}_planning_{hashlib.sha1(text.encode()).hexdigest()[:12]}.urdf"
+    if not path.is_file():
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(text)
+        os.replace(partial, path)
     return path
 
 
@@ -321,8 +328,8 @@ def prepare_robot_config(robot_file: str | Path, robot, *, work_dir: Path | None
     """Load, check and resolve a cuRobo robot YAML for ``robot`` (a RobotModel); no cuRobo needed.
 
     Relative ``urdf_path`` / ``asset_root_path`` are taken relative to pybullet_data. The URDF cuRobo
-    loads is a copy carrying the planner's joint limits (written under ``work_dir``, default a new
-    temporary folder).
+    loads is a copy carrying the planner's joint limits (written under ``work_dir``, default a
+    per-user folder in the temporary directory).
     """
     import yaml
 
@@ -345,7 +352,7 @@ def prepare_robot_config(robot_file: str | Path, robot, *, work_dir: Path | None
         raise MotionConfigError(
             f"{path.name}: cspace joints {arm} are not robot {robot.spec.name!r}'s joints {list(robot.joint_names)}"
         )
-    out_dir = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="robopin-curobo-"))
+    out_dir = Path(work_dir) if work_dir is not None else Path(tempfile.gettempdir()) / f"robopin-curobo-{os.getuid()}"
     out_dir.mkdir(parents=True, exist_ok=True)
     kinematics["urdf_path"] = str(_write_planning_urdf(urdf, robot, asset_root, out_dir))
     kinematics["asset_root_path"] = str(asset_root)

@@ -6,6 +6,10 @@ verifier (a feasibility score in [0, 1] from what the stack knows, behind a repl
   examples and the history of the last K steps; the score is ``score_yes_no(...).p_yes``. The
   request puts the static text first, then the drawn images, then the trace, so a vLLM server's
   prefix cache shares the instructions across candidates.
+  The verifier defaults to the reasoning model, and RoboPIN-4B opens every turn with ``<think>``:
+  the OpenAI backend therefore prefills the answer turn with a closed, empty thinking block
+  (``OpenAIBackendConfig.yes_no_answer_prefix``, sent with vLLM's ``continue_final_message``), so
+  yes/no is the first token scored; set it empty for a verifier model that answers directly.
 - :class:`ActionVerifier` is the interface a learned verifier implements;
   :class:`FeasibilityVerifier` scores depth quality at the points, the pick point's distance to the
   centre of its depth segment, the 3D agreement of the anchor across views (with a bound projector)
