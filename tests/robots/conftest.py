@@ -67,3 +67,17 @@ def franka(franka_sim):
         arm.move_to_joints(start)
     finally:
         arm.disconnect()
+
+
+@pytest.fixture
+def xarm_sdk(xarm_emulator):
+    """The bare xarm-python-sdk ``XArmAPI`` on the emulator, enabled and streaming-ready (mode 1, state 0)."""
+    from robopin.robots.xarm_arm import _import_sdk
+
+    api = _import_sdk()(xarm_emulator.settings.host, is_radian=True, report_type="real", check_joint_limit=True)
+    try:
+        assert api.connected
+        assert api.motion_enable(True) == 0 and api.set_mode(1) == 0 and api.set_state(0) == 0
+        yield api
+    finally:
+        api.disconnect()

@@ -179,22 +179,41 @@ class FrankaArm(Arm):
 
     # ----- motion ----------------------------------------------------------------------------------
 
+    def franky_limits(self) -> tuple[np.ndarray, np.ndarray]:
+        """Joint velocity (rad/s) and acceleration (rad/s²) limits franky plans with right now.
+
+        franky's own limits (``Robot.joint_velocity_limit`` / ``joint_acceleration_limit``; with
+        libfranka >= 0.10 the FR3 values 2.175 x4, 2.61 x3 rad/s and 15, 7.5, 10, 12.5, 15, 20, 20
+        rad/s², franky src/robot.cpp) times the robot's relative dynamics factor. Its Ruckig planner
+        rejects a waypoint whose velocity exceeds them, however the description's limits compare.
+        """
+        robot = self._robot
+        factor = robot.relative_dynamics_factor
+        velocity = np.asarray(robot.joint_velocity_limit.get(), dtype=np.float64) * float(factor.velocity)
+        acceleration = np.asarray(robot.joint_acceleration_limit.get(), dtype=np.float64) * float(factor.acceleration)
+        return velocity, acceleration
+
     def _feasible(self, trajectory: JointTrajectory) -> JointTrajectory:
         """Slow ``trajectory`` down until its velocities and accelerations fit franky's scaled limits.
 
-        franky refuses waypoints whose velocities exceed its limits times the dynamics factor.
+        The path stays the planned one; only its timing stretches. A 5 % margin keeps sampled peaks
+        (the check runs on a 10 ms grid) under the limits Ruckig enforces exactly.
         """
-        factor = float(self._robot.relative_dynamics_factor.velocity) * 0.9
+        velocity_limit, acceleration_limit = self.franky_limits()
         times = trajectory.dense_times(0.01)
         _, velocity = trajectory.sample(times)
-        peak_velocity = np.max(np.abs(velocity) / self.description.velocity_rad_s)
-        acceleration = np.diff(velocity, axis=0) / np.diff(times)[:, None] if times.size > 1 else np.zeros((1, 1))
-        peak_acceleration = np.max(np.abs(acceleration) / self.description.acceleration_rad_s2)
+        peak_velocity = float(np.max(np.abs(velocity) / velocity_limit))
+        if times.size > 1:
+            acceleration = np.diff(velocity, axis=0) / np.diff(times)[:, None]
+            peak_acceleration = float(np.max(np.abs(acceleration) / acceleration_limit))
+        else:
+            peak_acceleration = 0.0
+        margin = 0.95
         scale = 1.0
         if peak_velocity > 0:
-            scale = min(scale, factor / peak_velocity)
+            scale = min(scale, margin / peak_velocity)
         if peak_acceleration > 0:
-            scale = min(scale, math.sqrt(factor / peak_acceleration))
+            scale = min(scale, math.sqrt(margin / peak_acceleration))
         return trajectory.scaled(scale) if scale < 1.0 else trajectory
 
     def _waypoint_motion(self, trajectory: JointTrajectory) -> Any:
