@@ -52,11 +52,11 @@ def franka_sim():
 
 @pytest.fixture
 def franka(franka_sim):
-    """A connected, enabled FrankaArm on the simulator, back at its start configuration afterwards."""
+    """A connected, enabled FrankaArm on the simulator at the shipped defaults, back at its start afterwards."""
     from robopin.robots.base import make_arm
     from robopin.robots.franka_arm import FrankaArmConfig
 
-    arm = make_arm(FrankaArmConfig(ip=franka_sim.hostname, relative_dynamics_factor=0.5))
+    arm = make_arm(FrankaArmConfig(ip=franka_sim.hostname))
     arm.connect()
     arm.enable()
     start = arm.joint_state().positions

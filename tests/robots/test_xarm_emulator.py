@@ -38,7 +38,9 @@ def here(emulator) -> np.ndarray:
 def stream(api, start: np.ndarray, goal: np.ndarray, step_rad: float) -> list[int]:
     """Servo targets from ``start`` to ``goal`` in steps of at most ``step_rad``; the SDK codes returned."""
     count = max(1, int(np.ceil(np.max(np.abs(goal - start)) / step_rad)))
-    return [api.set_servo_angle_j(list(start + (goal - start) * k / count), is_radian=True) for k in range(1, count + 1)]
+    return [
+        api.set_servo_angle_j(list(start + (goal - start) * k / count), is_radian=True) for k in range(1, count + 1)
+    ]
 
 
 def test_a_standing_error_refuses_motion_with_the_sdk_status_bits(xarm_sdk, xarm_emulator):

@@ -150,7 +150,9 @@ class XArmConfig(ArmConfig):
         if self.gripper not in GRIPPER_FAMILIES:
             raise ArmConfigError(f"gripper must be one of {GRIPPER_FAMILIES}, got {self.gripper!r}")
         if not (isinstance(self.gripper_speed_rpm, int) and 1 <= self.gripper_speed_rpm <= 0xFFFF):
-            raise ArmConfigError(f"gripper_speed_rpm must be an integer in [1, 65535] r/min, got {self.gripper_speed_rpm!r}")
+            raise ArmConfigError(
+                f"gripper_speed_rpm must be an integer in [1, 65535] r/min, got {self.gripper_speed_rpm!r}"
+            )
         if self.tcp_load_kg is not None and not (math.isfinite(self.tcp_load_kg) and self.tcp_load_kg >= 0.0):
             raise ArmConfigError(f"tcp_load_kg must be a finite number >= 0, got {self.tcp_load_kg}")
         if (self.tcp_load_kg is None) != (self.tcp_load_center_of_gravity_m is None):
@@ -469,9 +471,7 @@ class XArm(Arm):
                 api.set_reduced_max_tcp_speed(safety.max_tcp_speed_m_s * 1000.0), "set_reduced_max_tcp_speed"
             )
             joint_speed = float(np.max(self.safety.max_velocity_rad_s))
-            _check_setting(
-                api.set_reduced_max_joint_speed(joint_speed, is_radian=True), "set_reduced_max_joint_speed"
-            )
+            _check_setting(api.set_reduced_max_joint_speed(joint_speed, is_radian=True), "set_reduced_max_joint_speed")
             _check_setting(api.set_fence_mode(True), "set_fence_mode")
             # Last: the SDK documents that the reduced limits take effect when reduced mode is (re)set.
             _check_setting(api.set_reduced_mode(True), "set_reduced_mode")
@@ -670,4 +670,3 @@ class XArm(Arm):
             raise GripperError(str(error)) from None
         # Without force feedback the grasp flag means: not fully closed after a close command.
         return GripperState(width, False, gripper.max_width_m)
-
