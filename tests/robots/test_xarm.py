@@ -17,6 +17,7 @@ import pytest
 from robopin.robots.base import make_arm
 from robopin.robots.errors import (
     ArmBusyError,
+    ArmConfigError,
     ArmConnectionError,
     ArmFaultError,
     ArmNotEnabledError,
@@ -161,7 +162,8 @@ def test_injected_controller_error_is_named_refused_and_recovered(xarm, xarm_emu
     start = xarm.joint_state().positions
     goal = start + np.array([0.8, 0.0, 0.0, 0.0, 0.0, 0.0])
     thread, box = run_in_thread(xarm.move_to_joints, goal)
-    wait_until(lambda: abs(xarm_emulator.joints[0] - start[0]) > 0.1)
+    wait_until(lambda: abs(xarm_emulator.joints[0] - start[0]) > 0.1 or not thread.is_alive())
+    assert thread.is_alive(), f"the motion ended before the error was injected: {box}"
     xarm_emulator.inject_error(22)
     thread.join(30)
     result = box["result"]
@@ -198,6 +200,15 @@ def test_fault_names_follow_the_sdk_error_table():
         assert fault.name == name and fault.code == code
         assert fault.message.endswith(ControllerErrorCodeMap[code]["en"]["title"])
     assert controller_fault(77).name == "controller_error_77"
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"gripper_speed_rpm": 0}, {"gripper_speed_rpm": 70000}, {"tcp_load_kg": 0.5}, {"tcp_load_kg": -1.0}],
+)
+def test_bad_gripper_speed_or_load_is_refused_by_name(settings):
+    with pytest.raises(ArmConfigError, match=r"gripper_speed_rpm|tcp_load"):
+        XArmConfig(ip="127.0.0.2", **settings)
 
 
 def test_unreachable_controller_is_reported_at_once():

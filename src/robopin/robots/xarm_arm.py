@@ -90,8 +90,8 @@ _CONTROLLER_ERRORS: dict[int, tuple[str, bool]] = {
 GRIPPER_FAMILIES = ("xarm_gripper", "g2", "lite6", "bio", "none")
 
 # The xArm Gripper's mass and centre of gravity in the flange frame: the sum of its links' inertials in
-# the URDF (pybullet_data xarm/xarm6_with_gripper.urdf, the same values as xarm_ros2's
-# xarm_gripper.urdf.xacro), fingers open.
+# pybullet_data's xarm/xarm6_with_gripper.urdf, fingers open (0.751 kg at 64 mm along the flange z; its
+# base link matches xarm_ros2's xarm_gripper.urdf.xacro, 0.542 kg at 48 mm).
 XARM_GRIPPER_LOAD_KG = 0.75
 XARM_GRIPPER_CENTER_OF_GRAVITY_M = (0.0, 0.0, 0.064)
 
