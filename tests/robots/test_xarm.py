@@ -315,3 +315,11 @@ def test_disabled_arm_and_dry_run_send_no_motion(xarm, xarm_emulator):
     with pytest.raises(ArmNotEnabledError):
         xarm.move_to_joints(goal)
     assert xarm_emulator.motion_commands(since) == []
+
+
+def test_a_lost_controller_connection_is_a_named_fault(xarm, xarm_emulator):
+    xarm_emulator.stop()  # the controller goes away (power, cable)
+    wait_until(lambda: xarm.fault() is not None, timeout_s=30.0)
+    assert xarm.fault().name == "connection_lost"
+    with pytest.raises(ArmFaultError):
+        xarm.move_to_joints(xarm.joint_state().positions + 0.05)
