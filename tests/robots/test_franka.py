@@ -66,7 +66,12 @@ def test_random_reachable_goals_at_the_fastest_safe_timing_all_execute(franka):
 
 
 def test_waypoint_motion_stays_on_the_planned_path(franka):
-    """franky solves each waypoint segment time-optimally on its own; measure how far that leaves the path."""
+    """franky solves each waypoint segment time-optimally on its own; measure how far that leaves the path.
+
+    A planner-shaped path (straight joint-space segments meeting at corners, TOPP-RA timed at the safety
+    layer's limits) at the default dynamics factor; the figure is printed (run with -s). It must stay
+    inside the motion planner's obstacle padding, the clearance the path was planned with.
+    """
     from robopin.motion.planner import PlannerConfig
     from robopin.motion.timing import time_parameterize
 
@@ -74,9 +79,9 @@ def test_waypoint_motion_stays_on_the_planned_path(franka):
     corners = np.array(
         [
             start,
-            start + np.array([0.4, 0, 0, 0.3, 0, 0, 0]),
-            start + np.array([0.4, 0.3, -0.3, 0.3, 0.4, 0, 0]),
-            start + np.array([0, 0.3, -0.3, 0, 0.4, 0.3, 0.6]),
+            start + np.array([0.3, 0, 0, 0.25, 0, 0, 0]),
+            start + np.array([0.3, 0.25, -0.25, 0.25, 0.3, 0, 0]),
+            start + np.array([0, 0.25, -0.25, 0, 0.3, 0.25, 0.45]),
         ]
     )
     timed = time_parameterize(
