@@ -52,11 +52,11 @@ def franka_sim():
 
 @pytest.fixture
 def franka(franka_sim):
-    """A connected, enabled FrankaArm on the simulator, back at its start configuration afterwards."""
+    """A connected, enabled FrankaArm on the simulator at the shipped defaults, back at its start afterwards."""
     from robopin.robots.base import make_arm
     from robopin.robots.franka_arm import FrankaArmConfig
 
-    arm = make_arm(FrankaArmConfig(ip=franka_sim.hostname, relative_dynamics_factor=0.5))
+    arm = make_arm(FrankaArmConfig(ip=franka_sim.hostname))
     arm.connect()
     arm.enable()
     start = arm.joint_state().positions
@@ -67,3 +67,17 @@ def franka(franka_sim):
         arm.move_to_joints(start)
     finally:
         arm.disconnect()
+
+
+@pytest.fixture
+def xarm_sdk(xarm_emulator):
+    """The bare xarm-python-sdk ``XArmAPI`` on the emulator, enabled and streaming-ready (mode 1, state 0)."""
+    from robopin.robots.xarm_arm import _import_sdk
+
+    api = _import_sdk()(xarm_emulator.settings.host, is_radian=True, report_type="real", check_joint_limit=True)
+    try:
+        assert api.connected
+        assert api.motion_enable(True) == 0 and api.set_mode(1) == 0 and api.set_state(0) == 0
+        yield api
+    finally:
+        api.disconnect()

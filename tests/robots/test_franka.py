@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from robopin.robots.base import make_arm
-from robopin.robots.errors import ArmConnectionError, Reason, SafetyViolationError
+from robopin.robots.errors import ArmConnectionError, ArmFaultError, Reason, SafetyViolationError
 from robopin.robots.franka_arm import FrankaArmConfig, PathProgress, fault_from_errors
 from robopin.robots.trajectory import JointTrajectory, min_jerk_move
 
@@ -29,6 +29,132 @@ def test_joint_motion_reaches_the_goal(franka):
     assert result.final_error_rad <= franka.config.goal_tolerance_rad
     np.testing.assert_allclose(franka.joint_state().positions, goal, atol=0.02)
     assert progress and progress[-1].progress == pytest.approx(1.0)
+
+
+def test_wrist_joints_move_0_8_rad_at_the_default_dynamics_factor(franka):
+    """franky plans with its own FR3 limits times the factor; the backend must time wrist moves within them."""
+    assert (
+        franka.config.relative_dynamics_factor
+        == FrankaArmConfig.__dataclass_fields__["relative_dynamics_factor"].default
+    )
+    start = franka.joint_state().positions
+    goal = start + np.array([0.0, 0.0, 0.0, 0.0, 0.8, 0.0, 0.8])  # joints 5 and 7
+    trajectory = franka.plan_move(goal)
+    velocity_limit, _ = franka.franky_limits()
+    # Timed at robopin's limits, the plan is faster than franky allows: the backend slows it, not franky.
+    assert np.max(np.abs(trajectory.velocities[:, [4, 6]])) > velocity_limit[[4, 6]].max()
+    result = franka.execute(trajectory)
+    assert result.success, result
+    np.testing.assert_allclose(franka.joint_state().positions, goal, atol=0.02)
+
+
+def test_random_reachable_goals_at_the_fastest_safe_timing_all_execute(franka):
+    rng = np.random.default_rng(21)
+    d = franka.description
+    start = franka.joint_state().positions
+    executed = 0
+    while executed < 3:
+        goal = np.clip(start + rng.uniform(-0.5, 0.5, d.dof), d.lower_rad + 0.1, d.upper_rad - 0.1)
+        trajectory = franka.plan_move(goal)  # the fastest timing the safety layer allows
+        try:
+            franka.validate(trajectory)
+        except SafetyViolationError:
+            continue  # not reachable inside the workspace box: not a goal robopin would send
+        result = franka.execute(trajectory)
+        assert result.success, (goal, result)
+        executed += 1
+
+
+def test_waypoint_motion_stays_on_the_planned_path(franka):
+    """franky solves each waypoint segment time-optimally on its own; measure how far that leaves the path.
+
+    A planner-shaped path (straight joint-space segments meeting at corners, TOPP-RA timed at the safety
+    layer's limits) at the default dynamics factor; the figure is printed (run with -s). It must stay
+    inside the motion planner's obstacle padding, the clearance the path was planned with.
+    """
+    from robopin.motion.planner import PlannerConfig
+    from robopin.motion.timing import time_parameterize
+
+    start = franka.joint_state().positions
+    corners = np.array(
+        [
+            start,
+            start + np.array([0.3, 0, 0, 0.25, 0, 0, 0]),
+            start + np.array([0.3, 0.25, -0.25, 0.25, 0.3, 0, 0]),
+            start + np.array([0, 0.25, -0.25, 0, 0.3, 0.25, 0.45]),
+        ]
+    )
+    timed = time_parameterize(
+        corners,
+        franka.joint_names,
+        franka.safety.max_velocity_rad_s,
+        franka.safety.max_acceleration_rad_s2,
+        velocity_scale=0.95,
+        acceleration_scale=0.5,
+    )
+    trajectory = JointTrajectory(franka.joint_names, timed.times_s, timed.positions, timed.velocities)
+    seen = []
+    result = franka.execute(trajectory, on_progress=lambda _p: seen.append(franka.joint_state().positions))
+    assert result.success, result
+    path, _ = trajectory.sample(trajectory.dense_times(0.002))
+    d = franka.description
+    tcp_path = d.forward_kinematics_batch(path)[:, :3, 3]
+    tcp_seen = d.forward_kinematics_batch(np.array(seen))[:, :3, 3]
+    joint_deviation = max(float(np.min(np.max(np.abs(path - q), axis=1))) for q in seen)
+    tcp_deviation = max(float(np.min(np.linalg.norm(tcp_path - p, axis=1))) for p in tcp_seen)
+    print(f"waypoint motion deviation: {joint_deviation:.4f} rad (joints), {tcp_deviation * 1000:.1f} mm (TCP)")
+    assert tcp_deviation < PlannerConfig().padding_m
+
+
+def test_a_reflex_is_a_fault_until_recovered(franka, franka_sim):
+    start = franka.joint_state().positions
+    trajectory = franka.plan_move(start + np.array([0.6, 0, 0, 0, 0, 0, 0]))
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.update(result=franka.execute(trajectory)), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while abs(franka.joint_state().positions[0] - start[0]) < 0.05:
+        assert time.monotonic() < deadline, "the arm never started moving"
+        time.sleep(0.01)
+    franka_sim.inject_reflex()
+    thread.join(60)
+    result = box["result"]
+    assert not result.success and result.reason is Reason.FAULT and result.fault.name == "collision", result
+    with pytest.raises(ArmFaultError):
+        franka.move_to_joints(start)
+    franka.recover()
+    assert franka.fault() is None
+    assert franka.move_to_joints(start).success
+    # A reflex outside a motion: the robot stays in mode Reflex after current_errors clear (braking done).
+    franka_sim.inject_reflex()
+    time.sleep(0.5)
+    fault = franka.fault()
+    assert fault is not None and fault.name == "collision" and "Reflex" in fault.message
+    franka.recover()
+    assert franka.fault() is None
+
+
+def test_a_user_stop_is_a_fault_recovery_waits_for_its_release(franka, franka_sim):
+    franka_sim.user_stop()
+    try:
+        deadline = time.monotonic() + 10
+        while franka.fault() is None:
+            assert time.monotonic() < deadline, "the user stop was never reported"
+            time.sleep(0.01)
+        fault = franka.fault()
+        assert fault.name == "user_stopped" and not fault.recoverable
+        with pytest.raises(ArmFaultError):
+            franka.recover()
+        with pytest.raises(ArmFaultError):
+            franka.move_to_joints(franka.joint_state().positions + 0.05)
+    finally:
+        franka_sim.user_stop(pressed=False)
+    deadline = time.monotonic() + 10
+    while franka.fault() is not None:
+        assert time.monotonic() < deadline, "the release was never seen"
+        time.sleep(0.01)
+    franka.recover()
+    assert franka.move_to_joints(franka.joint_state().positions + np.array([0.05, 0, 0, 0, 0, 0, 0])).success
 
 
 def test_connect_leaves_the_callers_scheduling_policy_alone(franka_sim):

@@ -17,6 +17,7 @@ import pytest
 from robopin.robots.base import make_arm
 from robopin.robots.errors import (
     ArmBusyError,
+    ArmConfigError,
     ArmConnectionError,
     ArmFaultError,
     ArmNotEnabledError,
@@ -25,7 +26,7 @@ from robopin.robots.errors import (
 )
 from robopin.robots.safety import SafetyConfig
 from robopin.robots.trajectory import JointTrajectory
-from robopin.robots.xarm_arm import XArmConfig, controller_fault
+from robopin.robots.xarm_arm import GripperFaultError, XArmConfig, controller_fault
 from robopin.robots.xarm_emulator import REG_MOVE_SERVOJ
 
 pytestmark = pytest.mark.timeout(120)
@@ -61,17 +62,62 @@ def test_connect_reads_state_and_gives_back_the_socket_default_timeout(xarm, xar
     assert xarm_emulator.enabled and xarm_emulator.mode == 1
 
 
-def test_controller_safety_mirrors_our_settings(xarm_emulator):
+def test_controller_safety_and_tool_mirror_our_settings(xarm_emulator):
     safety = SafetyConfig(workspace_min_m=(0.1, -0.4, 0.05), workspace_max_m=(0.7, 0.4, 0.8), collision_sensitivity=4)
     arm = make_arm(XArmConfig(ip=xarm_emulator.settings.host, safety=safety))
     arm.connect()
     try:
-        received = xarm_emulator.settings_received
-        assert received[37] == bytes([4])  # collision sensitivity
-        assert struct.unpack("<6i", received[52]) == (700, 100, 400, -400, 800, 50)  # TCP boundary, mm
-        assert received[50] == bytes([1])  # reduced mode on
+        e = xarm_emulator
+        assert e.collision_sensitivity == 4
+        np.testing.assert_array_equal(e.reduced_boundary_mm, [700, 100, 400, -400, 800, 50])  # mm
+        assert e.reduced_mode and e.fence_mode
+        assert e.reduced_tcp_speed_mm_s == pytest.approx(1000.0 * safety.max_tcp_speed_m_s)
+        assert e.reduced_joint_speed_rad_s == pytest.approx(float(np.max(arm.safety.max_velocity_rad_s)), rel=1e-6)
+        # The controller's TCP is robopin's: the description's 172 mm flange-to-TCP offset.
+        np.testing.assert_allclose(e.tcp_offset, [0.0, 0.0, 1000.0 * arm.description.T_link_tcp[2, 3], 0, 0, 0])
+        arm.enable()
+        np.testing.assert_allclose(e.tcp_load, [0.75, 0.0, 0.0, 64.0], atol=1e-6)  # kg, mm: the xArm Gripper
+        assert e.gripper_speed_rpm == 2000  # r/min, xarm_ros2's default
+        assert e.mode == 1 and e.state == 2
     finally:
         arm.disconnect()
+
+
+def test_connect_with_a_standing_error_names_it_and_recover_clears_it(xarm_emulator):
+    """Done when (issue 21): the controller holds C31 before connect; connect, fault, recover, move."""
+    xarm_emulator.inject_error(31)
+    arm = make_arm(XArmConfig(ip=xarm_emulator.settings.host))
+    arm.connect()
+    try:
+        fault = arm.fault()
+        assert fault is not None and fault.name == "collision" and fault.code == 31
+        assert "C31" in fault.message and "Collision" in fault.message  # the SDK's own title
+        with pytest.raises(ArmFaultError):
+            arm.enable()
+        assert xarm_emulator.tcp_offset[2] == pytest.approx(172.0)  # settings applied despite the error
+        arm.recover()
+        assert arm.fault() is None and xarm_emulator.error_code == 0
+        arm.enable()
+        goal = arm.joint_state().positions + np.array([0.2, -0.1, 0.1, 0.0, 0.1, 0.2])
+        result = arm.move_to_joints(goal)
+        assert result.success, result
+        np.testing.assert_allclose(xarm_emulator.joints[:6], goal, atol=2e-3)
+    finally:
+        arm.disconnect()
+
+
+def test_a_gripper_fault_is_named_refused_and_recovered(xarm, xarm_emulator):
+    xarm_emulator.inject_gripper_error(9)
+    with pytest.raises(GripperFaultError) as raised:
+        xarm.gripper_state()  # the SDK answers with a bare code, not (code, position)
+    assert raised.value.code == 9 and "G9" in str(raised.value)
+    fault = xarm.fault()
+    assert fault is not None and fault.name == "gripper_fault" and fault.code == 9
+    with pytest.raises(ArmFaultError):
+        xarm.gripper_move(0.04)
+    xarm.recover()
+    assert xarm.fault() is None and xarm_emulator.gripper_error == 0
+    assert xarm.gripper_move(0.04).reached_goal
 
 
 def test_trajectory_is_streamed_with_servo_j_to_the_goal(xarm, xarm_emulator):
@@ -116,7 +162,8 @@ def test_injected_controller_error_is_named_refused_and_recovered(xarm, xarm_emu
     start = xarm.joint_state().positions
     goal = start + np.array([0.8, 0.0, 0.0, 0.0, 0.0, 0.0])
     thread, box = run_in_thread(xarm.move_to_joints, goal)
-    wait_until(lambda: abs(xarm_emulator.joints[0] - start[0]) > 0.1)
+    wait_until(lambda: abs(xarm_emulator.joints[0] - start[0]) > 0.1 or not thread.is_alive())
+    assert thread.is_alive(), f"the motion ended before the error was injected: {box}"
     xarm_emulator.inject_error(22)
     thread.join(30)
     result = box["result"]
@@ -133,10 +180,35 @@ def test_injected_controller_error_is_named_refused_and_recovered(xarm, xarm_emu
     assert xarm.move_to_joints(start).success
 
 
-def test_fault_names_for_controller_codes():
+def test_fault_names_follow_the_sdk_error_table():
+    from xarm.core.config.x_code import ControllerErrorCodeMap
+
     assert controller_fault(31).name == "collision"
     assert controller_fault(2).name == "emergency_stop" and not controller_fault(2).recoverable
+    assert controller_fault(40).name == "trajectory_solution_failed"  # not "no IK"
+    streaming = {
+        24: "speed_limit",
+        23: "joint_limit",
+        35: "safety_boundary",
+        10: "servo_error",
+        30: "feedback_speed_limit",
+        38: "abnormal_joint_angle",
+        60: "servo_linear_speed_limit",
+    }
+    for code, name in streaming.items():
+        fault = controller_fault(code)
+        assert fault.name == name and fault.code == code
+        assert fault.message.endswith(ControllerErrorCodeMap[code]["en"]["title"])
     assert controller_fault(77).name == "controller_error_77"
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"gripper_speed_rpm": 0}, {"gripper_speed_rpm": 70000}, {"tcp_load_kg": 0.5}, {"tcp_load_kg": -1.0}],
+)
+def test_bad_gripper_speed_or_load_is_refused_by_name(settings):
+    with pytest.raises(ArmConfigError, match=r"gripper_speed_rpm|tcp_load"):
+        XArmConfig(ip="127.0.0.2", **settings)
 
 
 def test_unreachable_controller_is_reported_at_once():
@@ -243,3 +315,11 @@ def test_disabled_arm_and_dry_run_send_no_motion(xarm, xarm_emulator):
     with pytest.raises(ArmNotEnabledError):
         xarm.move_to_joints(goal)
     assert xarm_emulator.motion_commands(since) == []
+
+
+def test_a_lost_controller_connection_is_a_named_fault(xarm, xarm_emulator):
+    xarm_emulator.stop()  # the controller goes away (power, cable)
+    wait_until(lambda: xarm.fault() is not None, timeout_s=30.0)
+    assert xarm.fault().name == "connection_lost"
+    with pytest.raises(ArmFaultError):
+        xarm.move_to_joints(xarm.joint_state().positions + 0.05)

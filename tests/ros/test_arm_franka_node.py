@@ -26,7 +26,7 @@ def franka_driver(tmp_path_factory):
     from robopin.robots.franka_sim_process import FrankaSimProcess
 
     with FrankaSimProcess() as sim:
-        options = {"ip": sim.hostname, "relative_dynamics_factor": 0.5}
+        options = {"ip": sim.hostname}  # the shipped defaults (relative_dynamics_factor 0.2)
         process = start_arm_driver(tmp_path_factory.mktemp("arm_franka"), "franka", options)
         yield process
         code, output = stop_process(process, timeout_s=20.0)

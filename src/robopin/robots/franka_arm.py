@@ -43,9 +43,38 @@ _ERROR_NAMES: tuple[tuple[str, str], ...] = (
 )
 
 
+def fault_from_state(state: Any, franky: Any) -> ArmFault | None:
+    """The fault a libfranka ``RobotState`` shows, or None.
+
+    The robot mode counts as much as the error flags: after a reflex the robot reports mode Reflex and
+    refuses every motion until automatic error recovery, even once ``current_errors`` is empty again
+    (the reflex stays in ``last_motion_errors``); UserStopped (external activation device or e-stop
+    pressed) refuses motions and recovery until it is released.
+    """
+    mode = state.robot_mode
+    if mode == franky.RobotMode.UserStopped:
+        return ArmFault(
+            "user_stopped",
+            "Franka user stop pressed (external activation device / e-stop): release it, then recover",
+            None,
+            False,
+        )
+    if active_errors(state.current_errors):
+        return fault_from_errors(state.current_errors)
+    if mode == franky.RobotMode.Reflex:
+        fault = fault_from_errors(state.last_motion_errors)
+        return ArmFault(fault.name, f"reflex (robot mode Reflex): {fault.message}", None, True)
+    return None
+
+
+def active_errors(errors: Any) -> list[str]:
+    """The flags set in a libfranka ``Errors`` (the Python object is truthy even when none is set)."""
+    return [name for name in dir(errors) if not name.startswith("_") and getattr(errors, name) is True]
+
+
 def fault_from_errors(errors: Any, message: str = "") -> ArmFault:
     """Name a libfranka ``Errors`` set (from ``RobotState.current_errors`` / ``last_motion_errors``)."""
-    active = [name for name in dir(errors) if not name.startswith("_") and getattr(errors, name) is True]
+    active = active_errors(errors)
     for flag, name in _ERROR_NAMES:
         if flag in active:
             return ArmFault(name, message or f"libfranka: {', '.join(active)}", None, True)
@@ -70,6 +99,7 @@ class FrankaArmConfig(ArmConfig):
     poll_period_s: float = 0.01
     motion_start_timeout_s: float = 1.0  # watchdog grace while franky starts a motion
     settle_timeout_s: float = 1.5
+    recovery_check_s: float = 0.5  # after recover_from_errors() reports failure, how long to re-read the state
     gripper: bool = True
     home_gripper_on_enable: bool = False
 
@@ -84,7 +114,13 @@ class FrankaArmConfig(ArmConfig):
                 f"torque_thresholds_nm needs 7 values and force_thresholds_n 6, got "
                 f"{len(self.torque_thresholds_nm)} and {len(self.force_thresholds_n)}"
             )
-        for name in ("waypoint_spacing_s", "poll_period_s", "settle_timeout_s", "motion_start_timeout_s"):
+        for name in (
+            "waypoint_spacing_s",
+            "poll_period_s",
+            "settle_timeout_s",
+            "motion_start_timeout_s",
+            "recovery_check_s",
+        ):
             value = getattr(self, name)
             if not value > 0.0:
                 raise ArmConfigError(f"{name} must be > 0, got {value}")
@@ -169,32 +205,77 @@ class FrankaArm(Arm):
     def _read_fault(self) -> ArmFault | None:
         if self._fault is not None:
             return self._fault
-        if self._robot is not None and self._robot.has_errors:
-            return fault_from_errors(self._robot.state.current_errors)
-        return None
+        robot = self._robot
+        if robot is None:
+            return None
+        try:
+            state = robot.state
+        except self._franky.Exception as error:
+            return ArmFault("connection_lost", f"Franka robot state unreadable: {error}", None, True)
+        return fault_from_state(state, self._franky)
 
     def _recover(self) -> None:
-        self._robot.recover_from_errors()
+        franky = self._franky
+        fault = self._read_fault()
+        if fault is not None and not fault.recoverable:
+            raise ArmFaultError(fault, f"Franka {fault.name}: {fault.message}")
+        try:
+            # franky returns whether the robot reports no error afterwards (Robot::recoverFromErrors).
+            recovered = bool(self._robot.recover_from_errors())
+        except franky.Exception as error:  # the robot refused the recovery (e.g. still user-stopped)
+            raise ArmFaultError(fault or ArmFault("recovery_refused", str(error), None, True), str(error)) from None
         self._fault = None
+        if recovered:
+            return
+        # franky judges success from the next state it reads, which can predate the recovery (the
+        # control thread's last buffered state after an aborted motion): give the robot's own state a
+        # bounded moment to show the outcome before calling it a failure.
+        deadline = time.monotonic() + self.config.recovery_check_s
+        still = self._read_fault()
+        while still is not None and time.monotonic() < deadline:
+            time.sleep(self.config.poll_period_s)
+            still = self._read_fault()
+        if still is not None:
+            self._fault = still
+            raise ArmFaultError(still, f"Franka error recovery failed: {still.name} remains ({still.message})")
 
     # ----- motion ----------------------------------------------------------------------------------
+
+    def franky_limits(self) -> tuple[np.ndarray, np.ndarray]:
+        """Joint velocity (rad/s) and acceleration (rad/s²) limits franky plans with right now.
+
+        franky's own limits (``Robot.joint_velocity_limit`` / ``joint_acceleration_limit``; with
+        libfranka >= 0.10 the FR3 values 2.175 x4, 2.61 x3 rad/s and 15, 7.5, 10, 12.5, 15, 20, 20
+        rad/s², franky src/robot.cpp) times the robot's relative dynamics factor. Its Ruckig planner
+        rejects a waypoint whose velocity exceeds them, however the description's limits compare.
+        """
+        robot = self._robot
+        factor = robot.relative_dynamics_factor
+        velocity = np.asarray(robot.joint_velocity_limit.get(), dtype=np.float64) * float(factor.velocity)
+        acceleration = np.asarray(robot.joint_acceleration_limit.get(), dtype=np.float64) * float(factor.acceleration)
+        return velocity, acceleration
 
     def _feasible(self, trajectory: JointTrajectory) -> JointTrajectory:
         """Slow ``trajectory`` down until its velocities and accelerations fit franky's scaled limits.
 
-        franky refuses waypoints whose velocities exceed its limits times the dynamics factor.
+        The path stays the planned one; only its timing stretches. A 5 % margin keeps sampled peaks
+        (the check runs on a 10 ms grid) under the limits Ruckig enforces exactly.
         """
-        factor = float(self._robot.relative_dynamics_factor.velocity) * 0.9
+        velocity_limit, acceleration_limit = self.franky_limits()
         times = trajectory.dense_times(0.01)
         _, velocity = trajectory.sample(times)
-        peak_velocity = np.max(np.abs(velocity) / self.description.velocity_rad_s)
-        acceleration = np.diff(velocity, axis=0) / np.diff(times)[:, None] if times.size > 1 else np.zeros((1, 1))
-        peak_acceleration = np.max(np.abs(acceleration) / self.description.acceleration_rad_s2)
+        peak_velocity = float(np.max(np.abs(velocity) / velocity_limit))
+        if times.size > 1:
+            acceleration = np.diff(velocity, axis=0) / np.diff(times)[:, None]
+            peak_acceleration = float(np.max(np.abs(acceleration) / acceleration_limit))
+        else:
+            peak_acceleration = 0.0
+        margin = 0.95
         scale = 1.0
         if peak_velocity > 0:
-            scale = min(scale, factor / peak_velocity)
+            scale = min(scale, margin / peak_velocity)
         if peak_acceleration > 0:
-            scale = min(scale, math.sqrt(factor / peak_acceleration))
+            scale = min(scale, math.sqrt(margin / peak_acceleration))
         return trajectory.scaled(scale) if scale < 1.0 else trajectory
 
     def _waypoint_motion(self, trajectory: JointTrajectory) -> Any:
@@ -229,7 +310,7 @@ class FrankaArm(Arm):
                 # poll_motion() reads False before an asynchronous motion has started; join with a
                 # short timeout does not.
                 finished = robot.join_motion(self.config.poll_period_s)
-            except (franky.ControlException, RuntimeError) as error:
+            except (franky.Exception, RuntimeError) as error:
                 if self._stopping or execution.should_stop():
                     break  # our own preemption
                 self._raise_fault(error)
@@ -248,11 +329,11 @@ class FrankaArm(Arm):
             execution.wait_stop(self.config.poll_period_s)
 
     def _raise_fault(self, error: BaseException) -> None:
-        robot = self._robot
         message = f"{type(error).__name__}: {error}"
-        if robot is not None and robot.has_errors:
-            # A reflex or limit violation: the robot stays faulted until recover().
-            self._fault = fault_from_errors(robot.state.last_motion_errors, message)
+        fault = self._read_fault()
+        if fault is not None:
+            # A reflex or limit violation: the robot stays faulted (mode Reflex) until recover().
+            self._fault = ArmFault(fault.name, f"{fault.message} ({message})", fault.code, fault.recoverable)
             raise ArmFaultError(self._fault) from error
         # franky refused or aborted the motion without a robot error (e.g. its planner failed).
         raise ArmFaultError(ArmFault("motion_rejected", message, None, True)) from error

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from robopin.geometry.transforms import matrix_to_rpy
 from robopin.robots.base import Arm, ArmConfig, Execution
 from robopin.robots.errors import (
     ArmConfigError,
@@ -37,38 +38,80 @@ logger = logging.getLogger(__name__)
 
 CONTROL_PORT = 502
 
-# SDK return codes (xarm_api_code.md).
+# SDK return codes (xarm/x3/code.py APIState; 1 and 2 are the reply's error and warning status bits).
 _CODE_OK = 0
 _CODE_NOT_CONNECTED = -1
 _CODE_UNCLEARED_ERROR = 1
 _CODE_WARNING = 2
+_CODE_END_EFFECTOR_FAULT = 102  # APIState.END_EFFECTOR_HAS_FAULT
 
-# Controller error codes → (name, recoverable by clean_error). Names for codes the documentation
-# groups; anything unlisted is reported as controller_error_<code>.
+# Controller error codes -> (name, recoverable with clean_error). The codes and their meaning are the
+# SDK's own table (xarm/core/config/x_code.py, ControllerErrorCodeMap); its English title becomes the
+# fault message. "Not recoverable" means the SDK's advice is an operator action (release the e-stop,
+# restart the controller, call support) before clean_error can help.
 _CONTROLLER_ERRORS: dict[int, tuple[str, bool]] = {
-    1: ("emergency_stop", False),
-    2: ("emergency_stop", False),
-    3: ("emergency_stop", False),
+    1: ("emergency_stop", False),  # e-stop button on the controller pushed in
+    2: ("emergency_stop", False),  # emergency IO of the control box triggered
+    3: ("emergency_stop", False),  # e-stop of the three-state switch pressed
+    10: ("servo_error", False),
     **{code: (f"servo_error_joint{code - 10}", False) for code in range(11, 18)},
+    18: ("force_torque_sensor_communication", True),
     19: ("end_effector_communication", True),
     21: ("kinematics", True),
     22: ("self_collision", True),
-    23: ("joint_limit", True),
-    24: ("speed_limit", True),
+    23: ("joint_limit", True),  # "Joints Angle Exceed Limit"
+    24: ("speed_limit", True),  # "Speed Exceeds Limit"
     25: ("planning", True),
-    28: ("end_effector_communication", True),
-    31: ("collision", True),
-    35: ("safety_boundary", True),
-    40: ("no_ik_solution", True),
+    26: ("linux_rt", False),
+    27: ("command_reply", False),
+    28: ("end_module_communication", True),
+    30: ("feedback_speed_limit", True),  # "Feedback Speed Exceeds limit"
+    31: ("collision", True),  # "Collision Caused Abnormal Current"
+    32: ("circle_calculation", True),
+    33: ("controller_gpio", True),
+    34: ("recording_timeout", True),
+    35: ("safety_boundary", True),  # "Safety Boundary Limit"
+    36: ("delay_command_limit", True),
+    37: ("manual_mode_motion", True),
+    38: ("abnormal_joint_angle", False),  # the SDK says: e-stop the arm and contact support
+    39: ("power_board_communication", False),
+    40: ("trajectory_solution_failed", True),  # "Solution failure of error-free joint trajectory" (not IK)
+    41: ("friction_file_invalid", False),
+    42: ("calibration_file_invalid", False),
+    50: ("force_torque_sensor_read", True),
+    51: ("force_torque_sensor_mode", True),
+    52: ("force_torque_sensor_zero", True),
+    53: ("force_torque_sensor_overload", True),
+    60: ("servo_linear_speed_limit", True),  # "Linear speed exceeded limit in servo_j mode."
+    110: ("base_board_communication", False),
+    111: ("external_rs485_communication", True),
 }
 
 GRIPPER_FAMILIES = ("xarm_gripper", "g2", "lite6", "bio", "none")
 
+# The xArm Gripper's mass and centre of gravity in the flange frame: the sum of its links' inertials in
+# pybullet_data's xarm/xarm6_with_gripper.urdf, fingers open (0.751 kg at 64 mm along the flange z; its
+# base link matches xarm_ros2's xarm_gripper.urdf.xacro, 0.542 kg at 48 mm).
+XARM_GRIPPER_LOAD_KG = 0.75
+XARM_GRIPPER_CENTER_OF_GRAVITY_M = (0.0, 0.0, 0.064)
+
+
+def _sdk_error_title(code: int) -> str | None:
+    """The SDK's English title for a controller error code, when the SDK is installed."""
+    try:
+        from xarm.core.config.x_code import ControllerErrorCodeMap
+    except ImportError:
+        return None
+    entry = ControllerErrorCodeMap.get(code)
+    return entry["en"]["title"] if entry else None
+
 
 def controller_fault(code: int) -> ArmFault:
-    """The named fault for an xArm controller error code."""
+    """The named fault for an xArm controller error code (C<code> on the controller's display)."""
     name, recoverable = _CONTROLLER_ERRORS.get(code, (f"controller_error_{code}", True))
-    return ArmFault(name=name, message=f"xArm controller error {code}", code=code, recoverable=recoverable)
+    title = _sdk_error_title(code)
+    message = f"xArm controller error C{code}" + (f": {title}" if title else "")
+    return ArmFault(name=name, message=message, code=code, recoverable=recoverable)
 
 
 @dataclass(kw_only=True)
@@ -85,7 +128,14 @@ class XArmConfig(ArmConfig):
     settle_timeout_s: float = 1.0  # after the last command, wait this long for the arm to reach the goal
     gripper: str = "xarm_gripper"
     gripper_timeout_s: float = 5.0
-    reduced_mode: bool = True  # push the workspace box and TCP speed limit into the controller too
+    # The xArm Gripper's speed register is in r/min (SDK set_gripper_speed, a u16); xarm_ros2's default is
+    # 2000. ArmConfig.gripper_speed_m_s does not apply to this gripper: the SDK gives no conversion.
+    gripper_speed_rpm: int = 2000
+    # Payload the controller compensates (SDK set_tcp_load: kg, centre of gravity in the flange frame).
+    # None: the xArm Gripper's for gripper="xarm_gripper", nothing for "none", else left as configured.
+    tcp_load_kg: float | None = None
+    tcp_load_center_of_gravity_m: tuple[float, float, float] | None = None
+    reduced_mode: bool = True  # push the workspace box, TCP and joint speed limits into the controller too
     self_collision_detection: bool = True
 
     def __post_init__(self) -> None:
@@ -99,6 +149,29 @@ class XArmConfig(ArmConfig):
                 raise ArmConfigError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.gripper not in GRIPPER_FAMILIES:
             raise ArmConfigError(f"gripper must be one of {GRIPPER_FAMILIES}, got {self.gripper!r}")
+        if not (isinstance(self.gripper_speed_rpm, int) and 1 <= self.gripper_speed_rpm <= 0xFFFF):
+            raise ArmConfigError(
+                f"gripper_speed_rpm must be an integer in [1, 65535] r/min, got {self.gripper_speed_rpm!r}"
+            )
+        if self.tcp_load_kg is not None and not (math.isfinite(self.tcp_load_kg) and self.tcp_load_kg >= 0.0):
+            raise ArmConfigError(f"tcp_load_kg must be a finite number >= 0, got {self.tcp_load_kg}")
+        if (self.tcp_load_kg is None) != (self.tcp_load_center_of_gravity_m is None):
+            raise ArmConfigError("tcp_load_kg and tcp_load_center_of_gravity_m are set together or not at all")
+        if self.tcp_load_center_of_gravity_m is not None:
+            center = tuple(float(v) for v in self.tcp_load_center_of_gravity_m)
+            if len(center) != 3 or not all(math.isfinite(v) for v in center):
+                raise ArmConfigError(f"tcp_load_center_of_gravity_m must be 3 finite numbers (m), got {center}")
+            self.tcp_load_center_of_gravity_m = center  # type: ignore[assignment]
+
+    def tcp_load(self) -> tuple[float, tuple[float, float, float]] | None:
+        """(kg, centre of gravity in m) the controller should compensate, or None to leave it alone."""
+        if self.tcp_load_kg is not None and self.tcp_load_center_of_gravity_m is not None:
+            return self.tcp_load_kg, self.tcp_load_center_of_gravity_m
+        if self.gripper == "xarm_gripper":
+            return XARM_GRIPPER_LOAD_KG, XARM_GRIPPER_CENTER_OF_GRAVITY_M
+        if self.gripper == "none":
+            return 0.0, (0.0, 0.0, 0.0)
+        return None
 
 
 class _SocketWithoutProcessTimeout:
@@ -127,13 +200,39 @@ def _import_sdk() -> Any:
     return XArmAPI
 
 
-def _check(code: int | list[int] | tuple[int, ...], what: str) -> None:
+def _code_of(code: int | list[int] | tuple[int, ...]) -> int:
     if isinstance(code, (list, tuple)):  # a few SDK calls return [code] or (code, value)
-        code = code[0]
+        return int(code[0])
+    return int(code)
+
+
+def _check(code: int | list[int] | tuple[int, ...], what: str) -> None:
+    code = _code_of(code)
     if code == _CODE_NOT_CONNECTED:
         raise ArmConnectionError(f"xArm {what}: controller not connected")
     if code not in (_CODE_OK, _CODE_WARNING):
         raise ArmError(f"xArm {what} failed with SDK code {code}")
+
+
+def _check_setting(code: int | list[int] | tuple[int, ...], what: str) -> None:
+    """Like :func:`_check` for a settings register, where code 1 only says an error is standing.
+
+    Every reply carries the controller's status byte; several SDK setters (set_collision_sensitivity,
+    set_reduced_*, set_fence_mode, set_tcp_offset) return its error bit (0x40, code 1) unfiltered,
+    while the SDK's own _check_code treats 1 as success for non-motion commands. A standing error is
+    reported by fault() and cleared by recover(); it must not make the settings, or connect, fail.
+    """
+    if _code_of(code) == _CODE_UNCLEARED_ERROR:
+        return
+    _check(code, what)
+
+
+class GripperFaultError(GripperError):
+    """The gripper reports its own error code (G<code>); recover() clears it."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class _XArmGripper(abc.ABC):
@@ -155,24 +254,41 @@ class _XArmGripper(abc.ABC):
 
 
 class _XArmGripperClassic(_XArmGripper):
-    """The xArm Gripper: 0 (closed) .. 850 pulses for 0 .. 85 mm, speed in pulses/s (r/min in the SDK docs)."""
+    """The xArm Gripper: 0 (closed) .. 850 pulses for 0 .. 85 mm; speed in r/min (its own register)."""
 
     PULSES_PER_M = 10000.0
 
+    def __init__(self, api: Any, max_width_m: float, timeout_s: float, speed_rpm: int) -> None:
+        super().__init__(api, max_width_m, timeout_s)
+        self.speed_rpm = speed_rpm
+
     def prepare(self) -> None:
-        _check(self.api.set_gripper_mode(0), "set_gripper_mode")
-        _check(self.api.set_gripper_enable(True), "set_gripper_enable")
+        self._check(self.api.set_gripper_mode(0), "set_gripper_mode")
+        self._check(self.api.set_gripper_enable(True), "set_gripper_enable")
+        self._check(self.api.set_gripper_speed(self.speed_rpm), "set_gripper_speed")
 
     def move(self, width_m: float, speed_m_s: float, force_n: float | None) -> None:
-        del force_n  # the xArm Gripper has no force setting; it stalls on the object
-        _check(self.api.set_gripper_speed(max(1000, round(speed_m_s * self.PULSES_PER_M * 60))), "set_gripper_speed")
+        del speed_m_s, force_n  # speed is the r/min register set in prepare(); no force setting (it stalls)
         code = self.api.set_gripper_position(round(width_m * self.PULSES_PER_M), wait=True, timeout=self.timeout_s)
-        _check(code, "set_gripper_position")
+        self._check(code, "set_gripper_position")
 
     def width_m(self) -> float:
-        code, pulses = self.api.get_gripper_position()
-        _check(code, "get_gripper_position")
+        reply = self.api.get_gripper_position()
+        # On a gripper fault the SDK returns the bare code END_EFFECTOR_HAS_FAULT, not (code, pulses).
+        if not isinstance(reply, (list, tuple)):
+            self._check(reply, "get_gripper_position")
+            raise ArmError(f"xArm get_gripper_position returned {reply!r}")
+        code, pulses = reply
+        self._check(code, "get_gripper_position")
+        if pulses is None:
+            raise ArmError("xArm get_gripper_position returned no position")
         return float(pulses) / self.PULSES_PER_M
+
+    def _check(self, code: int | list[int] | tuple[int, ...], what: str) -> None:
+        if _code_of(code) == _CODE_END_EFFECTOR_FAULT:
+            _, error = self.api.get_gripper_err_code()
+            raise GripperFaultError(int(error), f"xArm Gripper fault G{error} during {what}")
+        _check(code, what)
 
 
 class _XArmGripperG2(_XArmGripper):
@@ -253,6 +369,7 @@ class XArm(Arm):
         self._state_lock = threading.Lock()
         self._latest: JointState | None = None
         self._needs_rearm = True
+        self._gripper_fault: ArmFault | None = None
         self.last_stream_times_s: np.ndarray = np.zeros(0)  # send times of the last trajectory (monotonic)
 
     # ----- connection ------------------------------------------------------------------------------
@@ -310,7 +427,11 @@ class XArm(Arm):
         except ArmError:
             self._disconnect()
             raise
-        if self.config.gripper != "none":
+        if self.config.gripper == "xarm_gripper":
+            self._gripper = _XArmGripperClassic(
+                api, self.description.gripper_max_width_m, self.config.gripper_timeout_s, self.config.gripper_speed_rpm
+            )
+        elif self.config.gripper != "none":
             self._gripper = _GRIPPER_CLASSES[self.config.gripper](
                 api, self.description.gripper_max_width_m, self.config.gripper_timeout_s
             )
@@ -323,18 +444,50 @@ class XArm(Arm):
             logger.debug("xArm disconnect after a failed connect raised", exc_info=True)
 
     def _configure_controller_safety(self) -> None:
-        """Mirror our safety settings in the controller, so it refuses what we would refuse."""
+        """Mirror our safety settings and tool in the controller, so it refuses what we would refuse.
+
+        Works while the controller holds an error (the replies then carry the error bit, see
+        :func:`_check_setting`), so connect() succeeds and recover() can clear it; recover() applies
+        the settings again.
+        """
         api, safety = self._api, self.config.safety
-        _check(api.set_collision_sensitivity(safety.collision_sensitivity), "set_collision_sensitivity")
-        _check(api.set_self_collision_detection(self.config.self_collision_detection), "set_self_collision_detection")
+        _check_setting(api.set_collision_sensitivity(safety.collision_sensitivity), "set_collision_sensitivity")
+        _check_setting(
+            api.set_self_collision_detection(self.config.self_collision_detection), "set_self_collision_detection"
+        )
+        # The controller's TCP is the point its reduced-mode boundary and TCP speed apply to: make it
+        # robopin's TCP (the description's flange-to-TCP offset; SDK set_tcp_offset takes mm and, with
+        # is_radian, rad). Nothing is queued at connect, so there is nothing to wait for.
+        T = self.description.T_link_tcp
+        roll, pitch, yaw = (float(v) for v in matrix_to_rpy(T[:3, :3]))
+        offset = [*(float(v) * 1000.0 for v in T[:3, 3]), roll, pitch, yaw]
+        _check_setting(api.set_tcp_offset(offset, is_radian=True, wait=False), "set_tcp_offset")
         if self.config.reduced_mode:
             low = np.array(safety.workspace_min_m) * 1000.0
             high = np.array(safety.workspace_max_m) * 1000.0
             boundary = [high[0], low[0], high[1], low[1], high[2], low[2]]
-            _check(api.set_reduced_tcp_boundary([float(v) for v in boundary]), "set_reduced_tcp_boundary")
-            _check(api.set_reduced_max_tcp_speed(safety.max_tcp_speed_m_s * 1000.0), "set_reduced_max_tcp_speed")
-            _check(api.set_fence_mode(True), "set_fence_mode")
-            _check(api.set_reduced_mode(True), "set_reduced_mode")
+            _check_setting(api.set_reduced_tcp_boundary([float(v) for v in boundary]), "set_reduced_tcp_boundary")
+            _check_setting(
+                api.set_reduced_max_tcp_speed(safety.max_tcp_speed_m_s * 1000.0), "set_reduced_max_tcp_speed"
+            )
+            joint_speed = float(np.max(self.safety.max_velocity_rad_s))
+            _check_setting(api.set_reduced_max_joint_speed(joint_speed, is_radian=True), "set_reduced_max_joint_speed")
+            _check_setting(api.set_fence_mode(True), "set_fence_mode")
+            # Last: the SDK documents that the reduced limits take effect when reduced mode is (re)set.
+            _check_setting(api.set_reduced_mode(True), "set_reduced_mode")
+
+    def _set_tcp_load(self) -> None:
+        """Tell the controller the payload (collision detection compares currents against the model).
+
+        The SDK sends set_tcp_load as a queued motion command (xarm_is_ready, _check_code with
+        is_move_cmd): it needs an enabled, ready arm, so it runs at enable, in position mode.
+        """
+        load = self.config.tcp_load()
+        if load is None:
+            return
+        mass, center_m = load
+        code = self._api.set_tcp_load(mass, [float(v) * 1000.0 for v in center_m], wait=True)
+        _check(code, "set_tcp_load")
 
     def _disconnect(self) -> None:
         if self._api is not None:
@@ -371,9 +524,17 @@ class XArm(Arm):
         api = self._api
         if enabled:
             api.clean_warn()
+            _check(api.motion_enable(True), "motion_enable")
+            _check(api.set_mode(0), "set_mode(0)")
+            _check(api.set_state(0), "set_state(0)")
+            self._set_tcp_load()
             self._arm_for_streaming()
             if self._gripper is not None:
-                self._gripper.prepare()
+                try:
+                    self._gripper.prepare()
+                except GripperFaultError as error:
+                    self._gripper_fault = ArmFault("gripper_fault", str(error), error.code, True)
+                    raise ArmFaultError(self._gripper_fault) from None
         else:
             api.set_state(4)
             _check(api.motion_enable(False), "motion_enable(False)")
@@ -393,19 +554,25 @@ class XArm(Arm):
         code, (error, _warning) = api.get_err_warn_code()
         if code == _CODE_NOT_CONNECTED:
             return ArmFault("connection_lost", "xArm controller connection lost", None, True)
-        return controller_fault(int(error)) if error else None
+        if error:
+            return controller_fault(int(error))
+        # A gripper fault (its own G code) is not a controller error; it stands until recover().
+        return self._gripper_fault
 
     def _recover(self) -> None:
         api = self._api
         fault = self._read_fault()
         if fault is not None and not fault.recoverable:
             raise ArmFaultError(
-                fault, f"xArm fault {fault.name} needs an operator (release the e-stop, check the servo)"
+                fault, f"xArm fault {fault.name} needs an operator first ({fault.message}); then call recover()"
             )
-        _check(api.clean_error(), "clean_error")
+        _check_setting(api.clean_error(), "clean_error")
         api.clean_warn()
         if self._gripper is not None and self.config.gripper in ("xarm_gripper", "g2"):
             api.clean_gripper_error()
+        self._gripper_fault = None
+        # Settings sent while the error stood are sent again now that the controller is clear.
+        self._configure_controller_safety()
         # The base class re-enables (motion_enable, servo mode, state 0) when the arm was enabled.
         self._needs_rearm = True
 
@@ -463,7 +630,10 @@ class XArm(Arm):
         api = self._api
         if api is None:
             return
-        # State 4 stops the arm with the controller's own deceleration; the next motion re-arms.
+        # State 4 (stop), not 6 (deceleration stop): both are in the SDK's set_state documentation, but
+        # 4 is the stop every firmware and mode honours and after which the controller waits for
+        # set_state(0), so nothing streamed late can move the arm again. In servo mode the last
+        # target is at most one stream period ahead, so the arm is already near rest.
         api.set_state(4)
         self._needs_rearm = True
 
@@ -478,9 +648,12 @@ class XArm(Arm):
         gripper = self._require_gripper()
         try:
             gripper.move(width_m, speed_m_s, force_n)
+            final = gripper.width_m()
+        except GripperFaultError as error:
+            self._gripper_fault = ArmFault("gripper_fault", str(error), error.code, True)
+            raise
         except ArmError as error:
             raise GripperError(str(error)) from None
-        final = gripper.width_m()
         tolerance = 0.002
         reached = abs(final - width_m) <= tolerance
         stalled = not reached and force_n is not None and final > width_m
@@ -490,6 +663,9 @@ class XArm(Arm):
         gripper = self._require_gripper()
         try:
             width = gripper.width_m()
+        except GripperFaultError as error:
+            self._gripper_fault = ArmFault("gripper_fault", str(error), error.code, True)
+            raise
         except ArmError as error:
             raise GripperError(str(error)) from None
         # Without force feedback the grasp flag means: not fully closed after a close command.

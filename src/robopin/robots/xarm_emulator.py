@@ -6,6 +6,14 @@ port 30003 for the unmodified ``xarm-python-sdk`` to connect, enable, switch mod
 errors. Ports are fixed by the SDK, so it binds another loopback address (127.0.0.2 by default; any
 127.x address works on Linux). Joints follow servo targets with a velocity-limited lag like the real
 controller; every command is recorded with its arrival time so tests can prove what was (not) sent.
+
+It enforces the controller rules robopin depends on, with the SDK's codes (xarm/core/config/x_code.py):
+a standing error sets the error bit (0x40) in every reply and refuses motion until clean_error and
+set_state(0); servo targets outside the joint limits fault C23, steps faster than the joint speed
+limit C24, TCP steps faster than the linear limit C60, and with reduced and fence mode on a TCP
+outside the reduced boundary C35 (the TCP is the flange plus the TCP offset register); reduced mode
+swaps in the reduced joint range and speeds once set_reduced_mode(True) is sent; set_mode takes
+effect at the next set_state(0); the gripper moves at its speed register (r/min).
 """
 
 from __future__ import annotations
@@ -40,6 +48,15 @@ REG_SET_MODE = 19
 REG_MOVE_LINE = 21
 REG_MOVE_JOINT = 23
 REG_MOVE_SERVOJ = 29
+REG_SET_TCP_OFFSET = 35
+REG_SET_LOAD_PARAM = 36
+REG_SET_COLLIS_SENS = 37
+REG_SET_REDUCED_TRSV = 47  # reduced max TCP speed, mm/s
+REG_SET_REDUCED_P2PV = 48  # reduced max joint speed, rad/s
+REG_SET_REDUCED_MODE = 50
+REG_SET_LIMIT_XYZ = 52  # reduced TCP boundary, mm: x_max, x_min, y_max, y_min, z_max, z_min
+REG_SET_REDUCED_JRANGE = 58
+REG_SET_FENSE_ON = 59
 REG_GET_TCP_POSE = 41
 REG_GET_JOINT_POS = 42
 REG_RS485_RTU = 124
@@ -47,6 +64,19 @@ REG_TGPIO_W16B = 127
 REG_TGPIO_R16B = 128
 TOOL_BAUDRATE_ADDRESS = 0x0A0B & 0x0FFF
 TOOL_BAUDRATE_INDEX_2M = 11  # index of 2 000 000 baud (the grippers' default) in the SDK's BAUDRATES
+_SETTING_REGISTERS = frozenset(
+    {
+        REG_SET_TCP_OFFSET,
+        REG_SET_LOAD_PARAM,
+        REG_SET_COLLIS_SENS,
+        REG_SET_REDUCED_TRSV,
+        REG_SET_REDUCED_P2PV,
+        REG_SET_REDUCED_MODE,
+        REG_SET_LIMIT_XYZ,
+        REG_SET_REDUCED_JRANGE,
+        REG_SET_FENSE_ON,
+    }
+)
 MOTION_REGISTERS = frozenset(
     {REG_MOVE_LINE, 22, REG_MOVE_JOINT, 24, 25, 27, 28, REG_MOVE_SERVOJ, 30, 81, 82, 83, 92, 93}
 )
@@ -56,8 +86,14 @@ STATUS_ERROR = 0x40
 STATUS_WARNING = 0x20
 STATUS_NOT_READY = 0x10
 
-# Controller states: 1 moving, 2 ready (idle), 3 paused, 4 stopped, 5 not enabled.
-STATE_MOVING, STATE_READY, STATE_PAUSED, STATE_STOPPED = 1, 2, 3, 4
+# Controller states: 1 moving, 2 ready (idle), 3 paused, 4 stopped, 5 not enabled, 6 decelerating to a stop.
+STATE_MOVING, STATE_READY, STATE_PAUSED, STATE_STOPPED, STATE_NOT_ENABLED, STATE_DECELERATING = 1, 2, 3, 4, 5, 6
+
+# Controller error codes the emulator raises (the SDK's ControllerErrorCodeMap).
+ERROR_JOINT_LIMIT = 23  # Joints Angle Exceed Limit
+ERROR_SPEED_LIMIT = 24  # Speed Exceeds Limit
+ERROR_SAFETY_BOUNDARY = 35  # Safety Boundary Limit
+ERROR_SERVO_LINEAR_SPEED = 60  # Linear speed exceeded limit in servo_j mode
 
 # xArm Gripper registers on its Modbus (slave 8); positions in pulses 0 (closed) .. 850 (open).
 GRIPPER_SLAVE = 8
@@ -67,6 +103,7 @@ GRIPPER_REG_TARGET = 0x0700
 GRIPPER_REG_SPEED = 0x0303
 GRIPPER_REG_POSITION = 0x0702
 GRIPPER_REG_ERROR = 0x000F
+GRIPPER_REG_RESET_ERROR = 0x0109
 GRIPPER_REG_STATUS = 0x0000
 GRIPPER_MAX_PULSES = 850
 
@@ -87,13 +124,22 @@ class EmulatorSettings:
     host: str = "127.0.0.2"
     dof: int = 6
     report_rate_hz: float = 200.0
-    joint_speed_limit_rad_s: float = math.pi
+    joint_speed_limit_rad_s: float = math.pi  # xArm 6: 180 deg/s per joint
+    tcp_speed_limit_mm_s: float = 1000.0  # xArm 6: 1 m/s TCP speed
+    # The controller judges each servo target against the previous one as one step of this period (our
+    # 100 Hz default stream, xarm_ros2 streams at 150 Hz): a step farther than the speed limits allow
+    # in it faults. Real firmware's exact rule is not public; this is the emulator's reading.
+    servo_period_s: float = 0.01
     servo_lag_s: float = 0.0  # extra latency before a servo target takes effect
-    gripper_speed_pulses_s: float = 1500.0
+    # Finger speed per r/min of the speed register (2000 r/min, xarm_ros2's default, gives 1500 pulses/s,
+    # 85 mm in under 0.6 s). The r/min-to-pulses ratio is the emulator's assumption.
+    gripper_pulses_s_per_rpm: float = 0.75
+    gripper_initial_speed_rpm: int = 1500
     gripper_object_width_pulses: float | None = None  # an object between the fingers stops them here
     silent: bool = False
     initial_joints_rad: list[float] = field(default_factory=lambda: [0.0, -0.5, -1.0, 0.0, 1.5, 0.0])
     version: str = "6,6,XI1300000000,AC1300000000,v2.5.0"
+    flange_description: str = "xarm6_bare"  # forward kinematics to the flange (robopin's description)
 
 
 class XArmControllerEmulator:
@@ -108,7 +154,8 @@ class XArmControllerEmulator:
         self.target = self.joints.copy()
         self.velocities = np.zeros(7)
         self.mode = 0
-        self.state = 5
+        self.requested_mode = 0  # set_mode takes effect at the next set_state(0)
+        self.state = STATE_NOT_ENABLED
         self.enabled = False
         self.error_code = 0
         self.warn_code = 0
@@ -119,6 +166,19 @@ class XArmControllerEmulator:
         self.gripper_position = float(GRIPPER_MAX_PULSES)
         self.gripper_target = float(GRIPPER_MAX_PULSES)
         self.gripper_error = 0
+        self.gripper_speed_rpm = s.gripper_initial_speed_rpm
+        self.gripper_velocity_pulses_s = 0.0
+        # Safety registers, as the controller holds them (mm, rad).
+        self.collision_sensitivity = 3
+        self.tcp_offset = np.zeros(6)  # x, y, z (mm), roll, pitch, yaw (rad) of the TCP in the flange frame
+        self.tcp_load = np.zeros(4)  # kg, centre of gravity x, y, z (mm)
+        self.reduced_mode = False
+        self.fence_mode = False
+        self.reduced_tcp_speed_mm_s = s.tcp_speed_limit_mm_s
+        self.reduced_joint_speed_rad_s = s.joint_speed_limit_rad_s
+        self.reduced_boundary_mm: np.ndarray | None = None  # x_max, x_min, y_max, y_min, z_max, z_min
+        self.reduced_joint_range: np.ndarray | None = None  # (lower, upper) per joint, rad
+        self._last_servo_target: np.ndarray | None = None
         self.tool_registers: dict[int, int] = {TOOL_BAUDRATE_ADDRESS: TOOL_BAUDRATE_INDEX_2M}
         self._pending_targets: list[tuple[float, np.ndarray]] = []
         self._servers: list[socket.socket] = []
@@ -182,10 +242,21 @@ class XArmControllerEmulator:
     def inject_error(self, code: int) -> None:
         """Raise a controller error (e.g. 22 self-collision, 31 collision): the arm stops at once."""
         with self._lock:
-            self.error_code = code
-            self.state = STATE_STOPPED
-            self.target = self.joints.copy()
-            self._pending_targets.clear()
+            self._fault(code)
+
+    def inject_gripper_error(self, code: int) -> None:
+        """Raise an xArm Gripper error (its own G code): the fingers stop where they are."""
+        with self._lock:
+            self.gripper_error = code
+            self.gripper_target = self.gripper_position
+
+    def _fault(self, code: int) -> None:
+        self.error_code = code
+        self.state = STATE_STOPPED
+        self.target = self.joints.copy()
+        self._pending_targets.clear()
+        self._last_servo_target = None
+        logger.info("xArm emulator: controller error C%d", code)
 
     def motion_commands(self, since_s: float = 0.0) -> list[ReceivedCommand]:
         """Motion requests received at or after ``since_s`` (monotonic)."""
@@ -247,7 +318,7 @@ class XArmControllerEmulator:
             status |= STATUS_ERROR
         if self.warn_code:
             status |= STATUS_WARNING
-        if not self.enabled or self.state in (STATE_STOPPED, 5):
+        if not self.enabled or self.state in (STATE_STOPPED, STATE_NOT_ENABLED):
             status |= STATUS_NOT_READY
         return status
 
@@ -261,16 +332,19 @@ class XArmControllerEmulator:
                 return self._status(), self.settings.version.split(",")[2].encode().ljust(40, b"\0")
             if register == REG_MOTION_EN:
                 self.enabled = bool(payload[1]) if len(payload) > 1 else True
-                self.state = STATE_STOPPED if self.enabled else 5
+                self.state = STATE_STOPPED if self.enabled else STATE_NOT_ENABLED
             elif register == REG_SET_STATE:
                 requested = payload[0]
                 if requested == 0:
                     if not self.error_code and self.enabled:
                         self.state = STATE_READY
-                elif requested in (STATE_PAUSED, STATE_STOPPED):
-                    self.state = requested
+                        self.mode = self.requested_mode
+                        self._last_servo_target = None
+                elif requested in (STATE_PAUSED, STATE_STOPPED, STATE_DECELERATING):
+                    self.state = STATE_STOPPED if requested == STATE_DECELERATING else requested
                     self.target = self.joints.copy()
                     self._pending_targets.clear()
+                    self._last_servo_target = None
             elif register == REG_GET_STATE:
                 return self._status(), bytes([self.state])
             elif register == REG_GET_CMDNUM:
@@ -282,7 +356,10 @@ class XArmControllerEmulator:
             elif register == REG_CLEAN_WARN:
                 self.warn_code = 0
             elif register == REG_SET_MODE:
-                self.mode = payload[0]
+                self.requested_mode = payload[0]
+            elif register in _SETTING_REGISTERS:
+                self.settings_received[register] = bytes(payload)
+                self._apply_setting(register, payload)
             elif register == REG_GET_JOINT_POS:
                 return self._status(), struct.pack("<7f", *self.joints)
             elif register == REG_GET_TCP_POSE:
@@ -301,14 +378,86 @@ class XArmControllerEmulator:
                 self.settings_received[register] = bytes(payload)
             return self._status(), b""
 
+    def _apply_setting(self, register: int, payload: bytes) -> None:
+        """Store a safety register as the controller does (applied even while an error stands)."""
+        if register == REG_SET_COLLIS_SENS:
+            self.collision_sensitivity = payload[0]
+        elif register == REG_SET_TCP_OFFSET:
+            self.tcp_offset = np.array(struct.unpack("<6f", payload[:24]), dtype=np.float64)
+        elif register == REG_SET_LOAD_PARAM:
+            self.tcp_load = np.array(struct.unpack("<4f", payload[:16]), dtype=np.float64)
+        elif register == REG_SET_REDUCED_MODE:
+            self.reduced_mode = bool(payload[0])
+        elif register == REG_SET_FENSE_ON:
+            self.fence_mode = bool(payload[0])
+        elif register == REG_SET_REDUCED_TRSV:
+            self.reduced_tcp_speed_mm_s = struct.unpack("<f", payload[:4])[0]
+        elif register == REG_SET_REDUCED_P2PV:
+            self.reduced_joint_speed_rad_s = struct.unpack("<f", payload[:4])[0]
+        elif register == REG_SET_LIMIT_XYZ:
+            self.reduced_boundary_mm = np.array(struct.unpack("<6i", payload[:24]), dtype=np.float64)
+        elif register == REG_SET_REDUCED_JRANGE:
+            self.reduced_joint_range = np.array(struct.unpack("<14f", payload[:56]), dtype=np.float64).reshape(7, 2)
+
+    def tcp_position_mm(self, joints: np.ndarray) -> np.ndarray:
+        """Where the controller puts its TCP for ``joints``: flange forward kinematics plus the TCP offset."""
+        from robopin.geometry.transforms import make_transform, rpy_to_matrix
+        from robopin.robots.description import load_description
+
+        flange = load_description(self.settings.flange_description)
+        T = flange.forward_kinematics(np.asarray(joints[: self.settings.dof], dtype=np.float64))
+        offset = make_transform(rpy_to_matrix(*self.tcp_offset[3:]), self.tcp_offset[:3] / 1000.0)
+        return (T @ offset)[:3, 3] * 1000.0
+
+    def _joint_limits(self) -> np.ndarray:
+        """(lower, upper) rad per joint: the SDK's table for this model, narrowed by the reduced range."""
+        from xarm.core.config.x_config import XCONF
+
+        dof = self.settings.dof
+        device_type = int(self.settings.version.split(",")[1])
+        limits = np.array(XCONF.Robot.JOINT_LIMITS[dof][device_type], dtype=np.float64)
+        if self.reduced_mode and self.reduced_joint_range is not None and np.any(self.reduced_joint_range[:dof]):
+            reduced = self.reduced_joint_range[:dof]
+            limits = np.stack([np.maximum(limits[:, 0], reduced[:, 0]), np.minimum(limits[:, 1], reduced[:, 1])], 1)
+        return limits
+
+    def _servo_violation(self, target: np.ndarray) -> int:
+        """The controller error a servo target causes, or 0."""
+        s, dof = self.settings, self.settings.dof
+        q = target[:dof]
+        limits = self._joint_limits()
+        slack = math.radians(0.1)  # the SDK's own pre-check allows 0.1 deg
+        if np.any(q < limits[:, 0] - slack) or np.any(q > limits[:, 1] + slack):
+            return ERROR_JOINT_LIMIT
+        previous = (self.joints if self._last_servo_target is None else self._last_servo_target)[:dof]
+        joint_limit = min(s.joint_speed_limit_rad_s, self.reduced_joint_speed_rad_s if self.reduced_mode else math.inf)
+        if float(np.max(np.abs(q - previous))) > joint_limit * s.servo_period_s * (1.0 + 1e-3) + 1e-6:
+            return ERROR_SPEED_LIMIT
+        tcp = self.tcp_position_mm(q)
+        tcp_limit = min(s.tcp_speed_limit_mm_s, self.reduced_tcp_speed_mm_s if self.reduced_mode else math.inf)
+        step_mm = float(np.linalg.norm(tcp - self.tcp_position_mm(previous)))
+        if step_mm > tcp_limit * s.servo_period_s * (1.0 + 1e-3) + 1e-3:
+            return ERROR_SERVO_LINEAR_SPEED
+        if self.reduced_mode and self.fence_mode and self.reduced_boundary_mm is not None:
+            x_max, x_min, y_max, y_min, z_max, z_min = self.reduced_boundary_mm
+            if not (x_min <= tcp[0] <= x_max and y_min <= tcp[1] <= y_max and z_min <= tcp[2] <= z_max):
+                return ERROR_SAFETY_BOUNDARY
+        return 0
+
     def _motion(self, register: int, payload: bytes, now: float) -> tuple[int, bytes]:
         status = self._status()
-        if self.error_code or not self.enabled or self.state in (STATE_STOPPED, STATE_PAUSED, 5):
+        if self.error_code or not self.enabled or self.state in (STATE_STOPPED, STATE_PAUSED, STATE_NOT_ENABLED):
             return status, b""
         if register in (REG_MOVE_SERVOJ, REG_MOVE_JOINT) and len(payload) >= 28:
             target = np.array(struct.unpack("<7f", payload[:28]), dtype=np.float64)
-            if register == REG_MOVE_SERVOJ and self.mode != 1:
-                return status, b""
+            if register == REG_MOVE_SERVOJ:
+                if self.mode != 1:
+                    return status, b""
+                violation = self._servo_violation(target)
+                if violation:
+                    self._fault(violation)
+                    return self._status(), b""
+                self._last_servo_target = target
             self._pending_targets.append((now + self.settings.servo_lag_s, target))
             self.cmdnum = len(self._pending_targets)
             self.state = STATE_MOVING
@@ -324,10 +473,12 @@ class XArmControllerEmulator:
             values = rtu[7 : 7 + 2 * count]
             if address == GRIPPER_REG_ENABLE:
                 self.gripper_enabled = bool(struct.unpack(">H", values[:2])[0])
-            elif address == GRIPPER_REG_TARGET and count == 2:
+            elif address == GRIPPER_REG_TARGET and count == 2 and not self.gripper_error:
                 pulses = struct.unpack(">i", values[:4])[0]
                 self.gripper_target = float(min(max(pulses, 0), GRIPPER_MAX_PULSES))
-            elif address == GRIPPER_REG_ERROR:
+            elif address == GRIPPER_REG_SPEED:
+                self.gripper_speed_rpm = struct.unpack(">H", values[:2])[0]
+            elif address == GRIPPER_REG_RESET_ERROR:
                 self.gripper_error = 0
             return bytes([host]) + rtu[:6]
         if function == 0x03:
@@ -393,6 +544,8 @@ class XArmControllerEmulator:
                 gripper_goal = self.gripper_target
                 if self.settings.gripper_object_width_pulses is not None:
                     gripper_goal = max(gripper_goal, self.settings.gripper_object_width_pulses)
-                if self.gripper_enabled:
-                    g_limit = self.settings.gripper_speed_pulses_s * dt
-                    self.gripper_position += float(np.clip(gripper_goal - self.gripper_position, -g_limit, g_limit))
+                if self.gripper_enabled and not self.gripper_error:
+                    g_limit = self.gripper_speed_rpm * self.settings.gripper_pulses_s_per_rpm * dt
+                    finger_step = float(np.clip(gripper_goal - self.gripper_position, -g_limit, g_limit))
+                    self.gripper_position += finger_step
+                    self.gripper_velocity_pulses_s = abs(finger_step) / dt if dt > 0 else 0.0
