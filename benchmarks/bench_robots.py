@@ -196,7 +196,7 @@ def bench_franka() -> None:
         print(f"skipped: {error}")
         return
     with FrankaSimProcess() as sim:
-        arm = make_arm(FrankaArmConfig(ip=sim.hostname, safety=SAFETY)  # the shipped dynamics factor)
+        arm = make_arm(FrankaArmConfig(ip=sim.hostname, safety=SAFETY))  # at the shipped dynamics factor
         arm.connect()
         arm.enable()
         robot = arm._robot  # the franky handle, for the bare-SDK baselines only
