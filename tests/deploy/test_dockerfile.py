@@ -5,13 +5,12 @@ the compose file and the runbook expect, and its helper scripts work."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 import shutil
 import subprocess
 from pathlib import Path
-
-import dataclasses
 
 import pytest
 
