@@ -34,8 +34,10 @@ def prefix(tmp_path_factory) -> Path:
     shutil.copytree(ROOT / "config", work / "repo" / "config")
     prefix = work / "prefix"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--disable-pip-version-check", "--prefix", str(prefix), str(source)],
+                    "--disable-pip-version-check", "--ignore-installed", "--prefix", str(prefix), str(source)],
                    check=True, capture_output=True, timeout=300)  # fmt: skip
+    # --ignore-installed: the venv's own (editable) robopin_ros must stay where it is.
+    subprocess.run([sys.executable, "-c", "import robopin_ros"], check=True, timeout=60)
     return prefix
 
 
