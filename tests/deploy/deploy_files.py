@@ -108,7 +108,7 @@ _DIRECTIVE = re.compile(r"^#\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(\S+)\s*$")
 class DockerInstruction:
     instruction: str  # upper case: RUN, COPY, ...
     value: str  # the arguments, continuation lines joined as Docker joins them
-    startline: int  # 0-based, as dockerfile-parse numbers them
+    startline: int  # 0-based
     endline: int
     empty_continuation_lines: tuple[int, ...]  # 0-based lines Docker skipped inside this instruction
 
