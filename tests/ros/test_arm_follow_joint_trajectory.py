@@ -118,3 +118,33 @@ def test_invalid_goals_get_the_standard_error_codes_and_nothing_moves(user):
         assert status == 6 and result.error_string, what  # STATUS_ABORTED, with the reason
         assert np.max(np.abs(user.positions() - start)) < 0.005, f"{what}: the arm moved"
     assert "joint_limit" in user.run(cases["outside the joint limits"][0])[1].error_string
+
+
+def test_a_cancelled_goal_ends_canceled_and_the_arm_stops_short(user):
+    # joint_trajectory_controller.cpp goal_cancelled_callback: accept, mark the goal canceled, hold position.
+    start = user.positions()
+    target = start.copy()
+    target[0] += 0.6
+    # Slow (a minute of motion), in steps below the driver's 0.5 rad jump limit between waypoints.
+    goal = goal_through(PANDA.joint_names, [(start + target) / 2, target], [30.0, 60.0])
+    handle = wait_future(user.follow.send_goal_async(goal), 30.0, "goal response")
+    assert handle.accepted
+    wait_for(lambda: abs(user.positions()[0] - start[0]) > 0.002, 30.0, "the arm moving")
+    wait_future(handle.cancel_goal_async(), 30.0, "cancel response")
+    response = wait_future(handle.get_result_async(), 60.0, "result")
+    assert response.status == 5, response.result.error_string  # action_msgs/GoalStatus.STATUS_CANCELED
+    assert response.result.error_code == codes.SUCCESSFUL
+    stopped = user.positions()
+    assert abs(stopped[0] - target[0]) > 0.1, "the cancel stopped the arm before the goal"
+
+
+def test_leaving_the_path_tolerance_aborts_and_stops(user):
+    start = user.positions()
+    target = start.copy()
+    target[0] -= 0.3
+    goal = goal_through(PANDA.joint_names, [target], [3.0])
+    goal.path_tolerance.append(JointTolerance(name=PANDA.joint_names[0], position=1e-6))  # no real arm tracks this
+    status, result = user.run(goal)
+    assert status == 6 and result.error_code == codes.PATH_TOLERANCE_VIOLATED, result.error_string
+    assert result.error_string.startswith("path_tolerance: panda_joint1")
+    assert abs(user.positions()[0] - target[0]) > 0.1, "stopped on the violation, not at the goal"
