@@ -25,12 +25,12 @@ codes = FollowJointTrajectory.Result
 class UserClient:
     """What a ros2_control user writes: an ActionClient on <controller>/follow_joint_trajectory."""
 
-    def __init__(self, context) -> None:
-        self.spun = SpunNode("fjt_user_client", context)
-        self.follow = ActionClient(self.spun.node, FollowJointTrajectory, ACTION)
-        self.gripper = ActionClient(self.spun.node, GripperCommand, "/robopin/arm/gripper_cmd")
+    def __init__(self, context, prefix: str = "") -> None:
+        self.spun = SpunNode(f"fjt_user_client{prefix.replace('/', '_')}", context)
+        self.follow = ActionClient(self.spun.node, FollowJointTrajectory, prefix + ACTION)
+        self.gripper = ActionClient(self.spun.node, GripperCommand, f"{prefix}/robopin/arm/gripper_cmd")
         self.states: list[JointState] = []
-        self.spun.node.create_subscription(JointState, "/joint_states", self.states.append, 50)
+        self.spun.node.create_subscription(JointState, f"{prefix}/joint_states", self.states.append, 50)
 
     def positions(self) -> np.ndarray:
         index = {name: i for i, name in enumerate(self.states[-1].name)}
@@ -148,3 +148,26 @@ def test_leaving_the_path_tolerance_aborts_and_stops(user):
     assert status == 6 and result.error_code == codes.PATH_TOLERANCE_VIOLATED, result.error_string
     assert result.error_string.startswith("path_tolerance: panda_joint1")
     assert abs(user.positions()[0] - target[0]) > 0.1, "stopped on the violation, not at the goal"
+
+
+def test_a_dry_run_driver_validates_the_goal_succeeds_and_nothing_moves():
+    """A real system's first start (dry_run:=true): goals are checked and answered, the arm stays."""
+    import rclpy
+
+    options = "{robot: panda, world: panda-cell, dry_run: true, safety: {state_max_age_s: 3.0}}"
+    process = start_process(["-m", "tests.deploy.sim_robot_process", "panda", "-p", "prefix:=/dry/robopin/arm",
+                             "-p", "joint_states_topic:=/dry/joint_states", "-p", f"options:='{options}'"])
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    dry = UserClient(context, prefix="/dry")
+    try:
+        wait_for(lambda: dry.follow.server_is_ready() and len(dry.states) > 0, 60.0, "the dry-run driver")
+        start = dry.positions()
+        status, result = dry.run(goal_through(PANDA.joint_names, [start + 0.2], [2.0]))
+        assert status == 4 and result.error_code == codes.SUCCESSFUL, result.error_string
+        assert result.error_string.startswith("dry_run:")
+        assert np.max(np.abs(dry.positions() - start)) < 0.005
+    finally:
+        dry.spun.close()
+        rclpy.shutdown(context=context)
+        stop_process(process)

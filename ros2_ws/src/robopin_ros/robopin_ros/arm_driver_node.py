@@ -393,7 +393,7 @@ class ArmDriverNode(Node):
             # path tolerances are measured against it. execute() validates the same way again.
             planned = self.arm.safety.validate(trajectory, self.arm.joint_state())
         except KeyError as error:
-            return self._refuse_follow(goal_handle, codes.INVALID_JOINTS, Reason.JOINT_NAMES.value, str(error))
+            return self._refuse_follow(goal_handle, codes.INVALID_JOINTS, Reason.JOINT_NAMES.value, error.args[0])
         except (ArmError, TrajectoryError) as error:
             return self._refuse_follow(goal_handle, codes.INVALID_GOAL, error.reason.value, str(error))
         except ValueError as error:
@@ -444,6 +444,9 @@ class ArmDriverNode(Node):
         if outcome.reason is Reason.CANCELED and goal_handle.is_cancel_requested:
             goal_handle.canceled()  # as the controller: canceled, with an empty (SUCCESSFUL) result
             return conversions.follow_joint_trajectory_result(codes.SUCCESSFUL, Reason.CANCELED.value, outcome.message)
+        if outcome.reason is Reason.DRY_RUN:  # validated, nothing moved: the goal succeeds as it would
+            goal_handle.succeed()
+            return conversions.follow_joint_trajectory_result(codes.SUCCESSFUL, outcome.reason.value, outcome.message)
         if outcome.success or outcome.reason is Reason.GOAL_TOLERANCE:
             return self._judge_goal(goal_handle, planned.positions[-1], goal_tolerance, goal_time_s, outcome)
         code = conversions.follow_joint_trajectory_error_code(outcome.reason, started=True)
