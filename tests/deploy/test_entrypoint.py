@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -105,22 +106,52 @@ def test_the_cuda_image_refuses_to_start_without_cuda(image_root):
     assert skipped.returncode == 0, skipped.stderr
 
 
+def _folder_every_user_can_enter() -> Path | None:
+    """A temporary folder whose every ancestor others may search (x), or None: the checkout and pytest's
+    own temporary folder may sit under a 0700 folder, which uid 65534 cannot pass."""
+    for candidate in dict.fromkeys((tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm")):
+        path = Path(candidate)
+        if path.is_dir() and all(p.stat().st_mode & 0o001 for p in (path, *path.parents)):
+            return path
+    return None
+
+
+@pytest.fixture
+def image_root_for_any_user(tmp_path: Path):
+    """image_root's layout plus the entry point itself, copied where uid 65534 can read them."""
+    parent = _folder_every_user_can_enter()
+    if parent is None:
+        pytest.skip("no temporary folder here that every user can enter")
+    root = Path(tempfile.mkdtemp(prefix="robopin-entrypoint-", dir=parent))
+    try:
+        home = root / "opt-robopin"
+        shutil.copytree(REPO / "config", home / "config")
+        (home / "ros2_ws" / "install").mkdir(parents=True)
+        (home / "ros2_ws" / "install" / "setup.bash").write_text("export ROBOPIN_WS_SOURCED=1\n")
+        (root / "ros-setup.bash").write_text("export ROS_SETUP_SOURCED=1\n")
+        shutil.copy(ENTRYPOINT, root / "entrypoint.sh")
+        (root / "data").mkdir()  # owned by root, 0755: what Docker makes of a missing bind-mount source
+        for path in (root, *root.rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        yield home
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
-def test_an_unwritable_data_folder_is_refused_with_the_fix(image_root, tmp_path):
-    for path in (tmp_path, *tmp_path.parents):
-        if path == Path("/"):
-            break
-        path.chmod(path.stat().st_mode | 0o005)  # let the unprivileged user reach the files
+def test_an_unwritable_data_folder_is_refused_with_the_fix(image_root_for_any_user):
+    root = image_root_for_any_user.parent
     result = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", str(ENTRYPOINT), "true"],
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", str(root / "entrypoint.sh"), "true"],
         capture_output=True,
         text=True,
         env={
             "PATH": "/usr/bin:/bin",
-            "ROBOPIN_HOME": str(image_root),
-            "ROBOPIN_ROS_SETUP": str(image_root.parent / "ros-setup.bash"),
-            "ROBOPIN_DATA_DIR": str(image_root.parent / "data"),
+            "ROBOPIN_HOME": str(image_root_for_any_user),
+            "ROBOPIN_ROS_SETUP": str(root / "ros-setup.bash"),
+            "ROBOPIN_DATA_DIR": str(root / "data"),
         },
+        cwd=root,
         timeout=60,
     )
     assert result.returncode == 2, result.stderr

@@ -35,7 +35,7 @@ CHAIN_FAILURES = {"bringup_failed", "not_ready", "task_timeout", "no_result", "i
 TOPIC_OF_NODE = {
     "camera_node (static)": "/cameras/static/color/image_raw",
     "camera_node (wrist)": "/cameras/wrist/aligned_depth_to_color/image_raw",
-    "arm_driver_node": "/robopin/arm/execute_trajectory/_action/feedback",
+    "arm_driver_node": "/robopin/arm/follow_joint_trajectory/_action/feedback",
     "arm_driver_node (state)": "/robopin/arm/ee_pose",
     "projection_node": "/robopin/targets/markers",
     "motion_planner_node": "/robopin/motion/pick_place/_action/feedback",

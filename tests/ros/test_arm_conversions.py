@@ -49,3 +49,31 @@ def test_joint_state_round_trips():
     assert back.names == ("a", "b")
     np.testing.assert_allclose(back.positions, [0.1, 0.2])
     np.testing.assert_allclose(back.velocities, [1.0, 2.0])
+
+
+def test_joint_tolerances_resolve_as_joint_trajectory_controller_reads_them():
+    from control_msgs.msg import JointTolerance
+
+    names = ("a", "b", "c")
+    given = [JointTolerance(name="b", position=0.1), JointTolerance(name="c", position=-1.0),
+             JointTolerance(name="a", position=0.0)]  # fmt: skip
+    np.testing.assert_allclose(conversions.resolve_joint_tolerances(given, names, 0.02), [0.02, 0.1, np.inf])
+    with pytest.raises(KeyError, match="unknown joint 'd'"):
+        conversions.resolve_joint_tolerances([JointTolerance(name="d", position=0.1)], names, 0.02)
+    with pytest.raises(ValueError, match="only > 0, 0 or -1"):
+        conversions.resolve_joint_tolerances([JointTolerance(name="a", position=-0.5)], names, 0.02)
+
+
+def test_robopin_reasons_map_onto_follow_joint_trajectory_error_codes():
+    from control_msgs.action import FollowJointTrajectory
+
+    from robopin.robots.errors import Reason
+
+    codes, code = FollowJointTrajectory.Result, conversions.follow_joint_trajectory_error_code
+    assert code(Reason.COMPLETED, started=True) == codes.SUCCESSFUL
+    assert code(Reason.JOINT_NAMES, started=False) == codes.INVALID_JOINTS
+    assert code(Reason.JOINT_LIMIT, started=False) == codes.INVALID_GOAL
+    assert code(Reason.GOAL_TOLERANCE, started=True) == codes.GOAL_TOLERANCE_VIOLATED
+    assert code(Reason.STALE_STATE, started=True) == codes.PATH_TOLERANCE_VIOLATED
+    result = conversions.follow_joint_trajectory_result(codes.INVALID_GOAL, "joint_limit", "j1 beyond 2.9 rad")
+    assert result.error_code == codes.INVALID_GOAL and result.error_string == "joint_limit: j1 beyond 2.9 rad"

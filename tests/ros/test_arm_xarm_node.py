@@ -10,10 +10,11 @@ import time
 import numpy as np
 import pytest
 import yaml
+from control_msgs.action import GripperCommand
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionClient
-from robopin_interfaces.action import ExecuteTrajectory, GripperCommand
+from robopin_interfaces.action import ExecuteTrajectory
 from robopin_ros import conversions
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
@@ -43,7 +44,7 @@ class ArmClient:
         self.spun = SpunNode(name, context)
         node = self.spun.node
         self.execute = ActionClient(node, ExecuteTrajectory, f"{PREFIX}/execute_trajectory")
-        self.gripper = ActionClient(node, GripperCommand, f"{PREFIX}/gripper_command")
+        self.gripper = ActionClient(node, GripperCommand, f"{PREFIX}/gripper_cmd")
         self.enable = node.create_client(SetBool, f"{PREFIX}/enable")
         self.stop = node.create_client(Trigger, f"{PREFIX}/stop")
         self.recover = node.create_client(Trigger, f"{PREFIX}/recover")
@@ -77,7 +78,8 @@ class ArmClient:
         return self.result(self.send(trajectory, feedback))
 
     def grip(self, width_m: float, effort_n: float = 0.0):
-        goal = GripperCommand.Goal(position=width_m, max_effort=effort_n)
+        goal = GripperCommand.Goal()
+        goal.command.position, goal.command.max_effort = width_m, effort_n
         handle = wait_future(self.gripper.send_goal_async(goal), 30.0, "gripper goal")
         return wait_future(handle.get_result_async(), 60.0, "gripper result").result
 

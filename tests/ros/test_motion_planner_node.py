@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from action_msgs.msg import GoalStatus, GoalStatusArray
 from rclpy.action import ActionClient
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
@@ -126,6 +127,13 @@ def _wait_for_joint_state(planner) -> None:
 def test_pick_and_place_through_the_node_moves_the_cube(cell):
     world, _, _, planner, client = cell
     _wait_for_joint_state(planner)
+    # The planner executes through the standard ros2_control actions, served by the arm driver (over DDS).
+    assert planner.execute_action == "/robopin/arm/follow_joint_trajectory"
+    assert planner.gripper_action == "/robopin/arm/gripper_cmd"
+    finished: dict[bytes, int] = {}
+    for action in (planner.execute_action, planner.gripper_action):
+        client.create_subscription(GoalStatusArray, f"{action}/_action/status", lambda m, a=action: finished.update(
+            {(a, bytes(s.goal_info.goal_id.uuid)): s.status for s in m.status_list}), 50)
     stages: list[str] = []
     goal = PickPlace.Goal(pick=_target(PICK), place=_target(PLACE), grasp_yaw=math.nan)
     _, result = _send(
@@ -140,6 +148,8 @@ def test_pick_and_place_through_the_node_moves_the_cube(cell):
     cube = world.object_center("cube")
     assert np.linalg.norm(cube[:2] - np.array(PLACE[:2])) < 0.03, cube
     assert cube[2] < 0.05  # resting on the table, not still in the hand
+    succeeded = [action for (action, _), status in finished.items() if status == GoalStatus.STATUS_SUCCEEDED]
+    assert succeeded.count(planner.execute_action) == 6 and succeeded.count(planner.gripper_action) >= 2, finished
 
 
 def test_refusals_dry_run_and_cancel(cell):

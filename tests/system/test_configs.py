@@ -143,7 +143,8 @@ def _stand_in_launch_modules() -> dict[str, types.ModuleType]:
 def launch_file(monkeypatch):
     for name, module in _stand_in_launch_modules().items():
         monkeypatch.setitem(sys.modules, name, module)
-    spec = importlib.util.spec_from_file_location("robopin_launch_file", ROOT / "launch" / "robopin.launch.py")
+    spec = importlib.util.spec_from_file_location("robopin_launch_file",
+                                                  ROOT / "ros2_ws/src/robopin_ros/launch/robopin.launch.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

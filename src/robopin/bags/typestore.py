@@ -1,10 +1,11 @@
 """The message types a robopin bag may hold, for ``rosbags``: Jazzy's standard types plus our own.
 
-``robopin_interfaces`` messages are registered from their ``.msg`` text; each ``.action`` adds the
-types rosidl derives from it (``<Name>_Goal``/``_Result``/``_Feedback``, ``_FeedbackMessage`` carried
-on ``<action>/_action/feedback``, and the send-goal / get-result request and response); Foxglove's
-``foxglove_msgs/msg/ImageAnnotations`` is registered so the recorder can write anchors as image
-annotations. The type hashes ``rosbags`` computes from these definitions equal the ROS build's, so
+``robopin_interfaces`` messages, and the control_msgs actions robopin's arm driver serves
+(FollowJointTrajectory, GripperCommand and the messages they nest), are registered from their text; each
+``.action`` adds the types rosidl derives from it (``<Name>_Goal``/``_Result``/``_Feedback``,
+``_FeedbackMessage`` carried on ``<action>/_action/feedback``, and the send-goal / get-result request and
+response); Foxglove's ``foxglove_msgs/msg/ImageAnnotations`` is registered so the recorder can write anchors
+as image annotations. The type hashes ``rosbags`` computes from these definitions equal the ROS build's, so
 ``ros2 bag``, Foxglove and ``rosbags`` all read the bags written with them.
 """
 
@@ -25,6 +26,10 @@ __all__ = [
 ]
 
 INTERFACE_PACKAGE = "robopin_interfaces"
+# The control_msgs interfaces on robopin's graph: the real package's files in the image (ros-jazzy-control-msgs),
+# ros2_ws/dev_only/control_msgs (the same definitions) in a development venv.
+CONTROL_MSGS_FILES = ("msg/GripperCommand.msg", "msg/JointTolerance.msg", "msg/JointComponentTolerance.msg",
+                      "action/FollowJointTrajectory.action", "action/GripperCommand.action")
 
 # Foxglove's ROS 2 image-annotation schema (foxglove_msgs), written out because no Jazzy wheel ships it.
 FOXGLOVE_DEFINITIONS: dict[str, str] = {
@@ -119,18 +124,42 @@ def _qualify(definition: str, package: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def robopin_definitions(directory: Path | None = None) -> dict[str, str]:
-    """Every message definition of robopin_interfaces (messages, service and action parts) by type name."""
-    directory = directory or interface_directory()
-    package = INTERFACE_PACKAGE
+def _package_definitions(package: str, paths: list[Path]) -> dict[str, str]:
     definitions: dict[str, str] = {}
-    for path in sorted((directory / "msg").glob("*.msg")):
-        definitions[f"{package}/msg/{path.stem}"] = path.read_text()
-    for path in sorted((directory / "srv").glob("*.srv")):
-        definitions.update(service_type_definitions(package, path.stem, path.read_text()))
-    for path in sorted((directory / "action").glob("*.action")):
-        definitions.update(action_type_definitions(package, path.stem, path.read_text()))
+    for path in paths:
+        if path.suffix == ".msg":
+            definitions[f"{package}/msg/{path.stem}"] = path.read_text()
+        elif path.suffix == ".srv":
+            definitions.update(service_type_definitions(package, path.stem, path.read_text()))
+        elif path.suffix == ".action":
+            definitions.update(action_type_definitions(package, path.stem, path.read_text()))
     return {name: _qualify(text, package) for name, text in definitions.items()}
+
+
+def robopin_definitions(directory: Path | None = None) -> dict[str, str]:
+    """Every message definition of robopin_interfaces (messages, service and action parts) by type name,
+    plus the control_msgs ones robopin uses (when their files are found)."""
+    directory = directory or interface_directory()
+    paths = [p for kind, ext in (("msg", "msg"), ("srv", "srv"), ("action", "action"))
+             for p in sorted((directory / kind).glob(f"*.{ext}"))]
+    return {**control_msgs_definitions(), **_package_definitions(INTERFACE_PACKAGE, paths)}
+
+
+@functools.lru_cache(maxsize=1)
+def _control_msgs_directory() -> Path | None:
+    installed, dev_only = Path(ament_prefix()) / "share" / "control_msgs", REPO_ROOT / "ros2_ws/dev_only/control_msgs"
+    for candidate in (installed, dev_only):
+        if all((candidate / name).is_file() for name in CONTROL_MSGS_FILES):
+            return candidate
+    return None
+
+
+def control_msgs_definitions() -> dict[str, str]:
+    """FollowJointTrajectory, GripperCommand and their nested messages by type name ({} if not found)."""
+    directory = _control_msgs_directory()
+    if directory is None:
+        return {}
+    return _package_definitions("control_msgs", [directory / name for name in CONTROL_MSGS_FILES])
 
 
 @functools.lru_cache(maxsize=4)

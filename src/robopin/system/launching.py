@@ -1,4 +1,4 @@
-"""What ``launch/robopin.launch.py`` starts for a system file, computed without the launch packages.
+"""What ``robopin_ros``'s ``launch/robopin.launch.py`` starts for a system file, computed without the launch packages.
 
 The launch file only turns these entries into ``launch_ros`` Nodes and ``ExecuteProcess`` actions,
 so everything that can be wrong (a missing node, a bad parameter, an unknown argument) is decided
@@ -10,6 +10,7 @@ camera, arm and oracle backends share cannot span processes.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +19,8 @@ import yaml
 
 from robopin.system.schema import SystemFile, load_system, resolve_system_path
 
-__all__ = ["COMMON_LAUNCH_ARGUMENTS", "LaunchEntry", "launch_entries"]
+__all__ = ["COMMON_LAUNCH_ARGUMENTS", "DeclaredArgument", "LaunchEntry", "declared_arguments", "launch_entries",
+           "show_arguments"]
 
 COMMON_LAUNCH_ARGUMENTS = {
     "robot_ip": "address of the arm's controller (xArm) or control unit (Franka)",
@@ -29,6 +31,67 @@ COMMON_LAUNCH_ARGUMENTS = {
 }
 """Arguments the launch file declares up front (isaac_ros_cumotion style); a system may declare more,
 and any argument the chosen system declares can be given on the command line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DeclaredArgument:
+    """One launch argument as the launch file declares it (``DeclareLaunchArgument``)."""
+
+    name: str
+    default: str
+    description: str
+
+
+def _launch_text(value: object) -> str:
+    """A system-file value as ``name:=value`` text that reads back as the same YAML scalar."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def declared_arguments(config_dir: str | Path, environ: Mapping[str, str] | None = None) -> list[DeclaredArgument]:
+    """``system`` plus every argument any system file in ``config_dir`` declares, with its real default.
+
+    The default is the value the system file gives (its ``env`` variable first, as ``robopin up``
+    reads it). Where the systems disagree (``robot_ip``: one per arm) the declared default is empty,
+    which leaves each system its own, and the description lists them.
+    """
+    environ = os.environ if environ is None else environ
+    config_dir = Path(config_dir)
+    systems = []
+    for path in sorted(config_dir.glob("*.yaml")):
+        try:
+            systems.append(load_system(path))
+        except Exception:
+            continue
+    names = [s.name for s in systems]
+    default_system = "sim_panda" if "sim_panda" in names else (names[0] if names else "")
+    result = [DeclaredArgument("system", default_system,
+                               f"system file (a path, or a name in {config_dir}: {', '.join(names)})")]
+    by_name: dict[str, list[tuple[str, str, str]]] = {}
+    for system in systems:
+        for argument in system.arguments:
+            value = _launch_text(argument.value({}, environ))
+            by_name.setdefault(argument.name, []).append((system.name, value, argument.description))
+    for name, entries in by_name.items():
+        values = {value for _, value, _ in entries}
+        description = " / ".join(dict.fromkeys(text for _, _, text in entries))
+        where = ", ".join(system for system, _, _ in entries)
+        if len(values) == 1:
+            result.append(DeclaredArgument(name, values.pop(), f"{description} (systems: {where})"))
+        else:
+            per_system = "; ".join(f"{system}: {text} (default {value!r})" for system, value, text in entries)
+            result.append(DeclaredArgument(name, "", f"empty: the system's own. {per_system}"))
+    return result
+
+
+def show_arguments(config_dir: str | Path, environ: Mapping[str, str] | None = None) -> str:
+    """What ``ros2 launch robopin_ros robopin.launch.py --show-args`` prints, in its layout."""
+    lines = ["Arguments (pass arguments as '<name>:=<value>'):", ""]
+    for argument in declared_arguments(config_dir, environ):
+        lines += [f"    '{argument.name}':", f"        {argument.description}",
+                  f"        (default: '{argument.default}')", ""]
+    return "\n".join(lines)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,14 +109,15 @@ class LaunchEntry:
 
 
 def launch_entries(system_path: str | Path, launch_configurations: Mapping[str, str], params_dir: str | Path,
-                   ) -> tuple[SystemFile, list[LaunchEntry]]:
+                   config_dir: str | Path | None = None) -> tuple[SystemFile, list[LaunchEntry]]:
     """Load the system, apply the launch arguments it declares, and say what to start.
 
     ``launch_configurations`` holds every ``name:=value`` of the command line; values that are empty
     (the launch file's "not given") and names the system does not declare are left out. The
-    parameters file is written into ``params_dir``.
+    parameters file is written into ``params_dir``. A system given by name (``real_xarm6``) is looked up
+    in ``config_dir`` (the package share's config/ under ros2 launch), else in the checkout's config/.
     """
-    path = resolve_system_path(system_path)
+    path = resolve_system_path(system_path, Path(config_dir) if config_dir else None)
     system = load_system(path)
     declared = {a.name for a in system.arguments}
     overrides = {k: str(v) for k, v in launch_configurations.items() if k in declared and str(v) != ""}

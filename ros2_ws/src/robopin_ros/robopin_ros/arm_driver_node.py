@@ -1,11 +1,16 @@
 """arm_driver_node: one arm (xArm | Franka | sim) behind actions, services and state topics.
 
-Serves ``ExecuteTrajectory`` (feedback: progress and tracking error; cancel stops the arm; one goal at
-a time, a second is aborted with reason ``busy``) and ``GripperCommand`` under ``prefix``
-(default ``/robopin/arm``), ``enable`` (std_srvs/SetBool), ``stop`` and ``recover`` (std_srvs/Trigger),
-publishes ``/joint_states`` and ``<prefix>/ee_pose`` (frame ``base``) at ``state_rate_hz``, and reports
-connection, enable state and faults on ``/diagnostics``. Every refusal comes back with the core's
-named reason. When the controller cannot be reached the node stays up, reports it and retries.
+Serves, under ``prefix`` (default ``/robopin/arm``), the ros2_control actions a MoveIt or ros2_control client
+expects: ``follow_joint_trajectory`` (control_msgs/FollowJointTrajectory, answered as
+joint_trajectory_controller answers: error codes, path and goal tolerances, goal_time_tolerance) and
+``gripper_cmd`` (control_msgs/GripperCommand); and robopin's ``execute_trajectory`` (ExecuteTrajectory), kept
+for what FollowJointTrajectory cannot carry: the core's named reason as a field, progress and waypoint
+feedback, and the final error. Cancel stops the arm; one motion at a time across both trajectory actions (a
+second goal is aborted with reason ``busy``). Also serves ``enable`` (std_srvs/SetBool), ``stop`` and
+``recover`` (std_srvs/Trigger), publishes ``/joint_states`` and ``<prefix>/ee_pose`` (frame ``base``) at
+``state_rate_hz``, and reports connection, enable state and faults on ``/diagnostics``. Every refusal comes
+back with the core's named reason. When the controller cannot be reached the node stays up, reports it and
+retries.
 Example::
 
     ros2 run robopin_ros arm_driver_node --ros-args -p backend:=xarm -p options:="{ip: 192.168.1.200}"
@@ -18,13 +23,15 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
 import yaml
+from control_msgs.action import FollowJointTrajectory, GripperCommand
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from robopin_interfaces.action import ExecuteTrajectory, GripperCommand
+from robopin_interfaces.action import ExecuteTrajectory
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 
@@ -76,10 +83,20 @@ class ArmDriverNode(Node):
             cancel_callback=self._cancel_trajectory,
             callback_group=actions,
         )
+        self.follow_server = ActionServer(
+            self,
+            FollowJointTrajectory,
+            f"{prefix}/follow_joint_trajectory",
+            execute_callback=self._execute_follow_joint_trajectory,
+            goal_callback=self._accept_goal,
+            cancel_callback=self._cancel_trajectory,
+            callback_group=actions,
+        )
+        # ros2_controllers' gripper_action_controller serves the same action as <controller>/gripper_cmd.
         self.gripper_server = ActionServer(
             self,
             GripperCommand,
-            f"{prefix}/gripper_command",
+            f"{prefix}/gripper_cmd",
             execute_callback=self._execute_gripper,
             goal_callback=self._accept_goal,
             cancel_callback=self._refuse_gripper_cancel,
@@ -292,8 +309,8 @@ class ArmDriverNode(Node):
             goal_handle.abort()
             return failed
         try:
-            goal = goal_handle.request
-            outcome = self.arm.gripper_move(float(goal.position), float(goal.max_effort))
+            command = goal_handle.request.command
+            outcome = self.arm.gripper_move(float(command.position), float(command.max_effort))
         except ArmError as error:
             self.get_logger().warning(f"gripper command refused ({error.reason.value}): {error}")
             goal_handle.abort()
@@ -307,6 +324,161 @@ class ArmDriverNode(Node):
             stalled=outcome.stalled,
             reached_goal=outcome.reached_goal,
         )
+
+    def _execute_follow_joint_trajectory(self, goal_handle) -> FollowJointTrajectory.Result:
+        """Run a FollowJointTrajectory goal; share the one-motion-at-a-time guard with ExecuteTrajectory."""
+        goal_id = bytes(goal_handle.goal_id.uuid).hex()
+        holder = self.execute_guard.try_acquire(goal_id)
+        if holder is not None:
+            # joint_trajectory_controller preempts the running goal instead; robopin never replaces a
+            # motion under way without a cancel (one goal at a time), so the newcomer is refused.
+            goal_handle.abort()
+            return conversions.follow_joint_trajectory_result(
+                FollowJointTrajectory.Result.INVALID_GOAL, BUSY_REASON, self.execute_guard.busy_message(holder)
+            )
+        try:
+            return self._follow_joint_trajectory(goal_handle)
+        finally:
+            self.execute_guard.release(goal_id)
+
+    def _refuse_follow(self, goal_handle, code: int, reason: str, message: str) -> FollowJointTrajectory.Result:
+        self.get_logger().warning(f"FollowJointTrajectory refused ({reason}): {message}")
+        goal_handle.abort()
+        return conversions.follow_joint_trajectory_result(code, reason, message)
+
+    def _follow_joint_trajectory(self, goal_handle) -> FollowJointTrajectory.Result:
+        """Validate as joint_trajectory_controller does, then run with per-goal path and goal tolerances.
+
+        ros2_controllers joint_trajectory_controller.cpp (validate_trajectory_msg) refuses empty joint
+        names or points, joints it does not control, a partial set of joints (allow_partial_joints_goal
+        defaults to false), times not strictly increasing, a non-zero velocity at the last point
+        (allow_nonzero_velocity_at_trajectory_end: false) and a trajectory whose stamped end is in the past.
+        The controller rejects such goals at once (no result); robopin accepts and aborts them before
+        anything moves, so the client reads the standard error code and why in error_string.
+        """
+        codes = FollowJointTrajectory.Result
+        request = goal_handle.request
+        names = tuple(self.arm.joint_names)
+        if goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+            return conversions.follow_joint_trajectory_result(codes.SUCCESSFUL, Reason.CANCELED.value, "")
+        if request.multi_dof_trajectory.joint_names or request.multi_dof_trajectory.points:
+            return self._refuse_follow(goal_handle, codes.INVALID_JOINTS, Reason.JOINT_NAMES.value,
+                                       "multi-DOF joints given; this arm has only revolute joints")
+        goal_names = tuple(request.trajectory.joint_names)
+        if set(goal_names) != set(names) or len(goal_names) != len(names):
+            return self._refuse_follow(goal_handle, codes.INVALID_JOINTS, Reason.JOINT_NAMES.value,
+                                       f"joints {list(goal_names)} do not match the arm's {list(names)}")
+        points = request.trajectory.points
+        # The controller's threshold: std::numeric_limits<float>::epsilon().
+        if points and any(abs(v) > np.finfo(np.float32).eps for v in points[-1].velocities):
+            return self._refuse_follow(goal_handle, codes.INVALID_GOAL, Reason.INVALID_TRAJECTORY.value,
+                                       "the last point's velocities are not zero")
+        stamp_s = conversions.stamp_to_seconds(request.trajectory.header.stamp)
+        if stamp_s != 0.0 and points:
+            now_s = self.get_clock().now().nanoseconds * 1e-9
+            end_s = stamp_s + points[-1].time_from_start.sec + points[-1].time_from_start.nanosec * 1e-9
+            if end_s < now_s:
+                return self._refuse_follow(goal_handle, codes.OLD_HEADER_TIMESTAMP, Reason.INVALID_TRAJECTORY.value,
+                                           f"the trajectory ended {now_s - end_s:.3f} s ago (header.stamp)")
+            if abs(stamp_s - now_s) > 0.5:
+                return self._refuse_follow(goal_handle, codes.INVALID_GOAL, Reason.INVALID_TRAJECTORY.value,
+                                           "a trajectory starts when it is received: leave header.stamp zero")
+        goal_time_s = request.goal_time_tolerance.sec + request.goal_time_tolerance.nanosec * 1e-9
+        try:
+            path_tolerance = conversions.resolve_joint_tolerances(request.path_tolerance, names, math.inf)
+            goal_tolerance = conversions.resolve_joint_tolerances(
+                request.goal_tolerance, names, self.arm.config.goal_tolerance_rad)
+            trajectory = conversions.msg_to_arm_trajectory(request.trajectory)
+            # The trajectory as the arm will run it (arm order, from the current state, speed-scaled):
+            # path tolerances are measured against it. execute() validates the same way again.
+            planned = self.arm.safety.validate(trajectory, self.arm.joint_state())
+        except KeyError as error:
+            return self._refuse_follow(goal_handle, codes.INVALID_JOINTS, Reason.JOINT_NAMES.value, error.args[0])
+        except (ArmError, TrajectoryError) as error:
+            return self._refuse_follow(goal_handle, codes.INVALID_GOAL, error.reason.value, str(error))
+        except ValueError as error:
+            return self._refuse_follow(goal_handle, codes.INVALID_GOAL, Reason.INVALID_TRAJECTORY.value, str(error))
+
+        violation: list[str] = []
+        last_feedback = [0.0]
+
+        def on_progress(progress) -> None:
+            now = time.monotonic()
+            due = now - last_feedback[0] >= self.feedback_period_s or progress.progress >= 1.0
+            if not (due or np.isfinite(path_tolerance).any()):
+                return
+            t = min(progress.time_from_start_s, planned.duration_s)
+            desired, desired_velocity = planned.sample(t)
+            try:
+                actual = np.asarray(self.arm.joint_state().positions, dtype=np.float64)
+            except ArmError:
+                return
+            error = actual - desired
+            over = np.abs(error) > path_tolerance
+            if over.any() and not violation:
+                j = int(np.argmax(np.abs(error) - path_tolerance))
+                violation.append(f"{names[j]} is {abs(error[j]):.4f} rad off the path at t = {t:.3f} s "
+                                 f"(path tolerance {path_tolerance[j]:.4f} rad)")
+                self.arm.cancel(Reason.CANCELED, "path tolerance violated")
+            if due:
+                last_feedback[0] = now
+                feedback = FollowJointTrajectory.Feedback(
+                    joint_names=list(names),
+                    desired=conversions.trajectory_point_msg(desired, desired_velocity, t),
+                    actual=conversions.trajectory_point_msg(actual, None, t),
+                    error=conversions.trajectory_point_msg(error, None, t),
+                )
+                feedback.header.stamp = self.get_clock().now().to_msg()
+                goal_handle.publish_feedback(feedback)
+
+        try:
+            outcome = self.arm.execute(trajectory, on_progress=on_progress)
+        except (ArmError, TrajectoryError) as error:
+            code = conversions.follow_joint_trajectory_error_code(error.reason, started=False)
+            return self._refuse_follow(goal_handle, code, error.reason.value, str(error))
+        if violation:
+            self.get_logger().warning(f"FollowJointTrajectory aborted: {violation[0]}")
+            goal_handle.abort()
+            return conversions.follow_joint_trajectory_result(codes.PATH_TOLERANCE_VIOLATED, "path_tolerance",
+                                                              violation[0])
+        if outcome.reason is Reason.CANCELED and goal_handle.is_cancel_requested:
+            goal_handle.canceled()  # as the controller: canceled, with an empty (SUCCESSFUL) result
+            return conversions.follow_joint_trajectory_result(codes.SUCCESSFUL, Reason.CANCELED.value, outcome.message)
+        if outcome.reason is Reason.DRY_RUN:  # validated, nothing moved: the goal succeeds as it would
+            goal_handle.succeed()
+            return conversions.follow_joint_trajectory_result(codes.SUCCESSFUL, outcome.reason.value, outcome.message)
+        if outcome.success or outcome.reason is Reason.GOAL_TOLERANCE:
+            return self._judge_goal(goal_handle, planned.positions[-1], goal_tolerance, goal_time_s, outcome)
+        code = conversions.follow_joint_trajectory_error_code(outcome.reason, started=True)
+        self.get_logger().warning(f"trajectory ended early ({outcome.reason.value}): {outcome.message}")
+        goal_handle.abort()
+        return conversions.follow_joint_trajectory_result(code, outcome.reason.value, outcome.message)
+
+    def _judge_goal(self, goal_handle, goal_q, tolerance, goal_time_s: float, outcome) -> FollowJointTrajectory.Result:
+        """Succeed once every joint is within its goal tolerance, waiting up to goal_time_tolerance for it."""
+        codes = FollowJointTrajectory.Result
+        deadline = time.monotonic() + goal_time_s
+        while True:
+            try:
+                error = np.abs(np.asarray(self.arm.joint_state().positions, dtype=np.float64) - goal_q)
+            except ArmError as failure:
+                goal_handle.abort()
+                return conversions.follow_joint_trajectory_result(codes.GOAL_TOLERANCE_VIOLATED,
+                                                                  failure.reason.value, str(failure))
+            if np.all(error <= tolerance):
+                goal_handle.succeed()
+                return conversions.follow_joint_trajectory_result(codes.SUCCESSFUL, Reason.COMPLETED.value,
+                                                                  outcome.message or "goal reached")
+            if time.monotonic() >= deadline:
+                j = int(np.argmax(error - tolerance))
+                message = (f"{self.arm.joint_names[j]} ended {error[j]:.4f} rad from the goal "
+                           f"(goal tolerance {tolerance[j]:.4f} rad)")
+                self.get_logger().warning(f"FollowJointTrajectory aborted: {message}")
+                goal_handle.abort()
+                return conversions.follow_joint_trajectory_result(codes.GOAL_TOLERANCE_VIOLATED,
+                                                                  Reason.GOAL_TOLERANCE.value, message)
+            time.sleep(0.01)
 
     def begin_shutdown(self) -> None:
         """Stop the arm now and take no new goal (the running one ends with reason 'canceled')."""

@@ -665,3 +665,64 @@ def msg_to_joint_state(msg: _JointStateMsg) -> _arm_state.JointState:
     velocities = list(msg.velocity) if len(msg.velocity) == n else None
     efforts = list(msg.effort) if len(msg.effort) == n else None
     return _arm_state.JointState(tuple(msg.name), list(msg.position), velocities, efforts)
+
+
+# --- control_msgs: FollowJointTrajectory and GripperCommand (the ros2_control actions) ----------------------
+from control_msgs.action import FollowJointTrajectory as _FollowJointTrajectory  # noqa: E402
+
+from robopin.robots.errors import Reason as _Reason  # noqa: E402
+
+_FJT = _FollowJointTrajectory.Result
+# How a robopin reason maps onto FollowJointTrajectory's error codes (control_msgs jazzy,
+# action/FollowJointTrajectory.action). Refusals before motion are INVALID_GOAL (joint names:
+# INVALID_JOINTS); an end off the goal is GOAL_TOLERANCE_VIOLATED; anything that cut a started motion
+# short (tracking, watchdog, fault) is PATH_TOLERANCE_VIOLATED. error_string always starts with the reason.
+_GOAL_REASONS = {_Reason.JOINT_NAMES: _FJT.INVALID_JOINTS, _Reason.GOAL_TOLERANCE: _FJT.GOAL_TOLERANCE_VIOLATED}
+
+
+def follow_joint_trajectory_error_code(reason: _Reason, *, started: bool) -> int:
+    """The FollowJointTrajectory error code for a robopin ``reason`` (``started``: the arm had moved)."""
+    if reason in (_Reason.COMPLETED, _Reason.DRY_RUN):
+        return _FJT.SUCCESSFUL
+    if reason in _GOAL_REASONS:
+        return _GOAL_REASONS[reason]
+    return _FJT.PATH_TOLERANCE_VIOLATED if started else _FJT.INVALID_GOAL
+
+
+def follow_joint_trajectory_result(error_code: int, reason: str, message: str) -> _FJT:
+    """A FollowJointTrajectory result whose error_string reads ``<reason>: <message>``."""
+    return _FJT(error_code=int(error_code), error_string=f"{reason}: {message}" if message else reason)
+
+
+def resolve_joint_tolerances(tolerances, joint_names, default: float, field: str = "position") -> np.ndarray:
+    """Per-joint tolerances from control_msgs/JointTolerance[] (``field`` of each), in ``joint_names`` order.
+
+    As joint_trajectory_controller reads them (ros2_controllers tolerances.hpp, resolve_tolerance_source):
+    > 0 replaces the default, 0 keeps it, -1 erases it (no limit: inf here); other negative values and
+    joints the arm does not have are refused (ValueError; the controller logs and uses its defaults).
+    """
+    result = np.full(len(joint_names), float(default))
+    index = {name: i for i, name in enumerate(joint_names)}
+    for tolerance in tolerances:
+        if tolerance.name not in index:
+            raise KeyError(f"tolerance for unknown joint {tolerance.name!r}; the arm has {list(joint_names)}")
+        value = float(getattr(tolerance, field))
+        if value > 0.0:
+            result[index[tolerance.name]] = value
+        elif abs(value + 1.0) < 1e-6:
+            result[index[tolerance.name]] = math.inf
+        elif value < 0.0:
+            raise ValueError(f"{field} tolerance {value} for {tolerance.name!r}: only > 0, 0 or -1 are allowed")
+    return result
+
+
+def trajectory_point_msg(positions, velocities=None, time_from_start_s: float = 0.0) -> _JointTrajectoryPointMsg:
+    """A trajectory_msgs/JointTrajectoryPoint (for FollowJointTrajectory feedback)."""
+    total_ns = max(0, round(float(time_from_start_s) * 1e9))
+    point = _JointTrajectoryPointMsg(
+        positions=[float(v) for v in positions],
+        time_from_start=_DurationMsg(sec=total_ns // 1_000_000_000, nanosec=total_ns % 1_000_000_000),
+    )
+    if velocities is not None:
+        point.velocities = [float(v) for v in velocities]
+    return point

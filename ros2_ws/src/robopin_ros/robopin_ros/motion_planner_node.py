@@ -1,11 +1,13 @@
 """motion_planner_node: PickPlace and MoveToPose actions — 3D targets to verified, executed arm motion.
 
-Plans with a robopin.motion backend (``planner`` parameter, a YAML mapping; CPU ``roboplan`` by
-default, ``curobo`` on a GPU machine), keeps the collision world fresh from the workspace point cloud
-(``cloud_topic``, robot masked out at the joint state of capture) and the configured table, and
-executes through the arm driver's ``ExecuteTrajectory`` and ``GripperCommand`` actions. One goal at a
-time across both actions; targets outside the workspace are refused before planning; ``dry_run``
-plans only; cancelling a goal cancels the driver's goal, which stops the arm.
+Plans with a robopin.motion backend (``planner`` parameter, a YAML mapping; CPU ``roboplan`` by default,
+``curobo`` on a GPU machine), keeps the collision world fresh from the workspace point cloud (``cloud_topic``,
+robot masked out at the joint state of capture) and the configured table, and executes through the standard
+ros2_control actions: control_msgs ``FollowJointTrajectory`` (``execute_action``, default the arm driver's
+``/robopin/arm/follow_joint_trajectory``; a system file can point it at an external controller, e.g.
+xarm_ros2's ``/xarm6_traj_controller/follow_joint_trajectory``) and control_msgs ``GripperCommand``
+(``gripper_action``). One goal at a time across both actions; targets outside the workspace are refused before
+planning; ``dry_run`` plans only; cancelling a goal cancels the driver's goal, which stops the arm.
 
     ros2 run robopin_ros motion_planner_node --ros-args -p robot:=xarm6 \\
         -p planner:="{type: roboplan, timeout_s: 2.0}" -p table_height_m:=0.0
@@ -15,18 +17,20 @@ from __future__ import annotations
 
 import collections
 import math
+import re
 import threading
 import time
 from typing import Any
 
 import numpy as np
 import yaml
+from control_msgs.action import FollowJointTrajectory, GripperCommand
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-from robopin_interfaces.action import ExecuteTrajectory, GripperCommand, MoveToPose, PickPlace
+from robopin_interfaces.action import MoveToPose, PickPlace
 from sensor_msgs.msg import JointState, PointCloud2
 
 from robopin.geometry.workspace import WorkspaceBox
@@ -118,9 +122,9 @@ class MotionPlannerNode(Node):
             SENSOR_QOS,
             callback_group=group,
         )
-        self.execute_action = str(p("execute_action", "/robopin/arm/execute_trajectory"))
-        self.gripper_action = str(p("gripper_action", "/robopin/arm/gripper_command"))
-        self.execute_client = ActionClient(self, ExecuteTrajectory, self.execute_action, callback_group=group)
+        self.execute_action = str(p("execute_action", "/robopin/arm/follow_joint_trajectory"))
+        self.gripper_action = str(p("gripper_action", "/robopin/arm/gripper_cmd"))
+        self.execute_client = ActionClient(self, FollowJointTrajectory, self.execute_action, callback_group=group)
         self.gripper_client = ActionClient(self, GripperCommand, self.gripper_action, callback_group=group)
         self.pick_place_server = ActionServer(
             self,
@@ -235,10 +239,13 @@ class MotionPlannerNode(Node):
         return result_future.result().result
 
     def _execute(self, trajectory, goal_handle, stage: str, feedback_type) -> None:
-        goal = ExecuteTrajectory.Goal(trajectory=conversions.motion_trajectory_to_msg(trajectory))
+        goal = FollowJointTrajectory.Goal(trajectory=conversions.motion_trajectory_to_msg(trajectory))
+        duration_s = max(float(trajectory.duration_s), 1e-9)
 
         def relay(message) -> None:
-            goal_handle.publish_feedback(feedback_type(stage=stage, progress=float(message.feedback.progress)))
+            t = message.feedback.desired.time_from_start
+            progress = min(1.0, (t.sec + t.nanosec * 1e-9) / duration_s)
+            goal_handle.publish_feedback(feedback_type(stage=stage, progress=progress))
 
         result = self._call(
             self.execute_client,
@@ -248,11 +255,12 @@ class MotionPlannerNode(Node):
             feedback=relay,
             timeout_s=max(self.execution_timeout_s, 3.0 * trajectory.duration_s),
         )
-        if not result.success:
-            raise _RefusalError(result.reason or "execution_failed", f"arm driver: {result.message}")
+        if result.error_code != FollowJointTrajectory.Result.SUCCESSFUL:
+            raise _RefusalError(_trajectory_status(result), f"{self.execute_action}: {result.error_string}")
 
     def _gripper(self, width_m: float, goal_handle):
-        goal = GripperCommand.Goal(position=float(width_m), max_effort=self.gripper_max_effort_n)
+        goal = GripperCommand.Goal()
+        goal.command.position, goal.command.max_effort = float(width_m), self.gripper_max_effort_n
         return self._call(self.gripper_client, self.gripper_action, goal, goal_handle, timeout_s=15.0)
 
     # --- MoveToPose -------------------------------------------------------------------------------
@@ -417,6 +425,18 @@ class MotionPlannerNode(Node):
             goal_handle.canceled()
         else:
             goal_handle.abort()
+
+
+_ERROR_CODE_NAMES = {getattr(FollowJointTrajectory.Result, name): name.lower() for name in (
+    "INVALID_GOAL", "INVALID_JOINTS", "OLD_HEADER_TIMESTAMP", "PATH_TOLERANCE_VIOLATED", "GOAL_TOLERANCE_VIOLATED")}
+_REASON_WORD = re.compile(r"^([a-z_]+): ")
+
+
+def _trajectory_status(result) -> str:
+    """The status of a failed FollowJointTrajectory: robopin's driver puts its named reason first in
+    error_string (``joint_limit: ...``); any other controller's goal gets its error code's name."""
+    word = _REASON_WORD.match(result.error_string)
+    return word.group(1) if word else _ERROR_CODE_NAMES.get(result.error_code, "execution_failed")
 
 
 class _NeverCanceled:
