@@ -109,28 +109,32 @@ class _ArmWatcher:
         spread = np.max(np.abs(window[-1][1] - window[0][1]))
         return bool(spread > 5 * STILL_POSITION_RAD or max(np.max(np.abs(v)) for _, _, v in window) > 0.05)
 
-    def still_after(self, t0_s: float, observe_s: float = 2.0, min_rest_s: float = 0.5) -> float:
+    def still_after(self, t0_s: float, observe_s: float = 2.0, min_rest_s: float = 0.5,
+                    timeout_s: float = 30.0) -> float:
         """Seconds from ``t0_s`` to the moment from which the arm stayed at rest (for ``min_rest_s`` at least).
 
-        Waits until ``observe_s`` after ``t0_s`` first (a stack that exited publishes nothing more).
+        Looks from ``observe_s`` after ``t0_s`` on, for up to ``timeout_s`` (a starved machine publishes late);
+        ``observe_s`` 0: judge the samples there are now (a stack that exited publishes nothing more).
         """
         time.sleep(max(0.0, t0_s + observe_s - time.monotonic()))
-        deadline = time.monotonic() + (20.0 if observe_s > 0 else 0.0)  # a starved machine publishes late
+        deadline = time.monotonic() + (timeout_s if observe_s > 0 else 0.0)
         while True:
             with self._lock:
                 after = [(t, q, v) for t, q, v in self.samples if t >= t0_s]
-            if len(after) > 10 or time.monotonic() >= deadline:
-                break
+            rest_from = None
+            if after:
+                final = after[-1][1]
+                for t, q, v in reversed(after):
+                    if np.max(np.abs(q - final)) > STILL_POSITION_RAD or np.max(np.abs(v)) > STILL_VELOCITY_RAD_S:
+                        break
+                    rest_from = t
+            enough = len(after) > (10 if observe_s > 0 else 3)
+            if enough and rest_from is not None and rest_from <= after[-1][0] - min_rest_s:
+                return rest_from - t0_s
+            assert time.monotonic() < deadline, (
+                f"the arm is not at rest: {len(after)} joint states after the stop, at rest since "
+                f"{'never' if rest_from is None else f'{rest_from - t0_s:.2f} s'}")
             time.sleep(0.1)
-        assert len(after) > (10 if observe_s > 0 else 3), f"only {len(after)} joint states after the stop"
-        final = after[-1][1]
-        rest_from = None
-        for t, q, v in reversed(after):
-            if np.max(np.abs(q - final)) > STILL_POSITION_RAD or np.max(np.abs(v)) > STILL_VELOCITY_RAD_S:
-                break
-            rest_from = t
-        assert rest_from is not None and rest_from <= after[-1][0] - min_rest_s, "the arm is still moving"
-        return rest_from - t0_s
 
     def close(self) -> None:
         self._executor.shutdown()
