@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -37,6 +38,7 @@ __all__ = [
     "RecordedObserver",
     "RecordedProjector",
     "RecordedStep",
+    "RecordedTextBackend",
     "RecordedView",
     "StepPlanner",
     "StepReplay",
@@ -59,7 +61,6 @@ class TrialTopics:
     reasoning: str = "/robopin/reasoning"
     targets: str = "/robopin/targets"
     trajectory: str = "/robopin/planned_trajectory"
-    plan_result: str = "/robopin/motion/pick_place/_action/result"  # PickPlace results fetched by the recorder
     ee_pose: str = "/robopin/arm/ee_pose"
     camera_prefix: str = "/cameras"
 
@@ -143,7 +144,12 @@ def _mounts(bag: TrialBag) -> dict[str, CameraMount]:
 
 
 def recorded_steps(bag: TrialBag, topics: TrialTopics | None = None) -> list[RecordedStep]:
-    """The planner steps of a trial bag, in order (see the module docstring)."""
+    """The planner steps of a trial bag, in order (see the module docstring).
+
+    Each step gets, per view, the frames the model reasoned on: the newest color image, aligned depth and
+    camera info stamped no later than the reasoning's stamp (the observation's newest frame), which is
+    the rule projection_node applies to a ProjectPoints request carrying that stamp.
+    """
     topics = topics or TrialTopics()
     available = bag.topics
     if topics.reasoning not in available or available[topics.reasoning].msgtype != REASONING_TYPE:
@@ -151,26 +157,37 @@ def recorded_steps(bag: TrialBag, topics: TrialTopics | None = None) -> list[Rec
                                  f"topics: {sorted(available)}")
     mounts = _mounts(bag)
     poses = PoseBuffer()
-    latest: dict[str, Any] = {}  # topic → newest decoded message
-    steps: list[RecordedStep] = []
+    reasonings = [decoded for _, decoded in bag.decoded([topics.reasoning])]
+    stamps = [_stamp_s(r.header) for r in reasonings]
+    # (step index, topic) → newest frame message at or before the step's stamp
+    frames: list[dict[str, Any]] = [{} for _ in reasonings]
     wanted = [t for t in available if t.startswith(topics.camera_prefix + "/") and
               (t.endswith("/color/image_raw") or t.endswith("/color/camera_info") or
                t.endswith("/aligned_depth_to_color/image_raw"))]
-    wanted += [t for t in (topics.reasoning, topics.targets, topics.trajectory, topics.plan_result, topics.ee_pose)
-               if t in available]
+    wanted += [t for t in (topics.reasoning, topics.targets, topics.trajectory, topics.ee_pose) if t in available]
+    step = -1
+    targets: list[list[Any]] = [[] for _ in reasonings]
+    trajectories: list[list[Any]] = [[] for _ in reasonings]
     for message, decoded in bag.decoded(wanted):
         if message.topic == topics.ee_pose:
             poses.add(_stamp_s(decoded.header), _pose_matrix(decoded.pose))
         elif message.topic == topics.reasoning:
-            steps.append(_make_step(len(steps), decoded, latest, mounts=mounts, poses=poses, topics=topics))
-        elif message.topic == topics.targets and steps:
-            steps[-1].targets.append(decoded)
-        elif message.topic == topics.trajectory and steps:
-            steps[-1].trajectories.append(decoded)
-        elif message.topic == topics.plan_result and steps:
-            steps[-1].trajectories.extend(decoded.result.trajectories)
+            step += 1
+        elif message.topic == topics.targets and step >= 0:
+            targets[step].append(decoded)
+        elif message.topic == topics.trajectory and step >= 0:
+            trajectories[step].append(decoded)
         else:
-            latest[message.topic] = decoded
+            stamp = _stamp_s(decoded.header)
+            for index, step_stamp in enumerate(stamps):
+                # A frame stamped after the observation is never the one it saw (1 µs: stamp rounding).
+                if stamp <= step_stamp + 1e-6:
+                    frames[index][message.topic] = decoded
+    steps = []
+    for index, reasoning in enumerate(reasonings):
+        recorded = _make_step(index, reasoning, frames[index], mounts=mounts, poses=poses, topics=topics)
+        recorded.targets, recorded.trajectories = targets[index], trajectories[index]
+        steps.append(recorded)
     return steps
 
 
@@ -243,6 +260,67 @@ def _project(step: RecordedStep, requests: list[PointRequest], projection: Proje
     return projector.project(requests, frames)
 
 
+class RecordedTextBackend:
+    """The VLM backend ``--backend recorded``: answers each step with the raw text the bag recorded for it.
+
+    Replaying a bag on its own frames, mounts and reasoning must reproduce the recorded targets; this is
+    the check that replay is faithful. :class:`ReasoningLoopPlanner` hands it each step before planning.
+    The point convention is the recorded model's: the one that maps the recorded anchors' model
+    coordinates (``x``, ``y``) to the recorded pixels (``u``, ``v``), ``norm1000`` when no anchor says.
+    """
+
+    def __init__(self) -> None:
+        from robopin.vlm.base import VLMConfig
+
+        self.config = VLMConfig(model="recorded")
+        self._text: str | None = None
+
+    def use_step(self, step: RecordedStep) -> None:
+        """Answer with ``step``'s recorded text, in the point convention it was written in."""
+        from robopin.vlm.base import VLMConfig
+
+        self._text = step.reasoning.raw_text
+        self.config = VLMConfig(model=step.reasoning.model or "recorded",
+                                point_convention=_recorded_convention(step))
+
+    @property
+    def point_convention(self) -> Any:
+        return self.config.convention()
+
+    def generate(self, messages: Any, *, n: int = 1, **_: Any) -> Any:
+        """The recorded text, ``n`` times."""
+        from robopin.vlm.base import GenerationResult, Sample
+
+        if self._text is None:
+            raise PlannerReplayError("the recorded backend was asked before a recorded step was given to it")
+        return GenerationResult(tuple(Sample(self._text) for _ in range(n)), self.config.model)
+
+    def score_yes_no(self, messages: Any, *, yes: str = "yes", no: str = "no") -> Any:
+        """A bag records no verifier scores: every sample is judged equally likely."""
+        from robopin.vlm.base import YesNoScore
+
+        return YesNoScore(0.0, 0.0, exact=False)
+
+    def close(self) -> None:
+        self._text = None
+
+
+def _recorded_convention(step: RecordedStep) -> str:
+    from robopin.vlm.base import VLMConfig
+    from robopin.vlm.points import POINT_CONVENTIONS
+
+    sizes = {v.img_idx: (v.camera.width, v.camera.height) for v in step.views}
+    for anchor in step.reasoning.anchors:
+        size = sizes.get(int(anchor.img_idx))
+        if size is None or not (math.isfinite(anchor.u) and math.isfinite(anchor.v)):
+            continue
+        for name in POINT_CONVENTIONS:
+            u, v = VLMConfig(point_convention=name).convention().to_pixels([float(anchor.x), float(anchor.y)], *size)
+            if abs(u - anchor.u) <= 0.5 and abs(v - anchor.v) <= 0.5:
+                return name
+    return "norm1000"
+
+
 class ReasoningLoopPlanner:
     """The reasoning loop on a recorded step: recorded views in, dry run, optional motion actor.
 
@@ -264,6 +342,8 @@ class ReasoningLoopPlanner:
         from robopin.bags.diff import AnchorPoint
         from robopin.reasoning.loop import ReasoningLoop, TaskRequest
 
+        if isinstance(self.backend, RecordedTextBackend):
+            self.backend.use_step(step)
         loop = ReasoningLoop(self.config, self.backend, RecordedObserver(step), RecordedProjector(self.projection),
                              self.actor)
         result = loop.run(TaskRequest(step.instruction, mode="point", dry_run=True, max_steps=1,

@@ -49,7 +49,7 @@ __all__ = ["Bringup", "BringupError", "NodeStartError", "TaskClient", "TaskRun",
 _TERMINAL = {GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED}
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _START_ORDER = {"motion_planner_node": 0, "planner_node": 1, "projection_node": 2, "arm_driver_node": 3,
-                "recorder_node": 4, "camera_node": 6}
+                "state_publisher_node": 4, "recorder_node": 4, "camera_node": 6}
 
 
 class BringupError(RuntimeError):

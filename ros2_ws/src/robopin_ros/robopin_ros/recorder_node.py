@@ -7,8 +7,13 @@ bag starts when a task starts and stops when it ends: automatically from the Exe
 status topic (one bag per goal, named by the goal id), or by hand with ``~/start`` / ``~/stop``
 (std_srvs/Trigger). Static transforms are re-written at the start of every bag. Action results travel
 on a service, not a topic: when a recorded action's status shows a goal finished, the node asks the
-server for the result and writes it on ``<action>/_action/result`` (``<Name>_GetResult_Response``),
-so the task result and the PickPlace trajectories are in the bag. Run::
+server for the result and writes it on ``<action>/_action/result`` (``<Name>_GetResult_Response``,
+trimmed to its exact CDR length: see :func:`robopin.bags.typestore.trim_cdr`), so the
+task result and the PickPlace trajectories are in the bag; the planned phases also go on
+``/robopin/planned_trajectory`` (JointTrajectory) and, with ``robot`` set, their tool path on
+``/robopin/planned_trajectory/markers`` (MarkerArray), which RViz, Foxglove and ``ros2 bag`` read. The
+open MCAP chunk is closed every ``flush_interval_s``: a killed recorder loses at most that much, and
+``robopin bag recover BAG`` makes its bag readable again. Run::
 
     ros2 run robopin_ros recorder_node --ros-args -p output_dir:=trials/bags
 """
@@ -25,15 +30,22 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
-from robopin.bags.recorder import TF_STATIC_TOPIC, TrialRecorder
+from robopin.bags.recorder import DEFAULT_FLUSH_INTERVAL_S, LATCHED_TOPICS, TF_STATIC_TOPIC, TF_TOPIC, TrialRecorder
+from robopin.bags.typestore import trim_cdr
+from robopin_ros import conversions
 from robopin_ros.runtime import run_node
 
 DEFAULT_TOPICS = [
     "/cameras/*/color/image_raw", "/cameras/*/color/camera_info", "/cameras/*/aligned_depth_to_color/image_raw",
     "/cameras/*/depth/image_rect_raw", "/cameras/*/depth/camera_info",  # views with align_depth:=false
-    "/joint_states", "/robopin/arm/ee_pose", "/robopin/reasoning", "/robopin/targets", "/robopin/planned_trajectory",
-    "/robopin/targets/markers", "*/_action/feedback", "*/_action/status", TF_STATIC_TOPIC,
+    "/joint_states", "/robopin/arm/ee_pose", "/robopin/reasoning", "/robopin/reasoning/*/image",
+    "/robopin/reasoning/markers", "/robopin/targets", "/robopin/targets/markers", "/robopin/workspace_cloud",
+    "*/_action/feedback", "*/_action/status", TF_STATIC_TOPIC, TF_TOPIC, *LATCHED_TOPICS,
 ]
+# Written by this node from each PickPlace result (a topic every ROS tool reads; the result itself is
+# on <action>/_action/result): one JointTrajectory per planned phase and the tool path as markers.
+PLANNED_TRAJECTORY_TOPIC = "/robopin/planned_trajectory"
+PLANNED_PATH_MARKERS_TOPIC = "/robopin/planned_trajectory/markers"
 _TERMINAL = {4, 5, 6}  # action_msgs/GoalStatus SUCCEEDED, CANCELED, ABORTED
 _ACTIVE = {1, 2, 3}  # ACCEPTED, EXECUTING, CANCELING
 
@@ -68,13 +80,24 @@ class RecorderNode(Node):
         self.declare_parameter("discovery_period_s", 0.5)
         self.declare_parameter("queue_size", 2000)
         self.declare_parameter("sensor_reliability", "reliable")
+        # Worst-case loss of a killed recorder, seconds: the MCAP chunk is closed and flushed this often.
+        self.declare_parameter("flush_interval_s", DEFAULT_FLUSH_INTERVAL_S)
+        # Robot description name (panda, xarm6, ...) for the tool path of planned trajectories; "" = none.
+        self.declare_parameter("robot", "")
         self.sensor_qos = _SENSOR_QOS
         if str(self.get_parameter("sensor_reliability").value) == "best_effort":
             self.sensor_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=30,
                                          reliability=ReliabilityPolicy.BEST_EFFORT)
         self.patterns = [str(p) for p in self.get_parameter("topics").value]
         self.recorder = TrialRecorder(str(self.get_parameter("output_dir").value),
-                                      queue_size=int(self.get_parameter("queue_size").value))
+                                      queue_size=int(self.get_parameter("queue_size").value),
+                                      flush_interval_s=float(self.get_parameter("flush_interval_s").value))
+        robot = str(self.get_parameter("robot").value)
+        self.description = None
+        if robot:
+            from robopin.robots.description import load_description
+
+            self.description = load_description(robot)
         self.task_status_topic = str(self.get_parameter("task_status_topic").value)
         self._subscribed: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -102,7 +125,7 @@ class RecorderNode(Node):
                 self.unsupported[topic] = type_name
                 self.get_logger().warning(f"cannot record {topic} ({type_name}): {error}")
                 continue
-            qos = _LATCHED_QOS if topic == TF_STATIC_TOPIC else (
+            qos = _LATCHED_QOS if topic in (TF_STATIC_TOPIC, *LATCHED_TOPICS) else (
                 self.sensor_qos if topic.startswith("/cameras/") else _RELIABLE_QOS)
             self._subscribed[topic] = self.create_subscription(
                 cls, topic, self._make_callback(topic, type_name), qos, raw=True)
@@ -173,13 +196,39 @@ class RecorderNode(Node):
         def on_result(future) -> None:
             response = future.result()
             if response is not None:
-                from rclpy.serialization import serialize_message
-
-                self.recorder.record(result_topic, result_type, serialize_message(response), time.time_ns())
+                stamp_ns = time.time_ns()
+                self.recorder.record(result_topic, result_type, self._exact(response, result_type),
+                                     stamp_ns)
+                self._record_planned_trajectories(response.result, stamp_ns)
             if stop_after:
                 self._stop_task()
 
         client.call_async(request).add_done_callback(on_result)
+
+    def _record_planned_trajectories(self, result: Any, stamp_ns: int) -> None:
+        """Write a motion result's planned phases as JointTrajectory messages and their tool path as markers."""
+        from trajectory_msgs.msg import JointTrajectory
+
+        phases = getattr(result, "trajectories", None)  # PickPlace
+        if phases is None and isinstance(getattr(result, "trajectory", None), JointTrajectory):  # MoveToPose
+            phases = [result.trajectory]
+        phases = [p for p in phases or () if isinstance(p, JointTrajectory) and len(p.points)]
+        if not phases:
+            return
+        for phase in phases:
+            self.recorder.record(PLANNED_TRAJECTORY_TOPIC, "trajectory_msgs/msg/JointTrajectory",
+                                 self._exact(phase, "trajectory_msgs/msg/JointTrajectory"), stamp_ns)
+        if self.description is not None:
+            paths = conversions.trajectory_tool_paths(phases, self.description)
+            markers = conversions.tool_paths_to_marker_array(paths, "base", self.get_clock().now().to_msg())
+            self.recorder.record(PLANNED_PATH_MARKERS_TOPIC, "visualization_msgs/msg/MarkerArray",
+                                 self._exact(markers, "visualization_msgs/msg/MarkerArray"), stamp_ns)
+
+    def _exact(self, msg: Any, type_name: str) -> bytes:
+        """A message this node built or was answered with, serialized as DDS would deliver it."""
+        from rclpy.serialization import serialize_message
+
+        return trim_cdr(self.recorder.typestore, serialize_message(msg), type_name)
 
     def _stop_task(self) -> None:
         with self._lock:
