@@ -43,6 +43,9 @@ __all__ = [
     "StepPlanner",
     "StepReplay",
     "TrialTopics",
+    "check_replay_inputs",
+    "projection_config_from_parameters",
+    "recorded_projection_config",
     "recorded_steps",
     "replay_with_planner",
 ]
@@ -189,6 +192,79 @@ def recorded_steps(bag: TrialBag, topics: TrialTopics | None = None) -> list[Rec
         recorded.targets, recorded.trajectories = targets[index], trajectories[index]
         steps.append(recorded)
     return steps
+
+
+def projection_config_from_parameters(values: Mapping[str, Any]) -> ProjectionConfig:
+    """The ProjectionConfig projection_node builds from these parameter values (its defaults where absent).
+
+    The names and defaults are projection_node's own (ros2_ws/src/robopin_ros/robopin_ros/projection_node.py);
+    a recorder bag carries the live node's values on ``/robopin/parameters/projection_node``.
+    """
+    import yaml
+
+    from robopin.geometry import DepthConfig, WorkspaceBox
+
+    def get(name: str, default: Any) -> Any:
+        return values.get(name, default)
+
+    workspace = yaml.safe_load(str(get("workspace", ""))) or None
+    depth = DepthConfig(window_px=int(get("window_px", 7)), min_depth_m=float(get("min_depth_m", 0.1)),
+                        max_depth_m=float(get("max_depth_m", 3.0)),
+                        min_valid_fraction=float(get("min_valid_fraction", 0.3)),
+                        edge_gap_m=float(get("edge_gap_m", 0.015)))
+    return ProjectionConfig(
+        depth=depth, normal_window_px=int(get("normal_window_px", 9)),
+        workspace=WorkspaceBox.from_dict(workspace) if workspace else None,
+        pose_tolerance_s=float(get("pose_tolerance_s", 0.05)),
+        fusion_tolerance_m=float(get("fusion_tolerance_m", 0.02)),
+        fusion_policy=str(get("fusion_policy", "refuse")),
+        view_priority=tuple(v for v in get("view_priority", [""]) if v),
+        max_frame_age_s=float(get("max_frame_age_s", 1.0)))
+
+
+def recorded_projection_config(bag: TrialBag, node: str = "projection_node") -> ProjectionConfig | None:
+    """The live projection_node's configuration as the recorder wrote it, None when the bag has none."""
+    import yaml
+
+    from robopin.bags.recorder import PARAMETERS_PREFIX
+
+    topic = f"{PARAMETERS_PREFIX}/{node}"
+    if topic not in bag.topics:
+        return None
+    text = None
+    for _, message in bag.decoded([topic]):
+        text = message.data
+    values = (yaml.safe_load(text) or {}).get(node, {})
+    return projection_config_from_parameters(values)
+
+
+def check_replay_inputs(bag: TrialBag, steps: Sequence[RecordedStep], topics: TrialTopics | None = None, *,
+                        need_targets: bool = False) -> None:
+    """Raise :class:`PlannerReplayError` naming the topic when the bag lacks what replaying ``steps`` needs.
+
+    Each view needs its camera mount on ``/tf_static`` (``<view>_optical``) and its aligned depth; a wrist
+    view needs the arm poses; ``need_targets`` (the recorded backend's self-check) needs the recorded targets.
+    """
+    topics = topics or TrialTopics()
+    available = bag.topics
+    if TF_STATIC_TOPIC not in available:
+        raise PlannerReplayError(f"bag {str(bag.path)!r} has no {TF_STATIC_TOPIC}: replay needs the camera mounts "
+                                 "it carries to place each view")
+    for step in steps:
+        for view in step.views:
+            frame = f"{view.name}_optical"
+            mount = step.mounts.get(frame)
+            if mount is None:
+                raise PlannerReplayError(f"step {step.index}: {TF_STATIC_TOPIC} has no transform to {frame!r} (base "
+                                         f"or ee to the camera of view {view.name!r}); frames: {sorted(step.mounts)}")
+            if view.depth_m is None:
+                raise PlannerReplayError(f"step {step.index}: view {view.name!r} has no depth on "
+                                         f"{topics.depth(view.name)} at or before the reasoning's stamp")
+            if mount.kind == "wrist" and topics.ee_pose not in available:
+                raise PlannerReplayError(f"bag has no {topics.ee_pose}: the wrist view {view.name!r} is placed "
+                                         "through the arm pose at its frame")
+    if need_targets and steps and topics.targets not in available:
+        raise PlannerReplayError(f"bag has no {topics.targets}: there are no recorded targets to reproduce")
 
 
 def _pose_matrix(pose: Any) -> np.ndarray:
@@ -374,7 +450,8 @@ class ReasoningLoopPlanner:
             TargetPoint(f"{t.id or f'target{k}'}@{t.img_idx}", tuple(float(c) for c in t.point), t.valid,
                         t.reason.value if t.reason is not None else "")
             for k, t in enumerate(targets))
-        return StepOutcome(anchors, answers, target_points, endpoints, bool(record.valid), record.model)
+        planned = not isinstance(self.actor, DryRunActor)
+        return StepOutcome(anchors, answers, target_points, endpoints, bool(record.valid), record.model, planned)
 
 
 def replay_with_planner(steps: Iterable[RecordedStep], planner: StepPlanner, *, tolerance_px: float = 0.0,
@@ -390,7 +467,11 @@ def replay_with_planner(steps: Iterable[RecordedStep], planner: StepPlanner, *, 
 
 def summarize(replays: Sequence[StepReplay]) -> dict[str, Any]:
     """A JSON-ready summary of a planner replay: per step identical or the differences."""
+    def targets(outcome: StepOutcome) -> list[dict[str, Any]]:
+        return [{"key": t.key, "point": list(t.point), "valid": t.valid, "reason": t.reason} for t in outcome.targets]
+
     return {"steps": [{"index": r.step.index, "instruction": r.step.instruction,
                        "recorded_model": r.step.reasoning.model, "replayed_model": r.replayed.model,
+                       "recorded_targets": targets(r.step.outcome), "replayed_targets": targets(r.replayed),
                        **r.diff.to_dict()} for r in replays],
             "identical": all(r.diff.identical for r in replays)}

@@ -30,6 +30,7 @@ from robopin.geometry.transforms import matrix_to_quaternion
 __all__ = [
     "DEFAULT_FLUSH_INTERVAL_S",
     "LATCHED_TOPICS",
+    "PARAMETERS_PREFIX",
     "REASONING_TYPE",
     "TF_STATIC_TOPIC",
     "TF_TOPIC",
@@ -50,6 +51,9 @@ TF_TYPE = "tf2_msgs/msg/TFMessage"
 # Latched topics other than /tf_static: the last message is written at the start of every bag, as the
 # static transforms are (a bag that starts after the publisher latched it would lack it otherwise).
 LATCHED_TOPICS = ("/robot_description",)
+# recorder_node writes each configured node's parameters (YAML, std_msgs/String) on <prefix><node>,
+# kept like a latched topic: a replay projects with the parameters the live projection_node had.
+PARAMETERS_PREFIX = "/robopin/parameters"
 # State a task starts from: the newest message of each such topic from before the bag began goes in,
 # however old (a camera at 1 Hz, a still arm publishing rarely), so the frames the first observation
 # took and the arm pose at them are in the bag.
@@ -252,17 +256,23 @@ class TrialRecorder:
     Thread-safe: subscription callbacks call :meth:`record` from any thread. While no task runs the
     last ``preroll_s`` seconds of messages (at most ``preroll_bytes``) are kept and written right
     after the static transforms when a task starts: the task's first feedback and the frames the
-    planner is about to observe often arrive just before the status that starts the bag. The newest
-    message of each state topic (:data:`STATE_TYPES`: images, camera info, joint states, poses, /tf) goes
-    in however old it is, and ``/tf_static`` and the latched :data:`LATCHED_TOPICS` are always remembered
-    and written first. MCAP chunks are closed every ``flush_interval_s`` (see :class:`BagWriter`).
+    planner is about to observe often arrive just before the status that starts the bag. State topics
+    (:data:`STATE_TYPES`: images, camera info, joint states, poses, /tf) keep ``state_preroll_s`` (the
+    frames a first observation may take, a second or more old with 1 Hz cameras, and the arm poses
+    around them) and the newest message of each goes in however old it is. ``/tf_static``, the latched
+    :data:`LATCHED_TOPICS` and recorded node parameters are always remembered and written first. MCAP
+    chunks are closed every ``flush_interval_s`` (see :class:`BagWriter`).
     """
 
     def __init__(self, root: str | Path, *, static_transforms: Sequence[StaticTransform] = (),
                  typestore: Any = None, queue_size: int = 2000, annotate: bool = True, preroll_s: float = 1.0,
-                 preroll_bytes: int = 256 * 2**20, flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S) -> None:
+                 preroll_bytes: int = 256 * 2**20, flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
+                 state_preroll_s: float = 3.0) -> None:
         if not preroll_s >= 0:
             raise RecorderError(f"preroll_s must be >= 0 seconds, got {preroll_s!r}")
+        if not state_preroll_s >= 0:
+            raise RecorderError(f"state_preroll_s must be >= 0 seconds, got {state_preroll_s!r}")
+        self.state_preroll_s = state_preroll_s
         self.root = Path(root)
         self.preroll_s = preroll_s
         self.preroll_bytes = preroll_bytes
@@ -336,8 +346,9 @@ class TrialRecorder:
             latched = dict(self._latched)
             preroll, self._preroll, self._preroll_size = list(self._preroll), collections.deque(), 0
             oldest_ns = now_ns - round(self.preroll_s * 1e9)
-            preroll = [item for item in preroll if item[3] >= oldest_ns and item[0] != TF_STATIC_TOPIC
-                       and item[0] not in latched]
+            oldest_state_ns = now_ns - round(self.state_preroll_s * 1e9)
+            preroll = [item for item in preroll if item[0] != TF_STATIC_TOPIC and item[0] not in latched and
+                       item[3] >= (oldest_state_ns if item[1] in STATE_TYPES else oldest_ns)]
             in_window = {item[0] for item in preroll}
             state = sorted((item for topic, item in self._latest_state.items() if topic not in in_window),
                            key=lambda item: item[3])
@@ -358,7 +369,7 @@ class TrialRecorder:
         """Record one serialized message into the current task's bag; False when none runs or it was dropped."""
         if msgtype == TF_TYPE and topic == TF_STATIC_TOPIC:
             self._remember_static(data)
-        elif topic in LATCHED_TOPICS:
+        elif topic in LATCHED_TOPICS or topic.startswith(PARAMETERS_PREFIX + "/"):
             with self._lock:
                 self._latched[topic] = (msgtype, bytes(data))
         writer = self._writer
@@ -384,7 +395,7 @@ class TrialRecorder:
             self._preroll_size += len(item[2])
             if msgtype in STATE_TYPES and topic != TF_STATIC_TOPIC:
                 self._latest_state[topic] = item
-            oldest_ns = now_ns - round(self.preroll_s * 1e9)
+            oldest_ns = now_ns - round(max(self.preroll_s, self.state_preroll_s) * 1e9)
             while self._preroll and (self._preroll[0][3] < oldest_ns or self._preroll_size > self.preroll_bytes):
                 self._preroll_size -= len(self._preroll.popleft()[2])
 

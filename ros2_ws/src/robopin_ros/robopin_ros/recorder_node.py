@@ -26,11 +26,19 @@ import threading
 import time
 from typing import Any
 
+import yaml
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
-from robopin.bags.recorder import DEFAULT_FLUSH_INTERVAL_S, LATCHED_TOPICS, TF_STATIC_TOPIC, TF_TOPIC, TrialRecorder
+from robopin.bags.recorder import (
+    DEFAULT_FLUSH_INTERVAL_S,
+    LATCHED_TOPICS,
+    PARAMETERS_PREFIX,
+    TF_STATIC_TOPIC,
+    TF_TOPIC,
+    TrialRecorder,
+)
 from robopin.bags.typestore import trim_cdr
 from robopin_ros import conversions
 from robopin_ros.runtime import run_node
@@ -60,12 +68,22 @@ _LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliabilit
 
 
 def message_class(type_name: str) -> Any:
-    """The rclpy class of ``pkg/msg/Name`` or an action part such as ``pkg/action/Name_FeedbackMessage``."""
+    """The rclpy class of ``pkg/msg/Name``, a service half or an action part (``pkg/action/Name_FeedbackMessage``,
+    ``pkg/action/Name_GetResult_Response``: rosidl's names, as rosbag2 records them)."""
     package, kind, name = type_name.split("/")
     module = importlib.import_module(f"{package}.{kind}")
     if kind == "action" and "_" in name:
         action, part = name.split("_", 1)
-        return getattr(getattr(module, action).Impl, part.replace("_", ""))
+        action_class = getattr(module, action)
+        if part in ("Goal", "Result", "Feedback"):
+            return getattr(action_class, part)
+        service, _, half = part.partition("_")  # SendGoal_Request, GetResult_Response
+        if half in ("Request", "Response"):
+            return getattr(getattr(action_class.Impl, f"{service}Service"), half)
+        return getattr(action_class.Impl, part)  # FeedbackMessage
+    if kind == "srv" and name.endswith(("_Request", "_Response")):
+        service, _, half = name.rpartition("_")
+        return getattr(getattr(module, service), half)
     return getattr(module, name)
 
 
@@ -84,6 +102,11 @@ class RecorderNode(Node):
         self.declare_parameter("flush_interval_s", DEFAULT_FLUSH_INTERVAL_S)
         # Robot description name (panda, xarm6, ...) for the tool path of planned trajectories; "" = none.
         self.declare_parameter("robot", "")
+        # Nodes whose parameters every bag carries (what a replay needs to project as the live node did).
+        self.declare_parameter("parameter_nodes", ["/projection_node"])
+        self.parameter_nodes = [str(n) if str(n).startswith("/") else f"/{n}"
+                                for n in self.get_parameter("parameter_nodes").value if n]
+        self._parameter_clients: dict[str, Any] = {}
         self.sensor_qos = _SENSOR_QOS
         if str(self.get_parameter("sensor_reliability").value) == "best_effort":
             self.sensor_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=30,
@@ -131,6 +154,38 @@ class RecorderNode(Node):
                 cls, topic, self._make_callback(topic, type_name), qos, raw=True)
             self.get_logger().info(f"recording {topic} ({type_name})")
         self._discover_result_clients()
+        self._discover_parameter_nodes()
+
+    def _discover_parameter_nodes(self) -> None:
+        """Fetch the parameters of each configured node once it is up (ros2 param dump's services)."""
+        from rcl_interfaces.srv import GetParameters, ListParameters
+
+        running = {f"{ns.rstrip('/')}/{name}" for name, ns in self.get_node_names_and_namespaces()}
+        for node in self.parameter_nodes:
+            if node in self._parameter_clients or node not in running:
+                continue
+            lister = self.create_client(ListParameters, f"{node}/list_parameters")
+            getter = self.create_client(GetParameters, f"{node}/get_parameters")
+            self._parameter_clients[node] = (lister, getter)
+
+            def on_names(future, node=node, getter=getter) -> None:
+                names = sorted(future.result().result.names) if future.result() is not None else []
+                getter.call_async(GetParameters.Request(names=names)).add_done_callback(
+                    lambda f: self._record_parameters(node, names, f.result()))
+
+            lister.call_async(ListParameters.Request()).add_done_callback(on_names)
+
+    def _record_parameters(self, node: str, names: list[str], response: Any) -> None:
+        """Record one node's parameters as YAML on /robopin/parameters/<node> (kept for every later bag)."""
+        from rclpy.parameter import parameter_value_to_python
+        from std_msgs.msg import String
+
+        if response is None:
+            return
+        values = {name: parameter_value_to_python(value) for name, value in zip(names, response.values, strict=False)}
+        text = yaml.safe_dump({node.lstrip("/"): values}, sort_keys=True)
+        self.recorder.record(f"{PARAMETERS_PREFIX}{node}", "std_msgs/msg/String",
+                             self._exact(String(data=text), "std_msgs/msg/String"), time.time_ns())
 
     def _discover_result_clients(self) -> None:
         """For each recorded action status, a get_result client (the action type comes from its feedback)."""

@@ -74,6 +74,7 @@ class StatePublisherNode(Node):
         self.description_pub.publish(String(data=urdf_text))
         self.static_pub.publish(conversions.frame_transforms_to_tf_message(
             self.static_edges, self.get_clock().now().to_msg()))
+        self._closing = False
         self.create_subscription(JointState, joint_states_topic, self._on_joint_state, 50)
         self.get_logger().info(
             f"state publisher ready: {robot} ({self.tree.root_link} root, {len(self.static_edges)} static frames, "
@@ -104,8 +105,17 @@ class StatePublisherNode(Node):
     def _on_joint_state(self, msg: JointState) -> None:
         """Publish the movable joints' transforms at the joint state's stamp."""
         edges = self.tree.moving_transforms(conversions.joint_state_positions(msg))
-        if edges:
+        if not edges or self._closing:
+            return
+        try:
             self.tf_pub.publish(conversions.frame_transforms_to_tf_message(edges, msg.header.stamp))
+        except RuntimeError:  # rclpy's InvalidHandle: a callback still running while the node is destroyed
+            if not self._closing:
+                raise
+
+    def destroy_node(self) -> None:
+        self._closing = True
+        super().destroy_node()
 
 
 def main(args: list[str] | None = None) -> int:
