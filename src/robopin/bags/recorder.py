@@ -41,6 +41,7 @@ __all__ = [
     "RecorderError",
     "StaticTransform",
     "TrialRecorder",
+    "is_latched_topic",
 ]
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,11 @@ REASONING_TYPE = "robopin_interfaces/msg/PinnedReasoning"
 # The longest a killed recorder loses: messages since the last chunk closed (BagWriter._flush).
 DEFAULT_FLUSH_INTERVAL_S = 1.0
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def is_latched_topic(topic: str) -> bool:
+    """Whether a recorder bag keeps ``topic`` as latched (transient local): written first, played first."""
+    return topic == TF_STATIC_TOPIC or topic in LATCHED_TOPICS or topic.startswith(PARAMETERS_PREFIX + "/")
 
 
 class RecorderError(RuntimeError):
@@ -369,7 +375,7 @@ class TrialRecorder:
         """Record one serialized message into the current task's bag; False when none runs or it was dropped."""
         if msgtype == TF_TYPE and topic == TF_STATIC_TOPIC:
             self._remember_static(data)
-        elif topic in LATCHED_TOPICS or topic.startswith(PARAMETERS_PREFIX + "/"):
+        elif is_latched_topic(topic):
             with self._lock:
                 self._latched[topic] = (msgtype, bytes(data))
         writer = self._writer

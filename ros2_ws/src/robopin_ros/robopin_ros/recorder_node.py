@@ -107,6 +107,11 @@ class RecorderNode(Node):
         self.parameter_nodes = [str(n) if str(n).startswith("/") else f"/{n}"
                                 for n in self.get_parameter("parameter_nodes").value if n]
         self._parameter_clients: dict[str, Any] = {}
+        # A task's bag closes once the results still being fetched are written, or after this long.
+        self.declare_parameter("result_wait_s", 5.0)
+        self.result_wait_s = float(self.get_parameter("result_wait_s").value)
+        self._fetches = threading.Condition()
+        self._pending_fetches = 0
         self.sensor_qos = _SENSOR_QOS
         if str(self.get_parameter("sensor_reliability").value) == "best_effort":
             self.sensor_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=30,
@@ -242,23 +247,39 @@ class RecorderNode(Node):
         entry = self._result_clients.get(status_topic)
         if entry is None or not entry[0].service_is_ready():
             if stop_after:
-                self._stop_task()
+                self._stop_task_after_fetches()
             return
         client, result_topic, result_type = entry
         request = client.srv_type.Request()
         request.goal_id = UUID(uuid=list(goal_id.uuid))
+        with self._fetches:
+            self._pending_fetches += 1
 
         def on_result(future) -> None:
-            response = future.result()
-            if response is not None:
-                stamp_ns = time.time_ns()
-                self.recorder.record(result_topic, result_type, self._exact(response, result_type),
-                                     stamp_ns)
-                self._record_planned_trajectories(response.result, stamp_ns)
+            try:
+                response = future.result()
+                if response is not None:
+                    stamp_ns = time.time_ns()
+                    self.recorder.record(result_topic, result_type, self._exact(response, result_type), stamp_ns)
+                    self._record_planned_trajectories(response.result, stamp_ns)
+            finally:
+                with self._fetches:
+                    self._pending_fetches -= 1
+                    self._fetches.notify_all()
             if stop_after:
-                self._stop_task()
+                self._stop_task_after_fetches()
 
         client.call_async(request).add_done_callback(on_result)
+
+    def _stop_task_after_fetches(self) -> None:
+        """End the task's bag once the results still being fetched (the last PickPlace's) are in it."""
+        def stop() -> None:
+            with self._fetches:
+                self._fetches.wait_for(lambda: self._pending_fetches == 0, timeout=self.result_wait_s)
+            self._stop_task()
+
+        # Off the executor thread: the fetches being waited for complete on the executor.
+        threading.Thread(target=stop, name="recorder-stop", daemon=True).start()
 
     def _record_planned_trajectories(self, result: Any, stamp_ns: int) -> None:
         """Write a motion result's planned phases as JointTrajectory messages and their tool path as markers."""
