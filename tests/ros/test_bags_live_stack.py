@@ -72,6 +72,10 @@ def test_every_message_of_the_demo_bag_decodes_with_rosbags_and_rclpy(demo_bag, 
 
     from robopin.cli import main
 
+    assert main(["bag", "step", str(demo_bag), "--topic", "/cameras/static/color/image_raw", "--all"]) == 0
+    with TrialBag(demo_bag) as bag:
+        frames = bag.topics["/cameras/static/color/image_raw"].count
+    assert capsys.readouterr().out.count("frame ") == frames
     assert main(["bag", "info", str(demo_bag)]) == 0
     info = capsys.readouterr().out
     for line in ("/tf_static  [tf2_msgs/msg/TFMessage]", "/tf  [tf2_msgs/msg/TFMessage]",
