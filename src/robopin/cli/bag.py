@@ -134,7 +134,7 @@ def _play(args: argparse.Namespace) -> int:
 
 
 def _record(args: argparse.Namespace) -> int:
-    params = [f"output_dir:={args.output}"]
+    params = [f"output_dir:={args.output}", f"flush_interval_s:={args.flush_interval_s}"]
     if args.topics:
         params.append(f"topics:={json.dumps(args.topics)}")
     return _ros_node("recorder_node", params)
@@ -180,4 +180,6 @@ def register(subparsers) -> None:
     record = commands.add_parser("record", help="run the recorder node: one bag per task (needs ROS 2)")
     record.add_argument("--output", default="trials/bags")
     record.add_argument("--topics", nargs="*", default=[], help="shell patterns (default: the trial topics)")
+    record.add_argument("--flush-interval-s", type=float, default=1.0,
+                        help="close the MCAP chunk this often: the most a killed recorder loses (see bag recover)")
     record.set_defaults(func=_record)
