@@ -424,8 +424,9 @@ class ReasoningLoopPlanner:
                              self.actor)
         result = loop.run(TaskRequest(step.instruction, mode="point", dry_run=True, max_steps=1,
                                       task_id=f"replay-{step.index}"))
+        planned = not isinstance(self.actor, DryRunActor)
         if not result.reasoning:
-            return StepOutcome(valid=False, model=f"no reasoning: {result.reason}")
+            return StepOutcome(valid=False, model=f"no reasoning: {result.reason}: {result.message}", planned=planned)
         record = result.reasoning[-1]
         sizes = record.image_sizes
         trace = record.trace
@@ -450,7 +451,6 @@ class ReasoningLoopPlanner:
             TargetPoint(f"{t.id or f'target{k}'}@{t.img_idx}", tuple(float(c) for c in t.point), t.valid,
                         t.reason.value if t.reason is not None else "")
             for k, t in enumerate(targets))
-        planned = not isinstance(self.actor, DryRunActor)
         return StepOutcome(anchors, answers, target_points, endpoints, bool(record.valid), record.model, planned)
 
 

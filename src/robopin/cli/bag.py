@@ -106,6 +106,8 @@ def _replan(args: argparse.Namespace) -> int:
             targets = "; ".join(f"{t['key']} {'at ' + _xyz(t['point']) if t['valid'] else 'refused: ' + t['reason']}"
                                 for t in step["replayed_targets"]) or "no targets"
             print(f"step {step['index']}: {verdict}: {targets}")
+            if step["replayed_model"].startswith("no reasoning"):
+                print(f"    the replay produced {step['replayed_model']}")
             for difference in step["differences"]:
                 print(f"    {difference}")
         print("identical within tolerance" if summary["identical"] else
