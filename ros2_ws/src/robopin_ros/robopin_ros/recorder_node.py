@@ -2,8 +2,8 @@
 
 Subscribes with ``raw=True`` to every configured topic (cameras, camera info, joint states, arm pose,
 reasoning and the drawn views, targets, the workspace cloud, action feedback and status, ``/tf``,
-``/tf_static`` and ``/robot_description``) as soon as it appears in the graph, and hands the bytes to :class:`robopin.bags.TrialRecorder` without decoding them. A
-bag starts when a task starts and stops when it ends: automatically from the ExecuteTask action's
+``/tf_static`` and ``/robot_description``) as soon as it appears in the graph, and hands the bytes to
+:class:`robopin.bags.TrialRecorder` without decoding them. A bag starts when a task starts and stops when it ends: automatically from the ExecuteTask action's
 status topic (one bag per goal, named by the goal id), or by hand with ``~/start`` / ``~/stop``
 (std_srvs/Trigger). Static transforms, ``/robot_description`` and the parameters of the nodes named in
 ``parameter_nodes`` (fetched once through their parameter services, as ``ros2 param dump`` does, and
