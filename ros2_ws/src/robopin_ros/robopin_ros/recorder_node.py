@@ -3,19 +3,21 @@
 Subscribes with ``raw=True`` to every configured topic (cameras, camera info, joint states, arm pose,
 reasoning and the drawn views, targets, the workspace cloud, action feedback and status, ``/tf``,
 ``/tf_static`` and ``/robot_description``) as soon as it appears in the graph, and hands the bytes to
-:class:`robopin.bags.TrialRecorder` without decoding them. A bag starts when a task starts and stops when it ends: automatically from the ExecuteTask action's
-status topic (one bag per goal, named by the goal id), or by hand with ``~/start`` / ``~/stop``
-(std_srvs/Trigger). Static transforms, ``/robot_description`` and the parameters of the nodes named in
-``parameter_nodes`` (fetched once through their parameter services, as ``ros2 param dump`` does, and
-written as YAML on ``/robopin/parameters/<node>``) are re-written at the start of every bag. Action results travel
-on a service, not a topic: when a recorded action's status shows a goal finished, the node asks the
-server for the result and writes it on ``<action>/_action/result`` (``<Name>_GetResult_Response``,
-trimmed to its exact CDR length: see :func:`robopin.bags.typestore.trim_cdr`), so the
-task result and the PickPlace trajectories are in the bag; the planned phases also go on
-``/robopin/planned_trajectory`` (JointTrajectory) and, with ``robot`` set, their tool path on
-``/robopin/planned_trajectory/markers`` (MarkerArray), which RViz, Foxglove and ``ros2 bag`` read. The
-open MCAP chunk is closed every ``flush_interval_s``: a killed recorder loses about that much (plus
-however long its writer thread waits for the CPU), and
+:class:`robopin.bags.TrialRecorder` without decoding them. A bag starts when a task starts and stops
+when it ends: automatically from the ExecuteTask action's status topic (one bag per goal, named by the
+goal id), or by hand with ``~/start`` / ``~/stop`` (std_srvs/Trigger). Static transforms,
+``/robot_description`` and the parameters of the nodes named in ``parameter_nodes`` (fetched once
+through their parameter services, as ``ros2 param dump`` does, and written as YAML on
+``/robopin/parameters/<node>``) are re-written at the start of every bag.
+
+Action results travel on a service, not a topic: when a recorded action's status shows a goal
+finished, the node asks the server for the result and writes it on ``<action>/_action/result``
+(``<Name>_GetResult_Response``, trimmed to its exact CDR length: see
+:func:`robopin.bags.typestore.trim_cdr`), so the task result and the PickPlace trajectories are in the
+bag; the planned phases also go on ``/robopin/planned_trajectory`` (JointTrajectory) and, with
+``robot`` set, their tool path on ``/robopin/planned_trajectory/markers`` (MarkerArray), which RViz,
+Foxglove and ``ros2 bag`` read. The open MCAP chunk is closed every ``flush_interval_s``: a killed
+recorder loses about that much (plus however long its writer thread waits for the CPU), and
 ``robopin bag recover BAG`` makes its bag readable again. Run::
 
     ros2 run robopin_ros recorder_node --ros-args -p output_dir:=trials/bags
