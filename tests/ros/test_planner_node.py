@@ -324,13 +324,18 @@ class Client:
         self.infos = infos
 
     def wait_for_frames_after(self, stamp_s: float) -> None:
-        """Wait for camera frames stamped after ``stamp_s`` (the world as changed before it)."""
+        """Wait until the stack's frames show the world as changed before ``stamp_s``.
+
+        The stand-in republishes its latest rendering every 0.5 s; once a second such frame set (stamped
+        more than one period after the change) reaches this client, the planner has had the first one
+        whole for a period, so its next snapshot shows the change.
+        """
         from robopin_ros import conversions
 
         from tests.ros.rostest_utils import wait_for
 
-        wait_for(lambda: conversions.stamp_to_seconds(self.infos[-1].header.stamp) > stamp_s, 30,
-                 "a camera frame rendered after the change")
+        wait_for(lambda: conversions.stamp_to_seconds(self.infos[-1].header.stamp) > stamp_s + 0.6, 30,
+                 "camera frames rendered after the change")
 
     def call(self, client, request, timeout_s: float = 60.0):
         from tests.ros.rostest_utils import wait_future
