@@ -23,7 +23,7 @@ import numpy as np
 import yaml
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
@@ -36,8 +36,10 @@ from robopin_ros import conversions
 from robopin_ros.runtime import run_node
 
 READ_ONLY = ParameterDescriptor(read_only=True)
-# robot_state_publisher publishes /tf_static and /robot_description transient local, depth 1 (its
-# robot_state_publisher.cpp); tf2_ros' static listener subscribes the same way.
+# ros/robot_state_publisher, src/robot_state_publisher.cpp: /robot_description with QoS(1).transient_local(),
+# fixed joints through tf2_ros' StaticTransformBroadcaster (/tf_static, depth 1, transient local),
+# /joint_states taken with SensorDataQoS, /tf stamped with the joint state's stamp, mimic joints as
+# multiplier * leader + offset.
 LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
 TF_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
@@ -75,7 +77,7 @@ class StatePublisherNode(Node):
         self.static_pub.publish(conversions.frame_transforms_to_tf_message(
             self.static_edges, self.get_clock().now().to_msg()))
         self._closing = False
-        self.create_subscription(JointState, joint_states_topic, self._on_joint_state, 50)
+        self.create_subscription(JointState, joint_states_topic, self._on_joint_state, qos_profile_sensor_data)
         self.get_logger().info(
             f"state publisher ready: {robot} ({self.tree.root_link} root, {len(self.static_edges)} static frames, "
             f"cameras {[v for v, _ in mounts]})")
