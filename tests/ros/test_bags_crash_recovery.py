@@ -45,7 +45,7 @@ def test_a_bag_of_a_killed_stack_is_recovered_losing_at_most_the_flush_interval(
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        assert executing.wait(600), "the arm never started executing:\n" + "".join(output)[-4000:]
+        assert executing.wait(240), "the arm never started executing:\n" + "".join(output)[-4000:]
         time.sleep(1.5)  # mid-motion: the PickPlace execution takes several seconds
         assert process.poll() is None, "the task ended before it could be killed:\n" + "".join(output)[-4000:]
         killed_ns = time.time_ns()
