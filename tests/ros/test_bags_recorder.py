@@ -112,3 +112,25 @@ def test_recorder_node_writes_every_published_message_intact(ros_context, tmp_pa
         assert received[topic] == sent[topic], topic  # compare messages, not bytes (Fast CDR padding)
     assert [d.anchors[0].u for d in decoded] == [320.0 + k for k in range(5)]
     assert [a.circles[0].position.x for a in annotations] == [320.0 + k for k in range(5)]
+
+
+def test_rclpy_serialized_messages_are_trimmed_to_the_cdr_rosbags_and_dds_carry():
+    """rclpy's serialize_message pads past the message when a sequence is empty; the recorder cuts it."""
+    from builtin_interfaces.msg import Duration
+    from rclpy.serialization import deserialize_message, serialize_message
+    from rosbags.serde import SerdeError
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    from robopin.bags.typestore import robopin_typestore, trim_cdr
+
+    typestore = robopin_typestore()
+    point = JointTrajectoryPoint(positions=[0.5, 0.25], velocities=[0.1, 0.0], accelerations=[], effort=[],
+                                 time_from_start=Duration(sec=1, nanosec=5))
+    padded = serialize_message(point)
+    with pytest.raises(SerdeError, match="size mismatch"):
+        typestore.deserialize_cdr(padded, "trajectory_msgs/msg/JointTrajectoryPoint")
+    exact = trim_cdr(typestore, padded, "trajectory_msgs/msg/JointTrajectoryPoint")
+    assert len(exact) < len(padded)
+    decoded = typestore.deserialize_cdr(exact, "trajectory_msgs/msg/JointTrajectoryPoint")
+    assert list(decoded.positions) == [0.5, 0.25] and decoded.time_from_start.nanosec == 5
+    assert deserialize_message(exact, JointTrajectoryPoint) == point

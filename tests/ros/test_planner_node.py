@@ -321,6 +321,21 @@ class Client:
         infos: list = []
         node.create_subscription(CameraInfo, f"/cameras/{VIEWS[-1]}/color/camera_info", infos.append, 5)
         wait_for(lambda: bool(infos), 240, "camera frames from the stack")
+        self.infos = infos
+
+    def wait_for_frames_after(self, stamp_s: float) -> None:
+        """Wait until the stack's frames show the world as changed before ``stamp_s``.
+
+        The stand-in republishes its latest rendering every 0.5 s; once a second such frame set (stamped
+        more than one period after the change) reaches this client, the planner has had the first one
+        whole for a period, so its next snapshot shows the change.
+        """
+        from robopin_ros import conversions
+
+        from tests.ros.rostest_utils import wait_for
+
+        wait_for(lambda: conversions.stamp_to_seconds(self.infos[-1].header.stamp) > stamp_s + 0.6, 30,
+                 "camera frames rendered after the change")
 
     def call(self, client, request, timeout_s: float = 60.0):
         from tests.ros.rostest_utils import wait_future
@@ -411,6 +426,8 @@ def test_named_failures_end_the_task_before_any_arm_motion(spatial, failure):
         restore.append(("vlm", setup["oracle"]))
     elif failure == "no_depth":
         assert client.call(client.depth_hole, SetBool.Request(data=True)).success
+        # The planner projects on the frames the model saw: give the task once those show the hole.
+        client.wait_for_frames_after(time.time())
     else:
         client.set_parameter("workspace", yaml.safe_dump({"min_xyz": [0.0, 0.9, 0.0], "max_xyz": [0.1, 1.0, 0.1]}))
         restore.append(("workspace", ""))

@@ -262,6 +262,28 @@ def test_named_refusals_and_normalized_points(scene, client):
     assert abs(reply.targets[4].u - u0) < 1e-6
 
 
+def test_a_request_with_a_stamp_projects_on_the_frame_of_that_stamp(scene, client):
+    """The frame a model reasoned on (the observation's stamp), not whatever frame is newest when it answers."""
+    _, service = client
+    _, u0, v0, _ = scene["views"][0]["points"][0]
+    points = [anchor(0, u0, v0, "obj_01")]
+    latest = call(service, points)
+    assert latest.success, latest.message
+    seen = conversions.stamp_to_seconds(latest.targets[0].header.stamp)
+    time.sleep(0.5)  # the client streams at 10 Hz: several newer frames arrive meanwhile
+
+    def at(stamp_s: float) -> ProjectPoints.Response:
+        request = ProjectPoints.Request(anchors=points, stamp=conversions.seconds_to_stamp(stamp_s))
+        return wait_future(service.call_async(request), 10, "ProjectPoints reply")
+
+    for asked in (seen, seen + 0.05):  # exactly a frame's stamp, and between it and the next frame
+        reply = at(asked)
+        assert reply.success and reply.targets[0].valid, reply.message
+        assert conversions.stamp_to_seconds(reply.targets[0].header.stamp) == pytest.approx(seen, abs=1e-6)
+    old = at(seen - 3600.0)
+    assert not old.success and "near t=" in old.message
+
+
 def test_unknown_target_frame_is_refused(client):
     _, service = client
     reply = call(service, [anchor(0, 100.0, 100.0)], target_frame="world", wait_for_frames=False)

@@ -47,6 +47,7 @@ class StepOutcome:
     plan_endpoints: tuple[tuple[float, ...], ...] = ()
     valid: bool = True
     model: str = ""
+    planned: bool = True  # False: no motion planner ran (a dry-run replay), so there are no plans to compare
 
 
 @dataclasses.dataclass
@@ -120,7 +121,7 @@ def diff_steps(recorded: StepOutcome, replayed: StepOutcome, *, tolerance_px: fl
             if distance > tolerance_m:
                 diff.differences.append(f"target {key} moved {distance * 1000:.1f} mm "
                                         f"{np.round(a.point, 4).tolist()} -> {np.round(b.point, 4).tolist()}")
-    if recorded.plan_endpoints or replayed.plan_endpoints:
+    if recorded.planned and replayed.planned and (recorded.plan_endpoints or replayed.plan_endpoints):
         if len(recorded.plan_endpoints) != len(replayed.plan_endpoints):
             diff.differences.append(f"plan has {len(replayed.plan_endpoints)} phase(s) in the replay, "
                                     f"{len(recorded.plan_endpoints)} recorded")

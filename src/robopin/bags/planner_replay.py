@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -37,10 +38,14 @@ __all__ = [
     "RecordedObserver",
     "RecordedProjector",
     "RecordedStep",
+    "RecordedTextBackend",
     "RecordedView",
     "StepPlanner",
     "StepReplay",
     "TrialTopics",
+    "check_replay_inputs",
+    "projection_config_from_parameters",
+    "recorded_projection_config",
     "recorded_steps",
     "replay_with_planner",
 ]
@@ -59,7 +64,6 @@ class TrialTopics:
     reasoning: str = "/robopin/reasoning"
     targets: str = "/robopin/targets"
     trajectory: str = "/robopin/planned_trajectory"
-    plan_result: str = "/robopin/motion/pick_place/_action/result"  # PickPlace results fetched by the recorder
     ee_pose: str = "/robopin/arm/ee_pose"
     camera_prefix: str = "/cameras"
 
@@ -143,7 +147,12 @@ def _mounts(bag: TrialBag) -> dict[str, CameraMount]:
 
 
 def recorded_steps(bag: TrialBag, topics: TrialTopics | None = None) -> list[RecordedStep]:
-    """The planner steps of a trial bag, in order (see the module docstring)."""
+    """The planner steps of a trial bag, in order (see the module docstring).
+
+    Each step gets, per view, the frames the model reasoned on: the newest color image, aligned depth and
+    camera info stamped no later than the reasoning's stamp (the observation's newest frame), which is
+    the rule projection_node applies to a ProjectPoints request carrying that stamp.
+    """
     topics = topics or TrialTopics()
     available = bag.topics
     if topics.reasoning not in available or available[topics.reasoning].msgtype != REASONING_TYPE:
@@ -151,27 +160,111 @@ def recorded_steps(bag: TrialBag, topics: TrialTopics | None = None) -> list[Rec
                                  f"topics: {sorted(available)}")
     mounts = _mounts(bag)
     poses = PoseBuffer()
-    latest: dict[str, Any] = {}  # topic → newest decoded message
-    steps: list[RecordedStep] = []
+    reasonings = [decoded for _, decoded in bag.decoded([topics.reasoning])]
+    stamps = [_stamp_s(r.header) for r in reasonings]
+    # (step index, topic) → newest frame message at or before the step's stamp
+    frames: list[dict[str, Any]] = [{} for _ in reasonings]
     wanted = [t for t in available if t.startswith(topics.camera_prefix + "/") and
               (t.endswith("/color/image_raw") or t.endswith("/color/camera_info") or
                t.endswith("/aligned_depth_to_color/image_raw"))]
-    wanted += [t for t in (topics.reasoning, topics.targets, topics.trajectory, topics.plan_result, topics.ee_pose)
-               if t in available]
+    wanted += [t for t in (topics.reasoning, topics.targets, topics.trajectory, topics.ee_pose) if t in available]
+    step = -1
+    targets: list[list[Any]] = [[] for _ in reasonings]
+    trajectories: list[list[Any]] = [[] for _ in reasonings]
     for message, decoded in bag.decoded(wanted):
         if message.topic == topics.ee_pose:
             poses.add(_stamp_s(decoded.header), _pose_matrix(decoded.pose))
         elif message.topic == topics.reasoning:
-            steps.append(_make_step(len(steps), decoded, latest, mounts=mounts, poses=poses, topics=topics))
-        elif message.topic == topics.targets and steps:
-            steps[-1].targets.append(decoded)
-        elif message.topic == topics.trajectory and steps:
-            steps[-1].trajectories.append(decoded)
-        elif message.topic == topics.plan_result and steps:
-            steps[-1].trajectories.extend(decoded.result.trajectories)
+            step += 1
+        elif message.topic == topics.targets and step >= 0:
+            targets[step].append(decoded)
+        elif message.topic == topics.trajectory and step >= 0:
+            trajectories[step].append(decoded)
         else:
-            latest[message.topic] = decoded
+            stamp = _stamp_s(decoded.header)
+            for index, step_stamp in enumerate(stamps):
+                # A frame stamped after the observation is never the one it saw (1 µs: stamp rounding).
+                if stamp <= step_stamp + 1e-6:
+                    frames[index][message.topic] = decoded
+    steps = []
+    for index, reasoning in enumerate(reasonings):
+        recorded = _make_step(index, reasoning, frames[index], mounts=mounts, poses=poses, topics=topics)
+        recorded.targets, recorded.trajectories = targets[index], trajectories[index]
+        steps.append(recorded)
     return steps
+
+
+def projection_config_from_parameters(values: Mapping[str, Any]) -> ProjectionConfig:
+    """The ProjectionConfig projection_node builds from these parameter values (its defaults where absent).
+
+    The names and defaults are projection_node's own (ros2_ws/src/robopin_ros/robopin_ros/projection_node.py);
+    a recorder bag carries the live node's values on ``/robopin/parameters/projection_node``.
+    """
+    import yaml
+
+    from robopin.geometry import DepthConfig, WorkspaceBox
+
+    def get(name: str, default: Any) -> Any:
+        return values.get(name, default)
+
+    workspace = yaml.safe_load(str(get("workspace", ""))) or None
+    depth = DepthConfig(window_px=int(get("window_px", 7)), min_depth_m=float(get("min_depth_m", 0.1)),
+                        max_depth_m=float(get("max_depth_m", 3.0)),
+                        min_valid_fraction=float(get("min_valid_fraction", 0.3)),
+                        edge_gap_m=float(get("edge_gap_m", 0.015)))
+    return ProjectionConfig(
+        depth=depth, normal_window_px=int(get("normal_window_px", 9)),
+        workspace=WorkspaceBox.from_dict(workspace) if workspace else None,
+        pose_tolerance_s=float(get("pose_tolerance_s", 0.05)),
+        fusion_tolerance_m=float(get("fusion_tolerance_m", 0.02)),
+        fusion_policy=str(get("fusion_policy", "refuse")),
+        view_priority=tuple(v for v in get("view_priority", [""]) if v),
+        max_frame_age_s=float(get("max_frame_age_s", 1.0)))
+
+
+def recorded_projection_config(bag: TrialBag, node: str = "projection_node") -> ProjectionConfig | None:
+    """The live projection_node's configuration as the recorder wrote it, None when the bag has none."""
+    import yaml
+
+    from robopin.bags.recorder import PARAMETERS_PREFIX
+
+    topic = f"{PARAMETERS_PREFIX}/{node}"
+    if topic not in bag.topics:
+        return None
+    text = None
+    for _, message in bag.decoded([topic]):
+        text = message.data
+    values = (yaml.safe_load(text) or {}).get(node, {})
+    return projection_config_from_parameters(values)
+
+
+def check_replay_inputs(bag: TrialBag, steps: Sequence[RecordedStep], topics: TrialTopics | None = None, *,
+                        need_targets: bool = False) -> None:
+    """Raise :class:`PlannerReplayError` naming the topic when the bag lacks what replaying ``steps`` needs.
+
+    Each view needs its camera mount on ``/tf_static`` (``<view>_optical``) and its aligned depth; a wrist
+    view needs the arm poses; ``need_targets`` (the recorded backend's self-check) needs the recorded targets.
+    """
+    topics = topics or TrialTopics()
+    available = bag.topics
+    if TF_STATIC_TOPIC not in available:
+        raise PlannerReplayError(f"bag {str(bag.path)!r} has no {TF_STATIC_TOPIC}: replay needs the camera mounts "
+                                 "it carries to place each view")
+    for step in steps:
+        for view in step.views:
+            frame = f"{view.name}_optical"
+            mount = step.mounts.get(frame)
+            if mount is None:
+                raise PlannerReplayError(f"step {step.index}: {TF_STATIC_TOPIC} has no transform to {frame!r} (base "
+                                         f"or ee to the camera of view {view.name!r}); frames: {sorted(step.mounts)}")
+            if view.depth_m is None:
+                raise PlannerReplayError(f"step {step.index}: view {view.name!r} has no depth on "
+                                         f"{topics.depth(view.name)} at or before the reasoning's stamp")
+            if mount.kind == "wrist" and topics.ee_pose not in available:
+                raise PlannerReplayError(f"bag has no {topics.ee_pose}: the wrist view {view.name!r} is placed "
+                                         "through the arm pose at its frame")
+    if need_targets and steps and topics.targets not in available:
+        raise PlannerReplayError(f"bag has no {topics.targets}: there are no recorded targets to reproduce")
 
 
 def _pose_matrix(pose: Any) -> np.ndarray:
@@ -243,6 +336,67 @@ def _project(step: RecordedStep, requests: list[PointRequest], projection: Proje
     return projector.project(requests, frames)
 
 
+class RecordedTextBackend:
+    """The VLM backend ``--backend recorded``: answers each step with the raw text the bag recorded for it.
+
+    Replaying a bag on its own frames, mounts and reasoning must reproduce the recorded targets; this is
+    the check that replay is faithful. :class:`ReasoningLoopPlanner` hands it each step before planning.
+    The point convention is the recorded model's: the one that maps the recorded anchors' model
+    coordinates (``x``, ``y``) to the recorded pixels (``u``, ``v``), ``norm1000`` when no anchor says.
+    """
+
+    def __init__(self) -> None:
+        from robopin.vlm.base import VLMConfig
+
+        self.config = VLMConfig(model="recorded")
+        self._text: str | None = None
+
+    def use_step(self, step: RecordedStep) -> None:
+        """Answer with ``step``'s recorded text, in the point convention it was written in."""
+        from robopin.vlm.base import VLMConfig
+
+        self._text = step.reasoning.raw_text
+        self.config = VLMConfig(model=step.reasoning.model or "recorded",
+                                point_convention=_recorded_convention(step))
+
+    @property
+    def point_convention(self) -> Any:
+        return self.config.convention()
+
+    def generate(self, messages: Any, *, n: int = 1, **_: Any) -> Any:
+        """The recorded text, ``n`` times."""
+        from robopin.vlm.base import GenerationResult, Sample
+
+        if self._text is None:
+            raise PlannerReplayError("the recorded backend was asked before a recorded step was given to it")
+        return GenerationResult(tuple(Sample(self._text) for _ in range(n)), self.config.model)
+
+    def score_yes_no(self, messages: Any, *, yes: str = "yes", no: str = "no") -> Any:
+        """A bag records no verifier scores: every sample is judged equally likely."""
+        from robopin.vlm.base import YesNoScore
+
+        return YesNoScore(0.0, 0.0, exact=False)
+
+    def close(self) -> None:
+        self._text = None
+
+
+def _recorded_convention(step: RecordedStep) -> str:
+    from robopin.vlm.base import VLMConfig
+    from robopin.vlm.points import POINT_CONVENTIONS
+
+    sizes = {v.img_idx: (v.camera.width, v.camera.height) for v in step.views}
+    for anchor in step.reasoning.anchors:
+        size = sizes.get(int(anchor.img_idx))
+        if size is None or not (math.isfinite(anchor.u) and math.isfinite(anchor.v)):
+            continue
+        for name in POINT_CONVENTIONS:
+            u, v = VLMConfig(point_convention=name).convention().to_pixels([float(anchor.x), float(anchor.y)], *size)
+            if abs(u - anchor.u) <= 0.5 and abs(v - anchor.v) <= 0.5:
+                return name
+    return "norm1000"
+
+
 class ReasoningLoopPlanner:
     """The reasoning loop on a recorded step: recorded views in, dry run, optional motion actor.
 
@@ -264,12 +418,15 @@ class ReasoningLoopPlanner:
         from robopin.bags.diff import AnchorPoint
         from robopin.reasoning.loop import ReasoningLoop, TaskRequest
 
+        if isinstance(self.backend, RecordedTextBackend):
+            self.backend.use_step(step)
         loop = ReasoningLoop(self.config, self.backend, RecordedObserver(step), RecordedProjector(self.projection),
                              self.actor)
         result = loop.run(TaskRequest(step.instruction, mode="point", dry_run=True, max_steps=1,
                                       task_id=f"replay-{step.index}"))
+        planned = not isinstance(self.actor, DryRunActor)
         if not result.reasoning:
-            return StepOutcome(valid=False, model=f"no reasoning: {result.reason}")
+            return StepOutcome(valid=False, model=f"no reasoning: {result.reason}: {result.message}", planned=planned)
         record = result.reasoning[-1]
         sizes = record.image_sizes
         trace = record.trace
@@ -294,7 +451,7 @@ class ReasoningLoopPlanner:
             TargetPoint(f"{t.id or f'target{k}'}@{t.img_idx}", tuple(float(c) for c in t.point), t.valid,
                         t.reason.value if t.reason is not None else "")
             for k, t in enumerate(targets))
-        return StepOutcome(anchors, answers, target_points, endpoints, bool(record.valid), record.model)
+        return StepOutcome(anchors, answers, target_points, endpoints, bool(record.valid), record.model, planned)
 
 
 def replay_with_planner(steps: Iterable[RecordedStep], planner: StepPlanner, *, tolerance_px: float = 0.0,
@@ -310,7 +467,11 @@ def replay_with_planner(steps: Iterable[RecordedStep], planner: StepPlanner, *, 
 
 def summarize(replays: Sequence[StepReplay]) -> dict[str, Any]:
     """A JSON-ready summary of a planner replay: per step identical or the differences."""
+    def targets(outcome: StepOutcome) -> list[dict[str, Any]]:
+        return [{"key": t.key, "point": list(t.point), "valid": t.valid, "reason": t.reason} for t in outcome.targets]
+
     return {"steps": [{"index": r.step.index, "instruction": r.step.instruction,
                        "recorded_model": r.step.reasoning.model, "replayed_model": r.replayed.model,
+                       "recorded_targets": targets(r.step.outcome), "replayed_targets": targets(r.replayed),
                        **r.diff.to_dict()} for r in replays],
             "identical": all(r.diff.identical for r in replays)}

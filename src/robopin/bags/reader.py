@@ -47,6 +47,9 @@ class TrialBag:
         self.path = Path(path)
         if not self.path.exists():
             raise BagNotFoundError(f"bag {str(self.path)!r} does not exist")
+        if self.path.is_dir() and not (self.path / "metadata.yaml").exists() and any(self.path.glob("*.mcap")):
+            raise BagNotFoundError(f"bag {str(self.path)!r} has no metadata.yaml: its recorder did not close it "
+                                   f"(killed?); `robopin bag recover {self.path}` rebuilds it from its chunks")
         try:  # rosbags refuses a file that is no bag already here (unknown storage format)
             self._reader = AnyReader([self.path], default_typestore=robopin_typestore())
             self._reader.open()

@@ -28,8 +28,12 @@ from robopin.bags.typestore import message_definition, robopin_typestore
 from robopin.geometry.transforms import matrix_to_quaternion
 
 __all__ = [
+    "DEFAULT_FLUSH_INTERVAL_S",
+    "LATCHED_TOPICS",
+    "PARAMETERS_PREFIX",
     "REASONING_TYPE",
     "TF_STATIC_TOPIC",
+    "TF_TOPIC",
     "TF_TYPE",
     "BagClosedError",
     "BagStats",
@@ -37,14 +41,34 @@ __all__ = [
     "RecorderError",
     "StaticTransform",
     "TrialRecorder",
+    "is_latched_topic",
 ]
 
 logger = logging.getLogger(__name__)
 
 TF_STATIC_TOPIC = "/tf_static"
+TF_TOPIC = "/tf"
 TF_TYPE = "tf2_msgs/msg/TFMessage"
+# Latched topics other than /tf_static: the last message is written at the start of every bag, as the
+# static transforms are (a bag that starts after the publisher latched it would lack it otherwise).
+LATCHED_TOPICS = ("/robot_description",)
+# recorder_node writes each configured node's parameters (YAML, std_msgs/String) on <prefix><node>,
+# kept like a latched topic: a replay projects with the parameters the live projection_node had.
+PARAMETERS_PREFIX = "/robopin/parameters"
+# State a task starts from: the newest message of each such topic from before the bag began goes in,
+# however old (a camera at 1 Hz, a still arm publishing rarely), so the frames the first observation
+# took and the arm pose at them are in the bag.
+STATE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CameraInfo", "sensor_msgs/msg/JointState",
+               "geometry_msgs/msg/PoseStamped", "tf2_msgs/msg/TFMessage")
 REASONING_TYPE = "robopin_interfaces/msg/PinnedReasoning"
+# The longest a killed recorder loses: messages since the last chunk closed (BagWriter._flush).
+DEFAULT_FLUSH_INTERVAL_S = 1.0
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def is_latched_topic(topic: str) -> bool:
+    """Whether a recorder bag keeps ``topic`` as latched (transient local): written first, played first."""
+    return topic == TF_STATIC_TOPIC or topic in LATCHED_TOPICS or topic.startswith(PARAMETERS_PREFIX + "/")
 
 
 class RecorderError(RuntimeError):
@@ -90,9 +114,13 @@ class BagWriter:
     """
 
     def __init__(self, path: str | Path, *, typestore: Any = None, queue_size: int = 2000,
-                 storage: str = "mcap", qos: Mapping[str, Any] | None = None) -> None:
+                 storage: str = "mcap", qos: Mapping[str, Any] | None = None,
+                 flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S) -> None:
         from rosbags.rosbag2 import StoragePlugin, Writer
 
+        if not flush_interval_s > 0:
+            raise RecorderError(f"flush_interval_s must be > 0 seconds, got {flush_interval_s!r}")
+        self.flush_interval_s = float(flush_interval_s)
         self.path = Path(path)
         if self.path.exists():
             raise RecorderError(f"bag {str(self.path)!r} already exists; choose a new path")
@@ -160,8 +188,17 @@ class BagWriter:
             return
         finally:
             self._opened.set()
+        last_flush = time.monotonic()
         while True:
-            item = self._queue.get()
+            try:
+                item = self._queue.get(timeout=max(0.0, last_flush + self.flush_interval_s - time.monotonic()))
+            except queue.Empty:
+                item = None
+            if time.monotonic() - last_flush >= self.flush_interval_s:
+                self._flush()
+                last_flush = time.monotonic()
+            if item is None:
+                continue
             if item is _STOP:
                 try:
                     self._writer.close()
@@ -180,6 +217,25 @@ class BagWriter:
                 self.stats.messages[topic] = self.stats.messages.get(topic, 0) + 1
                 self.stats.bytes_written += len(data)
                 self.stats.write_time_s += time.perf_counter() - started
+
+    def _flush(self) -> None:
+        """Put the messages written so far on disk as one complete MCAP chunk (see :mod:`robopin.bags.recover`).
+
+        rosbags' MCAP writer keeps the open chunk in memory until it holds 1 MiB and writes summary,
+        footer and metadata.yaml only on close; a recorder killed then loses everything since the last
+        chunk. Closing the chunk every ``flush_interval_s`` bounds that loss; ``robopin bag recover``
+        rebuilds the rest from the chunks.
+        """
+        storage = getattr(self._writer, "storage", None)
+        chunk = getattr(storage, "chunk", None)
+        if chunk is None or not chunk.bio.tell():
+            return  # SQLite3 commits per write; an empty MCAP chunk needs nothing
+        try:
+            storage.close_chunk()
+            storage.bio.flush()
+        except BaseException as error:  # reported to the next write() and to close()
+            logger.error("bag %s: flushing failed: %s", self.path, error)
+            self._error = self._error or error
 
     def close(self) -> BagStats:
         """Write everything still queued, close the bag and return its statistics."""
@@ -206,15 +262,23 @@ class TrialRecorder:
     Thread-safe: subscription callbacks call :meth:`record` from any thread. While no task runs the
     last ``preroll_s`` seconds of messages (at most ``preroll_bytes``) are kept and written right
     after the static transforms when a task starts: the task's first feedback and the frames the
-    planner is about to observe often arrive just before the status that starts the bag.
-    ``/tf_static`` is always remembered.
+    planner is about to observe often arrive just before the status that starts the bag. State topics
+    (:data:`STATE_TYPES`: images, camera info, joint states, poses, /tf) keep ``state_preroll_s`` (the
+    frames a first observation may take, a second or more old with 1 Hz cameras, and the arm poses
+    around them) and the newest message of each goes in however old it is. ``/tf_static``, the latched
+    :data:`LATCHED_TOPICS` and recorded node parameters are always remembered and written first. MCAP
+    chunks are closed every ``flush_interval_s`` (see :class:`BagWriter`).
     """
 
     def __init__(self, root: str | Path, *, static_transforms: Sequence[StaticTransform] = (),
                  typestore: Any = None, queue_size: int = 2000, annotate: bool = True, preroll_s: float = 1.0,
-                 preroll_bytes: int = 256 * 2**20) -> None:
+                 preroll_bytes: int = 256 * 2**20, flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
+                 state_preroll_s: float = 3.0) -> None:
         if not preroll_s >= 0:
             raise RecorderError(f"preroll_s must be >= 0 seconds, got {preroll_s!r}")
+        if not state_preroll_s >= 0:
+            raise RecorderError(f"state_preroll_s must be >= 0 seconds, got {state_preroll_s!r}")
+        self.state_preroll_s = state_preroll_s
         self.root = Path(root)
         self.preroll_s = preroll_s
         self.preroll_bytes = preroll_bytes
@@ -222,7 +286,10 @@ class TrialRecorder:
         self._preroll_size = 0
         self.typestore = typestore or robopin_typestore()
         self.queue_size = queue_size
+        self.flush_interval_s = flush_interval_s
         self.annotate = annotate
+        self._latched: dict[str, tuple[str, bytes]] = {}  # latched topic → (type, last message)
+        self._latest_state: dict[str, tuple[str, str, bytes, int]] = {}  # state topic → newest message
         self._lock = threading.Lock()
         self._static: dict[str, Any] = {}  # child frame → geometry_msgs/TransformStamped (rosbags class)
         self._writer: BagWriter | None = None
@@ -276,19 +343,30 @@ class TrialRecorder:
             if self._writer is not None:
                 raise RecorderError(f"already recording task {self.task_id!r}; stop it before starting {task_id!r}")
         self.root.mkdir(parents=True, exist_ok=True)
+        latched_qos = {topic: _transient_local_qos() for topic in (TF_STATIC_TOPIC, *LATCHED_TOPICS)}
         writer = BagWriter(self.root / task_id, typestore=self.typestore, queue_size=self.queue_size,
-                           qos={TF_STATIC_TOPIC: _transient_local_qos()})
+                           qos=latched_qos, flush_interval_s=self.flush_interval_s)
         static = self.static_transforms_message()
-        if static is not None:
-            first_ns = self._preroll[0][3] if self._preroll else (time.time_ns() if stamp_ns is None else stamp_ns)
-            writer.write(TF_STATIC_TOPIC, TF_TYPE, static, min(first_ns, time.time_ns() if stamp_ns is None
-                                                               else stamp_ns))
+        now_ns = time.time_ns() if stamp_ns is None else stamp_ns
         with self._lock:
+            latched = dict(self._latched)
             preroll, self._preroll, self._preroll_size = list(self._preroll), collections.deque(), 0
-            oldest_ns = (time.time_ns() if stamp_ns is None else stamp_ns) - round(self.preroll_s * 1e9)
-            for topic, msgtype, data, message_ns in preroll:
-                if topic != TF_STATIC_TOPIC and message_ns >= oldest_ns:
-                    writer.write(topic, msgtype, data, message_ns)
+            oldest_ns = now_ns - round(self.preroll_s * 1e9)
+            oldest_state_ns = now_ns - round(self.state_preroll_s * 1e9)
+            preroll = [item for item in preroll if item[0] != TF_STATIC_TOPIC and item[0] not in latched and
+                       item[3] >= (oldest_state_ns if item[1] in STATE_TYPES else oldest_ns)]
+            in_window = {item[0] for item in preroll}
+            state = sorted((item for topic, item in self._latest_state.items() if topic not in in_window),
+                           key=lambda item: item[3])
+            self._latest_state = {}
+            earlier = [*state, *preroll]
+            first_ns = min(earlier[0][3], now_ns) if earlier else now_ns
+            if static is not None:
+                writer.write(TF_STATIC_TOPIC, TF_TYPE, static, first_ns)
+            for topic, (msgtype, data) in latched.items():
+                writer.write(topic, msgtype, data, first_ns)
+            for topic, msgtype, data, message_ns in earlier:
+                writer.write(topic, msgtype, data, message_ns)
             self._writer, self.task_id = writer, task_id
         logger.info("recording task %s to %s", task_id, writer.path)
         return writer.path
@@ -297,6 +375,9 @@ class TrialRecorder:
         """Record one serialized message into the current task's bag; False when none runs or it was dropped."""
         if msgtype == TF_TYPE and topic == TF_STATIC_TOPIC:
             self._remember_static(data)
+        elif is_latched_topic(topic):
+            with self._lock:
+                self._latched[topic] = (msgtype, bytes(data))
         writer = self._writer
         if writer is None:
             if self.preroll_s > 0:
@@ -318,7 +399,9 @@ class TrialRecorder:
                 return
             self._preroll.append(item)
             self._preroll_size += len(item[2])
-            oldest_ns = now_ns - round(self.preroll_s * 1e9)
+            if msgtype in STATE_TYPES and topic != TF_STATIC_TOPIC:
+                self._latest_state[topic] = item
+            oldest_ns = now_ns - round(max(self.preroll_s, self.state_preroll_s) * 1e9)
             while self._preroll and (self._preroll[0][3] < oldest_ns or self._preroll_size > self.preroll_bytes):
                 self._preroll_size -= len(self._preroll.popleft()[2])
 

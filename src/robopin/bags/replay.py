@@ -2,8 +2,9 @@
 
 The core decides *when* each message is due and measures how late it actually went out; the caller
 supplies the ``publish(message)`` function (an rclpy publisher in ``replay_node``, a list in tests).
-Static transforms are sent first even when the start offset skips past them, because a replay
-without ``/tf_static`` cannot place its cameras.
+Static transforms and the other latched topics (``/robot_description``, recorded parameters) are sent
+first, before any timed message and even when the start offset skips past them, because a replay
+without ``/tf_static`` cannot place its cameras; ``/tf`` and everything else follow in recorded order.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from robopin.bags.reader import BagMessage, TrialBag
-from robopin.bags.recorder import TF_STATIC_TOPIC
+from robopin.bags.recorder import is_latched_topic
 
 __all__ = ["ReplayError", "ReplayOptions", "ReplayStats", "frames", "replay", "select_topics"]
 
@@ -147,8 +148,11 @@ def replay(
         publish(message)
         stats.published[message.topic] = stats.published.get(message.topic, 0) + 1
 
-    if options.start_offset_s > 0 and TF_STATIC_TOPIC in topics:
-        for message in bag.messages([TF_STATIC_TOPIC], stop_ns=start_ns):
+    # Latched topics (static transforms, the robot description, recorded parameters) go out first, before
+    # any timed message, as a live transient-local publisher hands them to a late subscriber.
+    latched = [t for t in topics if is_latched_topic(t)]
+    if latched:
+        for message in bag.messages(latched, stop_ns=start_ns + 1):
             send(message)
     while not stop.is_set():
         origin_wall: float | None = None
@@ -157,6 +161,8 @@ def replay(
         for message in _prefetched(messages, prefetch, done) if prefetch > 0 else messages:
             if stop.is_set():
                 break
+            if stats.loops == 0 and message.stamp_ns <= start_ns and message.topic in latched:
+                continue  # already sent first
             if origin_wall is None:
                 origin_wall = clock()
             if math.isfinite(options.rate):

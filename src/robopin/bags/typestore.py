@@ -23,6 +23,7 @@ __all__ = [
     "action_type_definitions",
     "interface_directory",
     "robopin_typestore",
+    "trim_cdr",
 ]
 
 INTERFACE_PACKAGE = "robopin_interfaces"
@@ -226,3 +227,22 @@ def message_definition(typestore: Any, type_name: str) -> str:
         text += f"{_SEPARATOR}MSG: {short}\n{body}"
         pending.extend(_nested_types(body))
     return text
+
+
+def trim_cdr(typestore: Any, data: bytes | memoryview, type_name: str) -> bytes:
+    """``data`` cut to the CDR message it holds: what DDS delivers for the same message.
+
+    ``rclpy.serialization.serialize_message`` on Jazzy's rmw_fastrtps_cpp (rmw_fastrtps_cpp/src/
+    rmw_serialize.cpp) sets the buffer length to ``getEstimatedSerializedSize()``, an upper bound that
+    counts alignment padding for empty sequences (a JointTrajectoryPoint's empty ``effort``), so its bytes
+    end in padding no field owns. rclpy ignores it; rosbags refuses the message ("CDR message size
+    mismatch") and so would any strict reader. Samples taken from DDS (``raw=True``) are already exact.
+    """
+    data = bytes(data)
+    if len(data) < 4:
+        raise ValueError(f"{type_name}: {len(data)} bytes is shorter than a CDR encapsulation header")
+    msgdef = typestore.get_msgdef(type_name)
+    # rosbags 0.11 (pinned): the generated deserializer returns the message and where it ended.
+    read = msgdef.deserialize_cdr_le if data[1] else msgdef.deserialize_cdr_be
+    _, end = read(data[4:], 0, msgdef.cls, typestore)
+    return data[:4 + end]

@@ -18,6 +18,6 @@ def _report(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     """Add ``robopin report``."""
     parser = subparsers.add_parser("report", help="HTML + JSON report of a folder of trials")
-    parser.add_argument("trials", help="folder holding trial folders (each with summary.json)")
+    parser.add_argument("trials", help="folder holding trial folders (each with summary.json) and/or recorder bags")
     parser.add_argument("-o", "--output", default=None, help="HTML path (default: <trials>/report.html)")
     parser.set_defaults(func=_report)

@@ -56,6 +56,7 @@ NODE_EXECUTABLES = (
     "projection_node",
     "recorder_node",
     "replay_node",
+    "state_publisher_node",
 )
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _ARGUMENT = re.compile(r"^([A-Za-z][A-Za-z0-9_]*):=(.*)$")

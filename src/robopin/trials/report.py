@@ -1,6 +1,7 @@
 """Turn a folder of trials into one self-contained HTML page (and the same facts as JSON).
 
-Per trial: every step's views with the reasoning's anchors drawn (:func:`robopin.pincot.draw_trace`),
+Per trial (a sim trial's log, or a recorder bag of a real session: :mod:`robopin.trials.bag_trials`):
+every step's views with the reasoning's anchors drawn (:func:`robopin.pincot.draw_trace`),
 the reasoning text, a timeline of the stages and success or the named failure. Per task: RoboPIN's
 success table (successes / trials per task and method) and a bar plot of the success rates. Images
 are embedded as data URIs and plots are inline SVG, so the page opens anywhere without a server.
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from robopin.trials.bag_trials import bag_folders, read_bag_trial
 from robopin.trials.log import STAGES, TrialStep, TrialSummary, read_png, read_trial, trial_folders, write_png
 
 __all__ = ["ReportError", "build_report", "write_report"]
@@ -36,6 +38,7 @@ class _Trial:
     folder: Path
     summary: TrialSummary
     steps: list[TrialStep]
+    images: dict[tuple[int, str], np.ndarray] | None = None  # a recorder bag's views, in memory
 
 
 def _png_data_uri(rgb: np.ndarray, scratch: Path) -> str:
@@ -47,7 +50,10 @@ def _drawn_views(trial: _Trial, step: TrialStep, scratch: Path) -> list[tuple[st
     from robopin.pincot import draw_trace, parse
 
     names = list(step.views)
-    images = [read_png(trial.folder / step.views[name]) for name in names]
+    if trial.images is not None:
+        images = [trial.images[(step.step, name)] for name in names]
+    else:
+        images = [read_png(trial.folder / step.views[name]) for name in names]
     if step.raw_output and images:
         images = draw_trace(images, parse(step.raw_output, len(images)))
     return [(name, _png_data_uri(image, scratch)) for name, image in zip(names, images, strict=True)]
@@ -122,8 +128,11 @@ def _load(root: Path) -> list[_Trial]:
         if summary is None:
             continue  # still running: nothing to judge yet
         trials.append(_Trial(folder, summary, steps))
+    for folder in bag_folders(root):  # recorder bags of real sessions: the outcome as recorded
+        trial = read_bag_trial(folder, root)
+        trials.append(_Trial(folder, trial.summary, trial.steps, trial.images))
     if not trials:
-        raise ReportError(f"no finished trials (folders with summary.json) under {str(root)!r}")
+        raise ReportError(f"no finished trials (folders with summary.json) and no recorder bags under {str(root)!r}")
     return trials
 
 

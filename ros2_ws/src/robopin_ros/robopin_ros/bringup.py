@@ -51,11 +51,12 @@ __all__ = ["Bringup", "BringupError", "CancelOutcome", "NodeStartError", "TaskCl
 _TERMINAL = {GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED}
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _START_ORDER = {"motion_planner_node": 0, "planner_node": 1, "projection_node": 2, "arm_driver_node": 3,
-                "recorder_node": 4, "camera_node": 6}
+                "state_publisher_node": 4, "recorder_node": 4, "camera_node": 6}
 # Nodes are destroyed in this order once every goal has ended (runtime.stop_nodes): the task layers
 # first, the cameras, then the arm's connection, the recorder last so the bag holds the stop.
 _DESTROY_ORDER = {"planner_node": 0, "motion_planner_node": 1, "calibration_node": 2, "projection_node": 3,
-                  "camera_node": 4, "replay_node": 5, "arm_driver_node": 6, "recorder_node": 9}
+                  "camera_node": 4, "replay_node": 5, "arm_driver_node": 6,
+                  "state_publisher_node": 7, "recorder_node": 9}
 
 
 class BringupError(RuntimeError):

@@ -726,3 +726,61 @@ def trajectory_point_msg(positions, velocities=None, time_from_start_s: float = 
     if velocities is not None:
         point.velocities = [float(v) for v in velocities]
     return point
+
+
+# --- tf ---
+
+from geometry_msgs.msg import Transform as _TransformMsg  # noqa: E402
+from geometry_msgs.msg import TransformStamped as _TransformStampedMsg  # noqa: E402
+from std_msgs.msg import Header as _HeaderMsg  # noqa: E402
+
+
+def frame_transforms_to_tf_message(edges, stamp: Time):
+    """``robopin.robots.state_publisher.FrameTransform`` edges as one tf2_msgs/TFMessage stamped ``stamp``."""
+    from tf2_msgs.msg import TFMessage
+
+    transforms = []
+    for edge in edges:
+        T = np.asarray(edge.T_parent_child, dtype=np.float64)
+        qx, qy, qz, qw = _tf.matrix_to_quaternion(T[:3, :3])
+        transforms.append(_TransformStampedMsg(
+            header=_HeaderMsg(stamp=stamp, frame_id=edge.parent), child_frame_id=edge.child,
+            transform=_TransformMsg(translation=vector_to_vector3(T[:3, 3]),
+                                    rotation=Quaternion(x=qx, y=qy, z=qz, w=qw))))
+    return TFMessage(transforms=transforms)
+
+
+def joint_state_positions(msg: _JointStateMsg) -> dict[str, float]:
+    """Joint name → position of a sensor_msgs/JointState (names without a position are left out)."""
+    return {name: float(value) for name, value in zip(msg.name, msg.position, strict=False)}
+
+
+def trajectory_tool_paths(trajectories, description) -> list[np.ndarray]:
+    """The TCP positions (N, 3) in the base frame along each trajectory_msgs/JointTrajectory (by joint name)."""
+    paths = []
+    for trajectory in trajectories:
+        index = {name: i for i, name in enumerate(trajectory.joint_names)}
+        if not all(name in index for name in description.joint_names):
+            continue
+        q = np.array([[point.positions[index[name]] for name in description.joint_names]
+                      for point in trajectory.points], dtype=np.float64)
+        paths.append(description.forward_kinematics_batch(q)[:, :3, 3] if len(q) else np.zeros((0, 3)))
+    return paths
+
+
+def tool_paths_to_marker_array(paths, frame_id: str, stamp: Time, namespace: str = "robopin_planned_path"):
+    """A visualization_msgs/MarkerArray with one line strip per planned phase (RViz and Foxglove draw it)."""
+    from visualization_msgs.msg import Marker, MarkerArray
+
+    markers = [Marker(action=Marker.DELETEALL, ns=namespace)]
+    for index, path in enumerate(paths):
+        strip = Marker(header=_HeaderMsg(stamp=stamp, frame_id=frame_id), ns=namespace, id=index,
+                       type=Marker.LINE_STRIP, action=Marker.ADD)
+        strip.points = [vector_to_point(p) for p in path]
+        strip.pose.orientation.w = 1.0
+        strip.scale.x = 0.005
+        hue = index / max(1, len(paths) - 1)
+        strip.color.r, strip.color.g, strip.color.b, strip.color.a = 0.2 + 0.8 * hue, 0.4, 1.0 - 0.8 * hue, 0.9
+        markers.append(strip)
+    return MarkerArray(markers=markers)
+

@@ -30,7 +30,7 @@ from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalRespons
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from robopin_interfaces.action import ExecuteTask, PickPlace
-from robopin_interfaces.msg import PinnedReasoning
+from robopin_interfaces.msg import PinnedReasoning, Target3D
 from robopin_interfaces.srv import Instruct, ProjectPoints
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
@@ -142,13 +142,13 @@ class _RosObserver(SnapshotObserver):
 
 
 class _RosProjector:
-    """ProjectPoints service client; publishes the targets it got as RViz markers."""
+    """ProjectPoints service client; publishes the targets it got (Target3D each, and as RViz markers)."""
 
     def __init__(self, node: PlannerNode) -> None:
         self.node = node
 
     def project(self, requests: Sequence[PointRequest], observation: Observation) -> list[Target]:
-        """Project pixel points through the projection node (latest synced depth)."""
+        """Project pixel points on the frames the model saw (the observation's stamp) via the projection node."""
         client = self.node.project_client
         if not client.wait_for_service(timeout_sec=self.node.service_timeout_s):
             raise TaskRefusal("projection_unavailable", f"service {client.srv_name} is not available")
@@ -158,7 +158,11 @@ class _RosProjector:
             conversions.point_request_to_anchor_msg(r, sizes[r.img_idx], kind)
             for r, kind in zip(requests, kinds, strict=False)
         ]
-        future = client.call_async(ProjectPoints.Request(anchors=anchors, target_frame=self.node.target_frame))
+        # The observation's stamp (its newest frame): depth comes from the frames the points were drawn on,
+        # not from whatever frame is newest when the model has answered.
+        stamp = conversions.seconds_to_stamp(max(observation.stamp_s, 0.0))
+        future = client.call_async(ProjectPoints.Request(anchors=anchors, target_frame=self.node.target_frame,
+                                                         stamp=stamp))
         if not _wait(future, self.node.service_timeout_s):
             raise TaskRefusal(
                 "projection_unavailable", f"{client.srv_name} did not answer within {self.node.service_timeout_s} s"
@@ -167,6 +171,8 @@ class _RosProjector:
         if not response.success:
             raise TaskRefusal("projection_unavailable", response.message or "the projection could not run")
         targets = [conversions.target3d_msg_to_target(t) for t in response.targets]
+        for target in response.targets:
+            self.node.targets_pub.publish(target)
         stamp = self.node.get_clock().now().to_msg()
         self.node.markers_pub.publish(
             conversions.targets_to_marker_array(targets, self.node.target_frame, stamp, "robopin_planner")
@@ -276,6 +282,7 @@ class PlannerNode(Node):
         self.pick_place_client = ActionClient(self, PickPlace, self.pick_place_action, callback_group=group)
         self.reasoning_pub = self.create_publisher(PinnedReasoning, "/robopin/reasoning", 10)
         self.markers_pub = self.create_publisher(MarkerArray, "/robopin/reasoning/markers", 10)
+        self.targets_pub = self.create_publisher(Target3D, "/robopin/targets", 10)
         self.image_pubs = {v: self.create_publisher(Image, f"/robopin/reasoning/{v}/image", 2) for v in self.views}
         self.create_service(Instruct, "/robopin/instruct", self._on_instruct, callback_group=group)
         self.task_server = ActionServer(

@@ -79,15 +79,18 @@ class _ViewStreams:
     view also pairs the depth camera's own CameraInfo (``depth_info``).
     """
 
-    def __init__(self, tolerance_s: float, keep: int, sync_color: bool, unaligned: bool = False) -> None:
+    def __init__(self, tolerance_s: float, keep: int, sync_color: bool, unaligned: bool = False,
+                 history_s: float = 0.0) -> None:
         self.tolerance_s = tolerance_s
+        self.history_s = history_s
         self.sync_color = sync_color
         self.unaligned = unaligned
         self.lock = threading.Lock()
         self.pending: dict[str, collections.deque] = {
             k: collections.deque(maxlen=keep) for k in ("depth", "info", "color", "depth_info")
         }
-        self.frames: collections.deque[_SyncedFrame] = collections.deque(maxlen=keep)
+        self.keep = keep
+        self.frames: collections.deque[_SyncedFrame] = collections.deque()
 
     def add(self, kind: str, msg: Any) -> None:
         stamp = conversions.stamp_to_seconds(msg.header.stamp)
@@ -117,16 +120,25 @@ class _ViewStreams:
                     None if depth_info is None else depth_info[1],
                 )
             )
+        # Keep ``history_s`` of frames (at least ``keep``): a request names the frame its points were drawn
+        # on, taken before the model answered, seconds ago.
+        while len(self.frames) > self.keep and self.frames[0].stamp_s < self.frames[-1].stamp_s - self.history_s:
+            self.frames.popleft()
 
-    def pick(self, stamp_s: float | None) -> _SyncedFrame | None:
-        """The newest synced frame, or the one nearest ``stamp_s`` (within tolerance) when given."""
+    def pick(self, stamp_s: float | None, tolerance_s: float | None = None) -> _SyncedFrame | None:
+        """The newest synced frame; with ``stamp_s``, the newest one stamped at or before it (within tolerance).
+
+        ``stamp_s`` is an observation's stamp, the time of its newest frame: each view's frame in that
+        observation is its newest frame not after it (1 µs: stamp rounding).
+        """
+        tolerance_s = self.tolerance_s if tolerance_s is None else tolerance_s
         with self.lock:
             if not self.frames:
                 return None
             if stamp_s is None:
                 return self.frames[-1]
-            best = min(self.frames, key=lambda f: abs(f.stamp_s - stamp_s))
-            return best if abs(best.stamp_s - stamp_s) <= self.tolerance_s else None
+            best = max((f for f in self.frames if f.stamp_s <= stamp_s + 1e-6), key=lambda f: f.stamp_s, default=None)
+            return best if best is not None and stamp_s - best.stamp_s <= tolerance_s else None
 
 
 class ProjectionNode(Node):
@@ -144,7 +156,10 @@ class ProjectionNode(Node):
         # view -> T_color_depth (same keys as a calibration) for cameras whose depth is not aligned to color
         unaligned = yaml.safe_load(str(p("unaligned_depth", "{}"))) or {}
         self.sync_tolerance_s = float(p("sync_tolerance_s", 0.02))
+        # How far before a request's stamp a view's frame may be (views of one snapshot differ by up to
+        # the planner's sync tolerance), and how long frames are kept for requests naming a stamp.
         self.stamp_tolerance_s = float(p("stamp_tolerance_s", 0.1))
+        self.frame_history_s = float(p("frame_history_s", 10.0))
         sync_color = bool(p("sync_color", False))
         ee_pose_topic = str(p("ee_pose_topic", "/robopin/arm/ee_pose"))
         joint_states_topic = str(p("joint_states_topic", "/joint_states"))
@@ -193,7 +208,8 @@ class ProjectionNode(Node):
         }
         self.streams: dict[int, _ViewStreams] = {}
         for i, name in enumerate(self.view_names):
-            streams = _ViewStreams(self.sync_tolerance_s, 10, sync_color, unaligned=i in self.T_color_depth)
+            streams = _ViewStreams(self.sync_tolerance_s, 10, sync_color, unaligned=i in self.T_color_depth,
+                                   history_s=self.frame_history_s)
             self.streams[i] = streams
             base = f"{camera_prefix}/{name}"
             if streams.unaligned:
@@ -281,7 +297,7 @@ class ProjectionNode(Node):
         return camera
 
     def _view_data(self, img_idx: int, stamp_s: float | None) -> ViewData | None:
-        frame = self.streams[img_idx].pick(stamp_s)
+        frame = self.streams[img_idx].pick(stamp_s, self.stamp_tolerance_s)
         if frame is None:
             return None
         camera = self._camera_model(frame.info)
@@ -309,7 +325,8 @@ class ProjectionNode(Node):
             data = self._view_data(img_idx, stamp_s)  # only the views the anchors use are decoded
             if data is not None:
                 frames[img_idx] = data
-        have_frames = bool(frames) or any(s.pick(stamp_s) is not None for s in self.streams.values())
+        have_frames = bool(frames) or any(s.pick(stamp_s, self.stamp_tolerance_s) is not None
+                                          for s in self.streams.values())
         sizes = {i: (d.camera.width, d.camera.height) for i, d in frames.items()}
         requests = [conversions.anchor_msg_to_point_request(a, sizes.get(a.img_idx)) for a in request.anchors]
         targets = self.projector.project(requests, frames, now_s=None if stamp_s is not None else now_s)

@@ -1,14 +1,24 @@
 """recorder_node: records each task of a trial to its own rosbag2 MCAP bag, raw CDR straight to disk.
 
 Subscribes with ``raw=True`` to every configured topic (cameras, camera info, joint states, arm pose,
-reasoning, targets, trajectories, action feedback and status, ``/tf_static``) as soon as it appears
-in the graph, and hands the bytes to :class:`robopin.bags.TrialRecorder` without decoding them. A
-bag starts when a task starts and stops when it ends: automatically from the ExecuteTask action's
-status topic (one bag per goal, named by the goal id), or by hand with ``~/start`` / ``~/stop``
-(std_srvs/Trigger). Static transforms are re-written at the start of every bag. Action results travel
-on a service, not a topic: when a recorded action's status shows a goal finished, the node asks the
-server for the result and writes it on ``<action>/_action/result`` (``<Name>_GetResult_Response``),
-so the task result and the PickPlace trajectories are in the bag. Run::
+reasoning and the drawn views, targets, the workspace cloud, action feedback and status, ``/tf``,
+``/tf_static`` and ``/robot_description``) as soon as it appears in the graph, and hands the bytes to
+:class:`robopin.bags.TrialRecorder` without decoding them. A bag starts when a task starts and stops
+when it ends: automatically from the ExecuteTask action's status topic (one bag per goal, named by the
+goal id), or by hand with ``~/start`` / ``~/stop`` (std_srvs/Trigger). Static transforms,
+``/robot_description`` and the parameters of the nodes named in ``parameter_nodes`` (fetched once
+through their parameter services, as ``ros2 param dump`` does, and written as YAML on
+``/robopin/parameters/<node>``) are re-written at the start of every bag.
+
+Action results travel on a service, not a topic: when a recorded action's status shows a goal
+finished, the node asks the server for the result and writes it on ``<action>/_action/result``
+(``<Name>_GetResult_Response``, trimmed to its exact CDR length: see
+:func:`robopin.bags.typestore.trim_cdr`), so the task result and the PickPlace trajectories are in the
+bag; the planned phases also go on ``/robopin/planned_trajectory`` (JointTrajectory) and, with
+``robot`` set, their tool path on ``/robopin/planned_trajectory/markers`` (MarkerArray), which RViz,
+Foxglove and ``ros2 bag`` read. The open MCAP chunk is closed every ``flush_interval_s``: a killed
+recorder loses about that much (plus however long its writer thread waits for the CPU), and
+``robopin bag recover BAG`` makes its bag readable again. Run::
 
     ros2 run robopin_ros recorder_node --ros-args -p output_dir:=trials/bags
 """
@@ -21,19 +31,34 @@ import threading
 import time
 from typing import Any
 
+import yaml
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
-from robopin.bags.recorder import TF_STATIC_TOPIC, TrialRecorder
+from robopin.bags.recorder import (
+    DEFAULT_FLUSH_INTERVAL_S,
+    LATCHED_TOPICS,
+    PARAMETERS_PREFIX,
+    TF_STATIC_TOPIC,
+    TF_TOPIC,
+    TrialRecorder,
+)
+from robopin.bags.typestore import trim_cdr
+from robopin_ros import conversions
 from robopin_ros.runtime import run_node
 
 DEFAULT_TOPICS = [
     "/cameras/*/color/image_raw", "/cameras/*/color/camera_info", "/cameras/*/aligned_depth_to_color/image_raw",
     "/cameras/*/depth/image_rect_raw", "/cameras/*/depth/camera_info",  # views with align_depth:=false
-    "/joint_states", "/robopin/arm/ee_pose", "/robopin/reasoning", "/robopin/targets", "/robopin/planned_trajectory",
-    "/robopin/targets/markers", "*/_action/feedback", "*/_action/status", TF_STATIC_TOPIC,
+    "/joint_states", "/robopin/arm/ee_pose", "/robopin/reasoning", "/robopin/reasoning/*/image",
+    "/robopin/reasoning/markers", "/robopin/targets", "/robopin/targets/markers", "/robopin/workspace_cloud",
+    "*/_action/feedback", "*/_action/status", TF_STATIC_TOPIC, TF_TOPIC, *LATCHED_TOPICS,
 ]
+# Written by this node from each PickPlace result (a topic every ROS tool reads; the result itself is
+# on <action>/_action/result): one JointTrajectory per planned phase and the tool path as markers.
+PLANNED_TRAJECTORY_TOPIC = "/robopin/planned_trajectory"
+PLANNED_PATH_MARKERS_TOPIC = "/robopin/planned_trajectory/markers"
 _TERMINAL = {4, 5, 6}  # action_msgs/GoalStatus SUCCEEDED, CANCELED, ABORTED
 _ACTIVE = {1, 2, 3}  # ACCEPTED, EXECUTING, CANCELING
 
@@ -48,12 +73,22 @@ _LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliabilit
 
 
 def message_class(type_name: str) -> Any:
-    """The rclpy class of ``pkg/msg/Name`` or an action part such as ``pkg/action/Name_FeedbackMessage``."""
+    """The rclpy class of ``pkg/msg/Name``, a service half or an action part (``pkg/action/Name_FeedbackMessage``,
+    ``pkg/action/Name_GetResult_Response``: rosidl's names, as rosbag2 records them)."""
     package, kind, name = type_name.split("/")
     module = importlib.import_module(f"{package}.{kind}")
     if kind == "action" and "_" in name:
         action, part = name.split("_", 1)
-        return getattr(getattr(module, action).Impl, part.replace("_", ""))
+        action_class = getattr(module, action)
+        if part in ("Goal", "Result", "Feedback"):
+            return getattr(action_class, part)
+        service, _, half = part.partition("_")  # SendGoal_Request, GetResult_Response
+        if half in ("Request", "Response"):
+            return getattr(getattr(action_class.Impl, f"{service}Service"), half)
+        return getattr(action_class.Impl, part)  # FeedbackMessage
+    if kind == "srv" and name.endswith(("_Request", "_Response")):
+        service, _, half = name.rpartition("_")
+        return getattr(getattr(module, service), half)
     return getattr(module, name)
 
 
@@ -68,13 +103,34 @@ class RecorderNode(Node):
         self.declare_parameter("discovery_period_s", 0.5)
         self.declare_parameter("queue_size", 2000)
         self.declare_parameter("sensor_reliability", "reliable")
+        # Worst-case loss of a killed recorder, seconds: the MCAP chunk is closed and flushed this often.
+        self.declare_parameter("flush_interval_s", DEFAULT_FLUSH_INTERVAL_S)
+        # Robot description name (panda, xarm6, ...) for the tool path of planned trajectories; "" = none.
+        self.declare_parameter("robot", "")
+        # Nodes whose parameters every bag carries (what a replay needs to project as the live node did).
+        self.declare_parameter("parameter_nodes", ["/projection_node"])
+        self.parameter_nodes = [str(n) if str(n).startswith("/") else f"/{n}"
+                                for n in self.get_parameter("parameter_nodes").value if n]
+        self._parameter_clients: dict[str, Any] = {}
+        # A task's bag closes once the results still being fetched are written, or after this long.
+        self.declare_parameter("result_wait_s", 5.0)
+        self.result_wait_s = float(self.get_parameter("result_wait_s").value)
+        self._fetches = threading.Condition()
+        self._pending_fetches = 0
         self.sensor_qos = _SENSOR_QOS
         if str(self.get_parameter("sensor_reliability").value) == "best_effort":
             self.sensor_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=30,
                                          reliability=ReliabilityPolicy.BEST_EFFORT)
         self.patterns = [str(p) for p in self.get_parameter("topics").value]
         self.recorder = TrialRecorder(str(self.get_parameter("output_dir").value),
-                                      queue_size=int(self.get_parameter("queue_size").value))
+                                      queue_size=int(self.get_parameter("queue_size").value),
+                                      flush_interval_s=float(self.get_parameter("flush_interval_s").value))
+        robot = str(self.get_parameter("robot").value)
+        self.description = None
+        if robot:
+            from robopin.robots.description import load_description
+
+            self.description = load_description(robot)
         self.task_status_topic = str(self.get_parameter("task_status_topic").value)
         self._subscribed: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -102,12 +158,44 @@ class RecorderNode(Node):
                 self.unsupported[topic] = type_name
                 self.get_logger().warning(f"cannot record {topic} ({type_name}): {error}")
                 continue
-            qos = _LATCHED_QOS if topic == TF_STATIC_TOPIC else (
+            qos = _LATCHED_QOS if topic in (TF_STATIC_TOPIC, *LATCHED_TOPICS) else (
                 self.sensor_qos if topic.startswith("/cameras/") else _RELIABLE_QOS)
             self._subscribed[topic] = self.create_subscription(
                 cls, topic, self._make_callback(topic, type_name), qos, raw=True)
             self.get_logger().info(f"recording {topic} ({type_name})")
         self._discover_result_clients()
+        self._discover_parameter_nodes()
+
+    def _discover_parameter_nodes(self) -> None:
+        """Fetch the parameters of each configured node once it is up (ros2 param dump's services)."""
+        from rcl_interfaces.srv import GetParameters, ListParameters
+
+        running = {f"{ns.rstrip('/')}/{name}" for name, ns in self.get_node_names_and_namespaces()}
+        for node in self.parameter_nodes:
+            if node in self._parameter_clients or node not in running:
+                continue
+            lister = self.create_client(ListParameters, f"{node}/list_parameters")
+            getter = self.create_client(GetParameters, f"{node}/get_parameters")
+            self._parameter_clients[node] = (lister, getter)
+
+            def on_names(future, node=node, getter=getter) -> None:
+                names = sorted(future.result().result.names) if future.result() is not None else []
+                getter.call_async(GetParameters.Request(names=names)).add_done_callback(
+                    lambda f: self._record_parameters(node, names, f.result()))
+
+            lister.call_async(ListParameters.Request()).add_done_callback(on_names)
+
+    def _record_parameters(self, node: str, names: list[str], response: Any) -> None:
+        """Record one node's parameters as YAML on /robopin/parameters/<node> (kept for every later bag)."""
+        from rclpy.parameter import parameter_value_to_python
+        from std_msgs.msg import String
+
+        if response is None:
+            return
+        values = {name: parameter_value_to_python(value) for name, value in zip(names, response.values, strict=False)}
+        text = yaml.safe_dump({node.lstrip("/"): values}, sort_keys=True)
+        self.recorder.record(f"{PARAMETERS_PREFIX}{node}", "std_msgs/msg/String",
+                             self._exact(String(data=text), "std_msgs/msg/String"), time.time_ns())
 
     def _discover_result_clients(self) -> None:
         """For each recorded action status, a get_result client (the action type comes from its feedback)."""
@@ -164,22 +252,64 @@ class RecorderNode(Node):
         entry = self._result_clients.get(status_topic)
         if entry is None or not entry[0].service_is_ready():
             if stop_after:
-                self._stop_task()
+                self._stop_task_after_fetches()
             return
         client, result_topic, result_type = entry
         request = client.srv_type.Request()
         request.goal_id = UUID(uuid=list(goal_id.uuid))
+        with self._fetches:
+            self._pending_fetches += 1
 
         def on_result(future) -> None:
-            response = future.result()
-            if response is not None:
-                from rclpy.serialization import serialize_message
-
-                self.recorder.record(result_topic, result_type, serialize_message(response), time.time_ns())
+            try:
+                response = future.result()
+                if response is not None:
+                    stamp_ns = time.time_ns()
+                    self.recorder.record(result_topic, result_type, self._exact(response, result_type), stamp_ns)
+                    self._record_planned_trajectories(response.result, stamp_ns)
+            finally:
+                with self._fetches:
+                    self._pending_fetches -= 1
+                    self._fetches.notify_all()
             if stop_after:
-                self._stop_task()
+                self._stop_task_after_fetches()
 
         client.call_async(request).add_done_callback(on_result)
+
+    def _stop_task_after_fetches(self) -> None:
+        """End the task's bag once the results still being fetched (the last PickPlace's) are in it."""
+        def stop() -> None:
+            with self._fetches:
+                self._fetches.wait_for(lambda: self._pending_fetches == 0, timeout=self.result_wait_s)
+            self._stop_task()
+
+        # Off the executor thread: the fetches being waited for complete on the executor.
+        threading.Thread(target=stop, name="recorder-stop", daemon=True).start()
+
+    def _record_planned_trajectories(self, result: Any, stamp_ns: int) -> None:
+        """Write a motion result's planned phases as JointTrajectory messages and their tool path as markers."""
+        from trajectory_msgs.msg import JointTrajectory
+
+        phases = getattr(result, "trajectories", None)  # PickPlace
+        if phases is None and isinstance(getattr(result, "trajectory", None), JointTrajectory):  # MoveToPose
+            phases = [result.trajectory]
+        phases = [p for p in phases or () if isinstance(p, JointTrajectory) and len(p.points)]
+        if not phases:
+            return
+        for phase in phases:
+            self.recorder.record(PLANNED_TRAJECTORY_TOPIC, "trajectory_msgs/msg/JointTrajectory",
+                                 self._exact(phase, "trajectory_msgs/msg/JointTrajectory"), stamp_ns)
+        if self.description is not None:
+            paths = conversions.trajectory_tool_paths(phases, self.description)
+            markers = conversions.tool_paths_to_marker_array(paths, "base", self.get_clock().now().to_msg())
+            self.recorder.record(PLANNED_PATH_MARKERS_TOPIC, "visualization_msgs/msg/MarkerArray",
+                                 self._exact(markers, "visualization_msgs/msg/MarkerArray"), stamp_ns)
+
+    def _exact(self, msg: Any, type_name: str) -> bytes:
+        """A message this node built or was answered with, serialized as DDS would deliver it."""
+        from rclpy.serialization import serialize_message
+
+        return trim_cdr(self.recorder.typestore, serialize_message(msg), type_name)
 
     def _stop_task(self) -> None:
         with self._lock:

@@ -1,8 +1,9 @@
 """replay_node: republishes a trial bag on its original schedule (rate, loop, start offset, topic filters).
 
-Raw CDR bytes go straight to publishers of the recorded types (no decode); ``/tf_static`` is
-published latched (transient local) and sent first even with a start offset, so consumers can place
-the cameras. Topics whose type this environment cannot import are skipped and named in the log. Run::
+Raw CDR bytes go straight to publishers of the recorded types (no decode); ``/tf_static``,
+``/robot_description`` and recorded parameters are published latched (transient local) and sent first
+even with a start offset, so consumers (RViz, tf2) can place the cameras and the robot; ``/tf`` follows
+in recorded order. Topics whose type this environment cannot import are skipped and named in the log. Run::
 
     ros2 run robopin_ros replay_node --ros-args -p bag:=trials/bags/task-1234 -p rate:=0.5 -p loop:=true
 """
@@ -17,7 +18,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from robopin.bags import ReplayOptions, TrialBag, replay
-from robopin.bags.recorder import TF_STATIC_TOPIC
+from robopin.bags.recorder import is_latched_topic
 from robopin_ros.recorder_node import message_class
 from robopin_ros.runtime import run_node
 
@@ -52,7 +53,7 @@ class ReplayNode(Node):
             except (ImportError, AttributeError, ValueError):
                 self.skipped[info.topic] = info.msgtype
                 continue
-            qos = _LATCHED_QOS if info.topic == TF_STATIC_TOPIC else _QOS
+            qos = _LATCHED_QOS if is_latched_topic(info.topic) else _QOS
             self.publishers_by_topic[info.topic] = self.create_publisher(cls, info.topic, qos)
         if self.skipped:
             self.get_logger().warning(f"not replaying topics of types this environment lacks: {self.skipped}")
