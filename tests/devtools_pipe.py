@@ -8,6 +8,7 @@ element's centre), not ``element.click()``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -103,20 +104,16 @@ class Chromium:
         return page
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(DevToolsError):
             self.send("Browser.close", timeout_s=5.0)
-        except DevToolsError:
-            pass
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
         for fd in (self._to_browser, self._from_browser):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 
 class Page:

@@ -26,7 +26,7 @@ from robopin.trials.log import read_trial
 from tests.devtools_pipe import CHROMIUM, Chromium
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (apt-get install chromium)")]
+              pytest.mark.skipif(CHROMIUM is None, reason="no chromium (apt-get install chromium)")]
 
 ROOT = Path(__file__).resolve().parents[2]
 
