@@ -167,8 +167,16 @@ class ConsoleServer:
 
     def _record(self, action: str, **fields: Any) -> None:
         self.events = [*self.events, {"time": time.strftime("%H:%M:%S"), "action": action, **fields}][-200:]
-        if self.protocol is not None and action in ("stop", "instruct", "page_closed", "take_over"):
-            self.protocol.note(f"console: {action} " + " ".join(f"{k}={v}" for k, v in fields.items()))
+        if self.protocol is None:
+            return
+        if action == "page_closed":
+            waiting = self.protocol.request
+            self.protocol.note("console: the operator page was closed" + (
+                f"; trial {waiting.trial_id} still waits: reopen {self.url} or answer here" if waiting else ""),
+                tell=True)
+        elif action in ("stop", "instruct", "take_over"):
+            self.protocol.note(f"console: {action} " + " ".join(f"{k}={v}" for k, v in fields.items()),
+                               tell=action != "instruct")
 
     # ------------------------------------------------------------------ API bodies
     def state(self, token: str) -> dict[str, Any]:
@@ -187,8 +195,7 @@ class ConsoleServer:
             return {"token": new}
         if path == "/api/release":
             if self.seat.release(token):
-                self._record("page_closed", waiting=self.protocol.trial_id if self.protocol is not None
-                             and self.protocol.request is not None else "")
+                self._record("page_closed")
             return {"released": True}
         if path == "/api/stop":  # safety first: any page may stop the arm, seat or not
             result = self.link.stop()

@@ -51,7 +51,7 @@ FAILURE_REASONS: dict[str, str] = {
 }
 """The fixed list an operator picks a failure reason from (in the console, the terminal and judge files)."""
 
-JUDGES = ("operator", "sim")
+JUDGES = ("operator", "sim", "stack")
 STACK_FILE = "stack.json"
 JUDGEMENT_FILE = "judgement.json"
 
@@ -208,7 +208,7 @@ def judgement_from_answer(answer: Any, stack: StackVerdict, *, subgoals_total: i
 
 
 def sim_judgement(stack: StackVerdict) -> Judgement:
-    """The simulator as the judge: the stack's task succeeded and the world check holds.
+    """The simulator as the judge: the stack's task succeeded and the world check holds (judge ``sim``).
 
     A task that reported success on a world that disagrees fails with ``goal_not_met``; otherwise the
     stack's own named failure stands.
@@ -218,8 +218,10 @@ def sim_judgement(stack: StackVerdict) -> Judgement:
     else:
         reason = stack.failure
         note = stack.detail + (f" | world: {stack.world_detail}" if stack.world_success is False else "")
-    return Judgement(not reason, reason, note if reason else "", stack.goals_reached, stack.goals_total, "", "sim",
-                     "simulator", _now())
+    # Without a simulated world (``robopin up --demo`` on a real cell) this is only the stack's own word.
+    judge, source = ("sim", "simulator") if stack.world_success is not None else ("stack", "the stack's verdict")
+    return Judgement(not reason, reason, note if reason else "", stack.goals_reached, stack.goals_total, "", judge,
+                     source, _now())
 
 
 def load_judge_file(path: str | Path) -> list[dict[str, Any]]:

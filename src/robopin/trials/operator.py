@@ -95,6 +95,7 @@ class OperatorProtocol:
         self._answer: Any = None
         self._closed = False
         self._listeners: list[Callable[[SceneRequest | JudgementRequest], None]] = []
+        self._note_listeners: list[Callable[[str], None]] = []
         self.rows: list[dict[str, Any]] = []  # the batch's table so far, for the console
         self.messages: list[str] = []
         self.phase = "idle"  # idle | scene | running | judgement
@@ -151,10 +152,17 @@ class OperatorProtocol:
             self.phase = "idle"
             self._bump()
 
-    def note(self, message: str) -> None:
+    def note(self, message: str, *, tell: bool = False) -> None:
+        """Log a message for the console; ``tell`` also passes it to every front end (the terminal prints it)."""
         with self._cond:
             self.messages = [*self.messages, f"{time.strftime('%H:%M:%S')} {message}"][-50:]
             self._bump()
+        if tell:
+            for listener in list(self._note_listeners):
+                listener(message)
+
+    def add_note_listener(self, listener: Callable[[str], None]) -> None:
+        self._note_listeners.append(listener)
 
     def close(self) -> None:
         """Wake a waiting runner with :class:`OperatorClosedError`; every later answer is refused."""
@@ -272,6 +280,7 @@ class TerminalOperator:
         self.protocol, self.stream, self.out, self.console_url = protocol, stream or sys.stdin, out or sys.stdout, \
             console_url
         protocol.add_listener(self._prompt)
+        protocol.add_note_listener(lambda message: self._say(f"  {message}"))
         self._thread = threading.Thread(target=self._read, name="robopin-terminal-operator", daemon=True)
         self._thread.start()
 

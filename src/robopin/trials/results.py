@@ -55,7 +55,8 @@ def failures_by_reason(summaries: Sequence[TrialSummary]) -> str:
         said = _stack_said(stack)
         # An operator's note is theirs; the simulator's judgement carries the stack's detail instead.
         note = judgement.get("note", "") if _judge(s) == "operator" else s.extra.get("detail", "")
-        lines.append(f"| {s.trial_id} | {s.task} | {s.method} | {s.extra.get('seed', '')} | {_judge(s)} | {reason} | "
+        seed = "" if s.extra.get("seed") is None else s.extra["seed"]
+        lines.append(f"| {s.trial_id} | {s.task} | {s.method} | {seed} | {_judge(s)} | {reason} | "
                      f"{_cell(note)} | {said} |")
     counts = collections.Counter(s.failure for s in failed)
     lines += ["", "Failures by reason: " + ", ".join(f"`{r}` {n}" for r, n in counts.most_common())]
@@ -115,7 +116,8 @@ def judged_results_markdown(summaries: Sequence[TrialSummary], *, title: str = "
     parts = [f"# {title}", ""]
     if command:
         parts += [f"Command: `{command}`", ""]
-    judged = ", ".join(f"{n} by the {'operator' if j == 'operator' else 'simulator'}" for j, n in judges.items())
+    names = {"operator": "the operator", "sim": "the simulator", "stack": "the stack's own verdict"}
+    judged = ", ".join(f"{n} by {names.get(j, j)}" for j, n in judges.items())
     parts += [f"{len(summaries)} trial(s), judged {judged}. Success per task (RoboPIN Table 6 format, from the "
               "judgements):", "", success_table(summaries), "",
               "## Failures by the judge's reason", "", failures_by_reason(summaries), "",
