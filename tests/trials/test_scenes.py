@@ -12,11 +12,14 @@ from robopin.trials.scenes import SceneError, describe_sim_scene, load_trial_sce
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("name, subgoals", [("real_spatial", 1), ("real_multi_view", 1), ("real_long_horizon", 3)])
+@pytest.mark.parametrize("name, subgoals", [("spatial", 1), ("multi_view", 1), ("long_horizon", 3)])
 def test_shipped_real_cell_scenarios_load(name, subgoals):
-    scenario = load_trial_scenario(str(ROOT / "config" / "scenarios" / f"{name}.yaml"))
+    scenario = load_trial_scenario(str(ROOT / "config" / "scenarios" / "real" / f"{name}.yaml"))
     assert scenario.sim is None and scenario.subgoals == subgoals and len(scenario.setup) >= 4
-    assert scenario.name == name.removeprefix("real_") and scenario.instruction.startswith("Pick up")
+    assert scenario.name == name and scenario.instruction.startswith("Pick up")
+    from robopin.sim.scenarios import load_scenario
+
+    assert scenario.instruction == load_scenario(name).instruction  # the same task as the simulator's
 
 
 def test_real_cell_scenario_errors_name_the_key(tmp_path):

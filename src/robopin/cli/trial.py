@@ -309,7 +309,7 @@ class _Batch:
                                        facts.get("instruction", scenario.instruction), subgoals)
 
         method = _method(system)
-        printer = stage_printer() if planned.judge == "operator" else None
+        printer = stage_printer(sys.stdout) if planned.judge == "operator" else None
         try:
             if system.is_sim:
                 # A fresh stack per trial: no frames, poses or goals carry over, as after power-cycling the cell.
