@@ -128,9 +128,11 @@ def _trial(args: argparse.Namespace) -> int:
     command = "robopin trial " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["trial"] else sys.argv[1:])
     print(f"robopin trial: {len(plan)} trial(s) into {out} (ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']}), judged by "
           + ", ".join(sorted({p.judge for p in plan})), flush=True)
+    from robopin.trials.console import ConsoleError
+
     try:
         batch = _Batch(args, out, plan, answers=answers, command=command, overrides=overrides)
-    except JudgementError as error:
+    except (JudgementError, ConsoleError) as error:
         print(f"robopin trial: {error}", file=sys.stderr)
         return 2
     try:
@@ -144,7 +146,7 @@ class _Batch:
 
     def __init__(self, args: argparse.Namespace, out: Path, plan: list[_Planned], *, answers: list | None,
                  command: str, overrides: dict[str, str]) -> None:
-        from robopin.trials.operator import OperatorProtocol, ScriptedOperator, TerminalOperator
+        from robopin.trials.operator import OperatorProtocol, ScriptedOperator
 
         self.args, self.out, self.plan, self.command, self.overrides = args, out, plan, command, overrides
         self.protocol = OperatorProtocol()
@@ -160,6 +162,15 @@ class _Batch:
 
         # The console's link keeps the live views; the trial runner takes each trial's initial views from it.
         self.link = open_console_link(views, arm_prefix=_arm_prefix(plan[0].system), initialize_logging=False)
+        try:
+            self._open_front_ends(args, out, answers)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_front_ends(self, args: argparse.Namespace, out: Path, answers: list | None) -> None:
+        from robopin.trials.operator import TerminalOperator
+
         if self.operator and answers is None:
             url = ""
             if not args.no_console:
@@ -176,13 +187,17 @@ class _Batch:
             TerminalOperator(self.protocol, console_url=url)
 
     def close(self) -> None:
+        """Wake anything waiting for the operator, stop the real cell's stack, the console and its link."""
         self.protocol.close()
         if self.real_bringup is not None:
             self.real_bringup.close()
+            self.real_bringup = None
         if self.console is not None:
             self.console.close()
+            self.console = None
         if self.link is not None:
             self.link.close()
+            self.link = None
 
     # ------------------------------------------------------------------ results
     def write_results(self) -> None:
