@@ -86,3 +86,40 @@ def test_bad_judging_options_are_refused_before_anything_runs(tmp_path):
     result = _robopin("trial", "spatial@0", "--system", "real_xarm6", "--judge", "sim", "--out", str(tmp_path / "d"))
     assert result.returncode == 2 and "only an operator can judge it" in result.stderr, result.stderr
     assert not [path for name in "abcd" for path in (tmp_path / name).glob("*/summary.json")]
+
+
+def test_the_terminal_flow_judges_a_trial_headless(tmp_path):
+    out = tmp_path / "batch"
+    process = subprocess.Popen([sys.executable, "-m", "robopin.cli", "trial", "spatial@0", "--judge", "operator",
+                                "--no-console", "--out", str(out)], cwd=ROOT, env=dict(os.environ),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: list[str] = []
+
+    def until(text: str) -> None:
+        for line in process.stdout:
+            seen.append(line)
+            if text in line:
+                return
+        raise AssertionError(f"never saw {text!r}:\n" + "".join(seen[-40:]))
+
+    try:
+        until("press Enter when the scene is ready")
+        assert any("duck" in line for line in seen), "the scene was not described"
+        process.stdin.write("\n")
+        process.stdin.flush()
+        until("type 'success' or a failure reason")
+        process.stdin.write("wobbly\n")
+        process.stdin.flush()
+        until("not taken: ")
+        process.stdin.write("dropped slipped on the way\n")
+        process.stdin.flush()
+        rest, _ = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, "".join(seen[-40:]) + (rest or "")
+    summary, _ = read_trial(out / "panda-spatial-seed000")
+    judgement = summary.extra["judgement"]
+    assert summary.failure == "dropped" and judgement["note"] == "slipped on the way"
+    assert judgement["source"] == "terminal"
