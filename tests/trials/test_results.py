@@ -1,4 +1,4 @@
-"""Judged results: Table 6 from the judgements, failures by reason, agreement, sub-goals — in results.md and the page."""
+"""Judged results: Table 6 from the judgements, failures by reason, agreement, sub-goals (results.md and the page)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from robopin.trials.report import build_report
 from robopin.trials.results import judged_results_markdown
 
 
-def _trial(root, trial_id, task, stack, answer, subgoals=None):
+def _trial(root, trial_id, task, stack, answer, *, subgoals=None):
     log = TrialLog(root, trial_id)
     log.add_step(TrialStep(step=0, instruction="pick", durations_s={"observe": 0.1, "reason": 0.4, "project": 0.05,
                                                                       "plan": 1.0, "execute": 4.0}))
