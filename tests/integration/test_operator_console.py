@@ -123,7 +123,10 @@ def test_console_drives_a_judged_batch_and_stops_a_moving_arm(tmp_path, ros_cont
                       ".startsWith('panda-spatial-seed000')", 900, "the first judgement request\n" + log())
         assert page.evaluate("!!document.getElementById('view-reasoning-static')"), "no annotated view appeared"
         assert page.text("#judge-stack") == "success"
-        # 'other' without a note is refused, and nothing is judged.
+        # A failure without a reason, and 'other' without a note, are refused, and nothing is judged.
+        page.click("#failure")
+        page.wait_for("document.getElementById('message').textContent.includes('a failure needs a reason')", 20,
+                      "the refusal of a failure without a reason")
         page.evaluate("document.getElementById('reason').value = 'other'")
         page.click("#failure")
         page.wait_for("document.getElementById('message').textContent.includes('needs a note')", 20,

@@ -49,4 +49,4 @@ def test_a_simulated_layout_in_words_names_the_roles():
     assert len(words) == len(scene.layout.placements)
     target = [thing for thing, _ in words if "target" in thing]
     assert len(target) == 1 and "duck" in target[0]
-    assert all("m (toward the static camera)" in place for _, place in words)
+    assert all("m out from the robot base toward the static camera" in place for _, place in words)

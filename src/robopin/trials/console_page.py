@@ -36,7 +36,8 @@ button { font-size: 14px; padding: 5px 12px; margin: 2px; }
    <figcaption id="scene-caption"></figcaption></figure>
   <button id="scene-ready">scene ready</button></section>
  <section id="judge" hidden><h2>Judge trial <span id="judge-trial"></span></h2>
-  <p id="judge-instruction"></p><p>The stack says: <b id="judge-stack"></b></p>
+  <p id="judge-instruction"></p>
+  <p>The stack says: <b id="judge-stack"></b> <span id="judge-detail" class="muted"></span></p>
   <p id="subgoals-row" hidden>sub-goals reached: <input id="subgoals" type="number" min="0" style="width:4em"/>
    of <span id="subgoals-total"></span></p>
   <p><button id="success">success</button></p>
@@ -95,6 +96,8 @@ function renderBatch(batch) {
   const scene = $("scene"), judge = $("judge");
   if (!batch) { scene.hidden = judge.hidden = true; return; }
   if (!reasonsFilled) {
+    const none = document.createElement("option"); none.value = ""; none.textContent = "— failure reason —";
+    $("reason").append(none);
     for (const [name, text] of Object.entries(batch.reasons)) {
       const o = document.createElement("option"); o.value = name; o.textContent = name; o.title = text;
       $("reason").append(o);
@@ -120,7 +123,8 @@ function renderBatch(batch) {
       $("judge-stack").textContent = p.stack.success ? "success" : "failure (" + p.stack.failure + ")";
       $("subgoals-row").hidden = !(p.subgoals_total > 1);
       $("subgoals-total").textContent = p.subgoals_total || "";
-      $("subgoals").value = ""; $("note").value = "";
+      $("subgoals").value = ""; $("note").value = ""; $("reason").value = "";
+      $("judge-detail").textContent = p.stack.detail || "";
     }
   }
   pendingKey = key;

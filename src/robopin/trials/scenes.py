@@ -103,5 +103,6 @@ def describe_sim_scene(scene: Any) -> tuple[tuple[str, str], ...]:
                                                 else "") + ")"
         x, y = placement.xy
         side = "left" if y > 0 else "right"
-        items.append((label, f"x {x:.2f} m (toward the static camera), {abs(y):.2f} m to the robot's {side}"))
+        items.append((label, f"{x:.2f} m out from the robot base toward the static camera, "
+                             f"{abs(y):.2f} m to the robot's {side}"))
     return tuple(items)
