@@ -39,7 +39,7 @@ def test_a_cell_without_a_simulator_is_judged_by_the_operator_through_one_stack(
         judge = tmp_path / "judge.yaml"
         judge.write_text("- {failure: wrong_place, note: the duck went to the red plate}\n- success\n")
         args = argparse.Namespace(resume=False, judge_file=str(judge), no_console=True, console_port=0,
-                                  browser=False, verbose=0)
+                                  no_browser=True, verbose=0)
         plan = [_Planned(system, "spatial", seed, f"panda-spatial-seed{seed:03d}", "operator") for seed in (0, 1)]
         from robopin.trials.judging import load_judge_file
 

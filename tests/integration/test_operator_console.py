@@ -76,7 +76,8 @@ def test_console_drives_a_judged_batch_and_stops_a_moving_arm(tmp_path, ros_cont
     out = tmp_path / "batch"
     process = subprocess.Popen(
         [sys.executable, "-m", "robopin.cli", "trial", "spatial", "--seeds", "2", "--system",
-         str(_system_with_running_physics(tmp_path)), "--judge", "operator", "--console-port", "0", "--out", str(out)],
+         str(_system_with_running_physics(tmp_path)), "--judge", "operator", "--console-port", "0", "--no-browser",
+         "--out", str(out)],
         cwd=ROOT, env=dict(os.environ), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True)
     lines: list[str] = []

@@ -45,10 +45,8 @@ def _console(args: argparse.Namespace) -> int:
             return 2
         print(f"robopin console: {server.url} (views {views}, stop service {prefix}/stop, "
               f"ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}); Ctrl-C ends it", flush=True)
-        if args.browser:
-            import webbrowser
-
-            webbrowser.open(server.url)
+        if not args.no_browser:
+            server.open_in_browser()
         stop = threading.Event()
         try:
             import signal
@@ -76,5 +74,6 @@ def register(subparsers) -> None:
     parser.add_argument("--arm-prefix", default="", help="the arm driver's prefix (default /robopin/arm)")
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to serve on")
     parser.add_argument("--port", type=int, default=8765, help="port (0: any free port)")
-    parser.add_argument("--browser", action="store_true", help="open the page in this machine's browser")
+    parser.add_argument("--no-browser", action="store_true",
+                        help="do not open the page in this machine's browser (opened when a desktop is there)")
     parser.set_defaults(func=_console)

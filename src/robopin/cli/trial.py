@@ -180,10 +180,8 @@ class _Batch:
                                              title=f"robopin trial — {out.name}").start()
                 url = self.console.url
                 print(f"robopin trial: operator console at {url} (open it in a browser on this machine)", flush=True)
-                if args.browser:
-                    import webbrowser
-
-                    webbrowser.open(url)
+                if not args.no_browser:
+                    self.console.open_in_browser()
             TerminalOperator(self.protocol, console_url=url)
 
     def close(self) -> None:
@@ -433,7 +431,8 @@ def register(subparsers) -> None:
                         help="a YAML list of judgements, one per trial, answering instead of a person")
     parser.add_argument("--console-port", type=int, default=8765, help="port of the operator console (0: any free)")
     parser.add_argument("--no-console", action="store_true", help="judge in this terminal only")
-    parser.add_argument("--browser", action="store_true", help="open the console in this machine's browser")
+    parser.add_argument("--no-browser", action="store_true",
+                        help="do not open the console in this machine's browser (opened when a desktop is there)")
     parser.add_argument("--set", dest="arguments", action="append", default=[], metavar="name:=value",
                         help="a system argument, e.g. --set camera_fps:=2 (repeatable)")
     parser.add_argument("--out", default=None, help="output folder (default: trials/trial-<time>)")

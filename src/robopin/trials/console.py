@@ -159,6 +159,15 @@ class ConsoleServer:
         if self._thread is not None:
             self._thread.join(timeout=5.0)
 
+    def open_in_browser(self) -> bool:
+        """Open the page in this machine's browser when there is a desktop to show it on."""
+        import os
+        import webbrowser
+
+        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+            return False  # headless (a robot PC over SSH, CI): a text browser must not take the terminal
+        return webbrowser.open(self.url)
+
     def __enter__(self) -> ConsoleServer:
         return self.start()
 
