@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,8 @@ from robopin.trials.judging import read_stack_verdict
 from robopin.trials.log import read_trial
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_cell_without_a_simulator_is_judged_by_the_operator_through_one_stack(tmp_path, caplog):
@@ -37,10 +40,14 @@ def test_a_cell_without_a_simulator_is_judged_by_the_operator_through_one_stack(
         system = system.with_parameters("projection_node", calibrations=sim_calibrations(scene, system.views))
         assert not system.is_sim
         judge = tmp_path / "judge.yaml"
-        judge.write_text("- {failure: wrong_place, note: the duck went to the red plate}\n- success\n")
+        judge.write_text("- {failure: wrong_place, note: the duck went to the red plate}\n- success\n"
+                         "- {failure: dropped, subgoals: 1}\n")
         args = argparse.Namespace(resume=False, judge_file=str(judge), no_console=True, console_port=0,
                                   no_browser=True, verbose=0)
         plan = [_Planned(system, "spatial", seed, f"panda-spatial-seed{seed:03d}", "operator") for seed in (0, 1)]
+        # A real-cell scenario file (objects and places in words, three sub-goals to count).
+        cell_file = str(ROOT / "config" / "scenarios" / "real" / "long_horizon.yaml")
+        plan.append(_Planned(system, cell_file, 0, "panda-long_horizon-seed000", "operator"))
         from robopin.trials.judging import load_judge_file
 
         batch = _Batch(args, tmp_path / "cell", plan, answers=load_judge_file(judge), command="robopin trial test",
@@ -64,5 +71,12 @@ def test_a_cell_without_a_simulator_is_judged_by_the_operator_through_one_stack(
     for seed in (0, 1):
         assert (out / f"reference-spatial-seed{seed:03d}.png").is_file()  # the layout to set up, rendered
         assert (out / f"panda-spatial-seed{seed:03d}" / "views" / "initial_static.png").is_file()
+    long_horizon, _ = read_trial(out / "panda-long_horizon-seed000")
+    judgement = long_horizon.extra["judgement"]
+    assert long_horizon.task == "long_horizon" and long_horizon.failure == "dropped"
+    assert (judgement["subgoals_reached"], judgement["subgoals_total"]) == (1, 3)
+    assert read_stack_verdict(out / "panda-long_horizon-seed000")[1]["subgoals_total"] == 3
     results = (out / "results.md").read_text()
-    assert "| Spatial | 1/2 |" in results and "`wrong_place`" in results and "the duck went to the red plate" in results
+    assert "Sub-goals reached overall: 1/3." in results
+    assert "| Spatial | 1/2 |" in results and "| Long-horizon | 0/1 |" in results
+    assert "`wrong_place`" in results and "the duck went to the red plate" in results
