@@ -46,7 +46,7 @@ def test_a_cell_without_a_simulator_is_judged_by_the_operator_through_one_stack(
                                   no_browser=True, verbose=0)
         plan = [_Planned(system, "spatial", seed, f"panda-spatial-seed{seed:03d}", "operator") for seed in (0, 1)]
         # A real-cell scenario file (objects and places in words, three sub-goals to count).
-        cell_file = str(ROOT / "config" / "scenarios" / "real" / "long_horizon.yaml")
+        cell_file = str(ROOT / "config" / "real_scenarios" / "long_horizon.yaml")
         plan.append(_Planned(system, cell_file, 0, "panda-long_horizon-seed000", "operator"))
         from robopin.trials.judging import load_judge_file
 

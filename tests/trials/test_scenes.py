@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("name, subgoals", [("spatial", 1), ("multi_view", 1), ("long_horizon", 3)])
 def test_shipped_real_cell_scenarios_load(name, subgoals):
-    scenario = load_trial_scenario(str(ROOT / "config" / "scenarios" / "real" / f"{name}.yaml"))
+    scenario = load_trial_scenario(str(ROOT / "config" / "real_scenarios" / f"{name}.yaml"))
     assert scenario.sim is None and scenario.subgoals == subgoals and len(scenario.setup) >= 4
     assert scenario.name == name and scenario.instruction.startswith("Pick up")
     from robopin.sim.scenarios import load_scenario
