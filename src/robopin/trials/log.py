@@ -30,6 +30,7 @@ __all__ = [
     "TrialLogError",
     "TrialStep",
     "TrialSummary",
+    "encode_png",
     "read_png",
     "read_trial",
     "trial_folders",
@@ -103,15 +104,20 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
 
-def write_png(path: str | Path, rgb: np.ndarray) -> Path:
-    """Write an H×W×3 uint8 RGB image as PNG (stdlib zlib only)."""
+def encode_png(rgb: np.ndarray, level: int = 6) -> bytes:
+    """An H×W×3 uint8 RGB image as PNG bytes (stdlib zlib only; ``level`` 1 for live views)."""
     image = np.ascontiguousarray(rgb)
     if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
         raise TrialLogError(f"a view image must be HxWx3 uint8 RGB, got shape {image.shape} dtype {image.dtype}")
     height, width = image.shape[:2]
     rows = np.hstack([np.zeros((height, 1), np.uint8), image.reshape(height, width * 3)])  # filter 0 per row
-    payload = (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-               + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 6)) + _chunk(b"IEND", b""))
+    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + _chunk(b"IDAT", zlib.compress(rows.tobytes(), level)) + _chunk(b"IEND", b""))
+
+
+def write_png(path: str | Path, rgb: np.ndarray) -> Path:
+    """Write an H×W×3 uint8 RGB image as PNG (stdlib zlib only)."""
+    payload = encode_png(rgb)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(payload)

@@ -121,6 +121,75 @@ def _bar_plot_svg(table: dict[str, dict[str, tuple[int, int]]], methods: list[st
     return "".join(parts) + "</svg>"
 
 
+def _markdown_html(text: str) -> str:
+    """The Markdown tables and lines of :mod:`robopin.trials.results` as HTML (tables, paragraphs, code)."""
+    import re
+
+    def inline(cell: str) -> str:
+        return re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(cell))
+
+    parts, rows = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            if not set(line) <= set("|-: "):
+                rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+            continue
+        if rows:
+            head, *body = rows
+            parts.append("<table><tr>" + "".join(f"<th>{inline(c)}</th>" for c in head) + "</tr>"
+                         + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in row) + "</tr>" for row in body)
+                         + "</table>")
+            rows = []
+        if line.strip():
+            parts.append(f"<p>{inline(line)}</p>")
+    return "".join(parts)
+
+
+def _judged_sections(trials: list[_Trial]) -> str:
+    """Failures by the judge's reason, judge/stack agreement, sub-goal progress and stage timing."""
+    from robopin.system.results import timing_summary
+    from robopin.trials.results import agreement, failures_by_reason, subgoal_progress
+
+    summaries = [t.summary for t in trials]
+    timing = "".join(f"<h3>{html.escape(method)}</h3><pre>"
+                     f"{html.escape(timing_summary([s for s in summaries if s.method == method]).table())}</pre>"
+                     for method in dict.fromkeys(s.method for s in summaries))
+    return (f"<h2>Failures by the judge's reason</h2><div id='failures'>{_markdown_html(failures_by_reason(summaries))}"
+            f"</div><h2>Judge and stack agreement</h2><div id='agreement'>{_markdown_html(agreement(summaries))}</div>"
+            f"<h2>Sub-goal progress (long-horizon)</h2><div id='subgoals'>"
+            f"{_markdown_html(subgoal_progress(summaries))}</div><h2>Stage timing</h2>{timing}")
+
+
+def _verdicts(summary: TrialSummary) -> str:
+    """Who judged the trial and what the stack itself said (trials judged by robopin trial)."""
+    judgement, stack = summary.extra.get("judgement") or {}, summary.extra.get("stack") or {}
+    if not judgement:
+        return ""
+    text = f"judged by the {html.escape(str(judgement.get('judge', 'operator')))}"
+    if judgement.get("source"):
+        text += f" ({html.escape(str(judgement['source']))})"
+    if judgement.get("note"):
+        text += f": {html.escape(str(judgement['note']))}"
+    if judgement.get("subgoals_total"):
+        text += f" · sub-goals {judgement.get('subgoals_reached')}/{judgement['subgoals_total']}"
+    if stack:
+        said = "success" if stack.get("success") else f"failure: {stack.get('failure', '')}"
+        if stack.get("world_success") is not None:
+            said += "; world check " + ("success" if stack["world_success"] else "failure")
+        text += f" · the stack said {html.escape(said)}"
+    return f"<p class='judgement'>{text}</p>"
+
+
+def _initial_views(trial: _Trial, scratch: Path) -> str:
+    images = sorted((trial.folder / "views").glob("initial_*.png"))
+    if not images:
+        return ""
+    figures = "".join(f"<figure><img src='{_png_data_uri(read_png(path), scratch)}' alt='{path.stem}'/>"
+                      f"<figcaption>{html.escape(path.stem.replace('initial_', 'before: '))}</figcaption></figure>"
+                      for path in images)
+    return f"<div class='views initial'>{figures}</div>"
+
+
 def _load(root: Path) -> list[_Trial]:
     trials = []
     for folder in trial_folders(root):
@@ -182,9 +251,11 @@ def build_report(root: str | Path) -> tuple[str, dict[str, Any]]:
                 f"<section class='trial' id='{html.escape(s.trial_id)}'><h3>{html.escape(s.trial_id)} — "
                 f"{html.escape(s.task)} / {html.escape(s.method)}: {verdict}</h3>"
                 f"<p class='muted'>{html.escape(s.instruction)} · {s.steps} step(s) · {s.duration_s:.2f} s</p>"
+                f"{_verdicts(s)}{_initial_views(trial, scratch)}"
                 f"{_timeline_svg(trial.steps)}{''.join(steps_html)}</section>")
     finally:
         scratch.unlink(missing_ok=True)
+    judged = _judged_sections(trials)
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>robopin trial report</title>
 <style>
@@ -198,9 +269,10 @@ section.trial {{ border-top: 2px solid #ddd; }}
 </style></head><body>
 <h1>robopin trial report</h1>
 <p class="muted">{len(trials)} trial(s), {len(table)} task(s), method(s): {html.escape(", ".join(methods))}</p>
-<h2>Success per task</h2>
+<h2>Success per task (RoboPIN Table 6 format, from the judgements)</h2>
 <table id="success-table"><tr><th>task</th>{head_cells}</tr>{''.join(rows)}<tr><th>all</th>{totals}</tr></table>
 {_bar_plot_svg(table, methods)}
+{judged}
 <h2>Trials</h2>
 {''.join(sections)}
 </body></html>

@@ -643,30 +643,37 @@ class TrialOutcome:
 
 def run_trial(bringup: Bringup, root: str | Path, trial_id: str, *, method: str = "",
               on_event: Callable[[FeedbackEvent], None] | None = None,
-              ready_timeout_s: float = 180.0) -> TrialOutcome:
+              ready_timeout_s: float = 180.0, prepare: Callable[[], None] | None = None,
+              judge: Callable[[Any], Any] | None = None, task: str = "", instruction: str = "") -> TrialOutcome:
     """Give a started system's task through Instruct, judge it, and write the trial log and bag.
 
-    Success needs both: the task succeeded (every step planned and executed) and, in simulation, the
-    scenario's success check holds on the final world. Every failure has a name: the planner's reason
-    (``stale_frame``, ``grasp_missed``, ``no_path``, ...), ``task_timeout``, ``instruct_rejected``,
-    ``not_ready`` or ``goal_not_met`` (the task said done but the world disagrees). The recorder's
-    bag of the task is moved into the trial folder.
+    ``prepare()`` runs once the stack is ready, before the instruction (the operator's scene set-up);
+    ``task`` and ``instruction`` name a real cell's scenario (a sim system takes both from its scene).
+    The stack's own verdict (its task result and, in simulation, the scenario's success check on the
+    final world) is written to ``stack.json`` first; then ``judge(verdict)`` returns the
+    :class:`robopin.trials.judging.Judgement` the trial counts by (default: the simulator's,
+    :func:`~robopin.trials.judging.sim_judgement`: the planner's named reason, ``task_timeout``,
+    ``instruct_rejected``, ``not_ready`` or ``goal_not_met``). The recorder's bag of the task is moved
+    into the trial folder.
     """
     from robopin.sim.scenarios import check_success
-    from robopin.trials.log import TrialLog, TrialSummary
+    from robopin.trials.judging import StackVerdict, finish_judged_trial, sim_judgement, write_stack_verdict
+    from robopin.trials.log import TrialLog
 
     started = time.monotonic()
     system = bringup.system
     log = TrialLog(root, trial_id)
-    instruction = system.task.instruction
-    task_name = system.name
+    instruction = instruction or system.task.instruction
+    task_name = task or system.name
     if bringup.scene is not None:
         instruction = instruction or bringup.scene.spec.instruction
         task_name = bringup.scene.spec.name
     run = TaskRun(instruction)
-    failure, detail = "", ""
+    failure, detail, world = "", "", None
     try:
         bringup.wait_ready(ready_timeout_s)
+        if prepare is not None:
+            prepare()
         assert bringup.client is not None, "run_trial needs a Bringup with its task client"
         run = bringup.client.run(instruction, mode=system.task.mode, dry_run=system.task.dry_run,
                                  max_steps=system.task.max_steps, timeout_s=system.task.timeout_s, on_event=on_event)
@@ -674,26 +681,32 @@ def run_trial(bringup: Bringup, root: str | Path, trial_id: str, *, method: str 
         detail = run.message if run.result is None else run.result.message
         if bringup.scene is not None and not system.task.dry_run:
             bringup.scene.world.settle(1.0)
-            report = check_success(bringup.scene)
-            if run.success and not report.success:
-                failure, detail = "goal_not_met", str(report)
-            elif not report.success:
-                detail = f"{detail} | world: {report}"
+            world = check_success(bringup.scene)
     except BringupError as error:
         failure, detail = "not_ready", str(error)
     bag = _collect_bag(bringup, run.task_id, log.folder) if run.task_id else None
     timings = run.timings() if run.start_s else []
-    _write_steps(log, run, timings, failure, dry_run=system.task.dry_run)
-    duration = time.monotonic() - started
-    summary = TrialSummary(
-        trial_id=trial_id, task=task_name, method=method or system.name, success=not failure, failure=failure,
-        steps=len(run.result.reasoning_steps) if run.result is not None else 0, duration_s=duration,
+    world_failed = world is not None and not world.success
+    _write_steps(log, run, timings, failure or ("goal_not_met" if world_failed else ""), dry_run=system.task.dry_run)
+    stack = StackVerdict(
+        success=not failure, failure=failure, detail=detail, task_id=run.task_id,
+        steps_executed=int(run.result.steps_executed) if run.result is not None else 0,
+        world_success=None if world is None else world.success, world_detail="" if world is None else str(world),
+        goals_reached=None if world is None else sum(g.ok for g in world.goals),
+        goals_total=None if world is None else len(world.goals))
+    summary = dict(
+        trial_id=trial_id, task=task_name, method=method or system.name,
+        steps=len(run.result.reasoning_steps) if run.result is not None else 0, duration_s=time.monotonic() - started,
         instruction=instruction, bag=str(bag.relative_to(log.folder)) if bag is not None else "",
-        extra={"system": system.name, "robot": system.robot, "detail": detail, "task_id": run.task_id,
+        extra={"system": system.name, "robot": system.robot, "task_id": run.task_id,
                "scenario": system.sim.scenario if system.sim else "", "seed": system.sim.seed if system.sim else None,
                "timings": [t.as_dict() for t in timings]})
-    log.finish(summary)
-    return TrialOutcome(trial_id, not failure, failure, detail, run, log.folder, bag, timings, duration)
+    # Kept before anyone is asked: a batch stopped while the operator judges loses nothing (--resume asks again).
+    write_stack_verdict(log.folder, stack, summary=summary)
+    judgement = (judge or sim_judgement)(stack)
+    result = finish_judged_trial(log.folder, judgement)
+    return TrialOutcome(trial_id, result.success, result.failure, str(result.extra.get("detail", "")), run,
+                        log.folder, bag, timings, time.monotonic() - started)
 
 
 def _collect_bag(bringup: Bringup, task_id: str, folder: Path, timeout_s: float = 20.0) -> Path | None:

@@ -1,0 +1,208 @@
+"""The operator console's ROS side: live views, the task's stage, Instruct and Stop, over the stack's interfaces.
+
+:class:`ConsoleRosLink` is the link :class:`robopin.trials.console.ConsoleServer` serves. It is a
+client of the interfaces every stack has, nothing more: the camera images
+(``/cameras/<view>/color/image_raw``) and the planner's annotated views
+(``/robopin/reasoning/<view>/image``: pins and IDs drawn), the ExecuteTask feedback and status
+topics, ``/robopin/instruct`` (the same call as ``robopin instruct``), and for Stop both the
+ExecuteTask action's ``cancel_goal`` service with a zero goal id and zero stamp (action_msgs
+CancelGoal.srv: that cancels every goal) and the arm driver's ``<prefix>/stop`` (std_srvs/Trigger,
+``arm_driver_node``). It runs in an rclpy context of its own, so it outlives the per-trial stacks
+``robopin trial`` brings up in the same process, and works as well against a stack in another process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from action_msgs.msg import GoalStatus, GoalStatusArray
+from action_msgs.srv import CancelGoal
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from robopin_interfaces.action import ExecuteTask
+from robopin_interfaces.srv import Instruct
+from sensor_msgs.msg import Image
+from std_srvs.srv import Trigger
+
+from robopin.trials.log import encode_png
+from robopin_ros import conversions
+
+__all__ = ["ConsoleRosLink", "open_console_link"]
+
+_STATUS_NAMES = {GoalStatus.STATUS_ACCEPTED: "accepted", GoalStatus.STATUS_EXECUTING: "executing",
+                 GoalStatus.STATUS_CANCELING: "canceling", GoalStatus.STATUS_SUCCEEDED: "succeeded",
+                 GoalStatus.STATUS_CANCELED: "canceled", GoalStatus.STATUS_ABORTED: "aborted"}
+_TASK_ACTION = "/robopin/execute_task"
+_KINDS = ("camera", "reasoning")
+
+
+def _wait(future, timeout_s: float):
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    return future.result() if done.wait(timeout_s) else None
+
+
+class ConsoleRosLink(Node):
+    """Subscribes to the views and the task, calls Instruct, cancel and stop (see the module docstring)."""
+
+    def __init__(self, views: Sequence[str], *, arm_prefix: str = "/robopin/arm", **node_options: Any) -> None:
+        super().__init__("robopin_operator_console", **node_options)
+        self.view_names = tuple(views)
+        self.arm_prefix = arm_prefix.rstrip("/")
+        self._lock = threading.Lock()
+        self._images: dict[tuple[str, str], tuple[int, Image]] = {}
+        self._png: dict[tuple[str, str], tuple[int, bytes]] = {}
+        self._feedback: dict[str, Any] = {}
+        self._status: dict[bytes, int] = {}
+        self.instruct_client = self.create_client(Instruct, "/robopin/instruct")
+        self.cancel_client = self.create_client(CancelGoal, f"{_TASK_ACTION}/_action/cancel_goal")
+        self.stop_client = self.create_client(Trigger, f"{self.arm_prefix}/stop")
+        for view in self.view_names:
+            self.create_subscription(Image, f"/cameras/{view}/color/image_raw",
+                                     lambda msg, v=view: self._on_image("camera", v, msg), 2)
+            self.create_subscription(Image, f"/robopin/reasoning/{view}/image",
+                                     lambda msg, v=view: self._on_image("reasoning", v, msg), 2)
+        self.create_subscription(ExecuteTask.Impl.FeedbackMessage, f"{_TASK_ACTION}/_action/feedback",
+                                 self._on_feedback, 20)
+        self.create_subscription(GoalStatusArray, f"{_TASK_ACTION}/_action/status", self._on_status, 10)
+
+    def _on_image(self, kind: str, view: str, msg: Image) -> None:
+        """Keep the newest image of a view (encoded only when a page asks for it)."""
+        with self._lock:
+            seq = self._images.get((kind, view), (0, None))[0] + 1
+            self._images[(kind, view)] = (seq, msg)
+
+    def _on_feedback(self, msg: ExecuteTask.Impl.FeedbackMessage) -> None:
+        """Keep the running task's stage."""
+        with self._lock:
+            self._feedback = {"stage": msg.feedback.stage, "step": int(msg.feedback.step),
+                              "detail": msg.feedback.detail, "task_id": bytes(msg.goal_id.uuid).hex()[:8],
+                              "time": time.time()}
+
+    def _on_status(self, msg: GoalStatusArray) -> None:
+        """Keep every task goal's status."""
+        with self._lock:
+            for status in msg.status_list:
+                self._status[bytes(status.goal_info.goal_id.uuid)] = status.status
+
+    # ------------------------------------------------------------------ the ConsoleLink interface
+    def views(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [{"name": view, "kind": kind, "seq": self._images[(kind, view)][0]}
+                    for kind in _KINDS for view in self.view_names if (kind, view) in self._images]
+
+    def latest_color(self, kind: str, view: str) -> np.ndarray | None:
+        """The newest image of a view as RGB (None before the first)."""
+        with self._lock:
+            entry = self._images.get((kind, view))
+        return None if entry is None else conversions.image_msg_to_color(entry[1])
+
+    def png(self, kind: str, view: str) -> bytes | None:
+        with self._lock:
+            entry = self._images.get((kind, view))
+            cached = self._png.get((kind, view))
+        if entry is None:
+            return None
+        if cached is not None and cached[0] == entry[0]:
+            return cached[1]
+        data = encode_png(conversions.image_msg_to_color(entry[1]), level=1)
+        with self._lock:
+            self._png[(kind, view)] = (entry[0], data)
+        return data
+
+    def task(self) -> dict[str, Any]:
+        with self._lock:
+            feedback = dict(self._feedback)
+            status = None
+            for goal_id, code in self._status.items():
+                if feedback and goal_id.hex().startswith(feedback.get("task_id", "-")):
+                    status = code
+        if feedback:
+            feedback["status"] = _STATUS_NAMES.get(status, "") if status is not None else ""
+        return feedback
+
+    def instruct(self, instruction: str, dry_run: bool = False) -> dict[str, Any]:
+        """The same call as ``robopin instruct``: the planner validates and answers at once."""
+        if not self.instruct_client.wait_for_service(timeout_sec=5.0):
+            return {"accepted": False, "task_id": "", "message": "/robopin/instruct is not available: is the stack up?"}
+        response = _wait(self.instruct_client.call_async(Instruct.Request(instruction=instruction, dry_run=dry_run)),
+                         30.0)
+        if response is None:
+            return {"accepted": False, "task_id": "", "message": "/robopin/instruct did not answer within 30 s"}
+        return {"accepted": bool(response.accepted), "task_id": response.task_id, "message": response.message}
+
+    def stop(self) -> dict[str, Any]:
+        """Cancel every ExecuteTask goal and stop the arm; both are tried whatever the other answers."""
+        # action_msgs/srv/CancelGoal: goal id zero and stamp zero cancel all goals.
+        request = CancelGoal.Request()
+        request.goal_info.goal_id.uuid = [0] * 16
+        canceled, cancel_message = [], "the task action's cancel service is not available"
+        if self.cancel_client.wait_for_service(timeout_sec=2.0):
+            answer = _wait(self.cancel_client.call_async(request), 10.0)
+            if answer is None:
+                cancel_message = "the cancel request was not answered within 10 s"
+            else:
+                canceled = [bytes(g.goal_id.uuid).hex()[:8] for g in answer.goals_canceling]
+                cancel_message = (f"canceling task(s) {', '.join(canceled)}" if canceled else "no task was running")
+        arm_ok, arm_message = False, f"{self.arm_prefix}/stop is not available"
+        if self.stop_client.wait_for_service(timeout_sec=2.0):
+            answer = _wait(self.stop_client.call_async(Trigger.Request()), 10.0)
+            if answer is None:
+                arm_message = f"{self.arm_prefix}/stop did not answer within 10 s"
+            else:
+                arm_ok, arm_message = bool(answer.success), answer.message
+        return {"ok": arm_ok, "canceled": canceled, "message": f"STOP: arm {arm_message}; {cancel_message}",
+                "arm": arm_message, "cancel": cancel_message}
+
+
+class _LinkHandle:
+    """A started link in its own context; ``close()`` stops it (and only it)."""
+
+    def __init__(self, link: ConsoleRosLink, executor: MultiThreadedExecutor, context: Context,
+                 thread: threading.Thread) -> None:
+        self.link, self._executor, self._context, self._thread = link, executor, context, thread
+
+    def close(self) -> None:
+        self._executor.shutdown(timeout_sec=2.0)
+        self._thread.join(timeout=5.0)
+        self.link.destroy_node()
+        self._context.try_shutdown()
+
+
+def open_console_link(views: Sequence[str], *, arm_prefix: str = "/robopin/arm",
+                      initialize_logging: bool = True) -> _LinkHandle:
+    """Start a :class:`ConsoleRosLink` spinning in a context and thread of its own.
+
+    ``initialize_logging=False`` where the process brings stacks up and down in the default context
+    (``robopin trial``): rclpy configures logging once per process and finalizes it with the last
+    context, so a console context holding it would keep the first stack's rosout publishers alive
+    and every later stack's nodes would log into a shut-down context.
+    """
+    from robopin.env import apply_ros_environment
+
+    apply_ros_environment()
+    context = Context()
+    context.init(["robopin_console"], initialize_logging=initialize_logging)  # no signal handlers: ours
+    try:
+        link = ConsoleRosLink(views, arm_prefix=arm_prefix, context=context)
+        executor = MultiThreadedExecutor(num_threads=3, context=context)
+        executor.add_node(link)
+    except BaseException:
+        context.try_shutdown()
+        raise
+
+    def spin() -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        with contextlib.suppress(ExternalShutdownException):
+            executor.spin()
+
+    thread = threading.Thread(target=spin, name="robopin-console-ros", daemon=True)
+    thread.start()
+    return _LinkHandle(link, executor, context, thread)
