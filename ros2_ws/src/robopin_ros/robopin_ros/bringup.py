@@ -563,7 +563,7 @@ _STATUS_NAMES = {GoalStatus.STATUS_SUCCEEDED: "succeeded", GoalStatus.STATUS_CAN
                  GoalStatus.STATUS_ABORTED: "aborted"}
 
 
-def cancel_running_tasks(task_id: str = "", *, wait_s: float = 10.0, discover_s: float = 3.0) -> CancelOutcome:
+def cancel_running_tasks(task_id: str = "", *, wait_s: float = 10.0, discover_s: float = 10.0) -> CancelOutcome:
     """From a process of its own: cancel the running task ``task_id`` (a prefix of its id), or every one.
 
     The planner stops the arm before the goal ends ``canceled``. Waits up to ``wait_s`` for each final status.
@@ -572,9 +572,11 @@ def cancel_running_tasks(task_id: str = "", *, wait_s: float = 10.0, discover_s:
         if not client.cancel_client.wait_for_service(timeout_sec=discover_s):
             return CancelOutcome([], {}, "no /robopin/execute_task action server: is a stack running in this ROS "
                                          "domain?")
-        deadline = time.monotonic() + discover_s
+        # The latched status arrives shortly after the subscription matches; a server that never ran a goal
+        # has published none, so this wait is short.
+        deadline = time.monotonic() + min(discover_s, 3.0)
         goals: list[bytes] = []
-        while time.monotonic() < deadline:  # the latched status arrives shortly after the subscription matches
+        while time.monotonic() < deadline:
             goals = [g for g in client.running_goals() if g.hex().startswith(task_id.lower())]
             if goals:
                 break

@@ -388,8 +388,17 @@ class PlannerNode(Node):
     def _cancel_task(self, goal_handle) -> CancelResponse:
         """Accept the cancel; abandon a model request in flight at once (the loop then stops the arm)."""
         if self.guard.active == bytes(goal_handle.goal_id.uuid).hex()[:8]:
-            self._cancel_model_call()
+            # The action server marks the goal canceling only after this callback returns. Abandoning the
+            # model call right here could end the task before that, as aborted instead of canceled.
+            threading.Thread(target=self._cancel_model_once_canceling, args=(goal_handle,),
+                             name="model-cancel", daemon=True).start()
         return CancelResponse.ACCEPT
+
+    def _cancel_model_once_canceling(self, goal_handle, wait_s: float = 2.0) -> None:
+        deadline = time.monotonic() + wait_s
+        while not goal_handle.is_cancel_requested and time.monotonic() < deadline:
+            time.sleep(0.002)
+        self._cancel_model_call()
 
     def _cancel_model_call(self) -> None:
         with self._config_lock:
