@@ -50,8 +50,10 @@ class OmplPlanner(MotionPlanner):
         if config.range_rad > 0.0 and hasattr(self._planner, "setRange"):
             self._planner.setRange(config.range_rad)
         self._setup.setPlanner(self._planner)
-        # OMPL draws from its own global RNG; seeding makes benchmark runs repeatable.
-        ou.RNG.setSeed(config.seed) if hasattr(ou, "RNG") and hasattr(ou.RNG, "setSeed") else None
+        # OMPL draws from its own global RNG; seeding makes benchmark runs repeatable. OMPL ignores a seed
+        # of 0 ("Random generator seed cannot be 0", util/src/RandomNumbers.cpp), our default: shift by one.
+        if hasattr(ou, "RNG") and hasattr(ou.RNG, "setSeed"):
+            ou.RNG.setSeed(config.seed + 1)
         self._scratch = np.zeros(dof)
         self.validity_checks = 0
 

@@ -372,8 +372,9 @@ class TaskClient(Node):
                                  self._on_feedback, 50)
         # The action server's own status QoS (transient local): a client started mid-task (`robopin cancel`)
         # gets the current statuses at once.
-        self.create_subscription(GoalStatusArray, "/robopin/execute_task/_action/status", self._on_status,
-                                 qos_profile_action_status_default)
+        self.status_sub = self.create_subscription(GoalStatusArray, "/robopin/execute_task/_action/status",
+                                                   self._on_status, qos_profile_action_status_default)
+        self.status_received = threading.Event()
         for view in self.views:
             self.create_subscription(Image, f"/cameras/{view}/color/image_raw",
                                      lambda msg, v=view: self._on_image(v, msg), 2)
@@ -405,6 +406,7 @@ class TaskClient(Node):
 
     def _on_status(self, msg: GoalStatusArray) -> None:
         """Record the status of every goal, and learn the full id of ours."""
+        self.status_received.set()
         with self._lock:
             for status in msg.status_list:
                 goal_id = bytes(status.goal_info.goal_id.uuid)
@@ -572,15 +574,13 @@ def cancel_running_tasks(task_id: str = "", *, wait_s: float = 10.0, discover_s:
         if not client.cancel_client.wait_for_service(timeout_sec=discover_s):
             return CancelOutcome([], {}, "no /robopin/execute_task action server: is a stack running in this ROS "
                                          "domain?")
-        # The latched status arrives shortly after the subscription matches; a server that never ran a goal
-        # has published none, so this wait is short.
-        deadline = time.monotonic() + min(discover_s, 3.0)
-        goals: list[bytes] = []
-        while time.monotonic() < deadline:
-            goals = [g for g in client.running_goals() if g.hex().startswith(task_id.lower())]
-            if goals:
-                break
-            time.sleep(0.05)
+        # The server's latched status arrives once the subscription has matched its publisher (slow on a busy
+        # machine); a server that never ran a goal has published none, hence the short wait after matching.
+        deadline = time.monotonic() + discover_s
+        while client.status_sub.get_publisher_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        client.status_received.wait(timeout=max(0.0, min(2.0, deadline - time.monotonic())))
+        goals = [g for g in client.running_goals() if g.hex().startswith(task_id.lower())]
         if not goals:
             which = f"task {task_id!r}" if task_id else "task"
             return CancelOutcome([], {}, f"no running {which}")
