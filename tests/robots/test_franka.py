@@ -106,9 +106,9 @@ def test_waypoint_motion_stays_on_the_planned_path(franka):
     assert tcp_deviation < PlannerConfig().padding_m
 
 
-def test_a_reflex_is_a_fault_until_recovered(franka, franka_sim):
-    start = franka.joint_state().positions
-    trajectory = franka.plan_move(start + np.array([0.6, 0, 0, 0, 0, 0, 0]))
+
+def _execute_until_moving(franka, trajectory, start):
+    """Run ``trajectory`` on a thread; return once joint 1 has moved 0.05 rad (the thread and its result box)."""
     box: dict = {}
     thread = threading.Thread(target=lambda: box.update(result=franka.execute(trajectory)), daemon=True)
     thread.start()
@@ -116,6 +116,12 @@ def test_a_reflex_is_a_fault_until_recovered(franka, franka_sim):
     while abs(franka.joint_state().positions[0] - start[0]) < 0.05:
         assert time.monotonic() < deadline, "the arm never started moving"
         time.sleep(0.01)
+    return thread, box
+
+def test_a_reflex_is_a_fault_until_recovered(franka, franka_sim):
+    start = franka.joint_state().positions
+    trajectory = franka.plan_move(start + np.array([0.6, 0, 0, 0, 0, 0, 0]))
+    thread, box = _execute_until_moving(franka, trajectory, start)
     franka_sim.inject_reflex()
     thread.join(60)
     result = box["result"]
@@ -207,13 +213,7 @@ def test_cancel_mid_motion_stops_the_arm(franka):
     goal = start + np.array([1.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     # Slowed down so the cancel surely lands mid-motion (waypoints carry the slower velocities).
     trajectory = franka.plan_move(goal).scaled(0.3)
-    box: dict = {}
-    thread = threading.Thread(target=lambda: box.update(result=franka.execute(trajectory)), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while abs(franka.joint_state().positions[0] - start[0]) < 0.05:
-        assert time.monotonic() < deadline, "the arm never started moving"
-        time.sleep(0.01)
+    thread, box = _execute_until_moving(franka, trajectory, start)
     assert franka.cancel()
     thread.join(60)
     result = box["result"]
