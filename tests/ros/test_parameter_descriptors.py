@@ -196,9 +196,10 @@ def test_every_parameter_is_described_and_read_only_unless_applied_at_run_time(e
         read_only = sorted(set(names) - dynamic)
         current = _call(client, GetParameters, f"/{name}/get_parameters",
                         GetParameters.Request(names=read_only)).values
-        request = SetParameters.Request(parameters=[ParameterMsg(name=n, value=v) for n, v in zip(read_only, current)])
+        request = SetParameters.Request(
+            parameters=[ParameterMsg(name=n, value=v) for n, v in zip(read_only, current, strict=True)])
         results = _call(client, SetParameters, f"/{name}/set_parameters", request).results
-        accepted = [n for n, r in zip(read_only, results) if r.successful or "read-only" not in r.reason]
+        accepted = [n for n, r in zip(read_only, results, strict=True) if r.successful or "read-only" not in r.reason]
         assert not accepted, f"{name}: read-only parameters not refused as read-only: {accepted}"
 
         # A range is enforced on a dynamic parameter (camera_node's reconnect_period_s).
