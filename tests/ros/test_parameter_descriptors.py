@@ -228,3 +228,10 @@ def test_every_parameter_is_described_and_read_only_unless_applied_at_run_time(e
         node.destroy_node()
         for cleanup in cleanups:
             cleanup()
+
+
+def test_a_value_outside_its_range_stops_the_node_naming_the_bound(ros_context):
+    from robopin_ros.replay_node import ReplayNode
+
+    with pytest.raises(ValueError, match=r"^parameter rate must be >= 0.0, got -1.0$"):
+        ReplayNode(context=ros_context, parameter_overrides=_overrides(rate=-1.0))

@@ -45,6 +45,8 @@ _PASS_THROUGH = ("serial", "filters", "playback_file", "bag_path", "topic_prefix
 # capture → published, then its parts: the backend (capture stamp → read() returned: alignment, filters,
 # decoding), message building, and the three DDS writes.
 _LATENCY_STAGES = ("capture_to_publish", "capture_to_read", "read_to_messages", "messages_to_published")
+
+
 class CameraNode(Node):
     """Reads one camera on a capture thread and publishes color, aligned depth, camera info and health."""
 
@@ -61,8 +63,8 @@ class CameraNode(Node):
         declare(self, "height", 480, "color (and depth) stream height, pixels", min=1)
         declare(self, "fps", 30, "stream frame rate, frames per second", min=1)
         declare(self, "filters", [""], "depth post-processing filters of the backend, in order")
-        declare(self, "playback_file",
-                "", "RealSense .db3 (or .bag) recording played instead of a device (empty: live)")
+        declare(self, "playback_file", "",
+                "RealSense .db3 (or .bag) recording played instead of a device (empty: a live device)")
         declare(self, "bag_path", "", "bag backend: the bag directory or .mcap/.db3 file frames are read from")
         declare(self, "topic_prefix", "", "bag backend: topic prefix of the view in the bag (empty: /cameras/<name>)")
         declare(self, "options", "{}", "YAML mapping of any other backend option")

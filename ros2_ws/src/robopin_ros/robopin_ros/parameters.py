@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.exceptions import InvalidParameterValueException
 from rclpy.node import Node
 
 # rcl_interfaces IntegerRange holds int64 bounds.
@@ -22,7 +23,8 @@ def declare(node: Node, name: str, default: Any, description: str, *, read_only:
     """Declare ``name`` on ``node`` with a descriptor and return its value (the override, if any).
 
     ``min`` / ``max`` are inclusive (rcl_interfaces ranges are); give one or both. An int default gets
-    an IntegerRange, a float default a FloatingPointRange.
+    an IntegerRange, a float default a FloatingPointRange. A value outside the range given at start
+    raises ValueError naming the parameter, its bound and the value.
     """
     descriptor = ParameterDescriptor(description=description, read_only=read_only, dynamic_typing=dynamic_typing)
     if min is not None or max is not None:
@@ -36,4 +38,15 @@ def declare(node: Node, name: str, default: Any, description: str, *, read_only:
             descriptor.floating_point_range = [FloatingPointRange(
                 from_value=-math.inf if min is None else float(min),
                 to_value=math.inf if max is None else float(max), step=0.0)]
-    return node.declare_parameter(name, default, descriptor).value
+    try:
+        return node.declare_parameter(name, default, descriptor).value
+    except InvalidParameterValueException:
+        if not (descriptor.integer_range or descriptor.floating_point_range):
+            raise
+        # rclpy's refusal prints int64 limits and no unit; name the bound instead, with the value given,
+        # read back by declaring the parameter without its range (the node does not start either way).
+        plain = ParameterDescriptor(description=description, read_only=read_only, dynamic_typing=dynamic_typing)
+        value = node.declare_parameter(name, default, plain).value
+        bound = f"in [{min}, {max}]" if min is not None and max is not None else (
+            f">= {min}" if min is not None else f"<= {max}")
+        raise ValueError(f"parameter {name} must be {bound}, got {value!r}") from None

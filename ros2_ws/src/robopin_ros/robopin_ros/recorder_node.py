@@ -104,8 +104,8 @@ class RecorderNode(Node):
                 "action status topic whose goals start and end a task's bag")
         declare(self, "discovery_period_s", 0.5, "seconds between searches for new matching topics (> 0)", min=0.0)
         declare(self, "queue_size", 2000, "messages buffered for the bag writer thread (0: unbounded)", min=0)
-        declare(self, "sensor_reliability",
-                "reliable", "QoS reliability of sensor subscriptions: reliable or best_effort")
+        declare(self, "sensor_reliability", "reliable",
+                "QoS reliability of sensor subscriptions: reliable or best_effort")
         declare(self, "flush_interval_s", DEFAULT_FLUSH_INTERVAL_S,
                 "worst-case loss of a killed recorder: the MCAP chunk is closed and flushed this often, seconds (> 0)",
                 min=0.0)

@@ -58,8 +58,8 @@ class StatePublisherNode(Node):
         calibration_dir = Path(str(p("calibration_dir", "calibration", "folder of <view>.yaml camera mounts")))
         sim_world = str(p("sim_world", "", "simulated world whose ground-truth camera mounts are used (empty: none)"))
         unaligned = yaml.safe_load(str(p("unaligned_depth", "{}",
-                                         "YAML mapping view -> T_color_depth: publishes the depth optical "
-                                         "frame of such views"))) or {}
+                                         "YAML mapping view -> T_color_depth: <view>_depth_optical goes "
+                                         "under <view>_optical"))) or {}
         joint_states_topic = str(p("joint_states_topic", "/joint_states", "topic of the arm's joint states"))
         description = load_description(robot)
         urdf_text = description.urdf_path.read_text(encoding="utf-8")
