@@ -48,6 +48,6 @@ def test_up_names_the_node_that_did_not_start_and_the_arguments_that_set_it():
 def test_trial_stops_at_a_node_that_cannot_start(tmp_path):
     result = _robopin("trial", "spatial@0", "--system", "sim_panda", "--set", "camera_fps:=0", "--out", str(tmp_path))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
-    assert ("robopin trial (panda-spatial-seed000): node 'camera_static' (camera_node) did not start: camera "
-            "'static': fps must be a positive integer, got 0") in result.stderr
+    assert ("robopin trial (panda-spatial-seed000): node 'camera_static' (camera_node) did not start: parameter "
+            "fps must be >= 1, got 0") in result.stderr
     assert "camera_fps:=0" in result.stderr

@@ -38,6 +38,7 @@ from std_srvs.srv import SetBool, Trigger
 from robopin.robots import Arm, ArmError, make_arm, make_arm_config
 from robopin.robots.errors import Reason, TrajectoryError
 from robopin_ros import conversions
+from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 from robopin_ros.single_goal import BUSY_REASON, SingleGoalGuard
 
@@ -48,16 +49,19 @@ class ArmDriverNode(Node):
     def __init__(self, **node_options: Any) -> None:
         super().__init__("arm_driver", **node_options)
         p = self._parameter
-        backend = str(p("backend", "sim"))
-        options = yaml.safe_load(str(p("options", "{}"))) or {}
+        backend = str(p("backend", "sim", "arm backend: sim, xarm or franka"))
+        options = yaml.safe_load(str(p("options", "{}", "YAML mapping of the backend's arm config"))) or {}
         if not isinstance(options, dict):
             raise ValueError(f"parameter options must be a YAML mapping, got {options!r}")
-        prefix = str(p("prefix", "/robopin/arm")).rstrip("/")
-        self.base_frame = str(p("base_frame", "base"))
-        self.enable_on_connect = bool(p("enable_on_connect", True))
-        self.reconnect_period_s = float(p("reconnect_period_s", 2.0))
-        self.feedback_period_s = 1.0 / float(p("feedback_rate_hz", 20.0))
-        state_rate_hz = float(p("state_rate_hz", 50.0))
+        prefix = str(p("prefix", "/robopin/arm",
+                       "name prefix of the driver's actions, services and ee_pose topic")).rstrip("/")
+        self.base_frame = str(p("base_frame", "base", "frame_id of the published end-effector pose"))
+        self.enable_on_connect = bool(p("enable_on_connect", True, "enable the arm (servo on) after each connect"))
+        self.reconnect_period_s = float(p("reconnect_period_s", 2.0,
+                                          "seconds between connect attempts while disconnected (> 0)", min=0.0))
+        self.feedback_period_s = 1.0 / float(p("feedback_rate_hz", 20.0,
+                                               "trajectory action feedback rate in Hz (> 0)", min=0.0))
+        state_rate_hz = float(p("state_rate_hz", 50.0, "joint state and ee_pose publish rate in Hz (> 0)", min=0.0))
         if not (state_rate_hz > 0 and self.reconnect_period_s > 0 and self.feedback_period_s > 0):
             raise ValueError("state_rate_hz, reconnect_period_s and feedback_rate_hz must be > 0")
 
@@ -71,8 +75,10 @@ class ArmDriverNode(Node):
         # Actions and services may block for seconds; state publishing must not wait behind them.
         actions = ReentrantCallbackGroup()
         state = MutuallyExclusiveCallbackGroup()
-        self.joint_state_pub = self.create_publisher(JointState, str(p("joint_states_topic", "/joint_states")), 10)
-        self.ee_pose_pub = self.create_publisher(PoseStamped, str(p("ee_pose_topic", f"{prefix}/ee_pose")), 10)
+        self.joint_state_pub = self.create_publisher(JointState, str(p("joint_states_topic", "/joint_states",
+                                                                       "topic the joint states are published on")), 10)
+        self.ee_pose_pub = self.create_publisher(PoseStamped, str(p("ee_pose_topic", f"{prefix}/ee_pose",
+                                                                    "topic the TCP pose is published on")), 10)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.execute_server = ActionServer(
             self,
@@ -110,8 +116,8 @@ class ArmDriverNode(Node):
         self.create_timer(self.reconnect_period_s, self._ensure_connected, callback_group=actions)
         threading.Thread(target=self._ensure_connected, name="arm-connect", daemon=True).start()
 
-    def _parameter(self, name: str, default):
-        return self.declare_parameter(name, default).value
+    def _parameter(self, name: str, default: Any, description: str, **range_: float) -> Any:
+        return declare(self, name, default, description, **range_)
 
     # ----- connection and state --------------------------------------------------------------------
 

@@ -64,6 +64,7 @@ from robopin.calibration import (
 from robopin.calibration.capture import make_capture_planner
 from robopin.geometry.extrinsics import mount_from_dict
 from robopin_ros import conversions
+from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 
 IMAGE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2, reliability=ReliabilityPolicy.RELIABLE)
@@ -98,41 +99,67 @@ class CalibrationNode(Node):
 
     def __init__(self, **node_kwargs: Any) -> None:
         super().__init__("calibration_node", **node_kwargs)
-        p = self.declare_parameter
-        self.view = str(p("name", "wrist").value)
-        self.kind = str(p("kind", "eye_in_hand").value)
+        p = self._declare
+        self.view = str(p("name", "wrist",
+                          "camera view name (default topics /cameras/<name>/..., output <output_dir>/<name>.yaml)"))
+        self.kind = str(p("kind", "eye_in_hand", "eye_in_hand (wrist camera) or eye_to_hand (static camera)"))
         if self.kind not in ("eye_in_hand", "eye_to_hand"):
             raise ValueError(
                 f"kind must be eye_in_hand (wrist camera) or eye_to_hand (static camera), got {self.kind!r}"
             )
-        prefix = str(p("camera_topic_prefix", "").value) or f"/cameras/{self.view}"
-        self.board = BoardConfig.from_dict(self._yaml("board", p("board", "{}").value))
+        prefix = str(p("camera_topic_prefix", "",
+                       "topic prefix of the camera's color image and info (empty: "
+                       "/cameras/<name>)")) or f"/cameras/{self.view}"
+        self.board = BoardConfig.from_dict(self._yaml("board", p("board", "{}",
+                                                                 "YAML mapping of the calibration board (type, "
+                                                                 "squares_x, square_length_m, ...)")))
         self.detector = BoardDetector(
-            self.board, DetectionConfig(**self._yaml("detection", p("detection", "{}").value))
+            self.board, DetectionConfig(**self._yaml("detection", p("detection", "{}",
+                                                                    "YAML mapping of the board detection settings")))
         )
-        self.solver = SolverConfig(method=str(p("method", "auto").value))
-        self.output_dir = Path(str(p("output_dir", "calibration").value))
-        self.child_frame = str(p("child_frame", "").value) or f"{self.view}_optical"
-        self.serial = str(p("camera_serial", "").value)
-        self.frame_timeout_s = float(p("frame_timeout_s", 10.0).value)
-        self.settle_s = float(p("settle_s", 0.3).value)
-        self.velocity_scale = float(p("velocity_scale", 0.2).value)
-        self.verify_pose_count = int(p("verify_pose_count", 3).value)
+        self.solver = SolverConfig(method=str(p("method", "auto",
+                                                "hand-eye method: auto or tsai, park, horaud, andreff, daniilidis, "
+                                                "shah, li")))
+        self.output_dir = Path(str(p("output_dir", "calibration",
+                                     "folder the solved <name>.yaml calibration is written to")))
+        self.child_frame = str(p("child_frame", "",
+                                 "child frame of the stored mount (empty: <name>_optical)")) or f"{self.view}_optical"
+        self.serial = str(p("camera_serial", "", "camera serial stored with the calibration and checked at verify"))
+        self.frame_timeout_s = float(p("frame_timeout_s", 10.0,
+                                       "seconds to wait for a camera frame before a capture fails", min=0.0))
+        self.settle_s = float(p("settle_s", 0.3,
+                                "seconds the arm rests after a guided move before a frame counts", min=0.0))
+        self.velocity_scale = float(p("velocity_scale", 0.2,
+                                      "guided capture velocity as a fraction of the planner's "
+                                      "maximum, 0..1", min=0.0, max=1.0))
+        self.verify_pose_count = int(p("verify_pose_count", 3, "guided poses re-measured by verify", min=1))
         self.pose_config = PoseGeneratorConfig(
-            count=int(p("pose_count", 20).value),
-            min_distance_m=float(p("min_distance_m", 0.35).value),
-            max_distance_m=float(p("max_distance_m", 0.55).value),
-            max_tilt_deg=float(p("max_tilt_deg", 35.0).value),
-            seed=int(p("seed", 0).value),
+            count=int(p("pose_count", 20, "guided capture poses generated", min=1)),
+            min_distance_m=float(p("min_distance_m", 0.35,
+                                   "closest camera-to-board distance of generated poses, metres", min=0.0)),
+            max_distance_m=float(p("max_distance_m", 0.55,
+                                   "farthest camera-to-board distance of generated poses, metres", min=0.0)),
+            max_tilt_deg=float(p("max_tilt_deg", 35.0,
+                                 "largest viewing angle off the board normal of generated poses, "
+                                 "degrees", min=0.0, max=80.0)),
+            seed=int(p("seed", 0, "random seed of the pose generator")),
         )
-        self.min_center_height_m = float(p("min_center_height_m", 0.2).value)
-        board_pose = self._yaml("board_pose", p("board_pose", "").value)
-        nominal = self._yaml("nominal_mount", p("nominal_mount", "").value)
+        self.min_center_height_m = float(p("min_center_height_m", 0.2,
+                                           "eye_to_hand: generated board centres lower than this base z are drawn "
+                                           "again, metres"))
+        board_pose = self._yaml("board_pose", p("board_pose", "", "guided capture: YAML board pose {translation, rpy}, "
+                                                 "T_base_board (eye_in_hand) or T_ee_board (eye_to_hand)"))
+        nominal = self._yaml("nominal_mount", p("nominal_mount", "", "guided capture: YAML nominal camera mount, "
+                                                "T_ee_cam (eye_in_hand) or T_base_cam (eye_to_hand)"))
         self.T_board = mount_from_dict(board_pose, source="board_pose").T_parent_cam if board_pose else None
         self.T_nominal = mount_from_dict(nominal, source="nominal_mount").T_parent_cam if nominal else None
-        arm_settings = self._yaml("arm", p("arm", "").value)
-        planner_settings = self._yaml("planner", p("planner", "{}").value)
-        table = p("table_height_m", 0.0).value
+        arm_settings = self._yaml("arm", p("arm", "",
+                                           "YAML arm backend config {type, ...} for guided capture (empty: manual, "
+                                           "poses from ee_pose_topic)"))
+        planner_settings = self._yaml("planner", p("planner", "{}",
+                                                   "YAML motion planner settings of the guided capture (type "
+                                                   "defaults to roboplan)"))
+        table = p("table_height_m", 0.0, "table height in the base frame, metres: an obstacle for guided moves")
 
         self.samples: list[CaptureSample] = []
         self._busy = threading.Lock()
@@ -140,7 +167,9 @@ class CalibrationNode(Node):
         self._images: collections.deque[tuple[float, Image]] = collections.deque(maxlen=6)  # (stamp, msg)
         # A frame stamped after the arm settled may have been exposed (or, in the simulator, rendered)
         # partly before: skip this many such frames and use the next.
-        self.skip_frames = int(p("skip_frames", 1).value)
+        self.skip_frames = int(p("skip_frames", 1,
+                                 "frames stamped after the arm settled that are skipped (partly exposed "
+                                 "before)", min=0))
         self._info: CameraInfo | None = None
         self.arm: Any = None
         self.planner: Any = None
@@ -154,7 +183,7 @@ class CalibrationNode(Node):
             self.planner = make_capture_planner(self.arm, planner_settings, table_height_m=table)
         else:
             self.arm = _PoseOnlyArm()
-            topic = str(p("ee_pose_topic", "/robopin/arm/ee_pose").value)
+            topic = str(p("ee_pose_topic", "/robopin/arm/ee_pose", "end-effector pose topic in manual capture"))
             self.create_subscription(PoseStamped, topic, self.arm.update, 10, callback_group=streams)
         self.create_subscription(Image, f"{prefix}/color/image_raw", self._on_image, IMAGE_QOS, callback_group=streams)
         self.create_subscription(
@@ -166,7 +195,8 @@ class CalibrationNode(Node):
         self.create_service(Trigger, "~/solve", self._on_solve, callback_group=services)
         self.create_service(Trigger, "~/verify", self._on_verify, callback_group=services)
         self.create_service(Trigger, "~/clear", self._on_clear, callback_group=services)
-        if bool(p("keyboard", False).value):
+        if bool(p("keyboard", False,
+                  "read keys from the terminal: Enter capture, s solve, v verify, g guided, q quit")):
             threading.Thread(target=self._keyboard_loop, name="calibration-keys", daemon=True).start()
         self.get_logger().info(
             f"calibration_node ready: {self.kind} for {self.view!r} from {prefix}, "
@@ -174,6 +204,9 @@ class CalibrationNode(Node):
         )
 
     # ------------------------------------------------------------------ helpers
+    def _declare(self, name: str, default: Any, description: str, **range_: float) -> Any:
+        return declare(self, name, default, description, **range_)
+
     @staticmethod
     def _yaml(name: str, text: Any) -> dict[str, Any]:
         value = yaml.safe_load(str(text)) if str(text).strip() else {}

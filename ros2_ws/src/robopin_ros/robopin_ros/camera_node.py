@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
@@ -32,6 +32,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from robopin.cameras import Camera, CameraError, CameraTimeoutError, camera_config_from_dict, make_camera
 from robopin.cameras.memory import retain_freed_image_memory
 from robopin_ros import conversions
+from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 
 # Reliable publishers serve both reliable and best-effort subscribers; a few frames of history let a
@@ -44,8 +45,6 @@ _PASS_THROUGH = ("serial", "filters", "playback_file", "bag_path", "topic_prefix
 # capture → published, then its parts: the backend (capture stamp → read() returned: alignment, filters,
 # decoding), message building, and the three DDS writes.
 _LATENCY_STAGES = ("capture_to_publish", "capture_to_read", "read_to_messages", "messages_to_published")
-_READ_ONLY_AFTER_START = ("name", "backend", "serial", "width", "height", "fps", "filters", "options",
-                          "playback_file", "bag_path", "topic_prefix", "align_depth")
 
 
 class CameraNode(Node):
@@ -56,23 +55,27 @@ class CameraNode(Node):
         super().__init__("camera_node", **node_kwargs)
         # Each frame allocates and frees megabytes; keep them mapped rather than fault them in every frame.
         retain_freed_image_memory()
-        self.declare_parameter("name", "camera")
-        self.declare_parameter("backend", "realsense")
+        declare(self, "name", "camera", "camera view name: topics /cameras/<name>/..., frame <name>_optical")
+        declare(self, "backend", "realsense", "camera backend: realsense, zed, sim or bag")
         # Serials are digits: dynamic typing lets `-p serial:=123456` through (as an int) instead of failing.
-        self.declare_parameter("serial", "", ParameterDescriptor(dynamic_typing=True))
-        self.declare_parameter("width", 640)
-        self.declare_parameter("height", 480)
-        self.declare_parameter("fps", 30)
-        self.declare_parameter("filters", [""])
-        self.declare_parameter("playback_file", "")
-        self.declare_parameter("bag_path", "")
-        self.declare_parameter("topic_prefix", "")
-        self.declare_parameter("options", "{}")  # YAML mapping of any other backend option
+        declare(self, "serial", "", "device serial number (empty: the only connected device)", dynamic_typing=True)
+        declare(self, "width", 640, "color (and depth) stream width, pixels", min=1)
+        declare(self, "height", 480, "color (and depth) stream height, pixels", min=1)
+        declare(self, "fps", 30, "stream frame rate, frames per second", min=1)
+        declare(self, "filters", [""], "depth post-processing filters of the backend, in order")
+        declare(self, "playback_file", "",
+                "RealSense .db3 (or .bag) recording played instead of a device (empty: a live device)")
+        declare(self, "bag_path", "", "bag backend: the bag directory or .mcap/.db3 file frames are read from")
+        declare(self, "topic_prefix", "", "bag backend: topic prefix of the view in the bag (empty: /cameras/<name>)")
+        declare(self, "options", "{}", "YAML mapping of any other backend option")
         # realsense-ros's align_depth.enable: false publishes depth/image_rect_raw + depth/camera_info in
         # the depth imager's frame instead of registering every frame to color (RealSense backend only).
-        self.declare_parameter("align_depth", True)
-        self.declare_parameter("reconnect_period_s", 1.0)
-        self.declare_parameter("diagnostics_period_s", 1.0)
+        declare(self, "align_depth", True,
+                "register depth to color in every frame (false: publish depth/image_rect_raw; RealSense only)")
+        # Dynamic: _on_set_parameters applies a new period to the running reconnect loop.
+        declare(self, "reconnect_period_s", 1.0, "seconds between reconnect attempts after a failure (> 0)",
+                read_only=False, min=0.0)
+        declare(self, "diagnostics_period_s", 1.0, "seconds between /diagnostics messages (> 0)", min=0.0)
         self.camera_name = str(self.get_parameter("name").value)
         self.reconnect_period_s = float(self.get_parameter("reconnect_period_s").value)
         self.camera = self._make_camera()
@@ -134,11 +137,8 @@ class CameraNode(Node):
         return make_camera(camera_config_from_dict(data))
 
     def _on_set_parameters(self, parameters) -> SetParametersResult:
-        """Refuse changes that would need a new camera; accept timing changes."""
+        """Apply reconnect_period_s; every other parameter is read-only (it would need a new camera)."""
         for parameter in parameters:
-            if parameter.name in _READ_ONLY_AFTER_START:
-                return SetParametersResult(successful=False,
-                                           reason=f"{parameter.name} is fixed once the camera node has started")
             if parameter.name == "reconnect_period_s":
                 if not float(parameter.value) > 0:
                     return SetParametersResult(successful=False, reason="reconnect_period_s must be > 0")

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 import yaml
 from control_msgs.action import FollowJointTrajectory, GripperCommand
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
@@ -38,10 +37,10 @@ from robopin.motion import PickPlaceConfig, make_planner, plan_pick_place, plann
 from robopin.motion.grasps import GraspConfig
 from robopin.motion.scene import SceneConfig, SceneKeeper, StaleWorldError
 from robopin_ros import conversions
+from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 from robopin_ros.single_goal import BUSY_REASON, SingleGoalGuard
 
-READ_ONLY = ParameterDescriptor(read_only=True)
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
 STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
@@ -60,47 +59,72 @@ class MotionPlannerNode(Node):
     def __init__(self, **node_options: Any) -> None:
         super().__init__("motion_planner_node", **node_options)
         p = self._declare
-        robot = str(p("robot", "panda"))
-        planner_values = yaml.safe_load(str(p("planner", "{type: roboplan}"))) or {}
+        robot = str(p("robot", "panda", "robot description name (panda, fr3, xarm6, ...)"))
+        planner_values = yaml.safe_load(str(p("planner", "{type: roboplan}",
+                                              "YAML mapping of the motion planner config; type: roboplan, "
+                                              "ompl (CPU) or curobo (GPU)"))) or {}
         planner_values.setdefault("type", "roboplan")
         planner_values["robot"] = robot
         self.planner = make_planner(planner_config_from_dict(planner_values))
         self.planner.warmup()
         workspace = WorkspaceBox.from_dict(
-            yaml.safe_load(str(p("workspace", "{min_xyz: [0.1, -0.6, -0.05], max_xyz: [0.9, 0.6, 0.8]}")))
+            yaml.safe_load(str(p("workspace", "{min_xyz: [0.1, -0.6, -0.05], max_xyz: [0.9, 0.6, 0.8]}",
+                                 "YAML workspace box {min_xyz, max_xyz} in the base frame, metres; targets outside "
+                                 "are refused")))
         )
-        table = float(p("table_height_m", 0.0))
+        table = float(p("table_height_m", 0.0,
+                        "table surface height in the base frame, metres (nan: no table collision plane)"))
         self.scene = SceneKeeper(
             self.planner.robot,
             SceneConfig(
                 workspace=workspace,
                 table_height_m=None if math.isnan(table) else table,
-                robot_mask_padding_m=float(p("robot_mask_padding_m", 0.03)),
-                voxel_size_m=float(p("voxel_size_m", 0.01)),
-                max_cloud_age_s=float(p("max_cloud_age_s", 2.0)),
-                require_cloud=bool(p("require_cloud", False)),
-                min_cloud_height_m=float(p("min_cloud_height_m", 0.01)),
-                cloud_wait_s=float(p("cloud_wait_s", 5.0)),
-                arm_still_tolerance_rad=float(p("arm_still_tolerance_rad", 0.005)),
+                robot_mask_padding_m=float(p("robot_mask_padding_m", 0.03,
+                                             "padding around the robot's links removed from the obstacle "
+                                             "cloud, metres", min=0.0)),
+                voxel_size_m=float(p("voxel_size_m", 0.01, "obstacle cloud voxel size, metres", min=0.0)),
+                max_cloud_age_s=float(p("max_cloud_age_s", 2.0,
+                                        "an obstacle cloud older than this many seconds is stale", min=0.0)),
+                require_cloud=bool(p("require_cloud", False, "refuse to plan without a fresh obstacle cloud")),
+                min_cloud_height_m=float(p("min_cloud_height_m", 0.01,
+                                           "cloud points at most this many metres above the table are the table, "
+                                           "not obstacles")),
+                cloud_wait_s=float(p("cloud_wait_s", 5.0,
+                                     "seconds a goal waits for a cloud taken while the arm was still", min=0.0)),
+                arm_still_tolerance_rad=float(p("arm_still_tolerance_rad", 0.005,
+                                                "the arm moved when a joint leaves its rest pose by more "
+                                                "than this, rad", min=0.0)),
             ),
         )
         self.grasp_config = GraspConfig(
-            pre_grasp_distance_m=float(p("pre_grasp_distance_m", 0.10)),
-            grasp_depth_m=float(p("grasp_depth_m", 0.02)),
-            lift_height_m=float(p("lift_height_m", 0.12)),
-            place_clearance_m=float(p("place_clearance_m", 0.01)),
-            pre_place_distance_m=float(p("pre_place_distance_m", 0.10)),
-            retreat_distance_m=float(p("retreat_distance_m", 0.10)),
+            pre_grasp_distance_m=float(p("pre_grasp_distance_m", 0.10,
+                                         "approach distance before the grasp along the gripper axis, metres", min=0.0)),
+            grasp_depth_m=float(p("grasp_depth_m", 0.02,
+                                  "how far below the picked surface point the TCP goes, metres")),
+            lift_height_m=float(p("lift_height_m", 0.12, "lift height after the grasp, metres", min=0.0)),
+            place_clearance_m=float(p("place_clearance_m", 0.01, "gap left under the object when releasing, metres")),
+            pre_place_distance_m=float(p("pre_place_distance_m", 0.10,
+                                         "approach distance before the place pose, metres", min=0.0)),
+            retreat_distance_m=float(p("retreat_distance_m", 0.10,
+                                       "retreat distance after releasing, metres", min=0.0)),
         )
-        self.gripper_open_m = float(p("gripper_open_m", 0.08))
-        self.gripper_max_effort_n = float(p("gripper_max_effort_n", 20.0))
-        self.min_held_width_m = float(p("min_held_width_m", 0.003))
-        self.object_footprint_m = float(p("object_footprint_m", 0.05))
+        self.gripper_open_m = float(p("gripper_open_m", 0.08,
+                                      "gripper opening width for approach and release, metres", min=0.0))
+        self.gripper_max_effort_n = float(p("gripper_max_effort_n", 20.0, "gripper grasp force, newtons", min=0.0))
+        self.min_held_width_m = float(p("min_held_width_m", 0.003,
+                                        "finger width below this after closing means nothing is held, metres", min=0.0))
+        self.object_footprint_m = float(p("object_footprint_m", 0.05,
+                                          "object width and depth assumed for place collision checks, metres", min=0.0))
         # A place point blocked for every place pose may move this far on its surface (0: never).
-        self.place_search_radius_m = float(p("place_search_radius_m", 0.02))
-        self.max_joint_state_age_s = float(p("max_joint_state_age_s", 1.0))
-        self.execution_timeout_s = float(p("execution_timeout_s", 60.0))
-        self.driver_wait_s = float(p("driver_wait_s", 5.0))
+        self.place_search_radius_m = float(p("place_search_radius_m", 0.02,
+                                             "a blocked place point may move this far on its surface, "
+                                             "metres (0: never)", min=0.0))
+        self.max_joint_state_age_s = float(p("max_joint_state_age_s", 1.0,
+                                             "a joint state older than this many seconds refuses the goal", min=0.0))
+        self.execution_timeout_s = float(p("execution_timeout_s", 60.0,
+                                           "seconds a trajectory may run (at least 3x its duration) before "
+                                           "it is canceled", min=0.0))
+        self.driver_wait_s = float(p("driver_wait_s", 5.0, "seconds to wait for the driver's action servers", min=0.0))
 
         self.guard = SingleGoalGuard()
         self._shutting_down = False
@@ -110,20 +134,22 @@ class MotionPlannerNode(Node):
         group = ReentrantCallbackGroup()
         self.create_subscription(
             JointState,
-            str(p("joint_states_topic", "/joint_states")),
+            str(p("joint_states_topic", "/joint_states", "topic of the arm's joint states")),
             self._on_joint_state,
             STATE_QOS,
             callback_group=group,
         )
         self.create_subscription(
             PointCloud2,
-            str(p("cloud_topic", "/robopin/workspace_cloud")),
+            str(p("cloud_topic", "/robopin/workspace_cloud", "topic of the workspace obstacle cloud (PointCloud2)")),
             self._on_cloud,
             SENSOR_QOS,
             callback_group=group,
         )
-        self.execute_action = str(p("execute_action", "/robopin/arm/follow_joint_trajectory"))
-        self.gripper_action = str(p("gripper_action", "/robopin/arm/gripper_cmd"))
+        self.execute_action = str(p("execute_action", "/robopin/arm/follow_joint_trajectory",
+                                    "FollowJointTrajectory action the trajectories are sent to"))
+        self.gripper_action = str(p("gripper_action", "/robopin/arm/gripper_cmd",
+                                    "GripperCommand action the gripper goals are sent to"))
         self.execute_client = ActionClient(self, FollowJointTrajectory, self.execute_action, callback_group=group)
         self.gripper_client = ActionClient(self, GripperCommand, self.gripper_action, callback_group=group)
         self.pick_place_server = ActionServer(
@@ -146,8 +172,8 @@ class MotionPlannerNode(Node):
         )
         self.get_logger().info(f"motion planner ready: {self.planner!r}, workspace {workspace}")
 
-    def _declare(self, name: str, default: Any) -> Any:
-        return self.declare_parameter(name, default, READ_ONLY).value
+    def _declare(self, name: str, default: Any, description: str, **range_: float) -> Any:
+        return declare(self, name, default, description, **range_)
 
     # --- inputs -----------------------------------------------------------------------------------
 

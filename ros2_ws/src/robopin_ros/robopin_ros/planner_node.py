@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import yaml
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
@@ -57,10 +57,10 @@ from robopin.vlm.errors import VLMRequestError
 from robopin.vlm.prompts import check_instruction
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import CameraViewsSubscriber
+from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 from robopin_ros.single_goal import BUSY_REASON, SingleGoalGuard
 
-READ_ONLY = ParameterDescriptor(read_only=True)
 # Parameters a running node accepts changes to (checked by building what they configure).
 _DYNAMIC = ("vlm", "reasoning", "workspace")
 
@@ -241,22 +241,41 @@ class PlannerNode(Node):
     def __init__(self, **node_options: Any) -> None:
         super().__init__("planner_node", **node_options)
         read_only = self._declare_read_only
-        self.views = [v for v in read_only("views", ["static", "wrist"]) if v]
-        self.target_frame = str(read_only("target_frame", "base"))
-        self.service_timeout_s = float(read_only("service_timeout_s", 10.0))
-        self.motion_timeout_s = float(read_only("motion_timeout_s", 120.0))
-        self.velocity_scale = float(read_only("velocity_scale", 0.0))
-        self.publish_images = bool(read_only("publish_images", True))
-        self.project_service = str(read_only("project_service", "/robopin/project_points"))
-        self.pick_place_action = str(read_only("pick_place_action", "/robopin/motion/pick_place"))
+        self.views = [v for v in read_only("views", ["static", "wrist"],
+                                           "camera view names in img_idx order (same order as projection_node's "
+                                           "views)") if v]
+        self.target_frame = str(read_only("target_frame", "base",
+                                          "frame the 3D targets and motion goals are expressed in"))
+        self.service_timeout_s = float(read_only("service_timeout_s", 10.0,
+                                                 "seconds to wait for a ProjectPoints reply or a PickPlace "
+                                                 "goal acceptance", min=0.0))
+        self.motion_timeout_s = float(read_only("motion_timeout_s", 120.0,
+                                                "a PickPlace goal running longer than this many seconds is "
+                                                "canceled (motion_timeout)", min=0.0))
+        self.velocity_scale = float(read_only("velocity_scale", 0.0,
+                                              "fraction of the configured maximum velocity, 0..1 "
+                                              "(0: the motion planner's default)", min=0.0, max=1.0))
+        self.publish_images = bool(read_only("publish_images", True,
+                                             "publish the PinCoT drawn on each view on "
+                                             "/robopin/reasoning/<view>/image"))
+        self.project_service = str(read_only("project_service", "/robopin/project_points",
+                                             "ProjectPoints service of the projection node"))
+        self.pick_place_action = str(read_only("pick_place_action", "/robopin/motion/pick_place",
+                                               "PickPlace action of the motion planner"))
         snapshot = SnapshotConfig(
             tuple(self.views),
-            sync_tolerance_s=float(read_only("sync_tolerance_s", 0.02)),
-            max_age_s=float(read_only("max_frame_age_s", 0.5)),
+            sync_tolerance_s=float(read_only("sync_tolerance_s", 0.02,
+                                             "largest stamp spread inside one multi-view snapshot, seconds", min=0.0)),
+            max_age_s=float(read_only("max_frame_age_s", 0.5,
+                                      "frames older than this many seconds refuse the task with stale_frame", min=0.0)),
         )
-        self.declare_parameter("vlm", "{type: openai}")
-        self.declare_parameter("reasoning", "{}")
-        self.declare_parameter("workspace", "")
+        # Dynamic: _on_set_parameters rebuilds the backend and config while no task runs.
+        declare(self, "vlm", "{type: openai}", "YAML mapping of the VLM backend, with its type (openai, oracle, ...)",
+                read_only=False)
+        declare(self, "reasoning", "{}", "YAML mapping of the reasoning config (mode, max_steps, reasoner, ...)",
+                read_only=False)
+        declare(self, "workspace", "", "YAML workspace box {min_xyz, max_xyz} in target_frame, metres (empty: none)",
+                read_only=False)
         self._backend: VLMBackend | None = None
         self._config: ReasoningConfig | None = None
         self._config_lock = threading.Lock()
@@ -274,8 +293,10 @@ class PlannerNode(Node):
         self._shutting_down = False
         self.observer = _RosObserver(
             self.cameras,
-            float(read_only("snapshot_wait_s", 1.0)),
-            float(read_only("settle_s", 0.1)),
+            float(read_only("snapshot_wait_s", 1.0,
+                            "seconds a task waits for a usable snapshot before refusing", min=0.0)),
+            float(read_only("settle_s", 0.1,
+                            "after a motion, only frames captured this many seconds after it ended count", min=0.0)),
             lambda: self._shutting_down,
         )
         self.project_client = self.create_client(ProjectPoints, self.project_service, callback_group=group)
@@ -299,8 +320,8 @@ class PlannerNode(Node):
         self.get_logger().info(f"planner ready: views {self.views}, backend {self._backend!r}")
 
     # ------------------------------------------------------------------ configuration
-    def _declare_read_only(self, name: str, default: Any) -> Any:
-        return self.declare_parameter(name, default, READ_ONLY).value
+    def _declare_read_only(self, name: str, default: Any, description: str, **range_: float) -> Any:
+        return declare(self, name, default, description, **range_)
 
     def _configure(self, values: dict[str, Any]) -> None:
         """Build the reasoning config and backend from parameter values (raises naming the bad one)."""

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import yaml
 from geometry_msgs.msg import PoseStamped
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -56,11 +55,11 @@ from robopin.geometry import (
 )
 from robopin.geometry.pointcloud import PointCloud
 from robopin_ros import conversions
+from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 
 # Best effort matches both reliable publishers (camera_node) and realsense-ros's sensor-data QoS.
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
-READ_ONLY = ParameterDescriptor(read_only=True)
 
 
 @dataclass
@@ -147,43 +146,70 @@ class ProjectionNode(Node):
     def __init__(self, **node_options: Any) -> None:
         super().__init__("projection_node", **node_options)
         p = self._declare
-        self.view_names = [v for v in p("views", ["static"]) if v]
-        self.target_frame = str(p("target_frame", "base"))
-        camera_prefix = str(p("camera_prefix", "/cameras")).rstrip("/")
-        calibration_dir = Path(str(p("calibration_dir", "calibration")))
-        calibrations = yaml.safe_load(str(p("calibrations", "{}"))) or {}
-        workspace = yaml.safe_load(str(p("workspace", ""))) or None
+        self.view_names = [v for v in p("views", ["static"], "camera view names in img_idx order (0, 1, ...)") if v]
+        self.target_frame = str(p("target_frame", "base", "frame the 3D targets are expressed in"))
+        camera_prefix = str(p("camera_prefix", "/cameras",
+                              "topic prefix of the camera views (<prefix>/<view>/...)")).rstrip("/")
+        calibration_dir = Path(str(p("calibration_dir", "calibration",
+                                     "folder of <view>.yaml camera mounts, used for views missing from calibrations")))
+        calibrations = yaml.safe_load(str(p("calibrations", "{}",
+                                            "YAML mapping view -> camera mount; overrides calibration_dir"))) or {}
+        workspace = yaml.safe_load(str(p("workspace", "",
+                                         "YAML workspace box {min_xyz, max_xyz} in target_frame, metres; "
+                                         "points outside are refused"))) or None
         # view -> T_color_depth (same keys as a calibration) for cameras whose depth is not aligned to color
-        unaligned = yaml.safe_load(str(p("unaligned_depth", "{}"))) or {}
-        self.sync_tolerance_s = float(p("sync_tolerance_s", 0.02))
+        unaligned = yaml.safe_load(str(p("unaligned_depth", "{}",
+                                         "YAML mapping view -> T_color_depth for cameras whose depth is not "
+                                         "aligned to color"))) or {}
+        self.sync_tolerance_s = float(p("sync_tolerance_s", 0.02,
+                                        "largest stamp difference between a view's depth, camera_info and "
+                                        "color, seconds", min=0.0))
         # How far before a request's stamp a view's frame may be (views of one snapshot differ by up to
         # the planner's sync tolerance), and how long frames are kept for requests naming a stamp.
-        self.stamp_tolerance_s = float(p("stamp_tolerance_s", 0.1))
-        self.frame_history_s = float(p("frame_history_s", 10.0))
-        sync_color = bool(p("sync_color", False))
-        ee_pose_topic = str(p("ee_pose_topic", "/robopin/arm/ee_pose"))
-        joint_states_topic = str(p("joint_states_topic", "/joint_states"))
-        robot_description = str(p("robot_description", ""))
-        self.cloud_voxel_m = float(p("cloud_voxel_m", 0.01))
-        cloud_period_s = float(p("cloud_period_s", 0.0))
-        cloud_views = [v for v in p("cloud_views", [""]) if v]
+        self.stamp_tolerance_s = float(p("stamp_tolerance_s", 0.1,
+                                         "how far before a request's stamp a view's frame may be, seconds", min=0.0))
+        self.frame_history_s = float(p("frame_history_s", 10.0,
+                                       "seconds of frames kept for requests that name a stamp", min=0.0))
+        sync_color = bool(p("sync_color", False, "also require a color image synced to each depth frame"))
+        ee_pose_topic = str(p("ee_pose_topic", "/robopin/arm/ee_pose",
+                              "topic of the end-effector pose in the base frame (wrist view poses)"))
+        joint_states_topic = str(p("joint_states_topic", "/joint_states", "topic of the arm's joint states"))
+        robot_description = str(p("robot_description", "",
+                                  "robot description name (panda, xarm6, ...) whose kinematics give wrist poses from "
+                                  "joint states (empty: ee_pose only)"))
+        self.cloud_voxel_m = float(p("cloud_voxel_m", 0.01, "workspace cloud voxel size, metres", min=0.0))
+        cloud_period_s = float(p("cloud_period_s", 0.0,
+                                 "workspace cloud publish period, seconds (0: no cloud)", min=0.0))
+        cloud_views = [v for v in p("cloud_views", [""],
+                                    "views the workspace cloud is built from (empty: all views)") if v]
         depth = DepthConfig(
-            window_px=int(p("window_px", 7)),
-            min_depth_m=float(p("min_depth_m", 0.1)),
-            max_depth_m=float(p("max_depth_m", 3.0)),
-            min_valid_fraction=float(p("min_valid_fraction", 0.3)),
-            edge_gap_m=float(p("edge_gap_m", 0.015)),
+            window_px=int(p("window_px", 7, "side of the depth sample window around a point, pixels (odd)", min=1)),
+            min_depth_m=float(p("min_depth_m", 0.1, "nearest valid depth, metres", min=0.0)),
+            max_depth_m=float(p("max_depth_m", 3.0, "farthest valid depth, metres", min=0.0)),
+            min_valid_fraction=float(p("min_valid_fraction", 0.3,
+                                       "below this fraction of valid samples in the window the "
+                                       "point has no depth", min=0.0, max=1.0)),
+            edge_gap_m=float(p("edge_gap_m", 0.015,
+                               "a jump between neighbouring sorted depth samples larger than this marks an "
+                               "edge, metres", min=0.0)),
         )
         self.workspace = WorkspaceBox.from_dict(workspace) if workspace else None
         config = ProjectionConfig(
             depth=depth,
-            normal_window_px=int(p("normal_window_px", 9)),
+            normal_window_px=int(p("normal_window_px", 9, "window of the surface normal plane fit, pixels", min=1)),
             workspace=self.workspace,
-            pose_tolerance_s=float(p("pose_tolerance_s", 0.05)),
-            fusion_tolerance_m=float(p("fusion_tolerance_m", 0.02)),
-            fusion_policy=str(p("fusion_policy", "refuse")),
-            view_priority=tuple(v for v in p("view_priority", [""]) if v),
-            max_frame_age_s=float(p("max_frame_age_s", 1.0)),
+            pose_tolerance_s=float(p("pose_tolerance_s", 0.05,
+                                     "a wrist view needs an arm pose within this many seconds of the frame", min=0.0)),
+            fusion_tolerance_m=float(p("fusion_tolerance_m", 0.02,
+                                       "estimates of one anchor from several views must agree within this, "
+                                       "metres", min=0.0)),
+            fusion_policy=str(p("fusion_policy", "refuse",
+                                "when views disagree: refuse, prefer_view (see view_priority) or nearest_view")),
+            view_priority=tuple(v for v in p("view_priority", [""],
+                                             "view names, most trusted first (fusion_policy prefer_view)") if v),
+            max_frame_age_s=float(p("max_frame_age_s", 1.0,
+                                    "frames older than this at projection time are refused as stale_frame, "
+                                    "seconds", min=0.0)),
         )
         if not self.view_names:
             raise ValueError("parameter views must name at least one camera view (img_idx 0, 1, ...)")
@@ -257,8 +283,8 @@ class ProjectionNode(Node):
         mounts = ", ".join(f"{v.img_idx}={v.name} ({v.mount.kind if v.mount else 'uncalibrated'})" for v in views)
         self.get_logger().info(f"projection_node ready: views {mounts}; target frame {self.target_frame!r}")
 
-    def _declare(self, name: str, default: Any) -> Any:
-        return self.declare_parameter(name, default, READ_ONLY).value
+    def _declare(self, name: str, default: Any, description: str, **range_: float) -> Any:
+        return declare(self, name, default, description, **range_)
 
     def _load_mount(self, view: str, calibrations: dict, calibration_dir: Path) -> CameraMount | None:
         """Mount of a view from the calibrations parameter, else calibration_dir/<view>.yaml, else None."""

@@ -46,6 +46,7 @@ from robopin.bags.recorder import (
 )
 from robopin.bags.typestore import trim_cdr
 from robopin_ros import conversions
+from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 
 DEFAULT_TOPICS = [
@@ -97,23 +98,27 @@ class RecorderNode(Node):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("recorder_node", **kwargs)
-        self.declare_parameter("output_dir", "trials/bags")
-        self.declare_parameter("topics", DEFAULT_TOPICS)
-        self.declare_parameter("task_status_topic", "/robopin/execute_task/_action/status")
-        self.declare_parameter("discovery_period_s", 0.5)
-        self.declare_parameter("queue_size", 2000)
-        self.declare_parameter("sensor_reliability", "reliable")
-        # Worst-case loss of a killed recorder, seconds: the MCAP chunk is closed and flushed this often.
-        self.declare_parameter("flush_interval_s", DEFAULT_FLUSH_INTERVAL_S)
-        # Robot description name (panda, xarm6, ...) for the tool path of planned trajectories; "" = none.
-        self.declare_parameter("robot", "")
-        # Nodes whose parameters every bag carries (what a replay needs to project as the live node did).
-        self.declare_parameter("parameter_nodes", ["/projection_node"])
+        declare(self, "output_dir", "trials/bags", "folder the per-task bags are written to")
+        declare(self, "topics", DEFAULT_TOPICS, "topic names or glob patterns recorded")
+        declare(self, "task_status_topic", "/robopin/execute_task/_action/status",
+                "action status topic whose goals start and end a task's bag")
+        declare(self, "discovery_period_s", 0.5, "seconds between searches for new matching topics (> 0)", min=0.0)
+        declare(self, "queue_size", 2000, "messages buffered for the bag writer thread (0: unbounded)", min=0)
+        declare(self, "sensor_reliability", "reliable",
+                "QoS reliability of sensor subscriptions: reliable or best_effort")
+        declare(self, "flush_interval_s", DEFAULT_FLUSH_INTERVAL_S,
+                "worst-case loss of a killed recorder: the MCAP chunk is closed and flushed this often, seconds (> 0)",
+                min=0.0)
+        declare(self, "robot", "",
+                "robot description name (panda, xarm6, ...) for the tool path of planned trajectories (empty: none)")
+        declare(self, "parameter_nodes", ["/projection_node"],
+                "nodes whose parameters every bag carries (what a replay needs to project as the live node did)")
         self.parameter_nodes = [str(n) if str(n).startswith("/") else f"/{n}"
                                 for n in self.get_parameter("parameter_nodes").value if n]
         self._parameter_clients: dict[str, Any] = {}
-        # A task's bag closes once the results still being fetched are written, or after this long.
-        self.declare_parameter("result_wait_s", 5.0)
+        declare(self, "result_wait_s", 5.0,
+                "a task's bag closes once the results still being fetched are written, or after this many seconds",
+                min=0.0)
         self.result_wait_s = float(self.get_parameter("result_wait_s").value)
         self._fetches = threading.Condition()
         self._pending_fetches = 0

@@ -19,6 +19,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 
 from robopin.bags import ReplayOptions, TrialBag, replay
 from robopin.bags.recorder import is_latched_topic
+from robopin_ros.parameters import declare
 from robopin_ros.recorder_node import message_class
 from robopin_ros.runtime import run_node
 
@@ -32,12 +33,12 @@ class ReplayNode(Node):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("replay_node", **kwargs)
-        self.declare_parameter("bag", "")
-        self.declare_parameter("rate", 1.0)  # 0 = as fast as possible
-        self.declare_parameter("loop", False)
-        self.declare_parameter("start_offset_s", 0.0)
-        self.declare_parameter("topics", [""])
-        self.declare_parameter("exclude", [""])
+        declare(self, "bag", "", "path of the bag to replay")
+        declare(self, "rate", 1.0, "playback speed factor (0: as fast as possible)", min=0.0)
+        declare(self, "loop", False, "replay again from the start when the bag ends")
+        declare(self, "start_offset_s", 0.0, "seconds into the bag to start from", min=0.0)
+        declare(self, "topics", [""], "topics to replay (empty: all)")
+        declare(self, "exclude", [""], "topics not to replay")
         rate = float(self.get_parameter("rate").value)
         self.options = ReplayOptions(
             rate=math.inf if rate == 0 else rate, loop=bool(self.get_parameter("loop").value),

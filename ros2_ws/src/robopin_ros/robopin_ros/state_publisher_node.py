@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import yaml
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
@@ -33,9 +32,9 @@ from robopin.geometry import CalibrationError, CameraMount, mount_from_dict
 from robopin.robots.description import load_description
 from robopin.robots.state_publisher import UrdfTree, robopin_frame_transforms
 from robopin_ros import conversions
+from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 
-READ_ONLY = ParameterDescriptor(read_only=True)
 # ros/robot_state_publisher, src/robot_state_publisher.cpp: /robot_description with QoS(1).transient_local(),
 # fixed joints through tf2_ros' StaticTransformBroadcaster (/tf_static, depth 1, transient local),
 # /joint_states taken with SensorDataQoS, /tf stamped with the joint state's stamp, mimic joints as
@@ -51,13 +50,17 @@ class StatePublisherNode(Node):
     def __init__(self, **node_options: Any) -> None:
         super().__init__("state_publisher_node", **node_options)
         p = self._declare
-        robot = str(p("robot", "panda"))
-        views = [v for v in p("views", ["static", "wrist"]) if v]
-        calibrations = yaml.safe_load(str(p("calibrations", "{}"))) or {}
-        calibration_dir = Path(str(p("calibration_dir", "calibration")))
-        sim_world = str(p("sim_world", ""))
-        unaligned = yaml.safe_load(str(p("unaligned_depth", "{}"))) or {}
-        joint_states_topic = str(p("joint_states_topic", "/joint_states"))
+        robot = str(p("robot", "panda", "robot description name (panda, fr3, xarm6, ...) whose URDF is published"))
+        views = [v for v in p("views", ["static", "wrist"], "camera views whose mount frames go on /tf_static") if v]
+        calibrations = yaml.safe_load(str(p("calibrations", "{}",
+                                            "YAML mapping view -> camera mount; overrides sim_world and "
+                                            "calibration_dir"))) or {}
+        calibration_dir = Path(str(p("calibration_dir", "calibration", "folder of <view>.yaml camera mounts")))
+        sim_world = str(p("sim_world", "", "simulated world whose ground-truth camera mounts are used (empty: none)"))
+        unaligned = yaml.safe_load(str(p("unaligned_depth", "{}",
+                                         "YAML mapping view -> T_color_depth: <view>_depth_optical goes "
+                                         "under <view>_optical"))) or {}
+        joint_states_topic = str(p("joint_states_topic", "/joint_states", "topic of the arm's joint states"))
         description = load_description(robot)
         urdf_text = description.urdf_path.read_text(encoding="utf-8")
         self.tree = UrdfTree.from_urdf(urdf_text)
@@ -82,8 +85,8 @@ class StatePublisherNode(Node):
             f"state publisher ready: {robot} ({self.tree.root_link} root, {len(self.static_edges)} static frames, "
             f"cameras {[v for v, _ in mounts]})")
 
-    def _declare(self, name: str, default: Any) -> Any:
-        return self.declare_parameter(name, default, READ_ONLY).value
+    def _declare(self, name: str, default: Any, description: str) -> Any:
+        return declare(self, name, default, description)
 
     def _mount(self, view: str, calibrations: dict, sim_world: str, calibration_dir: Path) -> CameraMount | None:
         if view in calibrations:
