@@ -51,3 +51,4 @@ def test_trial_stops_at_a_node_that_cannot_start(tmp_path):
     assert ("robopin trial (panda-spatial-seed000): node 'camera_static' (camera_node) did not start: parameter "
             "fps must be >= 1, got 0") in result.stderr
     assert "camera_fps:=0" in result.stderr
+    assert "prints the traceback" not in result.stderr, "a configuration refusal is not a bug"

@@ -18,13 +18,17 @@ from rclpy.node import Node
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
+class ParameterRangeError(ValueError):
+    """A parameter's start value lies outside its declared range (a configuration refusal, named)."""
+
+
 def declare(node: Node, name: str, default: Any, description: str, *, read_only: bool = True,
             min: float | None = None, max: float | None = None, dynamic_typing: bool = False) -> Any:
     """Declare ``name`` on ``node`` with a descriptor and return its value (the override, if any).
 
     ``min`` / ``max`` are inclusive (rcl_interfaces ranges are); give one or both. An int default gets
     an IntegerRange, a float default a FloatingPointRange. A value outside the range given at start
-    raises ValueError naming the parameter, its bound and the value.
+    raises ParameterRangeError (a ValueError) naming the parameter, its bound and the value.
     """
     descriptor = ParameterDescriptor(description=description, read_only=read_only, dynamic_typing=dynamic_typing)
     if min is not None or max is not None:
@@ -49,4 +53,4 @@ def declare(node: Node, name: str, default: Any, description: str, *, read_only:
         value = node.declare_parameter(name, default, plain).value
         bound = f"in [{min}, {max}]" if min is not None and max is not None else (
             f">= {min}" if min is not None else f"<= {max}")
-        raise ValueError(f"parameter {name} must be {bound}, got {value!r}") from None
+        raise ParameterRangeError(f"parameter {name} must be {bound}, got {value!r}") from None
