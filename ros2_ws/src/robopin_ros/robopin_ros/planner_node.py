@@ -555,8 +555,13 @@ class PlannerNode(Node):
         active = self.guard.active
         return [] if active is None else [f"task {active}"]
 
-    def destroy_node(self) -> None:
+    def destroy_node(self, drain_s: float = 3.0) -> None:
         self.stop_tasks()
+        # Destroyed without runtime.stop_nodes (a test, an embedding program): give a running task a moment
+        # to end with its final status; its goal handle is unusable once the action server is gone.
+        deadline = time.monotonic() + drain_s
+        while self.busy() and time.monotonic() < deadline:
+            time.sleep(0.02)
         if self._backend is not None:
             self._backend.close()
         self.cameras.close()
