@@ -107,9 +107,9 @@ def test_transport_search_keeps_the_held_object_clear_of_the_world(backend, robo
             result = plan.plan_to_pose(start, top_down(0.58, 0.0, 0.22))
         assert result.success, result.message
         # The search itself must see the held object: no path the continuous check has to reject. OMPL
-        # checks motions at a discrete resolution, so it can clip the wall's corner once in a while (seen in
-        # a full-suite run: t=0.215 s, held↔wall); the continuous check rejects that path and the planner
-        # plans again, so for OMPL the success above (and the dense check below) is the requirement.
+        # checks motions at a discrete resolution, so it can clip the wall's corner once in a while; the
+        # continuous check rejects that path and the planner plans again, so for OMPL the success above
+        # (and the dense check below) is the requirement.
         rejected = [r.getMessage() for r in caplog.records if "rejected its own result" in r.getMessage()]
         if backend == "roboplan":
             assert not rejected

@@ -84,7 +84,7 @@ def test_controller_safety_and_tool_mirror_our_settings(xarm_emulator):
 
 
 def test_connect_with_a_standing_error_names_it_and_recover_clears_it(xarm_emulator):
-    """Done when (issue 21): the controller holds C31 before connect; connect, fault, recover, move."""
+    """A controller holding C31 before connect: connect succeeds, fault() names it, recover() clears it, it moves."""
     xarm_emulator.inject_error(31)
     arm = make_arm(XArmConfig(ip=xarm_emulator.settings.host))
     arm.connect()

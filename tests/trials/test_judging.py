@@ -25,7 +25,7 @@ STACK_OK = StackVerdict(success=True, task_id="abcd1234", world_success=True, go
 STACK_REFUSED = StackVerdict(success=False, failure="depth_hole", detail="no depth at the duck")
 
 
-def test_the_reasons_are_the_issue_list():
+def test_the_failure_reasons_are_the_fixed_operator_list():
     assert list(FAILURE_REASONS) == ["wrong_object", "wrong_place", "grasp_failed", "dropped", "collision",
                                      "safety_stop", "refused", "timeout", "other"]
 
