@@ -36,7 +36,7 @@ class ScriptedBackendConfig(VLMConfig):
     """A scripted model: ``texts`` are answered in order (the last one repeats); a tuple entry gives one
     text per sample of an ``n`` > 1 request."""
 
-    type_name: ClassVar[str] = "scripted"
+    type: ClassVar[str] = "scripted"
     model: str = "scripted"
     texts: tuple[Any, ...] = ()
     delay_s: float = 0.0
@@ -45,6 +45,7 @@ class ScriptedBackendConfig(VLMConfig):
 class ScriptedBackend(VLMBackend):
     """Answers each request with the next entry of the script; records every request."""
 
+    config_class = ScriptedBackendConfig
     config: ScriptedBackendConfig
 
     def __init__(self, config: ScriptedBackendConfig) -> None:

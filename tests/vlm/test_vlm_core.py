@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from robopin.vlm.base import (
-    BackendEntry,
     ChatMessage,
     StructuredOutput,
     ViewImage,
@@ -250,10 +249,10 @@ def test_unknown_type_and_unknown_fields_are_named():
 
 
 def test_a_backend_whose_module_is_missing_says_what_it_needs(monkeypatch):
-    from robopin.vlm import base
+    from robopin.vlm import VLM_BACKENDS
 
-    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
-    register_backend("ghost", BackendEntry("robopin.vlm.no_such_module", "C", "B", ("ghost-sdk",)))
+    monkeypatch.setattr(VLM_BACKENDS, "_declared", dict(VLM_BACKENDS._declared))
+    register_backend("ghost", "robopin.vlm.no_such_module", requires=("ghost-sdk",))
     with pytest.raises(BackendUnavailableError, match="needs ghost-sdk"):
         make_backend({"type": "ghost"})
 

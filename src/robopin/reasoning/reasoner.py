@@ -4,8 +4,9 @@
 plug in by configuration through :func:`make_reasoner` (``reasoner: {type: ..., ...}`` in the
 reasoning config) without touching the loop: E-TTS (``type: etts``, in ``robopin.reasoning.tts``)
 samples M traces × N actions, scores them with the backend's verifier (``score_yes_no``) and picks
-one. A reasoner module exposes ``make_reasoner(settings, backend) -> Reasoner``; register a new
-type with :func:`register_reasoner`.
+one. A reasoner type is a factory ``(settings, backend) -> Reasoner`` in :data:`REASONERS`,
+registered with ``@REASONERS.register("<type>")`` in its module; :func:`register_reasoner` adds one
+from outside (the factory itself, or the path of a module that registers it when imported).
 
 Every query carries ``interpret``: the function that validates a sample in this mode (PinCoT,
 R^3 subtask or RoboGPT-R1 plan), so a reasoner can rank and retry without knowing the mode.
@@ -13,14 +14,14 @@ R^3 subtask or RoboGPT-R1 plan), so a reasoner can rank and retry without knowin
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from robopin.reasoning.errors import ReasoningConfigError, TaskCanceled, TaskRefusal
+from robopin.reasoning.errors import ReasoningConfigError, TaskCanceled, TaskRefusal, UnknownReasonerError
 from robopin.reasoning.interfaces import Observation
+from robopin.registry import Registry
 from robopin.vlm.base import ChatMessage, VLMBackend
 from robopin.vlm.errors import (
     BackendUnavailableError,
@@ -125,6 +126,20 @@ class SingleSampleReasoner:
         return f"SingleSampleReasoner({self.backend!r}, temperature={self.temperature})"
 
 
+ReasonerFactory = Callable[[Mapping[str, Any], VLMBackend], Reasoner]
+
+# Type name -> reasoner factory; a declared module (test-time scaling pulls in the action verifiers)
+# is imported only when its type is configured.
+REASONERS: Registry[None, ReasonerFactory] = Registry(
+    "reasoner",
+    unknown_error=UnknownReasonerError,
+    config_error=ReasoningConfigError,
+    unavailable_error=ReasoningConfigError,
+)
+REASONERS.declare("etts", "robopin.reasoning.tts.reasoner")
+
+
+@REASONERS.register("single")
 def _make_single(settings: Mapping[str, Any], backend: VLMBackend) -> SingleSampleReasoner:
     unknown = sorted(set(settings) - {"type", "temperature", "max_tokens"})
     if unknown:
@@ -136,22 +151,18 @@ def _make_single(settings: Mapping[str, Any], backend: VLMBackend) -> SingleSamp
     )
 
 
-_REGISTRY: dict[str, str | Callable[[Mapping[str, Any], VLMBackend], Reasoner]] = {
-    "single": _make_single,
-    # Test-time scaling (issue 10) lives in robopin/reasoning/tts and is imported only when configured.
-    "etts": "robopin.reasoning.tts:make_reasoner",
-}
-
-
-def register_reasoner(type_name: str, factory: str | Callable[[Mapping[str, Any], VLMBackend], Reasoner]) -> None:
-    """Add a reasoner type: a factory, or ``"module:function"`` imported when first used."""
+def register_reasoner(type_name: str, factory: str | ReasonerFactory) -> None:
+    """Add a reasoner type: its factory, or the path of a module that registers it when first used."""
     if not type_name or not type_name.isidentifier():
         raise ReasoningConfigError(f"reasoner type name must be an identifier, got {type_name!r}")
-    _REGISTRY[type_name] = factory
+    if isinstance(factory, str):
+        REASONERS.declare(type_name, factory)
+    else:
+        REASONERS.add_backend(type_name, factory)
 
 
 def reasoner_types() -> tuple[str, ...]:
-    return tuple(sorted(_REGISTRY))
+    return REASONERS.types()
 
 
 def make_reasoner(
@@ -159,14 +170,6 @@ def make_reasoner(
 ) -> Reasoner:
     """Build the reasoner ``settings["type"]`` names; ``defaults`` fill settings it does not give."""
     type_name = settings.get("type")
-    factory = _REGISTRY.get(type_name) if isinstance(type_name, str) else None
-    if factory is None:
-        raise ReasoningConfigError(f"unknown reasoner type {type_name!r}; expected one of {reasoner_types()}")
-    if isinstance(factory, str):
-        module_name, _, function = factory.partition(":")
-        try:
-            factory = getattr(importlib.import_module(module_name), function)
-        except (ImportError, AttributeError) as error:
-            raise ReasoningConfigError(f"reasoner {type_name!r} is not available ({factory}): {error}") from error
+    factory = REASONERS.backend_class(type_name)
     merged = {**(defaults or {}), **settings} if type_name == "single" else dict(settings)
     return factory(merged, backend)

@@ -48,7 +48,7 @@ class OracleBackendConfig(VLMConfig):
     fields (empty: perfect traces); ``seed`` makes error draws reproducible.
     """
 
-    type_name: ClassVar[str] = "oracle"
+    type: ClassVar[str] = "oracle"
 
     model: str = "ground-truth-oracle"
     world: str = "workcell"
@@ -79,6 +79,7 @@ class OracleBackendConfig(VLMConfig):
 class OracleBackend(VLMBackend):
     """Ground-truth perception behind the VLM backend contract (see the module docstring)."""
 
+    config_class = OracleBackendConfig
     config: OracleBackendConfig
 
     def __init__(self, config: OracleBackendConfig) -> None:

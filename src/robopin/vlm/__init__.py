@@ -5,7 +5,7 @@ Importing this package needs only numpy; a backend's own dependencies load when 
 """
 
 from robopin.vlm.base import (
-    BackendEntry,
+    VLM_BACKENDS,
     ChatMessage,
     GenerationResult,
     Sample,
@@ -37,7 +37,7 @@ from robopin.vlm.prompts import PINCOT_ANSWER_SUFFIX, build_messages, build_pinc
 
 __all__ = [
     "PINCOT_ANSWER_SUFFIX",
-    "BackendEntry",
+    "VLM_BACKENDS",
     "BackendUnavailableError",
     "ChatMessage",
     "GenerationResult",

@@ -7,14 +7,16 @@ asked, and :meth:`VLMBackend.score_yes_no` for verifiers (E-TTS). Each backend d
 convention of its model (:class:`~robopin.vlm.points.PointConvention`) so callers can map the points
 in its text back to pixels of the original image.
 
-Backends are built from a config dataclass by :func:`make_backend`, keyed by the config's type name
-and imported lazily, so ``httpx`` or ``torch`` is needed only when that backend is configured.
+Backends are built from a config dataclass by :func:`make_backend`, keyed by the config's ``type``
+through :data:`VLM_BACKENDS` and imported lazily, so ``httpx`` or ``torch`` is needed only when that
+backend is configured.
 
-Writing a backend (the simulator's oracle is one: ``robopin.sim.oracle_backend``): in the module the
-registry names, define ``<Name>Config(VLMConfig)`` as a ``@dataclass(kw_only=True)`` with
-``type_name: ClassVar[str] = "<type>"`` and validation in ``__post_init__`` (call super's first),
-and ``<Name>(VLMBackend)`` whose ``__init__(self, config)`` calls ``super().__init__(config)`` and
-which implements :meth:`VLMBackend.generate` and :meth:`VLMBackend.score_yes_no`. Text it returns
+Writing a backend (the simulator's oracle is one: ``robopin.sim.oracle_backend``): in the module
+declared for its type (:func:`register_backend`), define ``<Name>Config(VLMConfig)`` as a
+``@dataclass(kw_only=True)`` with ``type: ClassVar[str] = "<type>"`` and validation in
+``__post_init__`` (call super's first), and ``<Name>(VLMBackend)`` with ``config_class = <Name>Config``
+whose ``__init__(self, config)`` calls ``super().__init__(config)`` and which implements
+:meth:`VLMBackend.generate` and :meth:`VLMBackend.score_yes_no`. Text it returns
 carries points in the convention its config declares. ``robopin.vlm.contract.check_backend_contract``
 checks the result shapes in the backend's own tests.
 """
@@ -22,15 +24,14 @@ checks the result shapes in the backend's own tests.
 from __future__ import annotations
 
 import abc
-import dataclasses
-import importlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from robopin.registry import Registry
 from robopin.vlm.errors import (
     BackendUnavailableError,
     UnknownBackendError,
@@ -251,19 +252,23 @@ class StructuredOutput:
 
 @dataclass(kw_only=True)
 class VLMConfig:
-    """Fields every backend shares. Subclasses set ``type_name`` and add their own fields.
+    """Fields every backend shares. Subclasses set ``type`` (their registry key) and add their own fields.
 
     ``point_convention`` is how the model writes points; for ``pixels_resized`` the resize fields
     must match the processor the model is served with.
     """
 
-    type_name: ClassVar[str] = ""
+    type: ClassVar[str] = ""
 
     model: str = "vlm"
     point_convention: str = "norm1000"
     resize_factor: int = QWEN25_RESIZE_FACTOR
     min_pixels: int = QWEN25_MIN_PIXELS
     max_pixels: int = QWEN25_MAX_PIXELS
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        VLM_BACKENDS.add_config(cls)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -291,8 +296,16 @@ class VLMConfig:
 class VLMBackend(abc.ABC):
     """A vision-language model that answers chat messages with images.
 
-    Backends are context managers; :meth:`close` releases connections or model memory.
+    Backends are context managers; :meth:`close` releases connections or model memory. A backend
+    names its config dataclass in ``config_class``, which registers it under that config's ``type``.
     """
+
+    config_class: ClassVar[type[VLMConfig]] = VLMConfig
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "config_class" in cls.__dict__:  # a backend names its config; a subclass of one does not register
+            VLM_BACKENDS.add_backend(cls.config_class.type, cls)
 
     def __init__(self, config: VLMConfig) -> None:
         self.config = config
@@ -368,76 +381,32 @@ def check_sampling_arguments(n: int, temperature: float, max_tokens: int, top_lo
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BackendEntry:
-    """Where a backend lives: its module and the names of its config and backend classes there."""
-
-    module: str
-    config_class: str
-    backend_class: str
-    requires: tuple[str, ...] = field(default=())
-
-
-_REGISTRY: dict[str, BackendEntry] = {
-    "openai": BackendEntry("robopin.vlm.openai_backend", "OpenAIBackendConfig", "OpenAIBackend", ("httpx", "pillow")),
-    "transformers": BackendEntry(
-        "robopin.vlm.transformers_backend",
-        "TransformersBackendConfig",
-        "TransformersBackend",
-        ("torch", "transformers", "pillow"),
-    ),
-    # Implemented by the simulator (src/robopin/sim/oracle_backend.py): answers from ground truth.
-    "oracle": BackendEntry("robopin.sim.oracle_backend", "OracleBackendConfig", "OracleBackend"),
-}
+# Type name -> config and backend class; a backend module (and httpx, torch, …) is imported only when used.
+VLM_BACKENDS: Registry[VLMConfig, VLMBackend] = Registry(
+    "VLM backend",
+    unknown_error=UnknownBackendError,
+    config_error=VLMConfigError,
+    unavailable_error=BackendUnavailableError,
+)
+VLM_BACKENDS.declare("openai", "robopin.vlm.openai_backend", requires=("httpx", "pillow"))
+VLM_BACKENDS.declare("transformers", "robopin.vlm.transformers_backend", requires=("torch", "transformers", "pillow"))
+# Implemented by the simulator: answers from ground truth.
+VLM_BACKENDS.declare("oracle", "robopin.sim.oracle_backend")
 
 
-def register_backend(type_name: str, entry: BackendEntry) -> None:
-    """Add or replace a backend type (for deployments with their own model server)."""
-    if not type_name or not type_name.isidentifier():
-        raise VLMConfigError(f"backend type name must be an identifier, got {type_name!r}")
-    _REGISTRY[type_name] = entry
+def register_backend(type_name: str, module: str, *, requires: Sequence[str] = ()) -> None:
+    """Declare a backend type whose ``module`` defines its config and backend (a deployment's own server)."""
+    VLM_BACKENDS.declare(type_name, module, requires=tuple(requires))
 
 
 def backend_types() -> tuple[str, ...]:
     """The registered backend type names."""
-    return tuple(sorted(_REGISTRY))
-
-
-def _load(type_name: str) -> tuple[type[VLMConfig], type[VLMBackend]]:
-    entry = _REGISTRY.get(type_name)
-    if entry is None:
-        raise UnknownBackendError(f"unknown VLM backend type {type_name!r}; expected one of {backend_types()}")
-    try:
-        module = importlib.import_module(entry.module)
-    except ImportError as error:
-        needs = f" (needs {', '.join(entry.requires)})" if entry.requires else ""
-        raise BackendUnavailableError(
-            f"VLM backend {type_name!r} cannot be imported from {entry.module}{needs}: {error}"
-        ) from error
-    try:
-        config_class = getattr(module, entry.config_class)
-        backend_class = getattr(module, entry.backend_class)
-    except AttributeError as error:
-        raise BackendUnavailableError(
-            f"module {entry.module} does not define {entry.config_class} and {entry.backend_class}"
-        ) from error
-    return config_class, backend_class
+    return VLM_BACKENDS.types()
 
 
 def config_from_dict(values: Mapping[str, Any]) -> VLMConfig:
     """Build a backend config from a mapping with a ``type`` key (one YAML block of a deployment)."""
-    values = dict(values)
-    type_name = values.pop("type", None)
-    if not isinstance(type_name, str):
-        raise VLMConfigError(f"a VLM config needs a 'type' among {backend_types()}, got {type_name!r}")
-    config_class, _ = _load(type_name)
-    known = {f.name for f in dataclasses.fields(config_class) if f.init}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise VLMConfigError(
-            f"unknown field(s) {unknown} for VLM backend {type_name!r}; expected some of {sorted(known)}"
-        )
-    return config_class(**values)
+    return VLM_BACKENDS.config_from_dict(values)
 
 
 def make_backend(config: VLMConfig | Mapping[str, Any]) -> VLMBackend:
@@ -446,11 +415,4 @@ def make_backend(config: VLMConfig | Mapping[str, Any]) -> VLMBackend:
         config = config_from_dict(config)
     if not isinstance(config, VLMConfig):
         raise VLMConfigError(f"expected a VLMConfig or a mapping, got {type(config).__name__}")
-    if not config.type_name:
-        raise VLMConfigError(f"{type(config).__name__} does not set type_name")
-    config_class, backend_class = _load(config.type_name)
-    if not isinstance(config, config_class):
-        raise VLMConfigError(
-            f"backend {config.type_name!r} expects a {config_class.__name__}, got {type(config).__name__}"
-        )
-    return backend_class(config)
+    return VLM_BACKENDS.build(config)

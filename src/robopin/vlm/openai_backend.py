@@ -76,7 +76,7 @@ class OpenAIBackendConfig(VLMConfig):
     answers at once; empty for a model that answers directly.
     """
 
-    type_name: ClassVar[str] = "openai"
+    type: ClassVar[str] = "openai"
 
     base_url: str = "http://127.0.0.1:8000/v1"
     api_key: str = ""
@@ -206,6 +206,7 @@ def _normalise_answer_token(token: str) -> str:
 class OpenAIBackend(VLMBackend):
     """Talks to one OpenAI-compatible server through a pooled :class:`httpx.Client`."""
 
+    config_class = OpenAIBackendConfig
     config: OpenAIBackendConfig
 
     def __init__(self, config: OpenAIBackendConfig, transport: httpx.BaseTransport | None = None) -> None:

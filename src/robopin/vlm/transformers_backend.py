@@ -54,7 +54,7 @@ class TransformersBackendConfig(VLMConfig):
     model saw.
     """
 
-    type_name: ClassVar[str] = "transformers"
+    type: ClassVar[str] = "transformers"
 
     model_path: str = ""
     device: str = "auto"
@@ -77,6 +77,7 @@ class TransformersBackendConfig(VLMConfig):
 class TransformersBackend(VLMBackend):
     """Loads the checkpoint once; generation calls are serialised (one model, one forward at a time)."""
 
+    config_class = TransformersBackendConfig
     config: TransformersBackendConfig
 
     def __init__(self, config: TransformersBackendConfig) -> None:

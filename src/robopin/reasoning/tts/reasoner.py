@@ -35,7 +35,7 @@ from robopin.pincot.prompts import HistoryEntry, PromptTemplates, feedback_promp
 from robopin.pincot.trace import Trace
 from robopin.reasoning.errors import TaskRefusal
 from robopin.reasoning.interfaces import Actor, TargetProjector
-from robopin.reasoning.reasoner import Reasoning, ReasoningQuery, refusal_from_vlm_error
+from robopin.reasoning.reasoner import REASONERS, Reasoning, ReasoningQuery, refusal_from_vlm_error
 from robopin.reasoning.tts.candidates import ActionCandidate, SegmentCache, action_candidates
 from robopin.reasoning.tts.config import TTSConfig
 from robopin.reasoning.tts.selection import Selection, joint_scores, normalize, select
@@ -583,8 +583,9 @@ def _selection_dict(selection: Selection) -> dict[str, Any]:
     }
 
 
+@REASONERS.register("etts")
 def make_reasoner(settings: Mapping[str, Any], backend: VLMBackend) -> ETTSReasoner:
-    """The ``etts`` reasoner factory the loop's registry imports (``reasoner: {type: etts, ...}``)."""
+    """The ``etts`` reasoner factory (``reasoner: {type: etts, ...}`` in the reasoning config)."""
     config = TTSConfig.from_dict(settings)
     verifier_backend = None
     if config.reasoning_verifier.vlm is not None:
