@@ -22,13 +22,14 @@ from typing import Any, Literal, Protocol
 from robopin.reasoning.errors import ReasoningConfigError, TaskCanceled, TaskRefusal, UnknownReasonerError
 from robopin.reasoning.interfaces import Observation
 from robopin.registry import Registry
-from robopin.vlm.base import ChatMessage, VLMBackend
+from robopin.vlm.base import ChatMessage, SamplingParams, VLMBackend
 from robopin.vlm.errors import (
     BackendUnavailableError,
     VLMCanceledError,
     VLMConnectionError,
     VLMError,
     VLMModelNotFoundError,
+    VLMRequestError,
     VLMTimeoutError,
 )
 
@@ -103,16 +104,13 @@ class SingleSampleReasoner:
 
     def __init__(self, backend: VLMBackend, *, temperature: float = 0.0, max_tokens: int = 1024) -> None:
         self.backend = backend
-        self.temperature = float(temperature)
-        self.max_tokens = int(max_tokens)
+        self.sampling = SamplingParams(n=1, temperature=temperature, max_tokens=max_tokens)
 
     def reason(self, query: ReasoningQuery) -> Reasoning:
         """Sample once and validate the sample."""
         start = time.perf_counter()
         try:
-            result = self.backend.generate(
-                list(query.messages), n=1, temperature=self.temperature, max_tokens=self.max_tokens
-            )
+            result = self.backend.generate(list(query.messages), self.sampling)
         except VLMError as error:
             raise refusal_from_vlm_error(error) from error
         elapsed = time.perf_counter() - start
@@ -123,7 +121,7 @@ class SingleSampleReasoner:
         return Reasoning(text, query.interpret(text), result.model, generation_time_s, candidates=(text,))
 
     def __repr__(self) -> str:
-        return f"SingleSampleReasoner({self.backend!r}, temperature={self.temperature})"
+        return f"SingleSampleReasoner({self.backend!r}, temperature={self.sampling.temperature})"
 
 
 ReasonerFactory = Callable[[Mapping[str, Any], VLMBackend], Reasoner]
@@ -146,9 +144,12 @@ def _make_single(settings: Mapping[str, Any], backend: VLMBackend) -> SingleSamp
         raise ReasoningConfigError(
             f"unknown setting(s) {unknown} for reasoner 'single'; expected temperature, max_tokens"
         )
-    return SingleSampleReasoner(
-        backend, temperature=float(settings.get("temperature", 0.0)), max_tokens=int(settings.get("max_tokens", 1024))
-    )
+    try:
+        return SingleSampleReasoner(
+            backend, temperature=settings.get("temperature", 0.0), max_tokens=settings.get("max_tokens", 1024)
+        )
+    except VLMRequestError as error:
+        raise ReasoningConfigError(f"reasoner 'single': {error}") from error
 
 
 def register_reasoner(type_name: str, factory: str | ReasonerFactory) -> None:

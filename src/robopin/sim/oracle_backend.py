@@ -25,11 +25,10 @@ from robopin.vlm.base import (
     ChatMessage,
     GenerationResult,
     Sample,
-    StructuredOutput,
+    SamplingParams,
     VLMBackend,
     VLMConfig,
     YesNoScore,
-    check_sampling_arguments,
     images_in,
     validate_messages,
 )
@@ -109,30 +108,15 @@ class OracleBackend(VLMBackend):
                 f"oracle backend is configured for views {self.config.views} but the request has {len(images)} image(s)"
             )
 
-    def generate(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
-        structured: StructuredOutput | None = None,
-    ) -> GenerationResult:
+    def _generate(self, messages: list[ChatMessage], params: SamplingParams) -> GenerationResult:
         """Write ``n`` traces for the scene's current state (independent error draws per sample)."""
-        check_sampling_arguments(n, temperature, max_tokens, top_logprobs)
-        messages = validate_messages(messages)
         self._check_images(messages)
         start = time.perf_counter()
-        base_seed = self.config.seed if seed is None else int(seed)
+        base_seed = self.config.seed if params.seed is None else params.seed
         oracle = self._oracle(base_seed)
         rendered = oracle.render()
         samples = []
-        for k in range(n):
+        for k in range(params.n):
             sampler = oracle if k == 0 else self._oracle(base_seed + 7919 * (k + 1) + self._calls)
             trace = sampler.write(rendered)
             samples.append(Sample(trace.text, "stop", None))

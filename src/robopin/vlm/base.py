@@ -16,7 +16,8 @@ declared for its type (:func:`register_backend`), define ``<Name>Config(VLMConfi
 ``@dataclass(kw_only=True)`` with ``type: ClassVar[str] = "<type>"`` and validation in
 ``__post_init__`` (call super's first), and ``<Name>(VLMBackend)`` with ``config_class = <Name>Config``
 whose ``__init__(self, config)`` calls ``super().__init__(config)`` and which implements
-:meth:`VLMBackend.generate` and :meth:`VLMBackend.score_yes_no`. Text it returns
+:meth:`VLMBackend._generate` (it gets messages and :class:`SamplingParams` already checked by
+:meth:`VLMBackend.generate`) and :meth:`VLMBackend.score_yes_no`. Text it returns
 carries points in the convention its config declares. ``robopin.vlm.contract.check_backend_contract``
 checks the result shapes in the backend's own tests.
 """
@@ -245,6 +246,73 @@ class StructuredOutput:
             raise VLMRequestError(f"structured output kind must be choice, json or regex, got {self.kind!r}")
 
 
+# The OpenAI chat-completions API takes top_logprobs in 0..20 (and only together with logprobs=true).
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one :meth:`VLMBackend.generate` call, validated once when it is built.
+
+    The fields mean what the OpenAI chat-completions API and vLLM's ``SamplingParams`` mean by them:
+    ``n`` completions of at most ``max_tokens`` tokens each, at ``temperature`` (0: greedy) with
+    nucleus ``top_p`` (None: the backend's default, no cut) and ``seed`` (None: unseeded); generation
+    ends at any ``stop`` string; ``logprobs`` asks for each token's log-probability and
+    ``top_logprobs`` for that many alternatives per step; ``structured`` constrains the output's
+    shape on servers with guided decoding. A backend may refuse a combination its runtime cannot do
+    (vLLM: ``n > 1`` greedy samples; transformers: ``structured``), naming it.
+    """
+
+    n: int = 1
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    logprobs: bool = False
+    top_logprobs: int = 0
+    structured: StructuredOutput | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("n", "max_tokens"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise VLMRequestError(f"{name} must be an integer >= 1, got {value!r}")
+        temperature = self.temperature
+        if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not temperature >= 0.0:
+            raise VLMRequestError(f"temperature must be a number >= 0, got {temperature!r}")
+        if not math.isfinite(temperature):
+            raise VLMRequestError(f"temperature must be finite, got {temperature!r}")
+        object.__setattr__(self, "temperature", float(temperature))
+        top_p = self.top_p
+        if top_p is not None:
+            # vLLM sampling_params.py _verify_args: "top_p must be in (0, 1]".
+            if isinstance(top_p, bool) or not isinstance(top_p, int | float) or not 0.0 < top_p <= 1.0:
+                raise VLMRequestError(f"top_p must be in (0, 1] or None, got {top_p!r}")
+            object.__setattr__(self, "top_p", float(top_p))
+        if self.seed is not None and not _is_int(self.seed):
+            raise VLMRequestError(f"seed must be an integer or None, got {self.seed!r}")
+        stop = self.stop
+        stop = () if stop is None else (stop,) if isinstance(stop, str) else stop
+        if not isinstance(stop, Sequence) or not all(isinstance(s, str) and s for s in stop):
+            # vLLM refuses an empty stop string ("stop cannot contain an empty string").
+            raise VLMRequestError(f"stop must be a list of non-empty strings, got {self.stop!r}")
+        object.__setattr__(self, "stop", tuple(stop))
+        if not isinstance(self.logprobs, bool):
+            raise VLMRequestError(f"logprobs must be True or False, got {self.logprobs!r}")
+        top_logprobs = self.top_logprobs
+        if not _is_int(top_logprobs) or not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
+            raise VLMRequestError(f"top_logprobs must be an integer in 0..{MAX_TOP_LOGPROBS}, got {top_logprobs!r}")
+        if top_logprobs and not self.logprobs:
+            raise VLMRequestError(f"top_logprobs={top_logprobs} needs logprobs=True (alternatives of what?)")
+        if self.structured is not None and not isinstance(self.structured, StructuredOutput):
+            raise VLMRequestError(f"structured must be a StructuredOutput or None, got {self.structured!r}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 # --------------------------------------------------------------------------------------------------
 # Configuration
 # --------------------------------------------------------------------------------------------------
@@ -315,22 +383,20 @@ class VLMBackend(abc.ABC):
         """How this backend's model writes image points."""
         return self.config.convention()
 
+    def generate(self, messages: Sequence[ChatMessage], params: SamplingParams | None = None) -> GenerationResult:
+        """Sample ``params.n`` completions of the conversation (default: one greedy sample).
+
+        The messages and parameters are checked here, once, before the backend's :meth:`_generate`.
+        """
+        if params is None:
+            params = SamplingParams()
+        elif not isinstance(params, SamplingParams):
+            raise VLMRequestError(f"generate takes its sampling as a SamplingParams, got {type(params).__name__}")
+        return self._generate(validate_messages(messages), params)
+
     @abc.abstractmethod
-    def generate(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
-        structured: StructuredOutput | None = None,
-    ) -> GenerationResult:
-        """Sample ``n`` completions of the conversation (token log-probabilities when ``logprobs``)."""
+    def _generate(self, messages: list[ChatMessage], params: SamplingParams) -> GenerationResult:
+        """Sample ``params.n`` completions of checked messages (token log-probabilities when ``params.logprobs``)."""
 
     @abc.abstractmethod
     def score_yes_no(
@@ -362,18 +428,6 @@ class VLMBackend(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.config.model!r}, points={self.config.point_convention})"
-
-
-def check_sampling_arguments(n: int, temperature: float, max_tokens: int, top_logprobs: int) -> None:
-    """Validate the common :meth:`VLMBackend.generate` arguments with messages naming the bad value."""
-    if not isinstance(n, int) or n < 1:
-        raise VLMRequestError(f"n must be an integer >= 1, got {n!r}")
-    if not temperature >= 0.0:
-        raise VLMRequestError(f"temperature must be >= 0, got {temperature!r}")
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise VLMRequestError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
-    if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
-        raise VLMRequestError(f"top_logprobs must be an integer in 0..20, got {top_logprobs!r}")
 
 
 # --------------------------------------------------------------------------------------------------

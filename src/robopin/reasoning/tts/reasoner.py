@@ -47,7 +47,7 @@ from robopin.reasoning.tts.verifiers import (
     drawn_views,
     make_action_verifier,
 )
-from robopin.vlm.base import ChatMessage, VLMBackend
+from robopin.vlm.base import ChatMessage, SamplingParams, VLMBackend
 from robopin.vlm.errors import VLMError
 
 logger = logging.getLogger(__name__)
@@ -254,14 +254,14 @@ class ETTSReasoner:
             batch_log: dict[str, Any] = {"batch": batch}
             t0 = self.clock()
             try:
-                result = self.backend.generate(
-                    messages,
+                sampling = SamplingParams(
                     n=config.traces_per_batch,
                     temperature=config.temperature,
                     max_tokens=config.max_tokens,
                     # A fixed config seed gives each request its own reproducible sampling seed.
                     seed=None if config.seed is None else int(self.rng.integers(2**31 - 1)),
                 )
+                result = self.backend.generate(messages, sampling)
             except VLMError as error:
                 if not texts:
                     raise refusal_from_vlm_error(error) from error
@@ -486,11 +486,10 @@ class ETTSReasoner:
         prompt = feedback_prompt(query.instruction, reasoning, best.joint, reward=reward, templates=self.templates)
         images = drawn_views(query.observation, trace)
         try:
+            feedback = self.config.feedback
             result = self.verifier_backend.generate(
                 [ChatMessage("user", (*images, prompt))],
-                n=1,
-                temperature=self.config.feedback.temperature,
-                max_tokens=self.config.feedback.max_tokens,
+                SamplingParams(temperature=feedback.temperature, max_tokens=feedback.max_tokens),
             )
         except VLMError as error:
             logger.warning("E-TTS feedback request failed (%s); resampling without a critique", error)
