@@ -2,8 +2,11 @@
 
 A family's registry maps a type name (the ``type`` key of a YAML block, the ``type`` class variable
 of a config dataclass) to its config class and its backend class. Both register themselves when
-they are defined: the config base calls :meth:`Registry.add_config` from ``__init_subclass__``, the
-backend base calls :meth:`Registry.add_backend` for a subclass that names its own ``config_class``.
+they are defined: the family's config base derives from :class:`RegisteredConfig` and its backend
+base from :class:`RegisteredBackend`, each naming the registry (``class CameraConfig(RegisteredConfig,
+registry=CAMERAS)``); a config subclass that sets ``type`` and a backend subclass that names its
+``config_class`` are then entered under that type.
+
 Built-in backends are *declared* by module path only, so a backend's module (and the SDK it needs:
 cuRobo, pyrealsense2, the xArm SDK, franky, torch) is imported the first time that type is asked for.
 This is the shape of LeRobot's camera registry (``cameras/configs.py``: config classes registered
@@ -16,9 +19,16 @@ import dataclasses
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-__all__ = ["DuplicateTypeError", "Registry", "UnknownTypeError", "registered_type"]
+__all__ = [
+    "DuplicateTypeError",
+    "RegisteredBackend",
+    "RegisteredConfig",
+    "Registry",
+    "UnknownTypeError",
+    "registered_type",
+]
 
 ConfigT = TypeVar("ConfigT")
 BackendT = TypeVar("BackendT")
@@ -116,7 +126,7 @@ class Registry(Generic[ConfigT, BackendT]):
     def add_backend(self, type_name: str, backend: BackendT | type[BackendT]) -> None:
         """Register the backend (a class, or a factory for families without config classes) of ``type_name``."""
         if not type_name:
-            raise DuplicateTypeError(f"{backend!r} registers as a {self.family} without a type name")
+            raise TypeError(f"{_origin(backend)} registers as a {self.family} backend but its config sets no type")
         self._put(self._backends, type_name, backend)
 
     def register(self, type_name: str) -> Callable[[Any], Any]:
@@ -158,20 +168,17 @@ class Registry(Generic[ConfigT, BackendT]):
         return self._lookup(self._backends, type_name, "backend", config=False)
 
     def _lookup(self, table: dict[str, Any], type_name: Any, what: str, *, config: bool) -> Any:
-        if not isinstance(type_name, str):
-            raise self._unknown(type_name, f"a {self.family} type must be a string, one of {list(self.types())}; "
-                                           f"got {type_name!r}")
-        if type_name in table:
+        if isinstance(type_name, str) and type_name in table:
             return table[type_name]
-        declaration = self._declared.get(type_name)
+        declaration = self._declared.get(type_name) if isinstance(type_name, str) else None
         if declaration is None:
-            raise self._unknown(type_name, f"unknown {self.family} type {type_name!r}; "
-                                           f"expected one of {list(self.types())}")
+            message = f"unknown {self.family} type {type_name!r}; expected one of {list(self.types())}"
+            raise self._unknown(type_name, message)
         module = declaration.config_module if config else declaration.module
         self._import(type_name, module, declaration.requires)
         if type_name not in table:
-            raise self._unknown(type_name, f"{self.family} type {type_name!r} is declared in {module}, which "
-                                           f"defines no {what} of that type")
+            message = f"{self.family} type {type_name!r} is declared in {module}, which defines no {what} of that type"
+            raise self._unknown(type_name, message)
         return table[type_name]
 
     def _unknown(self, type_name: Any, message: str) -> UnknownTypeError:
@@ -226,3 +233,31 @@ class Registry(Generic[ConfigT, BackendT]):
 
 def _origin(obj: Any) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+
+
+class RegisteredConfig:
+    """Base of a family's config base: each subclass that sets its own ``type`` registers as that type's config."""
+
+    _registry: ClassVar[Registry[Any, Any]]
+
+    def __init_subclass__(cls, registry: Registry[Any, Any] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if registry is not None:  # the family's base class names its registry
+            cls._registry = registry
+        else:
+            cls._registry.add_config(cls)
+
+
+class RegisteredBackend:
+    """Base of a family's backend base: each subclass that names its own ``config_class`` registers as the
+    backend of that config's ``type`` (a subclass of a backend, inheriting ``config_class``, does not)."""
+
+    _registry: ClassVar[Registry[Any, Any]]
+    config_class: ClassVar[type]
+
+    def __init_subclass__(cls, registry: Registry[Any, Any] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if registry is not None:
+            cls._registry = registry
+        elif "config_class" in cls.__dict__:
+            cls._registry.add_backend(cls.config_class.type, cls)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from robopin.registry import Registry, UnknownTypeError
+from robopin.registry import RegisteredBackend, RegisteredConfig, Registry, UnknownTypeError
 
 if TYPE_CHECKING:
     from robopin.geometry import CameraModel
@@ -233,9 +233,7 @@ class CameraDescription:
 
 # Type name -> config and camera class; each backend module is imported only when its type is used.
 CAMERAS: Registry[CameraConfig, Camera] = Registry(
-    "camera",
-    unknown_error=UnknownCameraTypeError,
-    config_error=CameraConfigError,
+    "camera", unknown_error=UnknownCameraTypeError, config_error=CameraConfigError,
     unavailable_error=CameraBackendUnavailableError,
 )
 CAMERAS.declare("realsense", "robopin.cameras.realsense")
@@ -245,7 +243,7 @@ CAMERAS.declare("sim", "robopin.sim.camera")
 
 
 @dataclasses.dataclass
-class CameraConfig:
+class CameraConfig(RegisteredConfig, registry=CAMERAS):
     """Settings every camera shares; each backend subclasses it and sets ``type`` (its registry key).
 
     Attributes:
@@ -264,10 +262,6 @@ class CameraConfig:
     fps: int = 30
     warmup_s: float = 0.0
     read_timeout_s: float = 1.0
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        CAMERAS.add_config(cls)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or not self.name.replace("_", "a").isalnum():
@@ -299,7 +293,7 @@ class CameraConfig:
 # --------------------------------------------------------------------------------------------------
 
 
-class Camera(abc.ABC):
+class Camera(abc.ABC, RegisteredBackend, registry=CAMERAS):
     """Base class of all cameras: state checks, warm-up and the background reader live here.
 
     Subclasses implement ``find_cameras`` and the hooks ``_connect``, ``_read`` (blocking, one new
@@ -308,11 +302,6 @@ class Camera(abc.ABC):
     """
 
     config_class: ClassVar[type[CameraConfig]] = CameraConfig
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "config_class" in cls.__dict__:  # a backend names its config; a subclass of one does not register
-            CAMERAS.add_backend(cls.config_class.type, cls)
 
     def __init__(self, config: CameraConfig) -> None:
         if not isinstance(config, self.config_class):

@@ -25,16 +25,14 @@ from robopin.motion.timing import time_parameterize
 from robopin.motion.types import JointTrajectory, PlanResult, PlanStatus
 from robopin.motion.verify import verify_trajectory
 from robopin.motion.world import CollisionWorld
-from robopin.registry import Registry
+from robopin.registry import RegisteredBackend, RegisteredConfig, Registry
 
 logger = logging.getLogger(__name__)
 
 # Type name -> config and planner class. Planner modules (OMPL, roboplan, cuRobo and torch) are imported
 # only when that type is built; cuRobo's config lives in its own module, which imports nothing of cuRobo.
 PLANNERS: Registry[PlannerConfig, MotionPlanner] = Registry(
-    "planner",
-    unknown_error=UnknownPlannerError,
-    config_error=MotionConfigError,
+    "planner", unknown_error=UnknownPlannerError, config_error=MotionConfigError,
     unavailable_error=BackendUnavailableError,
 )
 PLANNERS.declare("ompl", "robopin.motion.ompl_planner", config_module=__name__)
@@ -43,7 +41,7 @@ PLANNERS.declare("curobo", "robopin.motion.curobo.planner", config_module="robop
 
 
 @dataclass
-class PlannerConfig:
+class PlannerConfig(RegisteredConfig, registry=PLANNERS):
     """Settings shared by every backend. Lengths in metres, angles in radians, times in seconds.
 
     Each backend's config subclasses this and sets ``type``, its registry key.
@@ -66,10 +64,6 @@ class PlannerConfig:
     near_endpoint_rad: float = 0.2  # configurations this close to start/goal are judged without padding
     max_search_attempts: int = 3  # searches per request when the continuous check rejects a path
     seed: int = 0
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        PLANNERS.add_config(cls)
 
     def __post_init__(self) -> None:
         positive = {
@@ -139,7 +133,7 @@ class RoboplanPlannerConfig(PlannerConfig):
             )
 
 
-class MotionPlanner(abc.ABC):
+class MotionPlanner(abc.ABC, RegisteredBackend, registry=PLANNERS):
     """Plans collision-free, time-parameterised joint trajectories for one arm.
 
     Not thread-safe; one instance per planning thread. Subclasses implement :meth:`_solve_path` (and
@@ -148,11 +142,6 @@ class MotionPlanner(abc.ABC):
     """
 
     config_class: ClassVar[type[PlannerConfig]] = PlannerConfig
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "config_class" in cls.__dict__:  # a backend names its config; a subclass of one does not register
-            PLANNERS.add_backend(cls.config_class.type, cls)
 
     def __init__(self, config: PlannerConfig, robot: RobotModel | None = None) -> None:
         self.config = config

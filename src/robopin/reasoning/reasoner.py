@@ -129,9 +129,7 @@ ReasonerFactory = Callable[[Mapping[str, Any], VLMBackend], Reasoner]
 # Type name -> reasoner factory; a declared module (test-time scaling pulls in the action verifiers)
 # is imported only when its type is configured.
 REASONERS: Registry[None, ReasonerFactory] = Registry(
-    "reasoner",
-    unknown_error=UnknownReasonerError,
-    config_error=ReasoningConfigError,
+    "reasoner", unknown_error=UnknownReasonerError, config_error=ReasoningConfigError,
     unavailable_error=ReasoningConfigError,
 )
 REASONERS.declare("etts", "robopin.reasoning.tts.reasoner")

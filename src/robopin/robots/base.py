@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from robopin.registry import Registry
+from robopin.registry import RegisteredBackend, RegisteredConfig, Registry
 from robopin.robots.description import RobotDescription, available_descriptions, load_description
 from robopin.robots.errors import (
     ArmBusyError,
@@ -85,8 +85,15 @@ logger = logging.getLogger(__name__)
 ProgressCallback = Callable[[ExecutionProgress], None]
 
 
+# Type name -> config and arm class; a backend module (and its SDK) is imported only when its type is used.
+ARMS: Registry[ArmConfig, Arm] = Registry("arm", unknown_error=UnknownArmTypeError, config_error=ArmConfigError)
+ARMS.declare("sim", "robopin.sim.arm")
+ARMS.declare("xarm", "robopin.robots.xarm_arm")
+ARMS.declare("franka", "robopin.robots.franka_arm")
+
+
 @dataclass(kw_only=True)
-class ArmConfig:
+class ArmConfig(RegisteredConfig, registry=ARMS):
     """Settings every arm backend shares; subclasses add their own and set ``type`` (their registry key).
 
     ``robot`` names a description (see :mod:`robopin.robots.description`). ``dry_run`` validates
@@ -106,10 +113,6 @@ class ArmConfig:
     still_speed_rad_s: float = 0.02  # after a stop, the arm counts as at rest below this joint speed
     stop_timeout_s: float = 3.0  # longest wait for rest after a stop before reporting anyway
     still_window_s: float = 0.1  # ... averaged over this long
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        ARMS.add_config(cls)
 
     def __post_init__(self) -> None:
         if isinstance(self.safety, Mapping):
@@ -224,7 +227,7 @@ class Execution:
         return progress
 
 
-class Arm(abc.ABC):
+class Arm(abc.ABC, RegisteredBackend, registry=ARMS):
     """One arm with its gripper. Public methods are safe to call from any thread.
 
     Backends implement the ``_`` hooks; they never need to check limits, connection or enable
@@ -233,11 +236,6 @@ class Arm(abc.ABC):
     """
 
     config_class: ClassVar[type[ArmConfig]] = ArmConfig
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "config_class" in cls.__dict__:  # a backend names its config; a subclass of one does not register
-            ARMS.add_backend(cls.config_class.type, cls)
 
     def __init__(self, config: ArmConfig) -> None:
         self.config = config
@@ -607,13 +605,6 @@ class Arm(abc.ABC):
 
 
 # ----- factory -------------------------------------------------------------------------------------
-
-# Type name -> config and arm class; a backend module (and its SDK) is imported only when its type is used.
-ARMS: Registry[ArmConfig, Arm] = Registry("arm", unknown_error=UnknownArmTypeError, config_error=ArmConfigError)
-ARMS.declare("sim", "robopin.sim.arm")
-ARMS.declare("xarm", "robopin.robots.xarm_arm")
-ARMS.declare("franka", "robopin.robots.franka_arm")
-
 
 def register_arm_backend(type_name: str, module: str) -> None:
     """Declare an out-of-tree backend: ``module`` defines its config and ``Arm`` subclass, imported when used."""

@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from robopin.registry import Registry
+from robopin.registry import RegisteredBackend, RegisteredConfig, Registry
 from robopin.vlm.errors import (
     BackendUnavailableError,
     UnknownBackendError,
@@ -318,8 +318,19 @@ def _is_int(value: object) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
+# Type name -> config and backend class; a backend module (and httpx, torch, …) is imported only when used.
+VLM_BACKENDS: Registry[VLMConfig, VLMBackend] = Registry(
+    "VLM backend", unknown_error=UnknownBackendError, config_error=VLMConfigError,
+    unavailable_error=BackendUnavailableError,
+)
+VLM_BACKENDS.declare("openai", "robopin.vlm.openai_backend", requires=("httpx", "pillow"))
+VLM_BACKENDS.declare("transformers", "robopin.vlm.transformers_backend", requires=("torch", "transformers", "pillow"))
+# Implemented by the simulator: answers from ground truth.
+VLM_BACKENDS.declare("oracle", "robopin.sim.oracle_backend")
+
+
 @dataclass(kw_only=True)
-class VLMConfig:
+class VLMConfig(RegisteredConfig, registry=VLM_BACKENDS):
     """Fields every backend shares. Subclasses set ``type`` (their registry key) and add their own fields.
 
     ``point_convention`` is how the model writes points; for ``pixels_resized`` the resize fields
@@ -333,10 +344,6 @@ class VLMConfig:
     resize_factor: int = QWEN25_RESIZE_FACTOR
     min_pixels: int = QWEN25_MIN_PIXELS
     max_pixels: int = QWEN25_MAX_PIXELS
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        VLM_BACKENDS.add_config(cls)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -361,7 +368,7 @@ class VLMConfig:
 # --------------------------------------------------------------------------------------------------
 
 
-class VLMBackend(abc.ABC):
+class VLMBackend(abc.ABC, RegisteredBackend, registry=VLM_BACKENDS):
     """A vision-language model that answers chat messages with images.
 
     Backends are context managers; :meth:`close` releases connections or model memory. A backend
@@ -369,11 +376,6 @@ class VLMBackend(abc.ABC):
     """
 
     config_class: ClassVar[type[VLMConfig]] = VLMConfig
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "config_class" in cls.__dict__:  # a backend names its config; a subclass of one does not register
-            VLM_BACKENDS.add_backend(cls.config_class.type, cls)
 
     def __init__(self, config: VLMConfig) -> None:
         self.config = config
@@ -408,7 +410,7 @@ class VLMBackend(abc.ABC):
     ) -> YesNoScore:
         """Score the first answer token of the conversation as ``yes`` against ``no`` (a verifier)."""
 
-    def cancel(self) -> None:  # noqa: B027 - optional hook; a backend that can abandon a call overrides it
+    def cancel(self) -> None:  # optional hook: a backend that can abandon a call overrides it
         """Abandon the generate()/score_yes_no() call in flight now, from any thread.
 
         A backend that supports it makes that call raise :class:`~robopin.vlm.errors.VLMCanceledError`
@@ -417,7 +419,7 @@ class VLMBackend(abc.ABC):
         safe to call.
         """
 
-    def close(self) -> None:  # noqa: B027 - optional hook; most backends hold something to release
+    def close(self) -> None:  # optional hook: most backends hold something to release
         """Release connections or memory; the backend must not be used afterwards."""
 
     def __enter__(self) -> VLMBackend:
@@ -433,19 +435,6 @@ class VLMBackend(abc.ABC):
 # --------------------------------------------------------------------------------------------------
 # Registry and factory
 # --------------------------------------------------------------------------------------------------
-
-
-# Type name -> config and backend class; a backend module (and httpx, torch, …) is imported only when used.
-VLM_BACKENDS: Registry[VLMConfig, VLMBackend] = Registry(
-    "VLM backend",
-    unknown_error=UnknownBackendError,
-    config_error=VLMConfigError,
-    unavailable_error=BackendUnavailableError,
-)
-VLM_BACKENDS.declare("openai", "robopin.vlm.openai_backend", requires=("httpx", "pillow"))
-VLM_BACKENDS.declare("transformers", "robopin.vlm.transformers_backend", requires=("torch", "transformers", "pillow"))
-# Implemented by the simulator: answers from ground truth.
-VLM_BACKENDS.declare("oracle", "robopin.sim.oracle_backend")
 
 
 def register_backend(type_name: str, module: str, *, requires: Sequence[str] = ()) -> None:
