@@ -12,6 +12,7 @@ object the task needs next and places on the right target.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from robopin.vlm.base import (
     validate_messages,
 )
 from robopin.vlm.errors import VLMConfigError, VLMRequestError
+from robopin.vlm.prompts import PINCOT_ANSWER_SUFFIX
 
 # A verifier answer the oracle is sure of: log P = 0 for the true token, this for the other.
 _CERTAIN_NO_LOGPROB = -30.0
@@ -76,6 +78,33 @@ class OracleBackendConfig(VLMConfig):
             raise VLMConfigError(f"oracle errors {dict(self.errors)!r}: {error}") from None
 
 
+_INSTRUCTION_LINES = (
+    re.compile(r"^Overall task: (.+)$", re.MULTILINE),  # pincot/templates/step.txt
+    re.compile(r"^Task: (.+)$", re.MULTILINE),  # pincot/templates/pointing.txt
+    re.compile(r"^Goal: (.+)$", re.MULTILINE),  # pincot/templates/subtask.txt
+    re.compile(r"^Instruction: (?!<)(.+)$", re.MULTILINE),  # pincot/templates/plan.txt
+)
+
+
+def request_instruction(messages: Sequence[ChatMessage]) -> str | None:
+    """The instruction a request asks about, read as a model reads it: from the first user turn that
+    carries images, in any of the loop's prompt forms (our templates, or RoboPIN's task + suffix).
+
+    None when no form matches (a custom template folder): the oracle then works on the scenario's task.
+    """
+    turn = next((m for m in messages if m.role == "user" and m.images), None)
+    if turn is None:
+        return None
+    text = turn.text.strip()
+    for pattern in _INSTRUCTION_LINES:
+        match = pattern.search(text)
+        if match:
+            return match.group(1).strip()
+    if text.endswith(PINCOT_ANSWER_SUFFIX):
+        return text[: -len(PINCOT_ANSWER_SUFFIX)].strip() or None
+    return None
+
+
 class OracleBackend(VLMBackend):
     """Ground-truth perception behind the VLM backend contract (see the module docstring)."""
 
@@ -85,7 +114,7 @@ class OracleBackend(VLMBackend):
         super().__init__(config)
         self._calls = 0
 
-    def _oracle(self, seed: int):
+    def _oracle(self, seed: int, instruction: str | None = None):
         from robopin.sim.oracle import GroundTruthOracle, OracleErrors
         from robopin.sim.scenarios import ScenarioError, get_scene
 
@@ -99,6 +128,7 @@ class OracleBackend(VLMBackend):
             min_visible_pixels=self.config.min_visible_pixels,
             errors=OracleErrors.from_mapping(dict(self.config.errors)),
             seed=seed,
+            instruction=instruction,
         )
 
     def _check_images(self, messages: Sequence[ChatMessage]) -> None:
@@ -128,11 +158,12 @@ class OracleBackend(VLMBackend):
         self._check_images(messages)
         start = time.perf_counter()
         base_seed = self.config.seed if seed is None else int(seed)
-        oracle = self._oracle(base_seed)
+        instruction = request_instruction(messages)
+        oracle = self._oracle(base_seed, instruction)
         rendered = oracle.render()
         samples = []
         for k in range(n):
-            sampler = oracle if k == 0 else self._oracle(base_seed + 7919 * (k + 1) + self._calls)
+            sampler = oracle if k == 0 else self._oracle(base_seed + 7919 * (k + 1) + self._calls, instruction)
             trace = sampler.write(rendered)
             samples.append(Sample(trace.text, "stop", None))
         self._calls += 1
@@ -144,7 +175,7 @@ class OracleBackend(VLMBackend):
         text = next((m.text for m in reversed(messages) if "<answer>" in m.text), None)
         if text is None:
             return YesNoScore(0.0, 0.0, exact=False)
-        oracle = self._oracle(self.config.seed)
+        oracle = self._oracle(self.config.seed, request_instruction(messages))
         rendered = oracle.render()
         trace = parse(text, len(rendered))
         goal = oracle.next_goal()
