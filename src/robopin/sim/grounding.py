@@ -51,7 +51,7 @@ def _normalise(text: str) -> str:
     return " ".join(re.sub(r"[^a-z0-9 ]+", " ", text.lower()).split())
 
 
-def _split(instruction: str) -> tuple[str, str] | None:
+def split_instruction(instruction: str) -> tuple[str, str] | None:
     """(object phrase, place phrase) of a pick-and-place instruction, normalised, or None."""
     text = _normalise(instruction)
     text = _VERB.sub("", text)
@@ -117,14 +117,14 @@ def ground_instruction(scene: Scene, instruction: str) -> Grounding:
     goals = tuple((g.object, g.target) for g in task.goals)
     if _normalise(instruction) == _normalise(task.instruction):
         return Grounding(instruction, goals, own=True)
-    parts = _split(instruction)
+    parts = split_instruction(instruction)
     if parts is None:
         raise GroundingError(
             f"cannot tell what to pick and where to put it in {instruction!r}: the simulator's oracle reads "
             "'pick up the <object> and place it on the <place>' or 'put the <object> in the <place>'"
         )
     obj_phrase, place_phrase = parts
-    own = _split(task.instruction)
+    own = split_instruction(task.instruction)
     objects = list(scene.world.objects.values())
     graspable = [o for o in objects if o.graspable]
     supports = [o for o in objects if not o.graspable]

@@ -79,6 +79,7 @@ class OracleBackendConfig(VLMConfig):
 
 
 _INSTRUCTION_LINES = (
+    re.compile(r'^Overall Objective: "(.+)"$', re.MULTILINE),  # pincot/templates/verifier.txt
     re.compile(r"^Overall task: (.+)$", re.MULTILINE),  # pincot/templates/step.txt
     re.compile(r"^Task: (.+)$", re.MULTILINE),  # pincot/templates/pointing.txt
     re.compile(r"^Goal: (.+)$", re.MULTILINE),  # pincot/templates/subtask.txt
@@ -103,6 +104,23 @@ def request_instruction(messages: Sequence[ChatMessage]) -> str | None:
     if text.endswith(PINCOT_ANSWER_SUFFIX):
         return text[: -len(PINCOT_ANSWER_SUFFIX)].strip() or None
     return None
+
+
+def _request_text(messages: Sequence[ChatMessage]) -> str:
+    turn = next((m for m in messages if m.role == "user" and m.images), None)
+    return turn.text if turn is not None else ""
+
+
+def request_kind(messages: Sequence[ChatMessage]) -> str:
+    """What a request asks for, as a model tells it from the prompt: an R^3 step (``subtask``: a
+    ``Goal:`` and an ``Instruction: <instruction>`` line to write), a RoboGPT-R1 plan (``plan``: an
+    ``executable_plan`` to fill), else PinCoT pointing (``pointing``)."""
+    text = _request_text(messages)
+    if "executable_plan" in text:
+        return "plan"
+    if re.search(r"^Goal: ", text, re.MULTILINE) and "Instruction: <instruction>" in text:
+        return "subtask"
+    return "pointing"
 
 
 class OracleBackend(VLMBackend):
@@ -161,13 +179,23 @@ class OracleBackend(VLMBackend):
         instruction = request_instruction(messages)
         oracle = self._oracle(base_seed, instruction)
         rendered = oracle.render()
+        kind = request_kind(messages)
         samples = []
         for k in range(n):
             sampler = oracle if k == 0 else self._oracle(base_seed + 7919 * (k + 1) + self._calls, instruction)
-            trace = sampler.write(rendered)
-            samples.append(Sample(trace.text, "stop", None))
+            samples.append(Sample(self._write(sampler, rendered, kind, messages), "stop", None))
         self._calls += 1
         return GenerationResult(tuple(samples), self.config.model, latency_s=time.perf_counter() - start)
+
+    def _write(self, oracle, rendered, kind: str, messages: Sequence[ChatMessage]) -> str:
+        """The oracle's text for one sample of a ``kind`` request (see :func:`request_kind`)."""
+        from robopin.sim.oracle_text import plan_response, subtask_response
+
+        if kind == "subtask":
+            return subtask_response(oracle, _request_text(messages))
+        if kind == "plan":
+            return plan_response(oracle, _request_text(messages))
+        return oracle.write(rendered).text
 
     def score_yes_no(self, messages: Sequence[ChatMessage], *, yes: str = "yes", no: str = "no") -> YesNoScore:
         """Judge the last PinCoT answer in the conversation against ground truth."""
