@@ -29,8 +29,9 @@ def _plate_of(scene, color: str) -> str:
 
 
 def test_the_scenarios_own_instruction_grounds_to_its_goals(spatial_scene):
-    grounding = ground_instruction(spatial_scene, "  pick up the duck in front of two toys AND place it to the middle "
-                                                  "plate among plates ")
+    grounding = ground_instruction(
+        spatial_scene, "  pick up the duck in front of two toys AND place it to the middle plate among plates "
+    )
     assert grounding.own
     assert grounding.goals == tuple((g.object, g.target) for g in spatial_scene.task.goals)
 
@@ -44,14 +45,16 @@ def test_another_instruction_grounds_to_what_it_names(spatial_scene):
         spatial_scene, f"pick up the duck in front of two toys and place it on the {other.color} plate"
     )
     assert grounding.goals == ((goal.object, other.name),) and not grounding.own
-    oracle = GroundTruthOracle(spatial_scene, instruction=f"put the duck in front of two toys on the {other.color} plate")
+    oracle = GroundTruthOracle(
+        spatial_scene, instruction=f"put the duck in front of two toys on the {other.color} plate"
+    )
     trace = oracle.write()
     assert (trace.pick_object, trace.place_target) == (goal.object, other.name)
     assert not parse(trace.text, 2).errors
 
 
 def test_an_instruction_naming_nothing_in_the_scene_is_refused_by_name(spatial_scene):
-    with pytest.raises(GroundingError, match="'the banana'.*no object in the scene is that"):
+    with pytest.raises(GroundingError, match=r"'the banana'.*no object in the scene is that"):
         ground_instruction(spatial_scene, "put the banana on the red plate")
     oracle = GroundTruthOracle(spatial_scene, instruction="put the banana on the red plate")
     trace = oracle.write()
@@ -61,7 +64,7 @@ def test_an_instruction_naming_nothing_in_the_scene_is_refused_by_name(spatial_s
 
 def test_an_ambiguous_instruction_is_refused_naming_the_candidates(spatial_scene):
     # Two ducks, and "the duck" does not say which (the scenario's relation would).
-    with pytest.raises(GroundingError, match="fits 2 objects.*does not say which"):
+    with pytest.raises(GroundingError, match=r"fits 2 objects.*does not say which"):
         ground_instruction(spatial_scene, "put the duck on the middle plate among plates")
 
 

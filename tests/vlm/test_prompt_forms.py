@@ -29,7 +29,9 @@ def _run(stub_server, model: str) -> dict:
     spec = load_registry(REGISTRY)[model]
     backend = make_backend(spec.vlm_config(stub_server.base_url))
     _, observer, projector = tabletop_stages()
-    loop = ReasoningLoop(ReasoningConfig.from_dict(spec.reasoning_config()), backend, observer, projector, RecordingArm())
+    loop = ReasoningLoop(
+        ReasoningConfig.from_dict(spec.reasoning_config()), backend, observer, projector, RecordingArm()
+    )
     result = loop.run(TaskRequest(INSTRUCTION, mode="point"))
     # The stub answers with a report of what it decoded, not PinCoT: the task refuses, nothing moves.
     assert not result.success and result.reason == "invalid_reasoning"

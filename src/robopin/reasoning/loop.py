@@ -275,7 +275,6 @@ class ReasoningLoop:
         looping = limit > 1
         for step in range(limit):
             observation = self._observe(task, step)
-            views = self._views(observation)
             shown = history[-self.config.history_limit :] if looping and self.config.history_limit else []
             request = self._pointing_request("step" if looping else "pointing", instruction, observation, shown)
             decision = self._ask(

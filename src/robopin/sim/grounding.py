@@ -96,7 +96,7 @@ def _head(phrase: str, objects: list) -> tuple[list, bool]:
     if best is None:
         return [], quantified
     head = tokens[best[0] + best[1] - 1]
-    quantified = quantified or head.endswith("s") and head not in {w for o in hits[best] for w in _singulars(o)}
+    quantified = quantified or (head.endswith("s") and head not in {w for o in hits[best] for w in _singulars(o)})
     colors = {t for t in tokens[: best[0]] if t in COLORS_RGBA}
     chosen = [o for o in hits[best] if not colors or (o.color or NATURAL_COLORS.get(o.kind)) in colors]
     return chosen, quantified

@@ -186,7 +186,7 @@ class _Sighting:
     pixels: int
 
 
-def _describe(scene: Scene, name: str) -> str:
+def describe(scene: Scene, name: str) -> str:
     """The words a person would use for an object: colour + noun (``red plate``, ``duck``)."""
     obj = scene.world.object(name)
     noun = {"teddy": "teddy bear", "toy_block": "toy block", "ball": "ball", "lego": "lego brick"}.get(
@@ -195,6 +195,9 @@ def _describe(scene: Scene, name: str) -> str:
     if obj.kind == "duck":
         return "yellow duck" if scene.task.task_type == "long_horizon" else "duck"
     return f"{obj.color} {noun}" if obj.color else noun
+
+
+_SIGHTINGS: dict[tuple, tuple[tuple[RenderedView, ...], dict[str, list[_Sighting]]]] = {}
 
 
 class GroundTruthOracle:
@@ -252,7 +255,21 @@ class GroundTruthOracle:
         return [self.scene.world.render(view) for view in self.views]
 
     def sightings(self, rendered: Sequence[RenderedView]) -> dict[str, list[_Sighting]]:
-        """Per object: where it is visible, as the mask pixel nearest its visible centroid, per view."""
+        """Per object: where it is visible, as the mask pixel nearest its visible centroid, per view.
+
+        Cached for the last few renders: every sample of one request reads the same views.
+        """
+        key = (id(self.scene), self.min_visible_pixels, *(id(view) for view in rendered))
+        cached = _SIGHTINGS.get(key)
+        if cached is not None and all(a is b for a, b in zip(cached[0], rendered, strict=True)):
+            return {name: list(seen) for name, seen in cached[1].items()}
+        found = self._sightings(rendered)
+        _SIGHTINGS[key] = (tuple(rendered), found)
+        while len(_SIGHTINGS) > 4:
+            _SIGHTINGS.pop(next(iter(_SIGHTINGS)))
+        return {name: list(seen) for name, seen in found.items()}
+
+    def _sightings(self, rendered: Sequence[RenderedView]) -> dict[str, list[_Sighting]]:
         found: dict[str, list[_Sighting]] = {}
         for index, view in enumerate(rendered):
             for obj in self.scene.world.objects.values():
@@ -342,14 +359,14 @@ class _Composer:
         """Pin ``name`` in a view where it is visible (its ID is created at first mention)."""
         sighting = next(s for s in self.sightings[name] if s.view == view_index)
         x, y = self._norm(sighting.u, sighting.v, view_index)
-        return self.writer.pin("obj", _describe(self.scene, name), view_index, x, y, entity_id=self._id(name))
+        return self.writer.pin("obj", describe(self.scene, name), view_index, x, y, entity_id=self._id(name))
 
     def mention(self, name: str) -> None:
         """Refer to an entity by ID if introduced, else by words (it is not visible anywhere)."""
         if name in self.ids:
             self.writer.refer(self.ids[name])
         else:
-            self.writer.say(f"the {_describe(self.scene, name)}")
+            self.writer.say(f"the {describe(self.scene, name)}")
 
     def say(self, text: str) -> None:
         self.writer.say(text)
@@ -414,7 +431,7 @@ class _Composer:
         x, y = self._norm(u, v, view_index)
         space_id = self.writer.pin(
             "space",
-            f"free area on the {_describe(self.scene, target)}",
+            f"free area on the {describe(self.scene, target)}",
             view_index,
             x,
             y,

@@ -58,6 +58,8 @@ class OracleBackendConfig(VLMConfig):
     errors: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
     min_visible_pixels: int = 40
+    preset: str = "oracle"
+    rates: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -76,6 +78,14 @@ class OracleBackendConfig(VLMConfig):
             OracleErrors.from_mapping(dict(self.errors))
         except (TypeError, ValueError) as error:
             raise VLMConfigError(f"oracle errors {dict(self.errors)!r}: {error}") from None
+        self.rates = dict(self.rates or {})
+        self.error_rates()
+
+    def error_rates(self):
+        """The model errors this backend makes (:class:`robopin.sim.imperfect.ModelErrorRates`)."""
+        from robopin.sim.imperfect import ModelErrorRates
+
+        return ModelErrorRates.of(self.preset, self.rates)
 
 
 _INSTRUCTION_LINES = (
@@ -131,6 +141,12 @@ class OracleBackend(VLMBackend):
     def __init__(self, config: OracleBackendConfig) -> None:
         super().__init__(config)
         self._calls = 0
+        self._verdicts = 0
+        # A preset other than the oracle makes the named model errors of robopin.sim.imperfect.
+        self.rates = config.error_rates()
+        self.erring = self.rates != type(self.rates)()
+        self.injected: list[tuple[str, ...]] = []
+        """The model errors of each sample written so far, by name (for trial reports and tests)."""
 
     def _oracle(self, seed: int, instruction: str | None = None):
         from robopin.sim.oracle import GroundTruthOracle, OracleErrors
@@ -140,7 +156,7 @@ class OracleBackend(VLMBackend):
             scene = get_scene(self.config.world)
         except ScenarioError as error:
             raise VLMRequestError(f"oracle backend: {error}") from None
-        return GroundTruthOracle(
+        oracle = GroundTruthOracle(
             scene,
             self.config.views,
             min_visible_pixels=self.config.min_visible_pixels,
@@ -148,6 +164,11 @@ class OracleBackend(VLMBackend):
             seed=seed,
             instruction=instruction,
         )
+        if self.erring:
+            from robopin.sim.imperfect import draw_errors
+
+            draw_errors(self, oracle, seed)
+        return oracle
 
     def _check_images(self, messages: Sequence[ChatMessage]) -> None:
         images = images_in(messages)
@@ -191,11 +212,18 @@ class OracleBackend(VLMBackend):
         """The oracle's text for one sample of a ``kind`` request (see :func:`request_kind`)."""
         from robopin.sim.oracle_text import plan_response, subtask_response
 
-        if kind == "subtask":
-            return subtask_response(oracle, _request_text(messages))
-        if kind == "plan":
-            return plan_response(oracle, _request_text(messages))
-        return oracle.write(rendered).text
+        if kind == "pointing":
+            if self.erring:
+                from robopin.sim.imperfect import degraded_pointing
+
+                return degraded_pointing(self, oracle, rendered)
+            return oracle.write(rendered).text
+        text = (subtask_response if kind == "subtask" else plan_response)(oracle, _request_text(messages))
+        if self.erring:
+            from robopin.sim.imperfect import degraded_other
+
+            return degraded_other(self, oracle, text)
+        return text
 
     def score_yes_no(self, messages: Sequence[ChatMessage], *, yes: str = "yes", no: str = "no") -> YesNoScore:
         """Judge the last PinCoT answer in the conversation against ground truth."""
@@ -218,7 +246,12 @@ class OracleBackend(VLMBackend):
                     for point, name in zip(trace.answer_points[:2], goal, strict=True)
                 )
             )
-        return YesNoScore(0.0, _CERTAIN_NO_LOGPROB) if ok else YesNoScore(_CERTAIN_NO_LOGPROB, 0.0)
+        score = YesNoScore(0.0, _CERTAIN_NO_LOGPROB) if ok else YesNoScore(_CERTAIN_NO_LOGPROB, 0.0)
+        if self.erring:
+            from robopin.sim.imperfect import degraded_verdict
+
+            return degraded_verdict(self, score)
+        return score
 
     @staticmethod
     def _on(oracle, rendered, point, object_name: str) -> bool:

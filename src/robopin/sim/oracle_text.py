@@ -110,7 +110,8 @@ def plan_response(oracle, prompt: str) -> str:
     value = {
         "visual_state_description": "; ".join(
             f"the {_word(scene, o)} is not on the {_word(scene, t)}" for o, t in remaining
-        ) or "every object the instruction names is already in place",
+        )
+        or "every object the instruction names is already in place",
         "reasoning_and_reflection": "; ".join(missing)
         or "each object is moved in turn; after each move the scene is observed again before the next",
         "language_plan": ", then ".join(names),
