@@ -164,3 +164,13 @@ def test_subtask_record_to_message_keeps_reasoning_and_instruction():
         )
     )
     assert (msg.think, msg.answer, msg.valid, list(msg.anchors)) == ("r", "put the duck on the plate", True, [])
+
+
+def test_subtask_and_plan_records_publish_their_own_measures_not_placeholders():
+    subtask = conversions.reasoning_record_to_msg(
+        _record(kind="subtask", text="r\nInstruction: fly", valid=False, metrics={"instruction_validity": 0.0})
+    )
+    assert subtask.format_score == 0.0
+    assert math.isnan(subtask.identity_consistency) and math.isnan(subtask.anchor_coverage)  # no anchors to measure
+    plan = conversions.reasoning_record_to_msg(_record(kind="plan", text="{}", metrics={"format": 0.7}))
+    assert math.isclose(plan.format_score, 0.7) and math.isnan(plan.anchor_coverage)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +91,11 @@ class ReasoningRecord:
     errors: tuple[Issue, ...] = ()
     warnings: tuple[Issue, ...] = ()
     candidates: int = 1
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    """Quality of this response, measured at run time from the text alone: RoboPIN's PinCoT measures
+    (``format``, ``consistency``, ``anchor_coverage``, ``cross_step_id_coverage``, …) for pointing and
+    step queries; R^3's ``instruction_validity`` for subtask steps; RoboGPT-R1's ``format``
+    (0.3 sections + 0.3 types + 0.4 validity) for plans. A measure that does not apply is absent."""
 
 
 @dataclass
@@ -425,15 +430,18 @@ class ReasoningLoop:
         refusal = decision.refusal
         if trace is not None:
             think, answer, errors, warnings = trace.think, trace.answer, trace.errors, trace.warnings
+            metrics = {k: float(v) for k, v in trace.metrics.items()}
             if refusal is not None and not errors:
                 errors = (Issue(refusal.reason, refusal.message),)
         else:
             response = decision.response
             if kind == "subtask":
                 think, answer = response.reasoning, response.instruction
+                metrics = {"instruction_validity": 1.0 if response.valid else 0.0}
             else:
                 think = str(response.fields.get("reasoning_and_reflection", ""))
                 answer = str(response.fields.get("language_plan", "")) or "; ".join(getattr(decision, "steps", ()))
+                metrics = {"format": float(response.format_score)}
             errors, warnings = response.errors, response.warnings
             if refusal is not None and not errors:
                 errors = (Issue(refusal.reason, refusal.message),)
@@ -455,6 +463,7 @@ class ReasoningLoop:
             errors=tuple(errors),
             warnings=tuple(warnings),
             candidates=max(1, len(reasoning.candidates)),
+            metrics=metrics,
         )
 
     def _ground_and_act(self, task: _Task, instruction: str, observation: Observation, step: int) -> StepReport:
