@@ -199,8 +199,9 @@ class OracleBackend(VLMBackend):
         base_seed = self.config.seed if seed is None else int(seed)
         instruction = request_instruction(messages)
         oracle = self._oracle(base_seed, instruction)
-        rendered = oracle.render()
         kind = request_kind(messages)
+        # R^3 steps and plans read the scene's state, not its pixels: no render (seconds on a busy CPU).
+        rendered = oracle.render() if kind == "pointing" else []
         samples = []
         for k in range(n):
             sampler = oracle if k == 0 else self._oracle(base_seed + 7919 * (k + 1) + self._calls, instruction)
