@@ -43,6 +43,12 @@ OVERHANGS_M = (0.004, 0.006, 0.008, 0.010, 0.013, 0.016, 0.020, 0.025, 0.030)
 _COVER_SLACK_M = 0.001
 
 
+def _plane_values(points: NDArray[np.float64], normals: NDArray[np.float64], offsets: NDArray[np.float64]):
+    """``normals · p + offsets`` for every point and plane, elementwise: a BLAS product rounds differently
+    from machine to machine, and a fit that tips on the last bit would not reproduce the shipped file."""
+    return np.sum(points[:, None, :] * normals[None, :, :], axis=2) + offsets
+
+
 @dataclass(frozen=True, eq=False)
 class ConvexRegion:
     """A mesh's convex hull as half-spaces ``normals · x + offsets <= 0`` (unit outward normals), plus
@@ -73,7 +79,7 @@ class ConvexRegion:
         step = max(float(np.prod(np.maximum(high - low, 1e-3)) / 600.0) ** (1.0 / 3.0), 1e-3)
         axes = [np.arange(lo + step / 2, hi, step) for lo, hi in zip(low, high, strict=True)]
         grid = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
-        inside = grid[np.max(grid @ normals.T + offsets, axis=1) < 0.0]
+        inside = grid[np.max(_plane_values(grid, normals, offsets), axis=1) < 0.0]
         return cls(normals, offsets, cover, np.vstack([inside, cover[::3]]))
 
     @cached_property
@@ -82,17 +88,15 @@ class ConvexRegion:
 
     @cached_property
     def candidate_distance(self) -> NDArray[np.float64]:
-        """Distances between every candidate centre and every cover point."""
-        c, p = self.candidates, self.cover
-        squared = np.sum(c**2, axis=1)[:, None] + np.sum(p**2, axis=1)[None, :] - 2.0 * c @ p.T
-        return np.sqrt(np.maximum(squared, 0.0))
+        """Distances between every candidate centre and every cover point (elementwise, see _plane_values)."""
+        return np.sqrt(np.sum((self.candidates[:, None, :] - self.cover[None, :, :]) ** 2, axis=2))
 
     def depth(self, points: NDArray[np.float64]) -> NDArray[np.float64]:
         """Distance from each point inside the hull to the hull's boundary (0 on or outside it).
 
         Inside a convex polytope the nearest boundary point lies on the nearest face plane.
         """
-        return np.maximum(-np.max(points @ self.normals.T + self.offsets, axis=1), 0.0)
+        return np.maximum(-np.max(_plane_values(points, self.normals, self.offsets), axis=1), 0.0)
 
 
 def fit_convex_spheres(region: ConvexRegion, overhang_m: float, max_spheres: int | None = None) -> list[Sphere]:
