@@ -21,7 +21,13 @@ from robopin.motion.curobo.robot_config import (
     prepare_robot_config,
     read_urdf,
 )
-from robopin.motion.curobo.spheres import link_placements, load_robot_config, robot_config_path, surface_samples
+from robopin.motion.curobo.spheres import (
+    OVERHANGS_M,
+    link_placements,
+    load_robot_config,
+    robot_config_path,
+    surface_samples,
+)
 from robopin.motion.errors import MotionConfigError
 from robopin.motion.planner import make_planner, planner_config_from_dict
 from robopin.motion.types import PlanStatus
@@ -165,7 +171,7 @@ def test_self_collision_spheres_lie_inside_each_links_hull(robot):
     worst = {}
     for link, (centers, radii) in placed.items():
         shrink = -float(buffers[link])
-        assert 0.0 < shrink <= 0.0302, (link, shrink)
+        assert 0.0 < shrink <= max(OVERHANGS_M) + 0.0002, (link, shrink)  # 0.2 mm for the 4-decimal rounding
         # Depth inside the hull (of the link's meshes) that holds each centre; negative: outside every hull.
         depth = np.max([-np.max(centers @ eq[:, :3].T + eq[:, 3], axis=1) for eq in hulls[link]], axis=0)
         assert np.all(radii - shrink <= depth + 1e-9), (link, float(np.max(radii - shrink - depth)))
@@ -193,7 +199,6 @@ def test_curobo_checks_every_pair_the_mesh_check_can_tell_apart(robot):
         f"{robot}: cuRobo checks {len(checked)} of {len(pairs)} link pairs; not checked: {len(rigid)} rigid "
         f"(locked hand), {len(adjacent)} on adjacent joints, {len(touching)} touching at home"
     )
-    assert len(checked) >= len(must)
     # cuRobo's fast self-collision kernel takes at most 32 * 512 sphere pairs
     # (cuda_robot_generator.py _create_self_collision_thread_data); more falls back to a slower one.
     spheres = kinematics["collision_spheres"]
