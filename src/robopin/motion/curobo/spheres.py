@@ -275,6 +275,13 @@ class RobotSpheres:
         for c, r in zip(centers, radii, strict=True):
             inside |= np.sum((points - c) ** 2, axis=1) <= (r + padding_m) ** 2
         return inside
+        reach = (radii + padding_m) ** 2
+        # In chunks of points: one (chunk x spheres) distance table at a time bounds the memory.
+        for start in range(0, len(points), 4096):
+            chunk = points[start : start + 4096]
+            d2 = np.sum((chunk[:, None, :] - centers[None, :, :]) ** 2, axis=2)
+            inside[start : start + 4096] = np.any(d2 <= reach[None, :], axis=1)
+        return inside
 
     def overlapping_links(self, q: NDArray[np.float64], margin_m: float = 0.0) -> set[frozenset[str]]:
         """Pairs of links whose spheres (grown by ``margin_m`` each) overlap at ``q``."""
@@ -299,6 +306,20 @@ class RobotSpheres:
             link: [{"center": [round(c, 4) for c in s.center], "radius": round(s.radius, 4)} for s in spheres]
             for link, spheres in self.spheres.items()
         }
+
+    @classmethod
+    def shipped_or_fit(cls, robot) -> RobotSpheres:
+        """The spheres of the robot's shipped cuRobo config when it has one that covers every link with a
+        mesh (a fit costs seconds of CPU at every planner start; the shipped file is that fit, held equal
+        by the tests), else a fresh fit."""
+        name = robot.spec.name
+        if name in ROBOT_FILES:
+            mapping = load_robot_config(name)["robot_cfg"]["kinematics"]["collision_spheres"]
+            shipped = cls.from_curobo_spheres(robot, mapping)
+            meshed = {mesh.rsplit("_", 1)[0] for mesh in robot.link_meshes()}
+            if meshed <= set(shipped.spheres):
+                return shipped
+        return cls.fit(robot)
 
     @classmethod
     def from_curobo_spheres(cls, robot, mapping: dict[str, list[dict[str, object]]]) -> RobotSpheres:
