@@ -271,7 +271,10 @@ def reasoning_record_to_msg(record, header: _Header | None = None) -> _PinnedRea
         raw_text=record.text, think=record.think, answer=record.answer, view_names=list(record.view_names),
         valid=bool(record.valid), errors=[issue_to_msg(e, is_error=True) for e in record.errors],
         warnings=[issue_to_msg(w, is_error=False) for w in record.warnings],
-        format_score=1.0 if record.valid else 0.0, identity_consistency=1.0, anchor_coverage=0.0,
+        # R^3 and RoboGPT-R1 responses carry no anchors: PinCoT's identity and coverage measures are NaN
+        # (not measured), and format_score is the response's own (RoboGPT-R1's, or R^3's instruction validity).
+        format_score=float(record.metrics.get("format", record.metrics.get("instruction_validity", math.nan))),
+        identity_consistency=math.nan, anchor_coverage=math.nan,
         generation_time_s=float(record.generation_time_s),
     )
 
