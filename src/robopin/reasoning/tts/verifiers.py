@@ -12,7 +12,8 @@ verifier (a feasibility score in [0, 1] from what the stack knows, behind a repl
   yes/no is the first token scored; set it empty for a verifier model that answers directly.
 - :class:`ActionVerifier` is the interface a learned verifier implements;
   :class:`FeasibilityVerifier` scores depth quality at the points, the pick point's distance to the
-  centre of its depth segment, the 3D agreement of the anchor across views (with a bound projector)
+  centre of its depth segment, the 3D agreement of the anchor across views (with a bound projector: a
+  pick whose other-view pins the projection's cross-view rule puts on another object is refused)
   and IK/plan success (a dry-run pick-and-place through a bound actor); :class:`NoActionVerifier`
   gives every action 1. :func:`make_action_verifier` picks one by type name.
 """
@@ -171,6 +172,17 @@ class _Scoring:
 
     targets: dict[int, tuple[Target, Target]] = field(default_factory=dict)
     memo: dict[tuple[int, float, float, str], Target] = field(default_factory=dict)
+    agreement: dict[tuple, bool] = field(default_factory=dict)
+
+    def same_object(self, context: ActionContext, requests: Sequence[PointRequest]) -> bool:
+        """Whether the projection, given the pick with its other-view pins, keeps the pick valid: its
+        cross-view rule (:mod:`robopin.geometry.crossview`) found them on one object."""
+        assert context.projector is not None
+        key = tuple((r.img_idx, round(r.u, 2), round(r.v, 2), r.id) for r in requests[:1] + list(requests[2:]))
+        if key not in self.agreement:
+            group = [requests[0], *requests[2:]]
+            self.agreement[key] = bool(context.projector.project(group, context.observation)[0].valid)
+        return self.agreement[key]
 
     def project(self, context: ActionContext, request: PointRequest) -> Target:
         assert context.projector is not None
@@ -292,9 +304,14 @@ class FeasibilityVerifier(ActionVerifier):
                 return f"{role}_{target.reason or 'invalid'}"
         others = [t for t in projected[2:] if t.valid]
         if others and self.config.agreement > 0:
+            # The loop projects the chosen pick with these pins and refuses it (views_disagree) unless
+            # the cross-view rule finds them on one object: such a candidate is infeasible here too.
+            if not state.same_object(context, requests):
+                features["agreement"] = 0.0
+                return "pick_views_disagree"
             distance = min(float(np.linalg.norm(t.point - pick.point)) for t in others)
-            # Soft, with a floor: two views rarely pin one surface point, and a stray pin in the other
-            # view would otherwise veto every action of the trace alike.
+            # On one object, closer pins are still better evidence; soft, with a floor, because two
+            # views rarely pin one surface point.
             agreement = math.exp(-((distance / self.config.agreement_scale_m) ** 2))
             features["agreement"] = max(agreement, self.config.agreement_floor)
         state.targets[index] = (pick, place)
