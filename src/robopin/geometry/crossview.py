@@ -102,8 +102,11 @@ class CrossViewVerdict:
     labels: tuple[str, ...] = ()
 
 
-def _crop(view: ViewDepth, pin_base: NDArray[np.float64], pin_uv: tuple[float, float], radius_m: float) -> NDArray:
-    """Base-frame points of ``view`` within ``radius_m`` of the pin (a pixel window bounds the ball)."""
+def _crop(
+    view: ViewDepth, pin_base: NDArray[np.float64], pin_uv: tuple[float, float], radius_m: float, voxel_m: float
+) -> NDArray:
+    """Base-frame points of ``view`` within ``radius_m`` of the pin (a pixel window bounds the ball),
+    every few pixels: a pixel spacing of half a voxel loses nothing the voxel grid keeps."""
     depth = view.depth_m
     h, w = depth.shape
     u, v = pin_uv
@@ -115,12 +118,13 @@ def _crop(view: ViewDepth, pin_base: NDArray[np.float64], pin_uv: tuple[float, f
     half = int(min(max(view.camera.fx, view.camera.fy) * radius_m / max(z - radius_m, 0.05 * z), max(h, w)))
     r0, r1 = max(row - half, 0), min(row + half + 1, h)
     c0, c1 = max(col - half, 0), min(col + half + 1, w)
-    patch = np.asarray(depth[r0:r1, c0:c1], dtype=np.float64)
+    stride = max(1, int(voxel_m / 2 / (z / max(view.camera.fx, view.camera.fy))))
+    patch = np.asarray(depth[r0:r1:stride, c0:c1:stride], dtype=np.float64)
     ok = np.isfinite(patch) & (patch > 0)
     rows, cols = np.nonzero(ok)
     if rows.size == 0:
         return np.zeros((0, 3))
-    p_cam = view.camera.deproject(cols + c0 + 0.5, rows + r0 + 0.5, patch[rows, cols])
+    p_cam = view.camera.deproject(cols * stride + c0 + 0.5, rows * stride + r0 + 0.5, patch[rows, cols])
     points = transform_points(view.T_base_cam, np.asarray(p_cam, dtype=np.float64).reshape(-1, 3))
     return points[np.linalg.norm(points - pin_base, axis=1) <= radius_m]
 
@@ -175,7 +179,10 @@ def same_object(
     up_vec = np.asarray(up, dtype=np.float64)
     up_vec = up_vec / np.linalg.norm(up_vec)
     cloud = np.concatenate(
-        [_crop(view, pin, (uv[0], uv[1]), cfg.radius_m) for pin, uv, view in zip(pins, uvs, views, strict=True)]
+        [
+            _crop(view, pin, (uv[0], uv[1]), cfg.radius_m, cfg.voxel_m)
+            for pin, uv, view in zip(pins, uvs, views, strict=True)
+        ]
     )
     if len(cloud) < cfg.min_cluster_points:
         return CrossViewVerdict(False, f"only {len(cloud)} depth points around the pins")
