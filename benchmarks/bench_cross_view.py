@@ -64,6 +64,8 @@ def main() -> None:
     parser.add_argument("--scenarios", nargs="+", default=["spatial", "multi_view", "long_horizon"])
     args = parser.parse_args()
 
+    import open3d  # noqa: F401  # imported once before timing: the first import costs seconds
+
     from robopin.sim.oracle import GroundTruthOracle
     from robopin.sim.scenarios import build_scene
 

@@ -293,3 +293,12 @@ def test_the_action_verifier_refuses_a_pick_whose_other_view_pin_is_on_another_o
     assert first["action_refusal"] == "pick_views_disagree" and not first["eligible"]
     assert second["eligible"] and second["action_features"]["agreement"] > 0
     assert log["chosen"]["trace"] == 1
+
+
+def test_a_pick_on_the_bare_table_is_refused_and_the_next_batch_is_taken(observation):
+    off = trace((120, 400), (500, 350), tag="OFF")  # no object there: the grasp would close on nothing
+    model = ScriptedModel([[off], [GOOD]], {"OFF": 0.9, "GOOD": 0.9})
+    log = reasoner(model, max_batches=2, actions_per_trace=1).reason(query(observation)).extra["tts"]
+    first = log["batches"][0]["pairs"][0]
+    assert first["action_refusal"] == "pick_not_on_object" and not first["eligible"]
+    assert log["chosen"]["trace"] == 1

@@ -11,10 +11,12 @@ verifier (a feasibility score in [0, 1] from what the stack knows, behind a repl
   (``OpenAIBackendConfig.yes_no_answer_prefix``, sent with vLLM's ``continue_final_message``), so
   yes/no is the first token scored; set it empty for a verifier model that answers directly.
 - :class:`ActionVerifier` is the interface a learned verifier implements;
-  :class:`FeasibilityVerifier` scores depth quality at the points, the pick point's distance to the
-  centre of its depth segment, the 3D agreement of the anchor across views (with a bound projector: a
-  pick whose other-view pins the projection's cross-view rule puts on another object is refused)
-  and IK/plan success (a dry-run pick-and-place through a bound actor); :class:`NoActionVerifier`
+  :class:`FeasibilityVerifier` reads run-time evidence only (never the simulator's ground truth): it
+  scores depth quality at the points, the pick point's distance to the centre of its depth segment
+  (a pick on no object above the support is refused, ``pick_not_on_object``), the 3D agreement of
+  the anchor across views (with a bound projector: a pick whose other-view pins the projection's
+  cross-view rule puts on another object is refused, ``pick_views_disagree``) and IK/plan success
+  (a dry-run pick-and-place through a bound actor); :class:`NoActionVerifier`
   gives every action 1. :func:`make_action_verifier` picks one by type name.
 """
 
@@ -228,8 +230,9 @@ class FeasibilityVerifier(ActionVerifier):
         if config.centrality > 0 and context.segments is not None and candidate.pick.img_idx in views:
             segment = context.segments(candidate.pick.img_idx, candidate.pick.u, candidate.pick.v)
             if segment is None:
-                # The pick point is on the support (or has no depth): a grasp there closes on nothing.
-                features["centrality"] = 0.05
+                # The pick point is on the support (or has no depth): a grasp there closes on nothing,
+                # and the loop's own checks could not see it. Infeasible, not merely unlikely.
+                return ActionScore(0.0, {**features, "centrality": 0.0}, "pick_not_on_object")
             else:
                 distance = segment.distance_px(candidate.pick.u, candidate.pick.v)
                 features["centrality"] = math.exp(-((distance / max(segment.radius_px, 1.0)) ** 2))
