@@ -187,6 +187,9 @@ def same_object(
     if len(cloud) < cfg.min_cluster_points:
         return CrossViewVerdict(False, f"only {len(cloud)} depth points around the pins")
     with _OPEN3D_LOCK:
+        # Its warnings (a plane fit on few points) go to stdout, outside our logging; the verdict's
+        # detail says what the rule found.
+        o3d.utility.set_verbosity_level(o3d.utility.VerbosityLevel.Error)
         o3d.utility.random.seed(0)
         pcd = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(cloud)).voxel_down_sample(cfg.voxel_m)
         points = np.asarray(pcd.points)
@@ -204,16 +207,18 @@ def same_object(
         )
     found: list[str] = []
     for pin in pins:
-        if plane is not None and float(pin @ plane[:3] + plane[3]) <= cfg.plane_distance_m:
+        # An object point within the snap distance first: a pin at an object's foot (on its outline,
+        # where the support begins) is a pin on that object.
+        near_labels = np.zeros(0, dtype=np.int64)
+        if len(object_points):
+            near = np.linalg.norm(object_points - pin, axis=1) <= cfg.pin_snap_m
+            near_labels = labels[near & (labels >= 0)]
+        if near_labels.size:
+            found.append(f"object {int(np.bincount(near_labels).argmax())}")
+        elif plane is not None and float(pin @ plane[:3] + plane[3]) <= cfg.plane_distance_m:
             found.append("support")
-            continue
-        if len(object_points) == 0:
+        else:
             found.append("none")
-            continue
-        distance = np.linalg.norm(object_points - pin, axis=1)
-        near = distance <= cfg.pin_snap_m
-        near_labels = labels[near & (labels >= 0)]
-        found.append(f"object {int(np.bincount(near_labels).argmax())}" if near_labels.size else "none")
     spread = float(np.max(np.linalg.norm(pins[:, None] - pins[None], axis=-1)))
     if all(label == "support" for label in found):
         same = spread <= cfg.support_tolerance_m
