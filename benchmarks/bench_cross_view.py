@@ -1,8 +1,10 @@
 """SIMULATION MEASUREMENT — the multi-view cross-check's false refusals and its catch rate, per rule.
 
 Scenes: the sim tasks (spatial, multi_view, long_horizon) on one sim arm, rendered once per seed. The
-reasoning is the simulator's ground-truth oracle (its first step), so every pick and place it writes is
-right: a ``views_disagree`` on it is a false refusal. For the catch rate, each anchor of the pick ID
+reasoning is the simulator's ground-truth oracle (its first step), optionally with every pin jittered
+(``--jitter-px``, Gaussian, seeded per scene: an erring model's pin noise). A ``views_disagree`` on a
+step whose answer points lie on the right objects (judged on the simulator's segmentation) is a
+false refusal. For the catch rate, each anchor of the pick ID
 pinned in a second view is moved onto another object's sighting in that view (a grounding error a
 model makes) and the step should be refused. Each scene is projected with:
 
@@ -26,7 +28,7 @@ from dataclasses import replace
 from robopin.geometry import CrossViewConfig, PointRequest, ProjectionConfig, Projector
 from robopin.reasoning import interpret_pointing
 from robopin.reasoning.inprocess import SnapshotProjector
-from robopin.reasoning.tts.study import STUDY_WORKSPACE, StudyScene
+from robopin.reasoning.tts.study import STUDY_WORKSPACE, StudyScene, judge_trace
 
 
 def _projectors(study: StudyScene) -> dict[str, SnapshotProjector]:
@@ -62,11 +64,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--scenarios", nargs="+", default=["spatial", "multi_view", "long_horizon"])
+    parser.add_argument("--jitter-px", type=float, default=0.0, help="Gaussian noise on every pin (pixels)")
     args = parser.parse_args()
 
     import open3d  # noqa: F401  # imported once before timing: the first import costs seconds
 
-    from robopin.sim.oracle import GroundTruthOracle
+    from robopin.sim.oracle import GroundTruthOracle, OracleErrors
     from robopin.sim.scenarios import build_scene
 
     refused: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
@@ -75,6 +78,9 @@ def main() -> None:
     caught = collections.Counter()
     perturbed = 0
     checked = collections.Counter()
+    wrong_executed = collections.Counter()
+    wrong_refused = collections.Counter()
+    wrong_steps = 0
     seconds: dict[str, float] = collections.defaultdict(float)
     steps = 0
     for scenario in args.scenarios:
@@ -82,13 +88,16 @@ def main() -> None:
             scene = build_scene(scenario, seed, world_name=f"bench-cross-view-{scenario}-{seed}", robot=args.robot)
             study = StudyScene(scene)
             try:
-                oracle = GroundTruthOracle(scene, study.views)
+                errors = OracleErrors(point_jitter_px=args.jitter_px)
+                oracle = GroundTruthOracle(scene, study.views, errors=errors, seed=seed)
                 written = oracle.write(study.rendered)
+                right = judge_trace(study, written.text)
                 decision = interpret_pointing(written.text, study.observation)
                 if decision.refusal is not None or decision.pick is None:
                     print(f"{scenario} seed {seed}: oracle answer refused ({decision.refusal})")
                     continue
                 steps += 1
+                wrong_steps += not right
                 for rule, projector in _projectors(study).items():
                     requests = decision.requests() if rule != "off" else decision.requests()[:2]
                     start = time.perf_counter()
@@ -99,8 +108,10 @@ def main() -> None:
                     bad = [t for t in targets[:2] if not t.valid]
                     for target in bad:
                         refused[rule][str(target.reason)] += 1
-                        if str(target.reason) == "views_disagree":
-                            false_disagree[rule] += 1
+                    if any(str(t.reason) == "views_disagree" for t in bad) and right:
+                        false_disagree[rule] += 1
+                    if not right:
+                        (wrong_refused if bad else wrong_executed)[rule] += 1
                     if bad:
                         print(f"{scenario} seed {seed} [{rule}]: refused {bad[0].reason}: {bad[0].detail}")
                     for target, request in zip(targets[:2], requests[:2], strict=True):
@@ -128,9 +139,12 @@ def main() -> None:
     )
     for rule in ("object_extent", "distance", "off"):
         line = (
-            f"{rule:>14}: false views_disagree {false_disagree[rule]}/{checked[rule] or steps} checked steps; "
+            f"{rule:>14}: false views_disagree {false_disagree[rule]}/{checked[rule] or steps} checked steps "
+            f"(answer on the right objects); "
             f"refusals {dict(refused[rule]) or 'none'}; fallbacks {fallbacks[rule]}; "
-            f"{1000 * seconds[rule] / max(steps, 1):.0f} ms projection per step"
+            f"{1000 * seconds[rule] / max(steps, 1):.0f} ms projection per step; "
+            f"of {wrong_steps} steps with an answer point off its object: refused {wrong_refused[rule]}, "
+            f"executed {wrong_executed[rule]}"
         )
         if rule != "off":
             line += f"; caught {caught[rule]}/{perturbed} pins moved to another object"
