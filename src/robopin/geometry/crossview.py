@@ -65,7 +65,7 @@ class CrossViewConfig:
     max_plane_tilt_deg: float = 20.0
     cluster_eps_m: float = 0.012
     min_cluster_points: int = 8
-    pin_snap_m: float = 0.012
+    pin_snap_m: float = 0.025
     support_tolerance_m: float = 0.04
 
     def __post_init__(self) -> None:
