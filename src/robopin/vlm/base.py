@@ -327,6 +327,8 @@ VLM_BACKENDS.declare("openai", "robopin.vlm.openai_backend", requires=("httpx", 
 VLM_BACKENDS.declare("transformers", "robopin.vlm.transformers_backend", requires=("torch", "transformers", "pillow"))
 # Implemented by the simulator: answers from ground truth.
 VLM_BACKENDS.declare("oracle", "robopin.sim.oracle_backend")
+# The oracle with named model errors at set rates.
+VLM_BACKENDS.declare("imperfect", "robopin.sim.imperfect")
 
 
 @dataclass(kw_only=True)
