@@ -21,8 +21,12 @@ from robopin.motion.robot import RobotModel
 from robopin.motion.types import JointTrajectory
 from robopin.motion.world import CLOUD_GEOMETRY_NAME
 
-# Margins are rounded up to these steps so the per-margin collision data can be cached.
+# Margins are rounded up (a larger margin only refines more) to a ladder so the per-margin collision
+# data can be cached: steps of _MARGIN_QUANTUM_M up to _MARGIN_LADDER_FROM_M, then a factor of
+# _MARGIN_LADDER_RATIO per rung, which keeps the distinct margins of one world to a few dozen.
 _MARGIN_QUANTUM_M = 0.0005
+_MARGIN_LADDER_FROM_M = 0.002
+_MARGIN_LADDER_RATIO = 1.25
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,12 @@ class VerificationResult:
 
 
 def _quantized(margin: float) -> float:
-    return float(np.ceil(margin / _MARGIN_QUANTUM_M) * _MARGIN_QUANTUM_M)
+    """The smallest rung of the margin ladder at or above ``margin``."""
+    if margin <= _MARGIN_LADDER_FROM_M:
+        return float(np.ceil(margin / _MARGIN_QUANTUM_M) * _MARGIN_QUANTUM_M)
+    rung = int(np.ceil(np.log(margin / _MARGIN_LADDER_FROM_M) / np.log(_MARGIN_LADDER_RATIO)))
+    value = _MARGIN_LADDER_FROM_M * _MARGIN_LADDER_RATIO**rung
+    return float(value if value >= margin else value * _MARGIN_LADDER_RATIO)
 
 
 def verify_path(
