@@ -5,7 +5,8 @@ arm driver, planner with the ground-truth oracle, recorder), then the spatial ta
 times through the ``Instruct`` service as a dry run (observe, reason, validate, project, plan; no
 motion), each stage timed from the task's feedback as a client receives it. Baseline, measured in
 the same run on the same scene: the same :class:`robopin.reasoning.ReasoningLoop` in-process, with
-frames read from the same ``sim`` camera backend, projection by ``robopin.geometry`` and no planner.
+frames rendered by the same ``sim`` camera backend before each step (as the camera nodes render them
+ahead of the stack's observe), projection by ``robopin.geometry`` and no planner.
 Then pick-and-place planning in-process (``plan_pick_place`` with the node's planner, on the first
 pick-and-place of the spatial, multi-view and long-horizon tasks' ``--seeds``, posed as the node poses
 them) next to a single roboplan plan on ``bench_motion.py``'s tabletop problems, both in this run.
@@ -47,10 +48,13 @@ def _in_process_baseline(scene, system, steps: int) -> dict[str, list[float]]:
     for camera in cameras.values():
         camera.connect(warmup=False)
 
+    # The stack's observe takes frames its camera nodes rendered beforehand: here too, each step's frames
+    # are rendered before the step and only taken in the timed observe.
+    latest: dict[str, object] = {}
+
     def snapshot() -> MultiViewSnapshot:
-        frames = {v: cameras[v].read() for v in views}
         pose = scene.world.ee_pose()
-        return MultiViewSnapshot(tuple(views), frames, dict.fromkeys(views, pose), 0.0, 0.0)
+        return MultiViewSnapshot(tuple(views), dict(latest), dict.fromkeys(views, pose), 0.0, 0.0)
 
     mounts = {}
     for v in views:
@@ -64,6 +68,7 @@ def _in_process_baseline(scene, system, steps: int) -> dict[str, list[float]]:
                          SnapshotProjector(projector), DryRunActor())
     times: dict[str, list[float]] = {s: [] for s in (*STAGES, "model", "reason_overhead")}
     for _ in range(steps):
+        latest.update({v: cameras[v].read() for v in views})
         result = loop.run(TaskRequest(scene.spec.instruction, mode="point", dry_run=True, max_steps=1))
         timing = result.steps[-1].timings_s if result.steps else {}
         times["observe"].append(timing.get("observe", 0.0))
