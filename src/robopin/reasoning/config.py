@@ -16,6 +16,10 @@ from typing import Any
 from robopin.geometry import WorkspaceBox
 from robopin.pincot.r3 import SkillFormat, SkillGrammar, parse_subtask
 from robopin.reasoning.errors import ReasoningConfigError
+from robopin.vlm.prompts import ANSWER_FORMATS
+
+LOOP_PROMPT_TEMPLATES = ("reasoning", "pincot_suffix")
+"""The registry's prompt templates the loop can write (Embodied-R1's ``embodied_r1`` is not one yet)."""
 
 MODES = ("auto", "point", "subtask", "plan")
 """Reasoning modes: RoboPIN pointing (``point``), R^3 subtask steering (``subtask``), RoboGPT-R1 plans
@@ -84,13 +88,20 @@ class ReasoningConfig:
         workspace: targets outside this box are refused (``outside_workspace``) before any motion,
             in addition to the projection's own check. None: rely on the projection's check.
         cross_view_check: also project the other views' anchors of the pick and place IDs, so the
-            projection fuses them or refuses the target (``views_disagree``) when the views disagree.
-            Two views rarely pin the same surface point of an object (the oracle's do not either),
-            so enable it only with a projection ``fusion_tolerance_m`` about the size of the objects.
+            projection checks that they lie on one object (refusing ``views_disagree`` when they do
+            not) and can fall back to another view's anchor when one view's depth cannot be trusted.
         history_limit: how many earlier steps the step prompt shows.
         label_views: prefix each image with ``Image i (name):`` in the request.
         system_prompt: optional system message (RoboPIN was trained without one).
         prompt_dir: a folder of prompt templates overriding the packaged ones.
+        prompt_template: how pointing queries are worded, from the model's registry entry
+            (``robopin models show NAME --vlm-config``): ``reasoning`` (our templates: view roles, anchor
+            rules, history) or ``pincot_suffix`` (RoboPIN's published form: the task text and its
+            answer-format suffix, nothing else). Subtask and plan queries always use R^3's and
+            RoboGPT-R1's own prompts; their grounding queries follow this setting.
+        answer_format: the answer format of the model's registry entry; the reasoning loop reads
+            ``pincot`` (``<think>`` with anchors, JSON ``<answer>``) and refuses a configuration that
+            pairs RoboPIN's suffix, which asks for exactly that, with another format.
     """
 
     mode: str = "auto"
@@ -105,13 +116,27 @@ class ReasoningConfig:
     vocabulary: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     actions: Mapping[int, str] = field(default_factory=dict)
     workspace: WorkspaceBox | None = None
-    cross_view_check: bool = False
+    cross_view_check: bool = True
     history_limit: int = 10
     label_views: bool = False
     system_prompt: str | None = None
     prompt_dir: str | None = None
+    prompt_template: str = "reasoning"
+    answer_format: str = "pincot"
 
     def __post_init__(self) -> None:
+        if self.prompt_template not in LOOP_PROMPT_TEMPLATES:
+            raise ReasoningConfigError(
+                f"prompt_template must be one of {LOOP_PROMPT_TEMPLATES} (the forms the reasoning loop writes), "
+                f"got {self.prompt_template!r}"
+            )
+        if self.answer_format not in ANSWER_FORMATS:
+            raise ReasoningConfigError(f"answer_format must be one of {ANSWER_FORMATS}, got {self.answer_format!r}")
+        if self.prompt_template == "pincot_suffix" and self.answer_format != "pincot":
+            raise ReasoningConfigError(
+                f"prompt_template 'pincot_suffix' asks for RoboPIN's <think>/<answer> form; answer_format must be "
+                f"'pincot', got {self.answer_format!r}"
+            )
         if self.mode not in MODES:
             raise ReasoningConfigError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.long_horizon_mode not in MODES[1:]:
