@@ -35,6 +35,7 @@ def _import_roboplan():
 class RoboplanPlanner(MotionPlanner):
     """roboplan RRT-Connect + shortcutting behind the robopin planner contract."""
 
+    config_class = RoboplanPlannerConfig
     config: RoboplanPlannerConfig
 
     def __init__(self, config: RoboplanPlannerConfig, robot: RobotModel | None = None) -> None:
