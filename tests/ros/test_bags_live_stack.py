@@ -148,7 +148,7 @@ def test_demo_bag_replans_with_the_recorded_backend_to_the_recorded_targets(demo
     assert code == 0, out
     with TrialBag(demo_bag) as bag:
         targets = [t for _, t in bag.decoded(["/robopin/targets"])]
-    assert len(targets) == 2 and all(t.valid for t in targets)
+    assert len(targets) >= 2 and all(t.valid for t in targets)  # pick, place, the other views' pins of their IDs
     for target in targets:
         assert f"{target.id}@{target.img_idx} at (" in out, out  # each reproduced target is named
     assert out.startswith("step 0: reproduced:") and "identical within tolerance" in out

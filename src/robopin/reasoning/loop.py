@@ -501,7 +501,9 @@ class ReasoningLoop:
         if len(targets) != len(requests):
             raise TaskRefusal("projection_unavailable", f"asked to project {len(requests)} points, got {len(targets)}")
         pick, place = targets[0], targets[1]
-        report.targets = (pick, place)
+        # Pick and place first, then the other views' pins of their IDs (the cross-view check's): every
+        # projected point, as projection_node publishes them on /robopin/targets.
+        report.targets = tuple(targets)
         for role, request, target in (("pick", requests[0], pick), ("place", requests[1], place)):
             if target.valid and target.img_idx != request.img_idx:
                 # Another view's pin of the same ID stood in for one its own view could not be trusted with.

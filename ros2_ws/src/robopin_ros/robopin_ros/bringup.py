@@ -224,6 +224,8 @@ class Bringup:
                 waiting.append(f"{name}: arm not connected/enabled ({getattr(node, 'last_error', '') or 'starting'})")
             if hasattr(node, "frames_published") and node.frames_published == 0:
                 waiting.append(f"{name}: no camera frame yet ({getattr(node, 'last_error', '') or 'starting'})")
+            if hasattr(node, "recorder"):  # recorder_node: every camera heard, so the first step's frames are kept
+                waiting += [f"{name}: {reason}" for reason in node.not_ready()]
             model = node.model_not_ready() if self.check_model and hasattr(node, "model_not_ready") else ""
             if model:
                 waiting.append(f"{name}: {model}")

@@ -138,6 +138,7 @@ class RecorderNode(Node):
             self.description = load_description(robot)
         self.task_status_topic = str(self.get_parameter("task_status_topic").value)
         self._subscribed: dict[str, Any] = {}
+        self._heard: set[str] = set()  # topics that delivered a message (set.add: atomic under the GIL)
         self._lock = threading.Lock()
         self._auto_goal = ""
         self.unsupported: dict[str, str] = {}
@@ -226,8 +227,11 @@ class RecorderNode(Node):
         recorder = self.recorder
         is_status = topic == self.task_status_topic
 
+        heard = self._heard
+
         def on_message(data: bytes) -> None:
             recorder.record(topic, type_name, data, time.time_ns())
+            heard.add(topic)
             if topic.endswith("/_action/status"):
                 self._on_action_status(topic, data, is_task=is_status)
 
@@ -344,6 +348,20 @@ class RecorderNode(Node):
             response.success = True
             response.message = f"{stats.path}: {stats.total} messages, {stats.dropped} dropped"
         return response
+
+    def not_ready(self) -> list[str]:
+        """Camera topics in the graph that the recorder has not heard from yet.
+
+        A task's bag must hold the frames of its first observation; a recorder that found a camera's topics
+        (graph polling every ``discovery_period_s``, then DDS matching) after the planner observed would
+        write a bag that cannot be replayed, so bring-up waits for this before the first task.
+        """
+        waiting = []
+        for topic, _ in self.get_topic_names_and_types():
+            if topic.startswith("/cameras/") and topic.endswith("/image_raw") and self._wanted(topic) \
+                    and topic not in self.unsupported and topic not in self._heard:
+                waiting.append(f"no message recorded yet on {topic}")
+        return waiting
 
     def busy(self) -> list[str]:
         """A task's bag still open, waiting for the task's final status (runtime.stop_nodes waits for it)."""
