@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def spatial():
-    from robopin.sim.scenarios import build_scene
+    from robopin.sim.tasks import build_scene
 
     scene = build_scene("spatial", 0, world_name="reasoning-spatial")
     yield scene
@@ -31,7 +31,7 @@ def oracle(scene, **errors):
 
 
 def test_spatial_task_succeeds_with_the_oracle(spatial):
-    from robopin.sim.scenarios import check_success
+    from robopin.sim.tasks import check_success
 
     observer, projector = sim_stages(spatial)
     arm = SimScriptedPickPlace(spatial)

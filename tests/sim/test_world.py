@@ -7,7 +7,7 @@ import pytest
 
 from robopin.sim.assets import UnknownAssetError
 from robopin.sim.robot_models import UnknownRobotError
-from robopin.sim.scenarios import build_scene
+from robopin.sim.tasks import build_scene
 from robopin.sim.world import SimWorld, SimWorldError, UnknownNameError, get_world, registered_worlds
 
 from .helpers import unique_world_name

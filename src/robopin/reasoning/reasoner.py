@@ -138,7 +138,7 @@ def _make_single(settings: Mapping[str, Any], backend: VLMBackend) -> SingleSamp
 
 _REGISTRY: dict[str, str | Callable[[Mapping[str, Any], VLMBackend], Reasoner]] = {
     "single": _make_single,
-    # Test-time scaling (issue 10) lives in robopin/reasoning/tts and is imported only when configured.
+    # Test-time scaling lives in robopin/reasoning/tts and is imported only when configured.
     "etts": "robopin.reasoning.tts:make_reasoner",
 }
 
