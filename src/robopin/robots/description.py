@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,57 +140,44 @@ _XARM_GRIPPER = _GripperSpec(
 _NO_GRIPPER = _GripperSpec(joints=(), open_position=0.0, closed_position=0.0, links=(), width_m=(0.0, 0.0))
 # Acceleration limits are not in URDFs: Panda values from Franka's datasheet; the xArm's maximum joint
 # acceleration is 1145 deg/s² (UFACTORY user manual), rounded down to 20 rad/s².
+_PANDA = _DescriptionSpec(
+    urdf="franka_panda/panda.urdf",
+    package_dir="franka_panda",
+    joint_names=_PANDA_JOINTS,
+    acceleration_rad_s2=(15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0),
+    base_link="panda_link0",
+    tcp_link="panda_grasptarget",
+    tcp_offset_m=(0.0, 0.0, 0.0),
+    home_rad=_PANDA_HOME,
+    gripper=_PANDA_HAND,
+)
+_XARM6 = _DescriptionSpec(
+    urdf="xarm/xarm6_with_gripper.urdf",
+    package_dir="xarm",
+    joint_names=_XARM6_JOINTS,
+    acceleration_rad_s2=(20.0,) * 6,
+    base_link="link_base",
+    # UFACTORY's xArm Gripper TCP is 172 mm along the flange z axis.
+    tcp_link="link6",
+    tcp_offset_m=(0.0, 0.0, 0.172),
+    home_rad=_XARM6_HOME,
+    gripper=_XARM_GRIPPER,
+)
 _SPECS: dict[str, _DescriptionSpec] = {
-    "panda": _DescriptionSpec(
-        urdf="franka_panda/panda.urdf",
-        package_dir="franka_panda",
-        joint_names=_PANDA_JOINTS,
-        acceleration_rad_s2=(15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0),
-        base_link="panda_link0",
-        tcp_link="panda_grasptarget",
-        tcp_offset_m=(0.0, 0.0, 0.0),
-        home_rad=_PANDA_HOME,
-        gripper=_PANDA_HAND,
-    ),
+    "panda": _PANDA,
     # Franka Research 3: the Panda's kinematics (same joint origins) with FR3 limits from Franka's
     # datasheet (the limits franky-sim's FR3 model uses).
-    "fr3": _DescriptionSpec(
-        urdf="franka_panda/panda.urdf",
-        package_dir="franka_panda",
-        joint_names=_PANDA_JOINTS,
+    "fr3": dataclasses.replace(
+        _PANDA,
         acceleration_rad_s2=(10.0,) * 7,
-        base_link="panda_link0",
-        tcp_link="panda_grasptarget",
-        tcp_offset_m=(0.0, 0.0, 0.0),
-        home_rad=_PANDA_HOME,
-        gripper=_PANDA_HAND,
         lower_rad=(-2.9007, -1.8361, -2.9007, -3.0770, -2.8763, 0.4398, -3.0508),
         upper_rad=(2.9007, 1.8361, 2.9007, -0.1169, 2.8763, 4.6216, 3.0508),
         velocity_rad_s=(2.62, 2.62, 2.62, 2.62, 5.26, 4.18, 5.26),
     ),
-    "xarm6": _DescriptionSpec(
-        urdf="xarm/xarm6_with_gripper.urdf",
-        package_dir="xarm",
-        joint_names=_XARM6_JOINTS,
-        acceleration_rad_s2=(20.0,) * 6,
-        base_link="link_base",
-        # UFACTORY's xArm Gripper TCP is 172 mm along the flange z axis.
-        tcp_link="link6",
-        tcp_offset_m=(0.0, 0.0, 0.172),
-        home_rad=_XARM6_HOME,
-        gripper=_XARM_GRIPPER,
-    ),
-    "xarm6_bare": _DescriptionSpec(
-        urdf="xarm/xarm6_robot.urdf",
-        package_dir="xarm",
-        joint_names=_XARM6_JOINTS,
-        acceleration_rad_s2=(20.0,) * 6,
-        base_link="link_base",
-        tcp_link="link6",
-        tcp_offset_m=(0.0, 0.0, 0.0),
-        home_rad=_XARM6_HOME,
-        gripper=_NO_GRIPPER,
-    ),
+    "xarm6": _XARM6,
+    # The arm alone, TCP at the flange: what the xArm controller's own kinematics compute.
+    "xarm6_bare": dataclasses.replace(_XARM6, urdf="xarm/xarm6_robot.urdf", tcp_offset_m=(0.0, 0.0, 0.0),
+                                      gripper=_NO_GRIPPER),
 }
 
 
