@@ -41,6 +41,7 @@ from visualization_msgs.msg import MarkerArray
 from robopin.env import apply_ros_environment
 from robopin.system import SystemFile, SystemFileError
 from robopin.system.timing import FeedbackEvent, StepTiming, step_timings
+from robopin.trials.results import reasoning_measures
 from robopin_ros import conversions
 
 logger = logging.getLogger(__name__)
@@ -702,7 +703,8 @@ def run_trial(bringup: Bringup, root: str | Path, trial_id: str, *, method: str 
         instruction=instruction, bag=str(bag.relative_to(log.folder)) if bag is not None else "",
         extra={"system": system.name, "robot": system.robot, "task_id": run.task_id,
                "scenario": system.sim.scenario if system.sim else "", "seed": system.sim.seed if system.sim else None,
-               "timings": [t.as_dict() for t in timings]})
+               "timings": [t.as_dict() for t in timings],
+               "reasoning": [reasoning_measures(m) for m in (run.result.reasoning_steps if run.result else ())]})
     # Kept before anyone is asked: a batch stopped while the operator judges loses nothing (--resume asks again).
     write_stack_verdict(log.folder, stack, summary=summary)
     judgement = (judge or sim_judgement)(stack)
