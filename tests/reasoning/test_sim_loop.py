@@ -67,7 +67,7 @@ def test_an_instruction_the_scene_cannot_ground_is_refused_by_name_and_nothing_m
 
 def test_the_oracle_carries_out_the_instruction_it_is_given_not_the_scenarios(spatial):
     # RoboPIN's prompt form (the banana test above uses our templates): the oracle reads either.
-    from robopin.sim.scenarios import on_plate
+    from robopin.sim.tasks import on_plate
 
     goal = spatial.task.goals[0]
     other = next(o for o in spatial.world.objects.values() if o.kind == "plate" and o.name != goal.target)
