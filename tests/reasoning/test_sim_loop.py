@@ -128,7 +128,7 @@ class _EdgePinnedOracle:
 
 @pytest.fixture
 def multi_view_xarm6():
-    from robopin.sim.scenarios import build_scene
+    from robopin.sim.tasks import build_scene
 
     scene = build_scene("multi_view", 0, world_name="reasoning-multi-view-xarm6", robot="xarm6")
     yield scene
