@@ -70,7 +70,7 @@ def main() -> None:
     import open3d  # noqa: F401  # imported once before timing: the first import costs seconds
 
     from robopin.sim.oracle import GroundTruthOracle, OracleErrors
-    from robopin.sim.scenarios import build_scene
+    from robopin.sim.tasks import build_scene
 
     refused: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     false_disagree = collections.Counter()

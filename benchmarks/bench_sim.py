@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from robopin.sim.scenarios import build_scene
 from robopin.sim.selfcheck import run_self_check, solve_scene
+from robopin.sim.tasks import build_scene
 
 
 def reference_ms(repeats: int = 5) -> float:

@@ -24,7 +24,7 @@ from robopin.motion.robot import RobotModel
 from robopin.motion.scene import SceneConfig, SceneKeeper
 from robopin.motion.world import CollisionWorld
 from robopin.sim.oracle import GroundTruthOracle
-from robopin.sim.scenarios import build_scene
+from robopin.sim.tasks import build_scene
 
 TASKS = ("spatial", "multi_view", "long_horizon")
 # config/sim_panda.yaml, motion_planner_node: workspace and table; projection_node: cloud_voxel_m 0.01.

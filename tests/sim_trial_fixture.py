@@ -12,7 +12,7 @@ _names = itertools.count()
 @pytest.fixture(scope="module")
 def sim_trial(tmp_path_factory):
     """(scene, oracle backend, trials root, trial folder) of one recorded pointing trial."""
-    from robopin.sim.scenarios import build_scene
+    from robopin.sim.tasks import build_scene
     from robopin.trials.sim_trial import record_sim_trial
     from robopin.vlm.base import make_backend
 

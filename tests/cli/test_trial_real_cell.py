@@ -28,7 +28,7 @@ def test_a_cell_without_a_simulator_is_judged_by_the_operator_through_one_stack(
     from robopin_ros.bringup import sim_calibrations
 
     from robopin.cli.trial import _Batch, _Planned
-    from robopin.sim.scenarios import build_scene
+    from robopin.sim.tasks import build_scene
     from robopin.system import load_system
 
     caplog.set_level(logging.INFO, logger="robopin_ros.bringup")

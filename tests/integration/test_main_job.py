@@ -91,7 +91,7 @@ def _read_lines(stream, lines: list[str]) -> None:
 
 
 def test_up_serves_instruct_to_another_process_and_stops_cleanly_on_sigterm():
-    from robopin.sim.scenarios import load_scenario
+    from robopin.sim.tasks import load_scenario
 
     process = subprocess.Popen([sys.executable, "-m", "robopin.cli", "up", "sim_panda", "--ready-timeout", "600"],
                                cwd=ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

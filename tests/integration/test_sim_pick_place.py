@@ -3,8 +3,8 @@
 The multi-view layout puts the two toys between the duck and its plate. These tests plan the way
 the motion planner node does (table plus the depth cloud of both views, robot masked out, the
 oracle's pick and place points deprojected from the rendered depth) and run every phase on the
-simulated arm: the regression for the Panda ending 0.8 rad from its goal while placing (the plan
-had no cloud and carried the duck through a toy) and for the xArm 6 placing out of reach.
+simulated arm, so a plan made without the cloud (carrying the duck through a toy) or a place point
+outside the robot's reach fails here.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from robopin.motion.planner import RoboplanPlannerConfig, make_planner
 from robopin.motion.scene import SceneConfig, SceneKeeper
 from robopin.robots.base import make_arm, make_arm_config
 from robopin.sim.oracle import GroundTruthOracle
-from robopin.sim.scenarios import build_scene, check_success
+from robopin.sim.tasks import build_scene, check_success
 
 pytestmark = pytest.mark.slow
 

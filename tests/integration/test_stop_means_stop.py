@@ -178,7 +178,7 @@ def stack(tmp_path_factory, ros_watch) -> Iterator[_Process]:
 
 
 def _instruction() -> str:
-    from robopin.sim.scenarios import load_scenario
+    from robopin.sim.tasks import load_scenario
 
     return load_scenario("spatial").instruction
 

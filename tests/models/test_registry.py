@@ -48,7 +48,7 @@ def test_registry_lists_the_supported_models(registry):
     names = registry.names()
     assert "robopin-4b" in names and "embodied-r1-3b" in names and "openai-endpoint" in names
     qwen3 = [spec for spec in registry if spec.hub_id.startswith("Qwen/Qwen3-VL-") and spec.hub_id.endswith("Instruct")]
-    assert len(qwen3) >= 3, "the issue asks for the Qwen3-VL instruct sizes"
+    assert len(qwen3) >= 3, "the registry lists the Qwen3-VL instruct sizes"
     assert registry["robopin-4b"].hub_id == "QwQ2/RoboPIN-4B"
 
 

@@ -19,8 +19,8 @@ from robopin.cameras import Frame, MultiViewSnapshot
 from robopin.geometry import CameraMount, ProjectionConfig, Projector, ViewConfig, WorkspaceBox
 from robopin.reasoning.inprocess import SnapshotObserver, SnapshotProjector
 from robopin.reasoning.interfaces import MotionOutcome
-from robopin.sim.scenarios import Scene
 from robopin.sim.scripted import ScriptedMotionError, pick_and_place
+from robopin.sim.tasks import Scene
 
 VIEWS = ("static", "wrist")
 WORKSPACE = WorkspaceBox((0.1, -0.6, -0.05), (0.95, 0.6, 0.6))

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def spatial():
-    from robopin.sim.scenarios import build_scene
+    from robopin.sim.tasks import build_scene
 
     scene = build_scene("spatial", 0, world_name="reasoning-spatial")
     yield scene
@@ -31,7 +31,7 @@ def oracle(scene, **errors):
 
 
 def test_spatial_task_succeeds_with_the_oracle(spatial):
-    from robopin.sim.scenarios import check_success
+    from robopin.sim.tasks import check_success
 
     observer, projector = sim_stages(spatial)
     arm = SimScriptedPickPlace(spatial)
@@ -67,7 +67,7 @@ def test_an_instruction_the_scene_cannot_ground_is_refused_by_name_and_nothing_m
 
 def test_the_oracle_carries_out_the_instruction_it_is_given_not_the_scenarios(spatial):
     # RoboPIN's prompt form (the banana test above uses our templates): the oracle reads either.
-    from robopin.sim.scenarios import on_plate
+    from robopin.sim.tasks import on_plate
 
     goal = spatial.task.goals[0]
     other = next(o for o in spatial.world.objects.values() if o.kind == "plate" and o.name != goal.target)
@@ -128,7 +128,7 @@ class _EdgePinnedOracle:
 
 @pytest.fixture
 def multi_view_xarm6():
-    from robopin.sim.scenarios import build_scene
+    from robopin.sim.tasks import build_scene
 
     scene = build_scene("multi_view", 0, world_name="reasoning-multi-view-xarm6", robot="xarm6")
     yield scene

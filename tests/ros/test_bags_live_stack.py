@@ -159,7 +159,7 @@ def test_replan_with_another_backend_on_the_same_frames_shows_what_changed(demo_
     import yaml
 
     from robopin.cli import main
-    from robopin.sim.scenarios import build_scene
+    from robopin.sim.tasks import build_scene
 
     scene = build_scene("spatial", 0, world_name="replan-oracle", robot="panda")
     try:

@@ -2,7 +2,7 @@
 
 Run as a script, this file is the stack process the tests talk to: one simulated scene and, in one
 executor, the real ``planner_node`` (oracle backend on that scene) and the real ``projection_node``,
-plus a ``sim_stand_in`` node that plays the parts not wired here yet: the cameras (renders both
+plus a ``sim_stand_in`` node that plays the parts this test keeps in-process: the cameras (renders both
 views after every change of the world and republishes them, stamped now, on the realsense-ros
 topics), the arm state (``/joint_states``, ``/robopin/arm/ee_pose``) and ``/robopin/motion/pick_place``
 carried out by the simulator's scripted controller (stops mid-motion on cancel). The tests are
@@ -44,7 +44,7 @@ def _stand_in_node(scene):
     from sensor_msgs.msg import CameraInfo, Image, JointState
     from std_srvs.srv import SetBool, Trigger
 
-    from robopin.sim.scenarios import check_success
+    from robopin.sim.tasks import check_success
     from tests.reasoning.sim_stages import SimScriptedPickPlace, frame_of
 
     class SimStandIn(Node):
@@ -184,7 +184,7 @@ def stack_main(argv: list[str]) -> int:
     from robopin_ros.projection_node import ProjectionNode
 
     from robopin.env import apply_ros_environment
-    from robopin.sim.scenarios import build_scene
+    from robopin.sim.tasks import build_scene
     from robopin.vlm import register_backend
 
     parser = argparse.ArgumentParser()
@@ -226,7 +226,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 def stack_parameters(scene_spec: str, seed: int) -> dict:
     """Parameters of the real nodes: true camera mounts of the scene, the oracle as the model."""
-    from robopin.sim.scenarios import build_scene
+    from robopin.sim.tasks import build_scene
     from tests.reasoning.sim_stages import camera_mounts
 
     # Same (scenario, seed) → same world, so the mounts match the stack's (computed without rendering).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from robopin.sim.scenarios import Scene, build_scene
+from robopin.sim.tasks import Scene, build_scene
 
 from .helpers import unique_world_name
 

@@ -13,8 +13,8 @@ from robopin.cameras.base import CameraNotFoundError, camera_config_from_dict, m
 from robopin.robots.base import ArmConnectionError, ArmFaultError, make_arm, make_arm_config
 from robopin.robots.errors import Reason
 from robopin.robots.state import ArmFault
-from robopin.sim.scenarios import build_scene
 from robopin.sim.scripted import grasp_pose, move_linear, move_to_pose
+from robopin.sim.tasks import build_scene
 from robopin.vlm.base import ChatMessage, SamplingParams, ViewImage, config_from_dict, make_backend
 from robopin.vlm.errors import VLMConfigError, VLMRequestError
 

@@ -7,7 +7,7 @@ import pytest
 from robopin.pincot import parse
 from robopin.sim.grounding import GroundingError, ground_instruction
 from robopin.sim.oracle import GroundTruthOracle
-from robopin.sim.scenarios import build_scene
+from robopin.sim.tasks import build_scene
 
 
 @pytest.fixture(scope="module")

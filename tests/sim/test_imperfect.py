@@ -12,7 +12,7 @@ import pytest
 from robopin.pincot import parse
 from robopin.pincot.prompts import pointing_prompt
 from robopin.sim.imperfect import PRESETS, ModelErrorRates
-from robopin.sim.scenarios import build_scene
+from robopin.sim.tasks import build_scene
 from robopin.vlm import build_messages, make_backend
 from robopin.vlm.base import SamplingParams, ViewImage
 from robopin.vlm.errors import VLMConfigError

@@ -19,7 +19,7 @@ from robopin.sim.oracle import (
     free_spot,
     spot_in_view,
 )
-from robopin.sim.scenarios import build_scene
+from robopin.sim.tasks import build_scene
 
 
 def _body_at(view, x, y):

@@ -13,7 +13,7 @@ from robopin.pincot.prompts import plan_prompt, subtask_prompt
 from robopin.pincot.r3 import parse_subtask
 from robopin.reasoning import ReasoningConfig
 from robopin.sim.grounding import ground_instruction
-from robopin.sim.scenarios import build_scene
+from robopin.sim.tasks import build_scene
 from robopin.vlm import build_messages, make_backend
 from robopin.vlm.base import ViewImage
 

@@ -48,6 +48,8 @@ def test_depth_deprojects_onto_the_objects_within_5mm(world, camera):
             hit = p.rayTest(origin.tolist(), end.tolist(), physicsClientId=world.client)[0]
             if hit[0] != world.object(name).body_id:
                 continue  # grazing ray at a silhouette edge hit the neighbour: not a depth error
+            if abs(np.dot(hit[4], direction)) < 0.3 * np.linalg.norm(direction):
+                continue  # a face seen within 17° of edge-on: depth along it is not resolved to 5 mm
             assert np.linalg.norm(np.array(hit[3]) - point) < 0.005, (name, camera)
             checked += 1
     assert checked > 60

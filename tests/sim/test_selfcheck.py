@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robopin.sim.scenarios import build_scene
 from robopin.sim.scripted import closing_yaw, pick_and_place
 from robopin.sim.selfcheck import place_points, run_self_check
+from robopin.sim.tasks import build_scene
 
 
 @pytest.mark.slow

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from robopin.robots.description import load_description
 from robopin.sim.assets import UnknownAssetError
 from robopin.sim.robot_models import UnknownRobotError
-from robopin.sim.scenarios import build_scene
+from robopin.sim.tasks import build_scene
 from robopin.sim.world import SimWorld, SimWorldError, UnknownNameError, get_world, registered_worlds
 
 from .helpers import unique_world_name
@@ -106,6 +107,17 @@ def test_inverse_kinematics_reaches_a_pose():
         target = world.forward_kinematics(np.array([0.2, -0.3, 0.1, -2.0, 0.1, 1.8, 0.5]))
         q = world.inverse_kinematics(target)
         np.testing.assert_allclose(world.forward_kinematics(q)[:3, 3], target[:3, 3], atol=2e-3)
+
+
+@pytest.mark.parametrize("robot", ["panda", "xarm6"])
+def test_simulated_arm_starts_at_the_description_home_and_agrees_with_its_kinematics(robot):
+    description = load_description(robot)
+    with SimWorld(unique_world_name("home"), robot=robot, register=False) as world:
+        np.testing.assert_allclose(world.joint_positions(), description.home_rad, atol=1e-6)
+        rng = np.random.default_rng(3)
+        for q in [description.home_rad, *rng.uniform(world.arm_lower, world.arm_upper, size=(3, description.dof))]:
+            # pybullet's link state against pinocchio's forward kinematics of the shared description.
+            np.testing.assert_allclose(world.forward_kinematics(q), description.forward_kinematics(q), atol=1e-6)
 
 
 @pytest.mark.parametrize("robot", ["panda", "xarm6"])

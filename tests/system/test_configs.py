@@ -79,7 +79,7 @@ def test_the_declared_parameter_scan_finds_real_parameters():
 
 
 def test_sim_systems_name_packaged_scenarios_and_real_ones_no_simulator():
-    from robopin.sim.scenarios import list_scenarios
+    from robopin.sim.tasks import list_scenarios
 
     for path in SYSTEM_FILES:
         system = load_system(path, {})
@@ -186,7 +186,7 @@ def test_launch_file_runs_a_simulated_system_as_one_process(launch_file):
 
 @pytest.mark.parametrize("path", sorted((ROOT / "config" / "scenarios").glob("*.yaml")), ids=lambda p: p.stem)
 def test_scenario_variants_load_by_path_from_a_system_file(path):
-    from robopin.sim.scenarios import load_scenario
+    from robopin.sim.tasks import load_scenario
 
     spec = load_scenario(path)
     assert spec.name == path.stem

@@ -17,7 +17,7 @@ def test_shipped_real_cell_scenarios_load(name, subgoals):
     scenario = load_trial_scenario(str(ROOT / "config" / "real_scenarios" / f"{name}.yaml"))
     assert scenario.sim is None and scenario.subgoals == subgoals and len(scenario.setup) >= 4
     assert scenario.name == name and scenario.instruction.startswith("Pick up")
-    from robopin.sim.scenarios import load_scenario
+    from robopin.sim.tasks import load_scenario
 
     assert scenario.instruction == load_scenario(name).instruction  # the same task as the simulator's
 
@@ -40,7 +40,7 @@ def test_real_cell_scenario_errors_name_the_key(tmp_path):
 
 
 def test_a_simulated_layout_in_words_names_the_roles():
-    from robopin.sim.scenarios import build_scene
+    from robopin.sim.tasks import build_scene
 
     scenario = load_trial_scenario("spatial")
     assert scenario.sim is not None and scenario.setup == ()

@@ -1,14 +1,12 @@
-"""Keep freed image buffers in the process, so per-frame allocations do not fault fresh pages in.
+"""Keep freed image buffers in the process, so per-frame allocations do not fault fresh pages in."""
 
-Every published or received frame allocates a few megabyte-sized buffers (numpy arrays, the
-``array.array`` behind ``sensor_msgs/Image.data``, DDS sample buffers) and frees them a frame later.
-glibc hands such blocks back to the kernel on free (``mmap`` above its mmap threshold, and trimming or
-``madvise(MADV_DONTNEED)`` of thread arenas above its trim threshold), so the next frame page-faults
-the same amount in again. Measured in a two-view 30 Hz DDS subscriber (benchmarks/bench_cameras.py
-probes): 28 % of a core without this setting, 17 % with it, and lower publish→callback latency.
-:func:`retain_freed_image_memory` raises both thresholds once per process; a process that moves
-images calls it at start. Without glibc (musl, macOS) it does nothing.
-"""
+# Every published or received frame allocates a few megabyte-sized buffers (numpy arrays, the
+# ``array.array`` behind ``sensor_msgs/Image.data``, DDS sample buffers) and frees them a frame later.
+# glibc hands such blocks back to the kernel on free (``mmap`` above its mmap threshold, and trimming or
+# ``madvise(MADV_DONTNEED)`` of thread arenas above its trim threshold), so the next frame page-faults
+# the same amount in again (benchmarks/bench_cameras.py measures the cost).
+# :func:`retain_freed_image_memory` raises both thresholds once per process; a process that moves
+# images calls it at start. Without glibc (musl, macOS) it does nothing.
 
 from __future__ import annotations
 

@@ -406,7 +406,7 @@ class _Batch:
 
     def _sim_layout(self, planned: _Planned, scenario: Any) -> tuple:
         """A real cell running a simulator scenario: its seeded layout in words and rendered."""
-        from robopin.sim.scenarios import build_scene
+        from robopin.sim.tasks import build_scene
         from robopin.trials.log import write_png
         from robopin.trials.scenes import describe_sim_scene
 

@@ -1,9 +1,6 @@
-"""Planning model of an arm: kinematics, IK and collision checking on pinocchio + coal.
+"""Planning model of an arm: IK and collision checking (pinocchio + coal) on the robot's kinematic model.
 
-Loads the arm's URDF (the gripper joints locked open), finds the self-collision pairs worth
-checking, and checks joint configurations against a :class:`~robopin.motion.world.CollisionWorld`.
-This checker is shared by every CPU backend and is the independent judge of every returned path
-(see :mod:`robopin.motion.verify`).
+Shared by every CPU backend and the independent judge of every returned path (:mod:`robopin.motion.verify`).
 """
 
 from __future__ import annotations
@@ -19,6 +16,8 @@ from numpy.typing import NDArray
 from robopin.motion.errors import BackendUnavailableError, MotionConfigError, UnknownRobotError
 from robopin.motion.types import AttachedObject, Box
 from robopin.motion.world import CLOUD_GEOMETRY_NAME, CollisionWorld
+from robopin.robots.errors import ArmConfigError
+from robopin.robots.kinematics import ArmKinematics
 
 logger = logging.getLogger(__name__)
 
@@ -67,47 +66,6 @@ class PlanningRobotSpec:
         return Path(pybullet_data.getDataPath()) / path
 
 
-@dataclass(frozen=True)
-class _GripperModel:
-    """What the planner adds to a robot description: the gripper joints it locks and the hand links."""
-
-    package_dir: str
-    locked_joints: dict[str, float]
-    gripper_links: tuple[str, ...]
-
-
-_XARM_GRIPPER_JOINTS = (
-    "drive_joint",
-    "left_finger_joint",
-    "left_inner_knuckle_joint",
-    "right_outer_knuckle_joint",
-    "right_finger_joint",
-    "right_inner_knuckle_joint",
-)
-# Keyed by URDF (relative to pybullet_data): the gripper held open while planning.
-_GRIPPERS: dict[str, _GripperModel] = {
-    "franka_panda/panda.urdf": _GripperModel(
-        "franka_panda",
-        {"panda_finger_joint1": 0.04, "panda_finger_joint2": 0.04},
-        ("panda_hand", "panda_leftfinger", "panda_rightfinger"),
-    ),
-    "xarm/xarm6_with_gripper.urdf": _GripperModel(
-        "xarm",
-        dict.fromkeys(_XARM_GRIPPER_JOINTS, 0.0),
-        (
-            "xarm_gripper_base_link",
-            "left_outer_knuckle",
-            "left_finger",
-            "left_inner_knuckle",
-            "right_inner_knuckle",
-            "right_outer_knuckle",
-            "right_finger",
-        ),
-    ),
-    "xarm/xarm6_robot.urdf": _GripperModel("xarm", {}, ()),
-}
-
-
 def _planning_limit_margin_rad() -> float:
     from robopin.robots.safety import SafetyConfig
 
@@ -131,28 +89,30 @@ def robot_spec(name: str) -> PlanningRobotSpec:
         description = load_description(name)
     except UnknownRobotDescriptionError as exc:
         raise UnknownRobotError(str(exc)) from None
-    try:
-        urdf = str(Path(description.urdf_path).relative_to(pybullet_data_path()))
-    except ValueError:
-        urdf = str(description.urdf_path)
-    gripper = _GRIPPERS.get(urdf)
-    if gripper is None:
-        raise UnknownRobotError(f"robot {name!r}: no gripper model for URDF {urdf}; known: {sorted(_GRIPPERS)}")
+    # Relative to pybullet_data, as the generated cuRobo configs name them.
+    root = pybullet_data_path()
     return PlanningRobotSpec(
         name=name,
-        urdf=urdf,
-        package_dir=gripper.package_dir,
+        urdf=str(_relative_to(description.urdf_path, root)),
+        package_dir=str(_relative_to(description.package_dir, root)),
         arm_joints=tuple(description.joint_names),
-        locked_joints=dict(gripper.locked_joints),
+        locked_joints=dict.fromkeys(description.gripper_joints, description.gripper_open_position),
         tcp_link=description.tcp_link,
         T_link_tcp=np.asarray(description.T_link_tcp, dtype=np.float64),
         home_q=tuple(float(v) for v in description.home_rad),
         max_acceleration_rad_s2=tuple(float(v) for v in description.acceleration_rad_s2),
-        gripper_links=gripper.gripper_links,
+        gripper_links=description.gripper_links,
         lower_rad=tuple(float(v) + PLANNING_LIMIT_MARGIN_RAD for v in description.lower_rad),
         upper_rad=tuple(float(v) - PLANNING_LIMIT_MARGIN_RAD for v in description.upper_rad),
         max_velocity_rad_s=tuple(float(v) for v in description.velocity_rad_s),
     )
+
+
+def _relative_to(path: Path, root: Path) -> Path:
+    try:
+        return Path(path).relative_to(root)
+    except ValueError:
+        return Path(path)
 
 
 def _import_pinocchio():
@@ -176,21 +136,18 @@ class RobotModel:
         pin, _ = _import_pinocchio()
         self._pin = pin
         self.spec = spec
-        urdf = spec.resolve(spec.urdf)
-        if not urdf.is_file():
-            raise MotionConfigError(f"robot {spec.name!r}: URDF {urdf} not found")
-        full_model, full_geom, _ = pin.buildModelsFromUrdf(
-            str(urdf), package_dirs=[str(spec.resolve(spec.package_dir))]
-        )
-        q_ref = pin.neutral(full_model)
-        lock_ids = []
-        for joint, value in spec.locked_joints.items():
-            if not full_model.existJointName(joint):
-                raise MotionConfigError(f"robot {spec.name!r}: locked joint {joint!r} not in {urdf.name}")
-            jid = full_model.getJointId(joint)
-            q_ref[full_model.joints[jid].idx_q] = value
-            lock_ids.append(jid)
-        self.model, self._robot_geom = pin.buildReducedModel(full_model, full_geom, lock_ids, q_ref)
+        try:
+            self.kinematics = ArmKinematics(
+                spec.resolve(spec.urdf),
+                joint_names=spec.arm_joints,
+                tcp_link=spec.tcp_link,
+                T_link_tcp=spec.T_link_tcp,
+                locked_joints=spec.locked_joints,
+                package_dir=spec.resolve(spec.package_dir),
+            )
+        except ArmConfigError as exc:
+            raise MotionConfigError(f"robot {spec.name!r}: {exc}") from None
+        self.model, self._robot_geom = self.kinematics.model, self.kinematics.geometry
         self._link_meshes = {obj.name: obj.geometry for obj in self._robot_geom.geometryObjects}
         # Check with each link's convex hull: a triangle mesh is only a surface, so an obstacle (a
         # cloud voxel) wholly inside a link would go unseen; the hull is solid and slightly larger.
@@ -200,11 +157,6 @@ class RobotModel:
             mesh = obj.geometry.clone()
             mesh.buildConvexHull(False, "Qt")
             obj.geometry = mesh.convex
-        names = [self.model.names[i] for i in range(1, self.model.njoints)]
-        if tuple(names) != spec.arm_joints:
-            raise MotionConfigError(
-                f"robot {spec.name!r}: reduced model joints {names}, expected {list(spec.arm_joints)}"
-            )
         self.joint_names = spec.arm_joints
         self.dof = self.model.nq
         self.lower = np.array(spec.lower_rad or self.model.lowerPositionLimit, dtype=np.float64)
@@ -215,12 +167,9 @@ class RobotModel:
         self.model.upperPositionLimit = self.upper
         self.max_acceleration = np.array(spec.max_acceleration_rad_s2, dtype=np.float64)
         self.home = np.array(spec.home_q, dtype=np.float64)
-        self.data = self.model.createData()
-        tcp_frame = self.model.getFrameId(spec.tcp_link)
-        if tcp_frame >= self.model.nframes:
-            raise MotionConfigError(f"robot {spec.name!r}: TCP link {spec.tcp_link!r} not in the model")
-        self._tcp_frame = tcp_frame
-        self._T_link_tcp = np.asarray(spec.T_link_tcp, dtype=np.float64)
+        self.data = self.kinematics.data
+        self._tcp_frame = self.kinematics.tcp_frame
+        self._T_link_tcp = self.kinematics.T_link_tcp
         self._rng = np.random.default_rng(seed)
         self._self_pairs = self._find_self_collision_pairs(self_collision_samples)
         self._base_reach = self._joint_reach = self._reach_of(self._robot_vertices_by_joint())
@@ -237,9 +186,7 @@ class RobotModel:
 
     def forward_kinematics(self, q: NDArray[np.float64]) -> NDArray[np.float64]:
         """``T_base_ee`` of the TCP at joint configuration ``q``."""
-        pin = self._pin
-        pin.framesForwardKinematics(self.model, self.data, np.asarray(q, dtype=np.float64))
-        return self.data.oMf[self._tcp_frame].homogeneous @ self._T_link_tcp
+        return self.kinematics.forward_kinematics(q)
 
     def within_limits(self, q: NDArray[np.float64], tolerance: float = 1e-6) -> bool:
         """True when every joint of ``q`` lies inside its position limits."""
@@ -452,7 +399,7 @@ class RobotModel:
         T = self.T_joint_tcp() @ attached.T_ee_object
         joint = self.model.frames[self._tcp_frame].parentJoint
         # The maximum over robot and object points is the larger of the two maxima over the same sampled
-        # configurations: only the 8 corners need the sweep (0.54 s → ms for an xArm 6 attach).
+        # configurations: only the 8 corners need the sweep, not the whole robot again.
         self._joint_reach = np.maximum(self._base_reach, self._reach_of({joint: corners @ T[:3, :3].T + T[:3, 3]}))
 
     def T_joint_tcp(self) -> NDArray[np.float64]:

@@ -1,12 +1,9 @@
 """Keeps the planner's collision world fresh: a fixed table and boxes plus the latest depth cloud.
 
-The cloud (base frame, e.g. the projection node's workspace cloud) is cropped to the workspace, has
-the robot masked out with the sphere model at the joint state of its capture time, and expires after
-``max_cloud_age_s`` so a plan is never made against a stale view of the table. A cloud captured before
-the arm last moved is stale too, however young: the arm and whatever it carried were elsewhere then, so
-the mask misses them and they stay behind as phantom obstacles (and phantom object points a grasp
-centres on: Panda long-horizon seed 12, a duck grasped 2 cm off towards where the arm had carried a
-lego over it).
+The cloud (base frame) is cropped to the workspace, has the robot masked out with the sphere model at
+the joint state of its capture time, and expires after ``max_cloud_age_s``. A cloud captured before the
+arm last moved is stale however young: the mask misses where the arm and its load were then, and they
+would stay behind as phantom obstacles and phantom object points a grasp centres on.
 """
 
 from __future__ import annotations

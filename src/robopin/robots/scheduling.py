@@ -1,13 +1,11 @@
-"""The calling thread's scheduling policy as glibc sees it, and a guard that gives it back.
+"""The calling thread's scheduling policy as glibc sees it, and a guard that gives it back."""
 
-libfranka (inside ``franky.Robot()``) switches its calling thread to SCHED_FIFO 99 with
-``pthread_setschedparam``, which also records the policy in glibc's thread descriptor. Restoring it with
-the raw system call (``os.sched_setscheduler``) fixes the kernel's view only: threads created later
-inherit glibc's recorded values, and libraries that re-apply "the current policy" to their new threads
-(Fast DDS does, for every participant thread) come up real-time. Measured: after ``os.sched_setscheduler``
-alone, every Fast DDS thread of a later ROS node was SCHED_FIFO 99 and two of them spun at 100 % of a core.
-So both the reading and the restoring here go through pthreads.
-"""
+# libfranka (inside ``franky.Robot()``) switches its calling thread to SCHED_FIFO 99 with
+# ``pthread_setschedparam``, which also records the policy in glibc's thread descriptor. Restoring it
+# with the raw system call (``os.sched_setscheduler``) fixes the kernel's view only: threads created
+# later inherit glibc's recorded values, and libraries that re-apply "the current policy" to their new
+# threads (Fast DDS does, for every participant thread) come up real-time. So both the reading and the
+# restoring here go through pthreads.
 
 from __future__ import annotations
 

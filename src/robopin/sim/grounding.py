@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from robopin.sim.assets import CATALOG, COLORS_RGBA
-from robopin.sim.scenarios import Scene, on_plate
+from robopin.sim.tasks import Scene, on_plate
 
 NATURAL_COLORS = {"duck": "yellow"}
 """Colours of kinds drawn with their own texture (no colour set): pybullet_data's duck_vhacd is yellow."""

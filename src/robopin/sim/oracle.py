@@ -26,8 +26,8 @@ from robopin.pincot.trace import AnswerPoint
 from robopin.pincot.writer import TraceWriter, format_answer_json, format_trace
 from robopin.sim.grounding import Grounding, GroundingError, ground_instruction
 from robopin.sim.render import RenderedView, project
-from robopin.sim.scenarios import Scene, on_plate
 from robopin.sim.selfcheck import place_points
+from robopin.sim.tasks import Scene, on_plate
 
 OCCLUSION_MARGIN_M = 0.01
 """A place spot counts as hidden in a view when that view's depth there is this much nearer."""

@@ -150,7 +150,7 @@ class OracleBackend(VLMBackend):
 
     def _oracle(self, seed: int, instruction: str | None = None):
         from robopin.sim.oracle import GroundTruthOracle, OracleErrors
-        from robopin.sim.scenarios import ScenarioError, get_scene
+        from robopin.sim.tasks import ScenarioError, get_scene
 
         try:
             scene = get_scene(self.config.world)

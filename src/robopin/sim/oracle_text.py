@@ -125,7 +125,7 @@ def _word(scene, name: str) -> str:
 
 
 def _done(scene, goal: tuple[str, str]) -> bool:
-    from robopin.sim.scenarios import on_plate
+    from robopin.sim.tasks import on_plate
 
     return on_plate(scene.world, goal[0], goal[1])[0]
 

@@ -1,18 +1,14 @@
-"""How the simulator drives each robot model it can load: joints, gripper linkage, TCP and poses.
-
-This is the pybullet side only (link indices, gripper joint maps, controller gains); the robot
-description shared with the real drivers (joint names, limits, home) lives in
-``robopin.robots.description``. Both name the same joints, so a joint state from the simulator
-means the same thing as one from hardware.
-"""
+"""How the simulator drives each robot: the shared robot description plus pybullet gains and the wrist mount."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from robopin.geometry.transforms import make_transform
+from robopin.robots.description import RobotDescription, load_description
 
 
 class UnknownRobotError(KeyError):
@@ -23,33 +19,66 @@ class UnknownRobotError(KeyError):
 class SimRobotModel:
     """One robot arm with its gripper as pybullet loads it.
 
-    ``finger_joints`` maps gripper joint names to a multiplier on the gripper command ``c`` in 0..1
-    (0 open, 1 closed): joint target = ``multiplier * (open + (closed - open) * c)``. For the xArm gripper the
-    six linkage joints follow the URDF ``mimic`` entries, each driven by its own position motor,
-    which is how a parallel linkage that pybullet cannot close as a loop still squeezes an object
-    with a bounded force. That open chain gives way under load, so it cannot hold by friction:
-    with ``grasp_weld`` the world locks an object to the hand once both finger sides touch it
-    while the gripper is closing, and releases it when the gripper opens (the Panda's prismatic
-    fingers hold by friction alone and do not use this). ``tcp_link`` is the link whose frame
-    (times ``T_link_tcp``) is the ``ee`` frame. ``T_ee_wrist_camera`` mounts the wrist camera.
+    URDF, joints, TCP, home and gripper range are the robot's :class:`RobotDescription`, so a joint
+    state from the simulator means the same as one from hardware. Gripper command ``c`` in 0..1
+    (0 open, 1 closed) drives every finger joint to ``open + (closed - open) * c``. For the xArm
+    gripper the six linkage joints follow the URDF ``mimic`` entries (multiplier 1), each driven by
+    its own position motor, which is how a parallel linkage that pybullet cannot close as a loop
+    still squeezes an object with a bounded force. That open chain gives way under load, so it
+    cannot hold by friction: with ``grasp_weld`` the world locks an object to the hand once both
+    finger sides touch it while the gripper is closing, and releases it when the gripper opens (the
+    Panda's prismatic fingers hold by friction alone and do not use this). ``T_ee_wrist_camera``
+    mounts the wrist camera.
     """
 
-    name: str
-    urdf: str
-    arm_joints: tuple[str, ...]
-    finger_joints: dict[str, float]
-    finger_open_position: float
-    finger_closed_position: float
+    description: RobotDescription
     finger_is_prismatic: bool
-    max_width_m: float
-    tcp_link: str
-    T_link_tcp: np.ndarray
-    home_q: tuple[float, ...]
     grasp_force_n: float
     arm_force_n: tuple[float, ...]
     T_ee_wrist_camera: np.ndarray
     top_down_reach_m: float
     grasp_weld: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.description.name
+
+    @property
+    def urdf(self) -> str:
+        return str(self.description.urdf_path)
+
+    @property
+    def arm_joints(self) -> tuple[str, ...]:
+        return self.description.joint_names
+
+    @property
+    def finger_joints(self) -> dict[str, float]:
+        """Finger joint names with the multiplier of each on the gripper command (all mimic at 1)."""
+        return dict.fromkeys(self.description.gripper_joints, 1.0)
+
+    @property
+    def finger_open_position(self) -> float:
+        return self.description.gripper_open_position
+
+    @property
+    def finger_closed_position(self) -> float:
+        return self.description.gripper_closed_position
+
+    @property
+    def max_width_m(self) -> float:
+        return self.description.gripper_max_width_m
+
+    @property
+    def tcp_link(self) -> str:
+        return self.description.tcp_link
+
+    @property
+    def T_link_tcp(self) -> np.ndarray:
+        return self.description.T_link_tcp
+
+    @property
+    def home_q(self) -> tuple[float, ...]:
+        return tuple(float(v) for v in self.description.home_rad)
 
     def width_from_command(self, closed_fraction: float) -> float:
         """Unobstructed opening (m) at ``closed_fraction`` (0 open .. 1 closed)."""
@@ -72,59 +101,34 @@ def _wrist_mount(offset_x: float, back_m: float, tilt_rad: float = 0.0) -> np.nd
     return make_transform(ee_from_image @ tilt, [offset_x, 0.0, -back_m])
 
 
-MODELS: dict[str, SimRobotModel] = {
-    "panda": SimRobotModel(
-        name="panda",
-        urdf="franka_panda/panda.urdf",
-        arm_joints=tuple(f"panda_joint{i}" for i in range(1, 8)),
-        finger_joints={"panda_finger_joint1": 1.0, "panda_finger_joint2": 1.0},
-        finger_open_position=0.04,
-        finger_closed_position=0.0,
+# Everything the simulator adds to each robot's description, keyed by description name.
+_SIM_PARAMETERS: dict[str, dict] = {
+    "panda": dict(
         finger_is_prismatic=True,
-        max_width_m=0.08,
-        tcp_link="panda_grasptarget",
-        T_link_tcp=np.eye(4),
-        home_q=(0.0, -0.5, 0.0, -2.2, 0.0, 1.75, 0.785),
         grasp_force_n=40.0,
         arm_force_n=(87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0),
         T_ee_wrist_camera=_wrist_mount(0.08, 0.10),
-        # Measured with the planner's IK (tests/sim/test_scenarios.py checks it): 0.80 m up to
-        # 0.16 m TCP height (grasp, lift, pre-place); 0.02 m kept for off-centre place points.
+        # The planner's IK reaches 0.16 m TCP height (grasp, lift, pre-place) up to 0.80 m out
+        # (tests/sim/test_tasks.py checks it); 0.02 m kept for off-centre place points.
         top_down_reach_m=0.78,
     ),
-    "xarm6": SimRobotModel(
-        name="xarm6",
-        urdf="xarm/xarm6_with_gripper.urdf",
-        arm_joints=tuple(f"joint{i}" for i in range(1, 7)),
-        finger_joints={
-            "drive_joint": 1.0,
-            "left_finger_joint": 1.0,
-            "left_inner_knuckle_joint": 1.0,
-            "right_outer_knuckle_joint": 1.0,
-            "right_finger_joint": 1.0,
-            "right_inner_knuckle_joint": 1.0,
-        },
-        finger_open_position=0.0,
-        finger_closed_position=0.85,
+    "xarm6": dict(
         finger_is_prismatic=False,
-        max_width_m=0.085,
-        tcp_link="link6",
-        # xArm gripper TCP: 172 mm along link6 z (UFACTORY's documented TCP offset for this gripper).
-        T_link_tcp=make_transform(None, [0.0, 0.0, 0.172]),
-        home_q=(0.0, -0.35, -0.9, 0.0, 1.25, 0.0),
         grasp_force_n=30.0,
         arm_force_n=(50.0, 50.0, 32.0, 32.0, 32.0, 20.0),
         T_ee_wrist_camera=_wrist_mount(0.08, 0.10),
-        # Measured as for the Panda: 0.68 m up to 0.16 m TCP height; 0.02 m kept likewise.
+        # As for the Panda: 0.68 m out at 0.16 m TCP height, 0.02 m kept likewise.
         top_down_reach_m=0.66,
         grasp_weld=True,
     ),
 }
 
 
+@functools.cache
 def robot_model(name: str) -> SimRobotModel:
     """Return the simulator model of robot type ``name`` or raise :class:`UnknownRobotError`."""
     try:
-        return MODELS[name]
+        parameters = _SIM_PARAMETERS[name]
     except KeyError:
-        raise UnknownRobotError(f"unknown sim robot {name!r}; expected one of {sorted(MODELS)}") from None
+        raise UnknownRobotError(f"unknown sim robot {name!r}; expected one of {sorted(_SIM_PARAMETERS)}") from None
+    return SimRobotModel(description=load_description(name), **parameters)

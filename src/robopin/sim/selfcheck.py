@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robopin.sim.scenarios import ScenarioSpec, Scene, SuccessReport, build_scene, check_success
 from robopin.sim.scripted import PickPlaceOutcome, pick_and_place
+from robopin.sim.tasks import ScenarioSpec, Scene, SuccessReport, build_scene, check_success
 
 
 @dataclass

@@ -5,7 +5,7 @@ projecting, planning, executing, done). A stage lasts from its feedback to the n
 client that timestamps feedback on arrival measures the whole stack as a user sees it, DDS
 included. The model's own time comes from each PinnedReasoning (``generation_time_s``); what is
 left of the step is the stack's overhead, compared with RoboPIN's per-sample model time of 0.281 s
-(seed 000: 411.67 tokens per sample on one A800 with vLLM).
+(the RoboPIN paper: 411.67 tokens per sample on one A800 with vLLM).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 ROBOPIN_MODEL_TIME_S = 0.281
-"""RoboPIN's per-sample model time (seed 000, vLLM on one A800): the yardstick for our overhead."""
+"""RoboPIN's per-sample model time (the RoboPIN paper, vLLM on one A800): the yardstick for our overhead."""
 
 FEEDBACK_STAGES = {
     "observing": "observe",

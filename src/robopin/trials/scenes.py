@@ -45,7 +45,7 @@ class TrialScenario:
     setup: tuple[tuple[str, str], ...] = ()
     reference_image: Path | None = None
     subgoals: int | None = None
-    sim: Any = None  # robopin.sim.scenarios.ScenarioSpec
+    sim: Any = None  # robopin.sim.tasks.ScenarioSpec
 
 
 def load_trial_scenario(name_or_path: str) -> TrialScenario:
@@ -55,7 +55,7 @@ def load_trial_scenario(name_or_path: str) -> TrialScenario:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         if isinstance(data, dict) and "setup" in data:
             return _real_cell(data, path)
-    from robopin.sim.scenarios import load_scenario
+    from robopin.sim.tasks import load_scenario
 
     spec = load_scenario(name_or_path)
     return TrialScenario(spec.name, spec.instruction, spec.task_type, " ".join(spec.description.split()), sim=spec)

@@ -58,7 +58,7 @@ def ground_truth_verifier_server(study):
 
 @pytest.fixture
 def spatial():
-    from robopin.sim.scenarios import build_scene
+    from robopin.sim.tasks import build_scene
 
     scene = build_scene("spatial", 0, world_name="tts-e2e-spatial")
     yield scene
@@ -68,7 +68,7 @@ def spatial():
 def test_etts_rejects_the_wrong_duck_and_the_task_succeeds(spatial):
     from robopin.reasoning.tts.study import StudyScene
     from robopin.sim.oracle_backend import OracleBackend, OracleBackendConfig
-    from robopin.sim.scenarios import check_success
+    from robopin.sim.tasks import check_success
     from robopin.vlm.openai_backend import OpenAIBackend, OpenAIBackendConfig
 
     class RecordingOracle(OracleBackend):

@@ -155,7 +155,7 @@ class Bringup:
         return self
 
     def _build_scene(self, system: SystemFile) -> SystemFile:
-        from robopin.sim.scenarios import build_scene
+        from robopin.sim.tasks import build_scene
 
         sim = system.sim
         assert sim is not None
@@ -661,7 +661,7 @@ def run_trial(bringup: Bringup, root: str | Path, trial_id: str, *, method: str 
     ``instruct_rejected``, ``not_ready`` or ``goal_not_met``). The recorder's bag of the task is moved
     into the trial folder.
     """
-    from robopin.sim.scenarios import check_success
+    from robopin.sim.tasks import check_success
     from robopin.trials.judging import StackVerdict, finish_judged_trial, sim_judgement, write_stack_verdict
     from robopin.trials.log import TrialLog
 

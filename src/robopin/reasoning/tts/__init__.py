@@ -1,4 +1,4 @@
-"""Embodied test-time scaling (E-TTS, seed 002) as a drop-in reason stage of the reasoning loop.
+"""Embodied test-time scaling (E-TTS) as a drop-in reason stage of the reasoning loop.
 
 Selected by configuration — ``reasoner: {type: etts, traces_per_batch: 1, actions_per_trace: 4,
 max_batches: 4, selection: {epsilon: 0.1, threshold: 0.4}, ...}`` in the reasoning config — the

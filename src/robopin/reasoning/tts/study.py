@@ -43,7 +43,7 @@ from robopin.vlm.base import (
 )
 
 if TYPE_CHECKING:
-    from robopin.sim.scenarios import Scene
+    from robopin.sim.tasks import Scene
 
 STUDY_WORKSPACE = WorkspaceBox((0.1, -0.6, -0.05), (0.95, 0.6, 0.6))
 
@@ -83,8 +83,8 @@ class StudyScene:
 
     @classmethod
     def build(cls, scenario: str, seed: int, views: Sequence[str] = ("static", "wrist")) -> StudyScene:
-        """Build scenario ``scenario`` with ``seed`` (``robopin.sim.scenarios.build_scene``) and render it."""
-        from robopin.sim.scenarios import build_scene
+        """Build scenario ``scenario`` with ``seed`` (``robopin.sim.tasks.build_scene``) and render it."""
+        from robopin.sim.tasks import build_scene
 
         return cls(build_scene(scenario, seed, world_name=f"tts-study-{scenario}-{seed}"), views)
 

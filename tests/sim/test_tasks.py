@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from robopin.sim.scenarios import (
+from robopin.sim.tasks import (
     LAYOUTS,
     WORKSPACE_MAX_RADIUS_M,
     LayoutError,

@@ -1,0 +1,164 @@
+"""Build a scenario with a seed into a populated world, and find the scene a world was built for."""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from robopin.sim.assets import CATALOG, asset
+from robopin.sim.render import DepthNoiseConfig, SimCameraSpec
+from robopin.sim.tasks.errors import LayoutError, ScenarioError
+from robopin.sim.tasks.layouts import LAYOUTS, Layout, layout_reach_m
+from robopin.sim.tasks.spec import ScenarioSpec, WristCameraConfig, load_scenario
+from robopin.sim.tasks.success import TaskSpec, on_plate
+from robopin.sim.world import TABLE_TOP_Z, SimWorld, look_at
+
+
+@dataclass
+class Scene:
+    """A built scenario: the world, its task, and where everything started."""
+
+    spec: ScenarioSpec
+    seed: int
+    world: SimWorld
+    task: TaskSpec
+    layout: Layout
+    initial_positions: dict[str, NDArray[np.float64]]
+    observe_q: NDArray[np.float64]
+    camera_names: tuple[str, ...] = ("static", "wrist")
+
+    def close(self) -> None:
+        with _SCENES_LOCK:
+            if _SCENES.get(self.world.name) is self:
+                del _SCENES[self.world.name]
+        self.world.close()
+
+    def __enter__(self) -> Scene:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_SCENES: dict[str, Scene] = {}
+_SCENES_LOCK = threading.Lock()
+
+
+def get_scene(world_name: str) -> Scene:
+    """The scene built (registered) on the world called ``world_name``: how the oracle backend finds its task."""
+    with _SCENES_LOCK:
+        try:
+            return _SCENES[world_name]
+        except KeyError:
+            raise ScenarioError(f"no scene registered on world {world_name!r}; registered: {sorted(_SCENES)}") from None
+
+
+def build_scene(
+    spec: ScenarioSpec | str,
+    seed: int,
+    *,
+    world_name: str | None = None,
+    robot: str | None = None,
+    register: bool = True,
+    max_layout_attempts: int = 20,
+) -> Scene:
+    """Build ``spec`` with ``seed``: same (spec, seed) always gives the same scene.
+
+    The arm starts at the wrist camera's observation pose. A layout that runs out of room, or
+    whose goal already holds once objects settle, is redrawn with a seed derived from the first,
+    deterministically.
+    """
+    if isinstance(spec, str):
+        spec = load_scenario(spec)
+    reach_m = layout_reach_m(robot or spec.robot)
+    for attempt in range(max_layout_attempts):
+        rng = np.random.default_rng([int(seed), attempt])
+        try:
+            layout = LAYOUTS[spec.layout](rng, spec.layout_params, reach_m)
+        except LayoutError:
+            continue
+        scene = _populate(spec, int(seed), layout, world_name=world_name, robot=robot, register=register)
+        if not any(on_plate(scene.world, g.object, g.target)[0] for g in scene.task.goals):
+            if register:
+                with _SCENES_LOCK:
+                    _SCENES[scene.world.name] = scene
+            return scene
+        scene.close()
+    raise LayoutError(f"scenario {spec.name!r} seed {seed}: no layout fits after {max_layout_attempts} attempts")
+
+
+def _populate(
+    spec: ScenarioSpec, seed: int, layout: Layout, *, world_name: str | None, robot: str | None, register: bool
+) -> Scene:
+    world = SimWorld(world_name or f"{spec.name}-{seed}", robot or spec.robot, seed=seed, register=register)
+    try:
+        for placement in layout.placements:
+            if placement.kind not in CATALOG:
+                raise ScenarioError(f"layout {spec.layout!r} placed unknown kind {placement.kind!r}")
+            # Objects resting on a plate start just above its top surface.
+            z = None
+            for other in layout.placements:
+                if (
+                    other.kind == "plate"
+                    and other is not placement
+                    and placement.kind != "plate"
+                    and (
+                        math.hypot(placement.xy[0] - other.xy[0], placement.xy[1] - other.xy[1]) < (other.radius_m or 0)
+                    )
+                ):
+                    z = TABLE_TOP_Z + asset("plate").size_m[2] + 0.002
+            world.add_object(
+                placement.kind,
+                placement.name,
+                placement.xy,
+                placement.yaw_rad,
+                color=placement.color,
+                radius_m=placement.radius_m,
+                z_m=z,
+            )
+        noise = DepthNoiseConfig.realsense() if spec.depth_noise else DepthNoiseConfig()
+        static = spec.static_camera
+        world.add_camera(
+            SimCameraSpec(
+                "static",
+                look_at(static.eye, static.target),
+                vertical_fov_deg=static.vertical_fov_deg,
+                depth_noise=noise,
+            )
+        )
+        world.add_camera(
+            SimCameraSpec(
+                "wrist",
+                world.model.T_ee_wrist_camera,
+                mount="ee",
+                vertical_fov_deg=spec.wrist_camera.vertical_fov_deg,
+                depth_noise=noise,
+            )
+        )
+        observe_q = observation_configuration(world, spec.wrist_camera)
+        world.reset_arm(observe_q)
+        world.settle(2.0)
+        initial = {name: world.object_center(name) for name in world.objects}
+    except Exception:
+        world.close()
+        raise
+    task = TaskSpec(spec.instruction, spec.task_type, layout.goals, layout.must_stay, dict(layout.roles))
+    return Scene(spec, seed, world, task, layout, initial, observe_q)
+
+
+def observation_configuration(world: SimWorld, wrist: WristCameraConfig) -> NDArray[np.float64]:
+    """Joint positions that put the wrist camera at ``observe_eye`` looking at ``observe_target``.
+
+    Image 'up' points away from the robot, so the hand keeps its usual yaw (ee x forward).
+    """
+    T_base_cam = look_at(wrist.observe_eye, wrist.observe_target, up=(1.0, 0.0, 0.0))
+    T_base_ee = T_base_cam @ np.linalg.inv(world.model.T_ee_wrist_camera)
+    q = world.inverse_kinematics(T_base_ee, q_seed=world.model.home_q, iterations=500)
+    reached = world.forward_kinematics(q)
+    if np.linalg.norm(reached[:3, 3] - T_base_ee[:3, 3]) > 0.02:
+        raise ScenarioError(f"{world.model.name} cannot reach the wrist observation pose at {wrist.observe_eye}")
+    return q
