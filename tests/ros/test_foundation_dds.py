@@ -158,7 +158,18 @@ def test_a_second_task_is_not_started_and_another_client_cancels_the_first(clien
     second = clients[1].run_task("interleaved task", timeout_s=30.0)
     assert not second.accepted and second.reason == "instruct_rejected" and "another goal is running" in second.message
     [running] = clients[1].running_tasks()
-    assert clients[1].cancel_task(running, wait_s=10.0) == GoalStatus.STATUS_CANCELED  # a goal another client sent
+    assert clients[1].cancel_task(running, wait_s=10.0) == {running: GoalStatus.STATUS_CANCELED}  # another's goal
     assert first_done.wait(10.0)
     assert runs[0].goal_id == running and runs[0].result.reason == "canceled" and not runs[0].success
     assert not clients[1].running_tasks(discover_s=1.0)
+
+
+def test_cancel_task_without_an_id_cancels_every_running_goal(clients):
+    assert clients[0].cancel_task(None, wait_s=5.0) == {}  # nothing runs: nothing canceled
+    runs = []
+    threading.Thread(target=lambda: runs.append(clients[0].run_task("cancel me", timeout_s=30.0)), daemon=True).start()
+    wait_for(lambda: clients[1].running_tasks(discover_s=2.0), 10, "the task in the server's status")
+    [(goal, status)] = clients[1].cancel_task(None, wait_s=10.0).items()
+    assert status == GoalStatus.STATUS_CANCELED
+    wait_for(lambda: runs, 10, "the canceled run's end")
+    assert runs[0].goal_id == goal and runs[0].result.reason == "canceled"

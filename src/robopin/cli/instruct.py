@@ -5,8 +5,8 @@
 too), then prints each stage of the task and its result. The task belongs to this command: Ctrl-C,
 SIGTERM or ``--timeout`` cancel it, the planner stops the arm, and the command waits for the task's
 final status before it exits (130 when interrupted). ``cancel`` cancels a running task by its id (or
-every running task) from any shell. The stack runs elsewhere (``robopin up`` or ``ros2 launch``) in the same ROS domain. Exit code 0
-when the task succeeded (``instruct``) or was canceled (``cancel``).
+every running task) from any shell. The stack runs elsewhere (``robopin up`` or ``ros2 launch``) in the
+same ROS domain. Exit code 0 when the task succeeded (``instruct``) or was canceled (``cancel``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :meth:`TaskClient.run_task` sends the goal and follows it to its end (feedback, the views the planner
 reasoned on, the targets it drew), canceling it on timeout or when the caller stops it;
-:meth:`TaskClient.cancel_task` cancels a goal by its id, ours or one another process started;
+:meth:`TaskClient.cancel_task` cancels a goal by its id (ours or one another process started) or every goal;
 :meth:`TaskClient.result` waits for a goal's final status and result. The verbs follow
 nav2_simple_commander's BasicNavigator (``goToPose`` / ``cancelTask`` / ``getResult`` over one
 ActionClient). ``/robopin/instruct`` is a thin wrapper over the same action for shells and consoles.
@@ -37,7 +37,7 @@ from robopin.env import apply_ros_environment
 from robopin.system.task_run import TaskRun
 from robopin.system.timing import FeedbackEvent
 from robopin_ros import conversions
-from robopin_ros.actions import BUSY_REASON, STATUS_NAMES, TERMINAL_STATUSES, follow_goal, future_result, wait_future
+from robopin_ros.actions import BUSY_REASON, STATUS_NAMES, TERMINAL_STATUSES, follow_goal, future_result
 
 __all__ = ["TASK_ACTION", "CancelOutcome", "TaskClient", "TaskRun", "cancel_running_tasks", "instruct_running_stack"]
 
@@ -136,15 +136,17 @@ class TaskClient(Node):
             run.interrupted = outcome.ending == "stopped"
         return run
 
-    def cancel_task(self, goal_id: bytes, wait_s: float = _CANCEL_WAIT_S) -> int:
-        """Cancel the goal ``goal_id`` (the planner stops the arm); return its final status (0: none in time).
+    def cancel_task(self, goal_id: bytes | None = None, wait_s: float = _CANCEL_WAIT_S) -> dict[bytes, int]:
+        """Cancel the goal ``goal_id``, or every goal (None); return each canceled goal's final status.
 
-        Works for any client's goal: the action's cancel and result services take a goal id.
+        The planner stops the arm before a goal ends canceled. Works for any client's goal: the action's
+        cancel and result services take a goal id, and action_msgs/srv/CancelGoal reads a zero goal id with
+        a zero stamp as "cancel all goals". A status of 0 (unknown): no final status within ``wait_s``.
         """
-        handle = self._handle(goal_id)
-        wait_future(handle.cancel_goal_async(), min(wait_s, 10.0))
-        status, _result = self.result(goal_id, wait_s)
-        return status
+        handle = self._handle(goal_id if goal_id is not None else bytes(16))
+        answer = future_result(handle.cancel_goal_async(), min(wait_s, 10.0))
+        canceling = [bytes(goal.goal_id.uuid) for goal in answer.goals_canceling] if answer is not None else []
+        return {goal: self.result(goal, wait_s)[0] for goal in canceling}
 
     def result(self, goal_id: bytes, wait_s: float = _CANCEL_WAIT_S) -> tuple[int, Any]:
         """The goal's final status and result once it ended; ``(0, None)`` when it did not within ``wait_s``."""
@@ -241,15 +243,17 @@ def cancel_running_tasks(task_id: str = "", *, wait_s: float = 10.0, discover_s:
     with _client_process(()) as client:
         if not client.action.wait_for_server(timeout_sec=discover_s):
             return CancelOutcome([], {}, f"no {TASK_ACTION} action server: is a stack running in this ROS domain?")
-        goals = [g for g in client.running_tasks(discover_s) if g.hex().startswith(task_id.lower())]
-        if not goals:
+        if task_id:
+            goals = [g for g in client.running_tasks(discover_s) if g.hex().startswith(task_id.lower())]
+            statuses = {goal: status for g in goals for goal, status in client.cancel_task(g, wait_s).items()}
+        else:
+            statuses = client.cancel_task(None, wait_s)  # needs no discovery of what runs
+        if not statuses:
             which = f"task {task_id!r}" if task_id else "task"
             return CancelOutcome([], {}, f"no running {which}")
-        final = {}
-        for goal in goals:
-            status = client.cancel_task(goal, wait_s=wait_s)
-            final[goal.hex()[:8]] = STATUS_NAMES[status] if status in TERMINAL_STATUSES else "still running"
-        return CancelOutcome([g.hex()[:8] for g in goals], final)
+        final = {goal.hex()[:8]: STATUS_NAMES[status] if status in TERMINAL_STATUSES else "still running"
+                 for goal, status in statuses.items()}
+        return CancelOutcome(list(final), final)
 
 
 @contextlib.contextmanager
