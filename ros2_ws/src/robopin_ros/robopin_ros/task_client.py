@@ -154,13 +154,12 @@ class TaskClient(Node):
         return (answer.status, answer.result) if answer is not None else (GoalStatus.STATUS_UNKNOWN, None)
 
     def running_tasks(self, discover_s: float = 10.0) -> list[bytes]:
-        """Goal ids of the tasks the action server reports as not yet ended."""
-        # The server's latched status arrives once the subscription has matched its publisher (slow on a
-        # busy machine); a server that never ran a goal has published none, hence the short wait after.
-        deadline = time.monotonic() + discover_s
-        while self._status_sub.get_publisher_count() == 0 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        self._status_received.wait(timeout=max(0.0, min(2.0, deadline - time.monotonic())))
+        """Goal ids of the tasks the action server reports as not yet ended.
+
+        The server's latched status arrives some time after the subscription matched its publisher (seconds
+        on a busy machine); a server that never ran a goal has published none: waits ``discover_s`` then.
+        """
+        self._status_received.wait(timeout=discover_s)
         with self._lock:
             return [goal for goal, status in self._statuses.items() if status not in TERMINAL_STATUSES]
 
