@@ -52,18 +52,23 @@ from sensor_msgs.msg import Image
 from std_srvs.srv import Trigger
 rclpy.init()
 node = rclpy.create_node("bench_counter")
-count = [0]
+class Counter:
+    def __init__(self):
+        self.messages = 0
+    def received(self, data):
+        self.messages += 1
+counter = Counter()
 qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=30, reliability=ReliabilityPolicy.RELIABLE)
 for view in ("static", "wrist"):
     for topic in (f"/cameras/{view}/color/image_raw", f"/cameras/{view}/aligned_depth_to_color/image_raw"):
-        node.create_subscription(Image, topic, lambda data: count.__setitem__(0, count[0] + 1), qos, raw=True)
+        node.create_subscription(Image, topic, counter.received, qos, raw=True)
 def report(request, response):
-    response.success, response.message = True, f"{count[0]} messages, 0 dropped"
-    count[0] = 0
+    response.success, response.message = True, f"{counter.messages} messages, 0 dropped"
+    counter.messages = 0
     return response
 node.create_service(Trigger, "/bench_counter/stop", report)
 def reset(request, response):
-    count[0], response.success = 0, True
+    counter.messages, response.success = 0, True
     return response
 node.create_service(Trigger, "/bench_counter/start", reset)
 executor = SingleThreadedExecutor()

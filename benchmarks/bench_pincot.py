@@ -26,7 +26,7 @@ ROBOPIN_SECONDS_PER_SAMPLE = 0.281
 ROBOPIN_TOKENS_PER_SAMPLE = 411.67
 CHARS_PER_TOKEN = 4.0  # rule of thumb for English text with Qwen-style BPE tokenizers
 # RoboPIN's released data filter regex (the least a consumer of the format can run).
-RELEASED_FILTER = re.compile(r'<(obj|space)\s+[^>]*id="([^"]+)"[^>]*point="\[[^\]]+\]"[^>]*>')
+RELEASED_FILTER = re.compile(r'<(?P<kind>obj|space)\s+[^>]*id="(?P<id>[^"]+)"[^>]*point="\[[^\]]+\]"[^>]*>')
 
 
 def build_trace() -> str:
@@ -105,7 +105,7 @@ def main() -> None:
     answer = trace.answer
 
     def baseline() -> object:
-        return [m.groups() for m in RELEASED_FILTER.finditer(text)], json.loads(answer)
+        return [(m["kind"], m["id"]) for m in RELEASED_FILTER.finditer(text)], json.loads(answer)
 
     baseline_wall, baseline_cpu = per_call_seconds(baseline)
     parse_wall, parse_cpu = per_call_seconds(lambda: parse(text, 2))

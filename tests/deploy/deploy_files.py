@@ -101,7 +101,7 @@ def executable(path: Path) -> bool:
 # (first non-blank character `#`) are dropped and blank lines are skipped (with the warning
 # "Empty continuation line found", to become an error), so the instruction goes on with the next line
 # that has text. The instruction keyword is the first word, case-insensitive.
-_DIRECTIVE = re.compile(r"^#\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(\S+)\s*$")
+_DIRECTIVE = re.compile(r"^#\s*(?P<name>[A-Za-z][A-Za-z0-9_-]*)\s*=\s*(?P<value>\S+)\s*$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,8 +126,8 @@ def docker_instructions(text: str) -> list[DockerInstruction]:
         match = _DIRECTIVE.match(lines[index].strip())
         if not match:
             break
-        if match[1].lower() == "escape":
-            escape = match[2]
+        if match["name"].lower() == "escape":
+            escape = match["value"]
         index += 1
     continuation = re.compile(rf"(?:^|[^{re.escape(escape)}]){re.escape(escape)}[ \t]*$")
 

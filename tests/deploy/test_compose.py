@@ -125,15 +125,15 @@ def test_service_commands_name_entry_points_that_exist(name, command):
         # The launch file is installed into the package share (setup.py data_files) from the package's launch/.
         assert command[2] == "robopin_ros"
         assert (REPO / "ros2_ws" / "src" / "robopin_ros" / "launch" / command[3]).is_file(), command[3]
-        system = re.fullmatch(r"system:=/opt/robopin/config/([\w.]+)", command[4])  # variables resolved
-        assert system and (REPO / "config" / system.group(1)).is_file(), command[4]
+        system = re.fullmatch(r"system:=/opt/robopin/config/(?P<file>[\w.]+)", command[4])  # variables resolved
+        assert system and (REPO / "config" / system["file"]).is_file(), command[4]
         return
     assert command[0] == "robopin", f"{name}: unexpected command {shlex.join(command)}"
     assert command[1] in robopin_subcommands()
     if command[1] == "up":
         # `robopin up /opt/robopin/config/${VAR:-default.yaml}`: the default system file must be in config/.
-        default = re.search(r"\$\{\w+:-([^}]+)\}", command[2])
-        system_file = default.group(1) if default else command[2].rsplit("/", 1)[-1]
+        default = re.search(r"\$\{\w+:-(?P<default>[^}]+)\}", command[2])
+        system_file = default["default"] if default else command[2].rsplit("/", 1)[-1]
         assert (REPO / "config" / system_file).is_file(), f"{name}: no system file config/{system_file}"
 
 

@@ -188,7 +188,7 @@ def _resolve_user(stage: list[dict]) -> str:
 def test_final_stages_run_as_the_non_root_robopin_user():
     found = stages()
     base_text = "\n".join(item["value"] for item in found["base"])
-    uid = re.search(r"ARG ROBOPIN_UID=(\d+)", DOCKERFILE.read_text()).group(1)
+    uid = re.search(r"ARG ROBOPIN_UID=(?P<uid>\d+)", DOCKERFILE.read_text())["uid"]
     assert "userdel --remove ubuntu" in base_text, "ubuntu (uid 1000) must make way for robopin"
     assert re.search(r'useradd --uid "\$\{ROBOPIN_UID\}".*--groups plugdev,video,dialout', base_text)
     for target in ("cpu", "cuda"):

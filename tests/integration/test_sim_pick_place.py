@@ -22,7 +22,6 @@ from robopin.motion import PickPlaceConfig, plan_pick_place
 from robopin.motion.planner import RoboplanPlannerConfig, make_planner
 from robopin.motion.scene import SceneConfig, SceneKeeper
 from robopin.robots.base import make_arm, make_arm_config
-from robopin.robots.trajectory import JointTrajectory
 from robopin.sim.oracle import GroundTruthOracle
 from robopin.sim.scenarios import build_scene, check_success
 
@@ -37,7 +36,7 @@ def _oracle_targets(scene) -> tuple[np.ndarray, np.ndarray]:
     oracle = GroundTruthOracle(scene)
     rendered = oracle.render()
     trace = oracle.write(rendered)
-    answer = json.loads(re.search(r"<answer>(.*)</answer>", trace.text, re.S).group(1))
+    answer = json.loads(re.search(r"<answer>(?P<answer>.*)</answer>", trace.text, re.S)["answer"])
     points = []
     for item in answer:
         view = rendered[item["img_idx"]]
@@ -79,8 +78,7 @@ def test_multi_view_pick_and_place_runs_every_phase_within_tolerance(robot):
         )
         assert plan.success, plan.message
         for phase in plan.phases:
-            t = phase.result.trajectory
-            result = arm.execute(JointTrajectory(t.joint_names, t.times_s, t.positions, t.velocities))
+            result = arm.execute(phase.result.trajectory)
             assert result.success, f"{phase.stage}: {result.reason.value}: {result.message}"
             if phase.gripper_after_m is not None:
                 arm.gripper_move(phase.gripper_after_m, 20.0)

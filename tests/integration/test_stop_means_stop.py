@@ -315,16 +315,14 @@ def test_cancel_during_a_slow_model_call_abandons_it_at_once(stack, ros_watch, t
         assert len(running) == 1, f"expected one running task, statuses {statuses}"
         t0 = time.monotonic()
         answer = call(canceller, CancelGoal.Request())  # zero goal id and stamp: cancel every goal
-        ended = [None]
 
-        def final() -> bool:
+        def final_status() -> int | None:
             with lock:
                 status = statuses.get(running[0])
-            ended[0] = status if status in (4, 5, 6) else None
-            return ended[0] is not None
+            return status if status in (4, 5, 6) else None
 
         deadline = time.monotonic() + 60
-        while not final():
+        while (ended := final_status()) is None:
             assert time.monotonic() < deadline, "the task never reached a final status"
             time.sleep(0.01)
         canceled_s = time.monotonic() - t0
@@ -333,7 +331,7 @@ def test_cancel_during_a_slow_model_call_abandons_it_at_once(stack, ros_watch, t
         print(f"\ncancel during a model call: the goal ended {canceled_s:.2f} s after the cancel request "
               f"(the model would have answered after 30 s); requests reaching the stub: {len(stub.chat_requests())}")
         assert answer.goals_canceling, "the cancel was not accepted"
-        assert ended[0] == 5, f"the goal ended with status {ended[0]}, not canceled"
+        assert ended == 5, f"the goal ended with status {ended}, not canceled"
         assert code == 1 and "FAILURE (canceled)" in task.output, task.output
         assert len(stub.chat_requests()) == 1, "the backend sent the request again after the cancel"
         assert canceled_s < 20.0, "the cancel waited for the model's answer"

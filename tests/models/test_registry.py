@@ -121,7 +121,7 @@ def _set(model: str, **fields):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (_set("robopin-4b", point_convention="pixels"), r"point_convention must be one of .* got 'pixels'"),
+        (_set("robopin-4b", point_convention="pixel"), r"point_convention must be one of .* got 'pixel'"),
         (_set("robopin-4b", hub_id="RoboPIN-4B"), r"hub_id must look like 'owner/name', got 'RoboPIN-4B'"),
         (_set("robopin-4b", memory={"min_gpu_gb": 4}), r"min_gpu_gb 4.0 is less than its bfloat16 weights"),
         (_set("robopin-4b", colour="red"), r"unknown keys \['colour'\]"),

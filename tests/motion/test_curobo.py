@@ -184,3 +184,12 @@ def test_contract_same_scenarios_for_every_backend(backend, robot):
     assert sampled_check(p.robot, result.trajectory.positions)
     blocked = p.plan_to_pose(start, top_down(0.45, 0.0, 0.15))  # inside the wall
     assert blocked.status in {PlanStatus.GOAL_IN_COLLISION, PlanStatus.IK_FAIL}
+
+
+@pytest.mark.parametrize("name", ["panda", "fr3", "xarm6"])
+def test_the_scene_masks_with_the_shipped_spheres_of_every_meshed_link(name):
+    robot = robot_model(name)
+    spheres = RobotSpheres.shipped_or_fit(robot)
+    shipped = load_robot_config(name)["robot_cfg"]["kinematics"]["collision_spheres"]
+    assert spheres.spheres == RobotSpheres.from_curobo_spheres(robot, shipped).spheres
+    assert {mesh.rsplit("_", 1)[0] for mesh in robot.link_meshes()} <= set(spheres.spheres)

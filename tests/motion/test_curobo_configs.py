@@ -21,7 +21,13 @@ from robopin.motion.curobo.robot_config import (
     prepare_robot_config,
     read_urdf,
 )
-from robopin.motion.curobo.spheres import load_robot_config, robot_config_path, surface_samples
+from robopin.motion.curobo.spheres import (
+    OVERHANGS_M,
+    link_placements,
+    load_robot_config,
+    robot_config_path,
+    surface_samples,
+)
 from robopin.motion.errors import MotionConfigError
 from robopin.motion.planner import make_planner, planner_config_from_dict
 from robopin.motion.types import PlanStatus
@@ -29,6 +35,9 @@ from robopin.motion.types import PlanStatus
 from .conftest import robot_model
 
 ROBOTS = ("panda", "fr3", "xarm6")
+# A self-collision this deep (hull penetration) must be reported by the spheres; shallower ones may be
+# missed by cuRobo and are caught by robopin's mesh check of every trajectory.
+DEEP_M = 0.02
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -98,6 +107,106 @@ def test_spheres_in_link_frames_cover_each_collision_mesh(robot):
             assert gaps.max() < 0.004, (robot, link, float(gaps.max()))
 
 
+class _Hulls:
+    """Each collision mesh's convex hull as coal builds it from the vertices (qhull), placed by pinocchio:
+    the exact geometry robopin's mesh check holds the robot to, measured pair by pair."""
+
+    def __init__(self, model) -> None:
+        import coal
+
+        self.model = model
+        self.links = {}
+        for name, (vertices, _) in model.link_meshes().items():
+            points = coal.StdVec_Vec3s()
+            for v in vertices:
+                points.append(np.asarray(v, dtype=np.float64))
+            self.links.setdefault(name.rsplit("_", 1)[0], []).append((name, coal.Convex.convexHull(points, False, "")))
+
+    def distances(self, q, pairs) -> dict[frozenset, float]:
+        """Signed distance (negative: penetration depth) of each link pair's hulls at ``q``."""
+        import coal
+
+        frames = self.model.geometry_frames(q)
+        placed = {
+            link: [(g, coal.Transform3s(frames[n][:3, :3], frames[n][:3, 3])) for n, g in parts]
+            for link, parts in self.links.items()
+        }
+        result = {}
+        for pair in pairs:
+            a, b = sorted(pair)
+            best = np.inf
+            for ga, Ta in placed[a]:
+                for gb, Tb in placed[b]:
+                    best = min(best, coal.distance(ga, Ta, gb, Tb, coal.DistanceRequest(), coal.DistanceResult()))
+            result[frozenset(pair)] = best
+        return result
+
+
+def _link_pairs(kinematics) -> tuple[list[frozenset], set[frozenset]]:
+    """Every pair of sphere-carrying links, and those cuRobo checks (not in self_collision_ignore)."""
+    links = [link for link in kinematics["collision_link_names"] if kinematics["collision_spheres"].get(link)]
+    ignored = {frozenset((a, b)) for a, values in kinematics["self_collision_ignore"].items() for b in values}
+    pairs = [frozenset((a, b)) for i, a in enumerate(links) for b in links[i + 1 :]]
+    return pairs, {p for p in pairs if p not in ignored}
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_self_collision_spheres_lie_inside_each_links_hull(robot):
+    """cuRobo adds ``self_collision_buffer`` to every sphere's radius for self-collision
+    (cuda_robot_generator.py): shrunk by it, each sphere lies inside its link's convex hull, so two
+    links' spheres can overlap only where their hulls do. Unshrunk, no sphere reaches farther out of
+    the hull than the buffer's size (the world sees that much padding at most)."""
+    from scipy.spatial import ConvexHull
+
+    model = robot_model(robot)
+    kinematics = _kinematics(robot)
+    kin = CuroboKinematics(kinematics, _urdf(robot))
+    buffers = kinematics["self_collision_buffer"]
+    frames = model.geometry_frames(model.home)
+    placed = kin.world_spheres(model.home)
+    hulls: dict[str, list] = {}
+    for name, (vertices, _) in model.link_meshes().items():
+        T = frames[name]
+        hulls.setdefault(name.rsplit("_", 1)[0], []).append(ConvexHull(vertices @ T[:3, :3].T + T[:3, 3]).equations)
+    worst = {}
+    for link, (centers, radii) in placed.items():
+        shrink = -float(buffers[link])
+        assert 0.0 < shrink <= max(OVERHANGS_M) + 0.0002, (link, shrink)  # 0.2 mm for the 4-decimal rounding
+        # Depth inside the hull (of the link's meshes) that holds each centre; negative: outside every hull.
+        depth = np.max([-np.max(centers @ eq[:, :3].T + eq[:, 3], axis=1) for eq in hulls[link]], axis=0)
+        assert np.all(radii - shrink <= depth + 1e-9), (link, float(np.max(radii - shrink - depth)))
+        assert np.all(radii - depth <= shrink + 1e-9), (link, float(np.max(radii - depth)))
+        worst[link] = round(shrink, 4)
+    print(f"{robot}: self-collision shrink (= largest overhang out of the hull) per link, m: {worst}")
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_curobo_checks_every_pair_the_mesh_check_can_tell_apart(robot):
+    """cuRobo checks a link pair unless robopin's exact mesh check cannot judge it either: the links
+    move rigidly together (the locked hand), sit on adjacent joints, or touch at home. Measured on the
+    hulls and the kinematic tree, not read from the generator."""
+    model = robot_model(robot)
+    kinematics = _kinematics(robot)
+    pairs, checked = _link_pairs(kinematics)
+    joint = {link: j for link, (j, _) in link_placements(model).items()}  # the hand hangs off the last joint
+    at_home = _Hulls(model).distances(model.home, pairs)
+    rigid = {p for p in pairs if len({joint[link] for link in p}) == 1}
+    adjacent = {p for p in pairs if p not in rigid and abs(joint[min(p)] - joint[max(p)]) == 1}
+    touching = {p for p in pairs if at_home[p] <= 0.0} - rigid - adjacent
+    must = set(pairs) - rigid - adjacent - touching
+    assert must - checked == set(), sorted(tuple(sorted(p)) for p in must - checked)
+    print(
+        f"{robot}: cuRobo checks {len(checked)} of {len(pairs)} link pairs; not checked: {len(rigid)} rigid "
+        f"(locked hand), {len(adjacent)} on adjacent joints, {len(touching)} touching at home"
+    )
+    # cuRobo's fast self-collision kernel takes at most 32 * 512 sphere pairs
+    # (cuda_robot_generator.py _create_self_collision_thread_data); more falls back to a slower one.
+    spheres = kinematics["collision_spheres"]
+    sphere_pairs = sum(len(spheres[a]) * len(spheres[b]) for a, b in (sorted(p) for p in checked))
+    print(f"{robot}: {sphere_pairs} sphere pairs checked, {sum(len(v) for v in spheres.values())} spheres")
+    assert sphere_pairs <= 32 * 512
+
+
 @pytest.mark.parametrize("robot", ROBOTS)
 def test_no_self_collision_reports_where_the_mesh_checker_sees_none(robot):
     model = robot_model(robot)
@@ -115,6 +224,38 @@ def test_no_self_collision_reports_where_the_mesh_checker_sees_none(robot):
             reports.append((np.round(q, 3).tolist(), hits))
     assert not kin.self_collisions(model.home)
     assert reports == []
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_real_self_collisions_are_reported_by_the_spheres(robot):
+    """Poses where robopin's mesh check finds the hulls of a pair cuRobo checks intersecting: the
+    sphere model reports the deep ones, and only pairs whose hulls really intersect."""
+    model = robot_model(robot)
+    kinematics = _kinematics(robot)
+    kin = CuroboKinematics(kinematics, _urdf(robot))
+    _, checked = _link_pairs(kinematics)
+    hulls = _Hulls(model)
+    rng = np.random.default_rng(77)
+    colliding = reported = 0
+    missed = []
+    while colliding < 40:
+        q = rng.uniform(model.lower, model.upper)
+        if not model.in_collision(q, margin_m=0.0):
+            continue
+        distances = hulls.distances(q, checked)
+        depth = -min(distances.values())
+        if depth <= 0.0:
+            continue  # a pair only the mesh check looks at (or the table)
+        colliding += 1
+        hits = {frozenset(h) for h in kin.self_collisions(q)}
+        assert all(distances[h] < 0.0 for h in hits), [tuple(h) for h in hits if distances[h] >= 0.0]
+        if hits:
+            reported += 1
+        else:
+            missed.append(round(depth, 4))
+    print(f"{robot}: {reported} of {colliding} self-colliding poses reported; penetration of those missed, m: {missed}")
+    assert all(depth < DEEP_M for depth in missed), missed
+    assert reported >= 0.6 * colliding
 
 
 @pytest.mark.parametrize("robot", ROBOTS)

@@ -8,6 +8,8 @@ import pytest
 from robopin.motion.errors import MotionConfigError, WorldError
 from robopin.motion.types import Box, JointTrajectory, PlanResult, PlanStatus
 from robopin.motion.world import CollisionWorld
+from robopin.robots.errors import TrajectoryError
+from robopin.robots.trajectory import JointTrajectory as ArmTrajectory
 
 
 def _trajectory(times):
@@ -15,13 +17,19 @@ def _trajectory(times):
     return JointTrajectory(("a", "b"), times, np.zeros((n, 2)), np.zeros((n, 2)), np.zeros((n, 2)))
 
 
+def test_planners_and_arms_share_one_trajectory_type():
+    assert JointTrajectory is ArmTrajectory
+
+
 def test_trajectory_rejects_bad_times_and_shapes():
-    with pytest.raises(MotionConfigError, match="strictly increase"):
+    with pytest.raises(TrajectoryError, match="strictly increase"):
         _trajectory([0.0, 0.5, 0.5])
-    with pytest.raises(MotionConfigError, match="start at 0"):
-        _trajectory([0.1, 0.5])
-    with pytest.raises(MotionConfigError, match="positions has shape"):
+    with pytest.raises(MotionConfigError, match="start at 0"):  # an arm goal may start later; a plan may not
+        PlanResult(PlanStatus.SUCCESS, 0.1, _trajectory([0.1, 0.5]))
+    with pytest.raises(TrajectoryError, match="positions has shape"):
         JointTrajectory(("a",), [0.0, 1.0], np.zeros((2, 2)), np.zeros((2, 1)), np.zeros((2, 1)))
+    with pytest.raises(TrajectoryError, match="accelerations has shape"):
+        JointTrajectory(("a",), [0.0, 1.0], np.zeros((2, 1)), np.zeros((2, 1)), np.zeros((1, 1)))
 
 
 def test_trajectory_sample_interpolates_and_clamps():

@@ -72,7 +72,7 @@ def test_embodied_r1_pixels_convert_back_to_original_pixels():
         (lambda: normalized_to_pixels(1, 1, (0, 480)), "positive"),
         (lambda: smart_resize((10000, 10)), "aspect ratio"),
         (lambda: smart_resize((640, 480), min_pixels=10, max_pixels=5), "min_pixels"),
-        (lambda: model_point_to_pixels(1, 1, (640, 480), "pixels"), "convention"),
+        (lambda: model_point_to_pixels(1, 1, (640, 480), "pixel"), "convention"),
     ],
 )
 def test_bad_inputs_raise_a_coordinate_error_naming_the_value(call, match):

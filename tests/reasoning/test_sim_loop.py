@@ -54,3 +54,27 @@ def test_malformed_trace_stops_before_projection_and_motion(spatial):
     assert "bad_anchor" in result.details
     assert arm.calls == []
     assert np.allclose(spatial.world.joint_positions(), q_before, atol=1e-6)
+
+
+def test_an_instruction_the_scene_cannot_ground_is_refused_by_name_and_nothing_moves(spatial):
+    observer, projector = sim_stages(spatial)
+    arm = SimScriptedPickPlace(spatial)
+    loop = ReasoningLoop(ReasoningConfig(), oracle(spatial), observer, projector, arm)
+    result = loop.run(TaskRequest("put the banana on the red plate"))
+    assert (result.success, result.reason) == (False, "model_declined")
+    assert "'the banana'" in result.message and arm.calls == []
+
+
+def test_the_oracle_carries_out_the_instruction_it_is_given_not_the_scenarios(spatial):
+    # RoboPIN's prompt form (the banana test above uses our templates): the oracle reads either.
+    from robopin.sim.scenarios import on_plate
+
+    goal = spatial.task.goals[0]
+    other = next(o for o in spatial.world.objects.values() if o.kind == "plate" and o.name != goal.target)
+    observer, projector = sim_stages(spatial)
+    arm = SimScriptedPickPlace(spatial)
+    config = ReasoningConfig(prompt_template="pincot_suffix")
+    loop = ReasoningLoop(config, oracle(spatial), observer, projector, arm)
+    result = loop.run(TaskRequest(f"pick up the duck in front of two toys and place it on the {other.color} plate"))
+    assert result.success, result.message
+    assert on_plate(spatial.world, goal.object, other.name)[0]

@@ -55,6 +55,28 @@ def test_scaled_stretches_time_and_reordered_permutes_columns():
         trajectory.reordered(("a", "c"))
 
 
+def test_accelerations_follow_scaling_reordering_and_a_prepended_start():
+    trajectory = JointTrajectory(NAMES, [1.0, 2.0], [[0.0, 10.0], [1.0, 20.0]], [[0, 0], [2.0, 4.0]],
+                                 [[1.0, 3.0], [0.0, 0.0]])
+    slow = trajectory.scaled(0.5)
+    np.testing.assert_allclose(slow.accelerations[0], [0.25, 0.75])  # time stretched 2x: a / 4
+    np.testing.assert_allclose(trajectory.reordered(("b", "a")).accelerations[0], [3.0, 1.0])
+    started = trajectory.with_start(np.zeros(2))
+    np.testing.assert_allclose(started.accelerations[0], [0.0, 0.0])
+    np.testing.assert_allclose(started.velocities[0], [0.0, 0.0])
+    with pytest.raises(TrajectoryError, match="accelerations must be finite"):
+        JointTrajectory(NAMES, [0.0], [[0, 0]], None, [[np.inf, 0]])
+
+
+def test_stationary_holds_one_configuration_at_rest():
+    held = JointTrajectory.stationary(NAMES, np.array([0.3, -0.2]))
+    assert held.duration_s == 0.0 and held.num_waypoints == 1
+    q, v = held.sample(5.0)
+    np.testing.assert_allclose(q, [0.3, -0.2])
+    np.testing.assert_allclose(v, [0.0, 0.0])
+    assert held.accelerations is not None and not held.accelerations.any()
+
+
 def test_with_start_prepends_the_current_configuration():
     trajectory = JointTrajectory(NAMES, [1.0], [[1.0, 1.0]])
     started = trajectory.with_start(np.array([0.0, 0.5]))

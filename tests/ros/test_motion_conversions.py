@@ -1,4 +1,4 @@
-"""Motion conversions: robopin trajectories ↔ trajectory_msgs/JointTrajectory, Target3D points."""
+"""Motion conversions: planned trajectories ↔ trajectory_msgs/JointTrajectory, durations, Target3D points."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from robopin_ros import conversions
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 
 from robopin.motion.types import JointTrajectory
+from robopin.robots.errors import TrajectoryError
 
 pytestmark = pytest.mark.ros
 
@@ -19,23 +20,54 @@ def test_trajectory_round_trip_through_serialization():
     times = np.array([0.0, 0.25, 1.0, 2.123456789])
     trajectory = JointTrajectory(("j1", "j2", "j3"), times, rng.normal(size=(4, 3)), rng.normal(size=(4, 3)),
                                  rng.normal(size=(4, 3)))
-    msg = conversions.motion_trajectory_to_msg(trajectory)
+    msg = conversions.trajectory_to_msg(trajectory)
     assert msg.points[3].time_from_start.sec == 2 and msg.points[3].time_from_start.nanosec == 123456789
-    back = conversions.msg_to_motion_trajectory(deserialize_message(serialize_message(msg), JointTrajectoryMsg))
+    assert msg.header.frame_id == "base"
+    back = conversions.msg_to_trajectory(deserialize_message(serialize_message(msg), JointTrajectoryMsg))
     assert back.joint_names == trajectory.joint_names
     np.testing.assert_allclose(back.times_s, times, atol=1e-9)
     np.testing.assert_allclose(back.positions, trajectory.positions)
     np.testing.assert_allclose(back.velocities, trajectory.velocities)
+    np.testing.assert_allclose(back.accelerations, trajectory.accelerations)
 
 
-def test_trajectory_without_rates_gets_zeros():
-    msg = conversions.motion_trajectory_to_msg(
+def test_trajectory_without_rates_keeps_none_and_partial_rates_are_refused():
+    # Empty rates mean "interpolate linearly" to joint_trajectory_controller; zeros would stop at every point.
+    msg = conversions.trajectory_to_msg(
         JointTrajectory(("a",), [0.0, 1.0], [[0.0], [1.0]], np.zeros((2, 1)), np.zeros((2, 1))))
     for point in msg.points:
         point.velocities = []
         point.accelerations = []
-    back = conversions.msg_to_motion_trajectory(msg)
-    assert np.all(back.velocities == 0.0) and back.accelerations.shape == (2, 1)
+    back = conversions.msg_to_trajectory(msg)
+    assert back.velocities is None and back.accelerations is None
+    np.testing.assert_allclose(back.sample(0.5)[1], [1.0])
+    msg.points[1].velocities = [0.0]
+    with pytest.raises(TrajectoryError, match="some points give velocities"):
+        conversions.msg_to_trajectory(msg)
+    msg.points[0].velocities = [0.0, 1.0]
+    with pytest.raises(TrajectoryError, match="point 0 has 2 velocities for 1 joints"):
+        conversions.msg_to_trajectory(msg)
+
+
+@pytest.mark.parametrize(("seconds", "sec", "nanosec"), [
+    (2.123456789, 2, 123_456_789),
+    (0.9999999999, 1, 0),  # the nearest nanosecond, carried into sec
+    (2.5e-9, 0, 2),  # halves to even, as round() does
+    (-0.25, -1, 750_000_000),  # nanosec stays in [0, 1e9), as rclpy splits a negative duration
+])
+def test_durations_round_to_the_nearest_nanosecond_as_rclpy_reads_them(seconds, sec, nanosec):
+    from rclpy.duration import Duration
+
+    msg = conversions.seconds_to_duration(seconds)
+    assert (msg.sec, msg.nanosec) == (sec, nanosec)
+    assert Duration.from_msg(msg).nanoseconds == sec * 1_000_000_000 + nanosec
+    assert Duration(nanoseconds=sec * 1_000_000_000 + nanosec).to_msg() == msg
+    assert conversions.duration_to_seconds(msg) == pytest.approx(seconds, abs=1e-9)
+
+
+def test_non_finite_durations_are_refused():
+    with pytest.raises(ValueError, match="finite"):
+        conversions.seconds_to_duration(float("nan"))
 
 
 def test_target_point_and_normal():

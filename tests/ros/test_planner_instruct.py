@@ -164,3 +164,29 @@ def test_subtask_record_to_message_keeps_reasoning_and_instruction():
         )
     )
     assert (msg.think, msg.answer, msg.valid, list(msg.anchors)) == ("r", "put the duck on the plate", True, [])
+
+
+def test_subtask_and_plan_records_publish_their_own_measures_not_placeholders():
+    subtask = conversions.reasoning_record_to_msg(
+        _record(kind="subtask", text="r\nInstruction: fly", valid=False, metrics={"instruction_validity": 0.0})
+    )
+    assert subtask.format_score == 0.0
+    assert math.isnan(subtask.identity_consistency) and math.isnan(subtask.anchor_coverage)  # no anchors to measure
+    plan = conversions.reasoning_record_to_msg(_record(kind="plan", text="{}", metrics={"format": 0.7}))
+    assert math.isclose(plan.format_score, 0.7) and math.isnan(plan.anchor_coverage)
+
+
+def test_trial_results_aggregate_the_published_measures_per_method():
+    from robopin.trials.log import TrialSummary
+    from robopin.trials.results import reasoning_measures, reasoning_quality
+
+    text = pincot_text()
+    trace = parse(text, 1)
+    record = _record(text=text, trace=trace, think=trace.think, answer=trace.answer)
+    pointing = conversions.reasoning_record_to_msg(record)
+    plan = conversions.reasoning_record_to_msg(_record(kind="plan", text="{}", metrics={"format": 0.5}))
+    steps = [reasoning_measures(pointing), reasoning_measures(plan)]
+    assert steps[1]["consistency"] is None  # a plan has no anchors: not measured, not a placeholder
+    summary = TrialSummary("t", "long_horizon", "oracle / xarm6", True, extra={"reasoning": steps})
+    row = reasoning_quality([summary]).splitlines()[-1]
+    assert row == f"| oracle / xarm6 | 2/2 | {(trace.metrics['format'] + 0.5) / 2:.3f} | 1.000 | 1.000 |"

@@ -21,7 +21,8 @@ def test_up_refuses_an_unknown_argument_naming_the_declared_ones():
     result = subprocess.run([sys.executable, "-m", "robopin.cli", "up", "sim_panda", "robot_ip:=1.2.3.4"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    expected = "robopin up: system 'sim_panda' has no argument(s) ['robot_ip']; arguments: ['camera_fps', 'dry_run']"
+    expected = ("robopin up: system 'sim_panda' has no argument(s) ['robot_ip']; "
+                "arguments: ['camera_fps', 'dry_run', 'mode', 'model']")
     assert expected in result.stderr
 
 

@@ -69,6 +69,14 @@ def test_the_share_holds_the_launch_file_the_system_files_and_the_package_marker
     assert (prefix / "share" / "ament_index" / "resource_index" / "packages" / "robopin_ros").is_file()
 
 
+def test_the_installed_package_holds_every_module_and_subpackage_of_the_checkout(prefix):
+    source = ROOT / "ros2_ws" / "src" / "robopin_ros" / "robopin_ros"
+    (installed,) = prefix.glob("lib/python*/site-packages/robopin_ros")
+    modules = {path.relative_to(source) for path in source.rglob("*.py") if "__pycache__" not in path.parts}
+    assert Path("conversions", "__init__.py") in modules
+    assert modules <= {path.relative_to(installed) for path in installed.rglob("*.py")}
+
+
 def test_every_system_argument_is_declared_with_its_real_default(launch_file):
     description = launch_file.generate_launch_description()
     declared = {a.args[0]: a.kwargs for a in description if type(a).__name__ == "DeclareLaunchArgument"}

@@ -101,8 +101,8 @@ def test_pixels_resized_scales_by_the_smart_resized_frame():
 
 
 def test_bad_point_convention_values_are_named():
-    with pytest.raises(VLMConfigError, match="'pixels'"):
-        PointConvention("pixels")  # type: ignore[arg-type]
+    with pytest.raises(VLMConfigError, match="'pixel'"):
+        PointConvention("pixel")  # type: ignore[arg-type]
     with pytest.raises(VLMConfigError, match="min_pixels"):
         PointConvention("pixels_resized", min_pixels=10, max_pixels=5)
     with pytest.raises(ValueError, match=r"shape \(\.\.\., 2\)"):

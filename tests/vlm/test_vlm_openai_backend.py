@@ -265,7 +265,7 @@ def test_factory_builds_the_backend_from_a_yaml_style_mapping(stub_server):
         ("image_format", "webp", "webp"),
         ("jpeg_quality", 0, "jpeg_quality"),
         ("jpeg_chroma_subsampling", "4:1:1", "4:1:1"),
-        ("point_convention", "pixels", "point_convention"),
+        ("point_convention", "pixel", "point_convention"),
         ("structured_output", {"kind": "grammar", "value": "x"}, "grammar"),
         ("yes_token_ids", (1,), "together"),
     ],

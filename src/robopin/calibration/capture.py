@@ -35,7 +35,6 @@ __all__ = [
     "keep_planner_inside_safety_limits",
     "make_capture_planner",
     "run_guided_capture",
-    "to_arm_trajectory",
 ]
 
 
@@ -96,15 +95,6 @@ class CaptureReport:
             f"{len(self.rejected)} rejected {reasons or ''} "
             f"(dry run {self.dry_run_s:.1f} s, capture {self.capture_s:.1f} s)"
         )
-
-
-def to_arm_trajectory(trajectory: Any) -> Any:
-    """A planner trajectory (:mod:`robopin.motion.types`) as the arm contract's trajectory type."""
-    from robopin.robots.trajectory import JointTrajectory
-
-    return JointTrajectory(
-        tuple(trajectory.joint_names), trajectory.times_s, trajectory.positions, trajectory.velocities
-    )
 
 
 def capture_sample(
@@ -213,7 +203,7 @@ def run_guided_capture(
             report.unreachable.append((index, f"{status}: {result.message}"[:200]))
             continue
         try:
-            arm.safety.validate(to_arm_trajectory(result.trajectory), JointState(arm.joint_names, q))
+            arm.safety.validate(result.trajectory, JointState(arm.joint_names, q))
         except SafetyViolationError as error:
             raise CaptureAbortedError("safety_refusal", index, str(error)) from error
         q = np.array(result.trajectory.positions[-1], dtype=np.float64)
@@ -241,7 +231,7 @@ def run_guided_capture(
             report.unreachable.append((index, f"{status} when re-planned: {result.message}"[:200]))
             continue
         try:
-            outcome = arm.execute(to_arm_trajectory(result.trajectory), dry_run=False)
+            outcome = arm.execute(result.trajectory, dry_run=False)
         except SafetyViolationError as error:
             raise CaptureAbortedError("safety_refusal", index, str(error)) from error
         except ArmError as error:

@@ -56,7 +56,8 @@ def _list(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     spec = _registry(args)[args.name]
     if args.vlm_config:
-        print(yaml.safe_dump({"vlm": spec.vlm_config(args.base_url)}, sort_keys=False).rstrip())
+        block = {"vlm": spec.vlm_config(args.base_url), "reasoning": spec.reasoning_config()}
+        print(yaml.safe_dump(block, sort_keys=False).rstrip())
         return 0
     lines = {
         "name": spec.name,
@@ -77,7 +78,38 @@ def _show(args: argparse.Namespace) -> int:
         lines["notes"] = spec.notes
     for key, value in lines.items():
         print(f"{key + ':':18} {value}")
+    print()
+    print(_request_text(spec, args.instruction, [v.strip() for v in args.views.split(",") if v.strip()]))
     return 0
+
+
+def _request_text(spec, instruction: str, views: list[str]) -> str:
+    """The pointing request the reasoning loop sends this model, built by the loop's own code."""
+    import numpy as np
+
+    from robopin.pincot.prompts import View
+    from robopin.reasoning.config import ReasoningConfig
+    from robopin.reasoning.errors import ReasoningConfigError
+    from robopin.reasoning.prompting import pointing_request
+    from robopin.vlm.base import ViewImage
+
+    try:
+        config = ReasoningConfig.from_dict(spec.reasoning_config())
+    except ReasoningConfigError as error:
+        return f"request: not built by the reasoning loop: {error}"
+    width, height = 640, 480  # RoboPIN's cameras (L515 and D435 colour at 640x480)
+    images = [ViewImage(np.zeros((height, width, 3), np.uint8), name, k) for k, name in enumerate(views)]
+    request = pointing_request(config, spec.point_convention, instruction, [View(v) for v in views], images)
+    lines = [f"request ({request.template} template, {len(views)} view(s) at {width}x{height}):"]
+    for message in request.messages:
+        parts = []
+        for part in message.parts:
+            if isinstance(part, ViewImage):
+                parts.append(f"[image {part.img_idx}: {part.name} {part.width}x{part.height}]")
+            else:
+                parts.append(str(part))
+        lines.append(f"  {message.role}: " + "\n    ".join(" ".join(parts).splitlines()))
+    return "\n".join(lines)
 
 
 def _fetch(args: argparse.Namespace) -> int:
@@ -162,6 +194,12 @@ def register(subparsers) -> None:
     show.add_argument("name")
     show.add_argument("--vlm-config", action="store_true", help="print the planner's `vlm` parameter (YAML)")
     show.add_argument("--base-url", default=None, help="server URL for --vlm-config (default: http://127.0.0.1:8000/v1)")
+    show.add_argument(
+        "--instruction",
+        default="Pick up the duck in front of two toys and place it to the middle plate among plates.",
+        help="the instruction of the request shown (default: RoboPIN's spatial task)",
+    )
+    show.add_argument("--views", default="static,wrist", help="camera views of the request, in img_idx order")
     show.set_defaults(func=_show)
 
     fetch = actions.add_parser("fetch", help="download a model into the models folder (or copy it with --from)")

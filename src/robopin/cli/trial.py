@@ -59,7 +59,11 @@ def _method(system: Any) -> str:
         vlm = node.parameters.get("vlm", {})
         vlm = yaml.safe_load(vlm) if isinstance(vlm, str) else vlm
         if isinstance(vlm, dict):
-            model = str(vlm.get("model") or vlm.get("type") or model) if vlm.get("type") != "oracle" else "oracle"
+            if vlm.get("type") in ("oracle", "imperfect"):
+                preset = str(vlm.get("preset") or ("oracle" if vlm.get("type") == "oracle" else "robopin"))
+                model = "oracle" if preset == "oracle" else f"imperfect:{preset}"
+            else:
+                model = str(vlm.get("model") or vlm.get("type") or model)
     return f"{model} / {system.robot}"
 
 

@@ -22,6 +22,7 @@ import yaml
 
 from robopin.models.errors import ModelRegistryError, ModelServeError, UnknownModelError
 from robopin.vlm.points import POINT_CONVENTIONS, QWEN25_MAX_PIXELS, QWEN25_MIN_PIXELS
+from robopin.vlm.prompts import ANSWER_FORMATS, PROMPT_TEMPLATES
 
 REGISTRY_ENV = "ROBOPIN_MODEL_REGISTRY"
 MODELS_DIR_ENV = "ROBOPIN_MODELS_DIR"
@@ -30,13 +31,6 @@ CHECKOUT_REGISTRY = _REPO_ROOT / "models" / "registry.yaml"
 
 SCHEMA_VERSION = 1
 KINDS = ("hub", "endpoint")
-ANSWER_FORMATS = ("pincot", "qwen_json", "embodied_r1_points")
-"""``pincot``: ``<think>`` with anchor tags + JSON ``<answer>`` (RoboPIN); ``qwen_json``: Qwen3-VL
-``[{"point_2d": [x, y], "label": …}]``; ``embodied_r1_points``: ``<answer><point>[[x, y], …]</point>``."""
-PROMPT_TEMPLATES = ("pincot_suffix", "reasoning", "embodied_r1")
-"""``pincot_suffix``: the task text + RoboPIN's published answer-format suffix
-(:data:`robopin.vlm.prompts.PINCOT_ANSWER_SUFFIX`); ``reasoning``: the reasoning loop's templates
-(:mod:`robopin.pincot.prompts`); ``embodied_r1``: Embodied-R1's pointing prompts."""
 BYTES_PER_PARAMETER = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0}
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -192,6 +186,12 @@ class ModelSpec:
             config["min_pixels"] = self.min_pixels
             config["max_pixels"] = self.max_pixels
         return config
+
+
+    def reasoning_config(self) -> dict[str, str]:
+        """The planner's ``reasoning`` settings this model needs: how its requests are worded
+        (``prompt_template``) and what its answers look like (``answer_format``)."""
+        return {"prompt_template": self.prompt_template, "answer_format": self.answer_format}
 
 
 def vllm_arguments(

@@ -190,9 +190,11 @@ class RobotModel:
         self._link_meshes = {obj.name: obj.geometry for obj in self._robot_geom.geometryObjects}
         # Check with each link's convex hull: a triangle mesh is only a surface, so an obstacle (a
         # cloud voxel) wholly inside a link would go unseen; the hull is solid and slightly larger.
+        # buildConvexHull, not buildConvexRepresentation: that one "does not compute a convex hull"
+        # (coal BVH_model.h), and GJK hill-climbing a non-convex mesh's vertex graph misses contacts.
         for obj in self._robot_geom.geometryObjects:
             mesh = obj.geometry.clone()
-            mesh.buildConvexRepresentation(False)
+            mesh.buildConvexHull(False, "Qt")
             obj.geometry = mesh.convex
         names = [self.model.names[i] for i in range(1, self.model.njoints)]
         if tuple(names) != spec.arm_joints:

@@ -62,7 +62,7 @@ class SceneKeeper:
 
         self.robot = robot
         self.config = config
-        self.spheres = spheres if spheres is not None else RobotSpheres.fit(robot)
+        self.spheres = spheres if spheres is not None else RobotSpheres.shipped_or_fit(robot)
         self._lock = threading.Lock()
         self._cloud_arrived = threading.Condition(self._lock)
         self._points: NDArray[np.float64] | None = None

@@ -1,4 +1,7 @@
-"""Plain data passed in and out of every motion planner: statuses, trajectories, results, primitives."""
+"""Plain data passed in and out of every motion planner: statuses, results, primitives.
+
+Planners return the one :class:`~robopin.robots.trajectory.JointTrajectory` the arm layer runs.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from robopin.motion.errors import MotionConfigError
+from robopin.robots.trajectory import JointTrajectory
+
+__all__ = ["AttachedObject", "Box", "JointTrajectory", "PlanResult", "PlanStatus"]
 
 
 class PlanStatus(str, enum.Enum):
@@ -29,55 +35,6 @@ class PlanStatus(str, enum.Enum):
 
 
 @dataclass
-class JointTrajectory:
-    """A time-parameterised joint trajectory: ``positions[i]`` is reached at ``times_s[i]``.
-
-    Rows are waypoints, columns follow ``joint_names``; velocities and accelerations have the same
-    shape (rad/s, rad/s²). ``times_s`` starts at 0 and strictly increases.
-    """
-
-    joint_names: tuple[str, ...]
-    times_s: NDArray[np.float64]
-    positions: NDArray[np.float64]
-    velocities: NDArray[np.float64]
-    accelerations: NDArray[np.float64]
-
-    def __post_init__(self) -> None:
-        self.times_s = np.asarray(self.times_s, dtype=np.float64).reshape(-1)
-        n, dof = len(self.times_s), len(self.joint_names)
-        for name in ("positions", "velocities", "accelerations"):
-            value = np.asarray(getattr(self, name), dtype=np.float64)
-            if value.shape != (n, dof):
-                raise MotionConfigError(f"trajectory {name} has shape {value.shape}, expected ({n}, {dof})")
-            setattr(self, name, value)
-        if n == 0:
-            raise MotionConfigError("trajectory has no waypoints, expected at least one")
-        if abs(self.times_s[0]) > 1e-9 or np.any(np.diff(self.times_s) <= 0.0):
-            raise MotionConfigError(f"trajectory times must start at 0 and strictly increase, got {self.times_s[:5]}…")
-
-    @property
-    def duration_s(self) -> float:
-        """Time of the last waypoint."""
-        return float(self.times_s[-1])
-
-    def sample(self, t_s: float) -> NDArray[np.float64]:
-        """Joint positions at time ``t_s`` (linear between waypoints, clamped to the ends)."""
-        t = float(np.clip(t_s, 0.0, self.duration_s))
-        index = int(np.searchsorted(self.times_s, t, side="right")) - 1
-        if index >= len(self.times_s) - 1:
-            return self.positions[-1].copy()
-        t0, t1 = self.times_s[index], self.times_s[index + 1]
-        alpha = (t - t0) / (t1 - t0)
-        return (1.0 - alpha) * self.positions[index] + alpha * self.positions[index + 1]
-
-    @classmethod
-    def stationary(cls, joint_names: tuple[str, ...], q: NDArray[np.float64]) -> JointTrajectory:
-        """A one-point trajectory that holds ``q`` (a plan whose start already is its goal)."""
-        zeros = np.zeros((1, len(joint_names)))
-        return cls(joint_names, np.zeros(1), np.asarray(q, dtype=np.float64)[None, :], zeros, zeros.copy())
-
-
-@dataclass
 class PlanResult:
     """What every planner returns: a named status, the trajectory on success, and the time it took."""
 
@@ -88,6 +45,14 @@ class PlanResult:
     path: NDArray[np.float64] | None = None  # geometric path (waypoints × dof) before timing
     goal_q: NDArray[np.float64] | None = None
     details: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A plan leaves from its start state: its first waypoint is that state, at t = 0.
+        if self.trajectory is not None and self.trajectory.times_s[0] != 0.0:
+            raise MotionConfigError(
+                f"a planned trajectory must start at 0 s (the start state), its first waypoint is at "
+                f"{self.trajectory.times_s[0]} s"
+            )
 
     @property
     def success(self) -> bool:

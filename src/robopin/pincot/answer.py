@@ -23,12 +23,12 @@ from typing import Any
 
 from robopin.pincot.trace import AnswerPoint, Issue
 
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON|python)?[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
-_POINT_BLOCK = re.compile(r"<\s*point\s*>(.*?)<\s*/\s*point\s*>", re.DOTALL | re.IGNORECASE)
-_TUPLE = re.compile(r"\(\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)")
-_TRAILING_COMMA = re.compile(r",\s*([\]}])")
-_LOOSE_PAIR = re.compile(r"[\[(]\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*[\])]")
-_PY_LITERALS = re.compile(r"\b(None|True|False)\b")
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON|python)?[ \t]*\n?(?P<body>.*?)(?:```|$)", re.DOTALL)
+_POINT_BLOCK = re.compile(r"<\s*point\s*>(?P<body>.*?)<\s*/\s*point\s*>", re.DOTALL | re.IGNORECASE)
+_TUPLE = re.compile(r"\(\s*(?P<x>-?\d+(?:\.\d+)?)\s*,\s*(?P<y>-?\d+(?:\.\d+)?)\s*\)")
+_TRAILING_COMMA = re.compile(r",\s*(?P<close>[\]}])")
+_LOOSE_PAIR = re.compile(r"[\[(]\s*(?P<x>-?\d+(?:\.\d+)?)\s*,\s*(?P<y>-?\d+(?:\.\d+)?)\s*[\])]")
+_PY_LITERALS = re.compile(r"\b(?P<literal>None|True|False)\b")
 _PY_TO_JSON = {"None": "null", "True": "true", "False": "false"}
 
 POINT_KEYS = ("point_2d", "point", "position", "coordinates", "coord")
@@ -61,7 +61,7 @@ def strip_fence(text: str) -> tuple[str, bool]:
     match = _FENCE.search(text)
     if match is None:
         return text, False
-    return match.group(1), True
+    return match["body"], True
 
 
 def _number(value: Any) -> float | None:
@@ -184,15 +184,15 @@ def decode_json(text: str, warnings: list[Issue]) -> tuple[bool, Any]:
         repaired = repaired.replace("'", '"')
         repairs.append("single quotes")
     if "(" in repaired:
-        new = _TUPLE.sub(r"[\1, \2]", repaired)
+        new = _TUPLE.sub(r"[\g<x>, \g<y>]", repaired)
         if new != repaired:
             repairs.append("(x, y) tuples")
             repaired = new
-    new = _TRAILING_COMMA.sub(r"\1", repaired)
+    new = _TRAILING_COMMA.sub(r"\g<close>", repaired)
     if new != repaired:
         repairs.append("trailing commas")
         repaired = new
-    new = _PY_LITERALS.sub(lambda m: _PY_TO_JSON[m.group(1)], repaired)
+    new = _PY_LITERALS.sub(lambda m: _PY_TO_JSON[m["literal"]], repaired)
     if new != repaired:
         repairs.append("Python literals")
         repaired = new
@@ -228,12 +228,12 @@ def read_answer(answer: str) -> AnswerReading:
     block = _POINT_BLOCK.search(body)
     if block is not None:
         reading.form = "point_block"
-        ok, value = decode_json(block.group(1), reading.warnings)
+        ok, value = decode_json(block["body"], reading.warnings)
         if ok:
             _Reader(reading).value(value)
         if not reading.points:
             reading.errors.append(
-                Issue("bad_answer", f"<point> block {block.group(1).strip()[:60]!r} holds no [x, y] points")
+                Issue("bad_answer", f"<point> block {block['body'].strip()[:60]!r} holds no [x, y] points")
             )
         return reading
     if re.search(r"<\s*(?:obj|space)\b", body, re.IGNORECASE):
@@ -242,7 +242,7 @@ def read_answer(answer: str) -> AnswerReading:
     decode_warnings: list[Issue] = []
     ok, value = decode_json(body, decode_warnings)
     in_prose = any(w.code == "answer_json_in_text" for w in decode_warnings)
-    loose = _LOOSE_PAIR.findall(body)
+    loose = [(pair["x"], pair["y"]) for pair in _LOOSE_PAIR.finditer(body)]
     # In prose, a lone embedded list is only the first of possibly several "[x, y]" pairs: read them all.
     if ok and not (in_prose and not isinstance(value, dict) and _pair(value) is not None and loose):
         reading.warnings.extend(decode_warnings)

@@ -1,6 +1,7 @@
 """Image-point conventions of the VLMs the stack talks to, and conversions to original-image pixels.
 
 - ``norm1000`` (Qwen3-VL, RoboPIN): x·1000/W and y·1000/H of the original image, 0–1000 on both axes.
+- ``pixels``: absolute pixels of the original image (no resize), for models that answer so.
 - ``pixels_resized`` (Qwen2.5-VL, Embodied-R1): absolute pixels of the image as fed to the model, which
   the processor "smart-resizes" so both sides are multiples of 28 and the area lies within
   [min_pixels, max_pixels] (:func:`smart_resize`).
@@ -126,17 +127,19 @@ def model_point_to_pixels(
     *,
     resized: ImageSize | tuple[int, int] | None = None,
 ) -> tuple[float, float]:
-    """A point as a model wrote it → pixels of the original image, for either convention.
+    """A point as a model wrote it → pixels of the original image, for any convention.
 
-    ``convention`` is ``"norm1000"`` or ``"pixels_resized"``; for the latter ``resized`` defaults to
-    :func:`smart_resize` of ``original``.
+    ``convention`` is ``"norm1000"``, ``"pixels_resized"`` or ``"pixels"`` (already pixels of the
+    original image); for ``pixels_resized`` ``resized`` defaults to :func:`smart_resize` of ``original``.
     """
     if convention == "norm1000":
         return normalized_to_pixels(x, y, original)
     if convention == "pixels_resized":
         model_size = resized if resized is not None else smart_resize(original)
         return resized_to_original(x, y, model_size, original)
-    raise CoordinateError(f"convention must be 'norm1000' or 'pixels_resized', got {convention!r}")
+    if convention == "pixels":
+        return float(x), float(y)
+    raise CoordinateError(f"convention must be 'norm1000', 'pixels_resized' or 'pixels', got {convention!r}")
 
 
 def pixels_to_model_point(
@@ -153,4 +156,6 @@ def pixels_to_model_point(
     if convention == "pixels_resized":
         model_size = resized if resized is not None else smart_resize(original)
         return original_to_resized(u, v, original, model_size)
-    raise CoordinateError(f"convention must be 'norm1000' or 'pixels_resized', got {convention!r}")
+    if convention == "pixels":
+        return float(u), float(v)
+    raise CoordinateError(f"convention must be 'norm1000', 'pixels_resized' or 'pixels', got {convention!r}")

@@ -86,19 +86,25 @@ _THINK_OPEN = re.compile(r"<\s*think\s*>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"<\s*/\s*think\s*>", re.IGNORECASE)
 _ANSWER_OPEN = re.compile(r"<\s*answer\s*>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"<\s*/\s*answer\s*>", re.IGNORECASE)
-_TAG_START = re.compile(r"<\s*(obj|space)(?=[\s/>])", re.IGNORECASE)
+_TAG_START = re.compile(r"<\s*(?P<kind>obj|space)(?=[\s/>])", re.IGNORECASE)
 # A tag runs to the first '>' outside a quoted value; names may hold '>' only inside quotes.
-_TAG_BODY = re.compile(r"""(?:"[^"]*"|'[^']*'|[^"'<>])*?(/?)\s*>""")
+_TAG_BODY = re.compile(r"""(?:"[^"]*"|'[^']*'|[^"'<>])*?(?P<self_closing>/?)\s*>""")
 _CLOSING_TAG = re.compile(r"<\s*/\s*(?:obj|space)\s*>", re.IGNORECASE)
-_ATTRIBUTE = re.compile(r"""([A-Za-z_][\w-]*)\s*=\s*(?:"([^"]*)"|'([^']*)'|(\[[^\]]*\])|(\([^)]*\))|([^\s"'>/]+))""")
+# An attribute's value is exactly one of the named forms; ``match.lastgroup`` says which one was written.
+_ATTRIBUTE = re.compile(
+    r"""(?P<name>[A-Za-z_][\w-]*)\s*=\s*"""
+    r"""(?:"(?P<double_quoted>[^"]*)"|'(?P<single_quoted>[^']*)'|(?P<bracketed>\[[^\]]*\])"""
+    r"""|(?P<parenthesised>\([^)]*\))|(?P<bare>[^\s"'>/]+))"""
+)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _ID_HEAD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _WORD_TAIL = re.compile(r"\w+")
-_CANONICAL_ID = re.compile(r"(obj|space)_(\d+)", re.IGNORECASE)
+_CANONICAL_ID = re.compile(r"(?P<family>obj|space)_(?P<number>\d+)", re.IGNORECASE)
 _REQUIRED = ("name", "id", "img_idx", "point")
 # The exact form RoboPIN writes; matched first so well-formed tags skip the general attribute reader.
 _CANONICAL_TAG = re.compile(
-    r'<(obj|space) name="([^"<>]+)" id="([^"<>\s]+)" img_idx="(\d+)" point="\[(-?\d+(?:\.\d+)?), ?(-?\d+(?:\.\d+)?)\]">'
+    r'<(?P<kind>obj|space) name="(?P<name>[^"<>]+)" id="(?P<id>[^"<>\s]+)" img_idx="(?P<img_idx>\d+)" '
+    r'point="\[(?P<x>-?\d+(?:\.\d+)?), ?(?P<y>-?\d+(?:\.\d+)?)\]">'
 )
 
 
@@ -178,14 +184,14 @@ def _find_blocks(text: str, issues: _Collector) -> tuple[Span | None, Span | Non
     return think_span, answer_span, closed
 
 
-def _read_point(raw: str, kind_of_value: int, tag_text: str, offset: int, issues: _Collector):
+def _read_point(raw: str, value_form: str, tag_text: str, offset: int, issues: _Collector):
     """Two numbers from a point attribute, or None (with a bad_anchor error)."""
     numbers = _NUMBER.findall(raw)
     if len(numbers) != 2:
         issues.error("bad_anchor", f"point {raw!r} is not two numbers [x, y] in {tag_text!r}", offset)
         return None
     stripped = raw.strip().strip("\"'").strip()
-    if kind_of_value == 4 or not (stripped.startswith("[") and stripped.endswith("]")):
+    if value_form == "bracketed" or not (stripped.startswith("[") and stripped.endswith("]")):
         issues.warn("anchor_point_form", f'point written as {raw!r}; expected "[x, y]"', offset)
     return float(numbers[0]), float(numbers[1])
 
@@ -201,29 +207,29 @@ def _read_tag(
         return None, body_start
     end = body.end()
     tag_text = text[start:end]
-    if body.group(1):
+    if body["self_closing"]:
         issues.warn("anchor_self_closing", f"anchor {tag_text!r} is self-closing; anchors take no '/'", start)
     if kind != kind.lower():
         issues.warn("anchor_uppercase", f"tag name {kind!r} should be lower case", start)
     kind = kind.lower()
     attributes: dict[str, str] = {}
-    value_kinds: dict[str, int] = {}
-    attribute_text = text[body_start : body.start(1)]
+    value_forms: dict[str, str] = {}
+    attribute_text = text[body_start : body.start("self_closing")]
     for match in _ATTRIBUTE.finditer(attribute_text):
-        name = match.group(1)
+        name = match["name"]
         if name != name.lower():
             issues.warn("anchor_uppercase", f"attribute {name!r} should be lower case", start)
             name = name.lower()
-        group = next(i for i in range(2, 7) if match.group(i) is not None)
-        if group == 3:
+        form = match.lastgroup
+        if form == "single_quoted":
             issues.warn("anchor_single_quotes", f"attribute {name} uses single quotes in {tag_text!r}", start)
-        elif group in (4, 6):
+        elif form in ("bracketed", "bare"):
             issues.warn("anchor_unquoted", f"attribute {name} is not quoted in {tag_text!r}", start)
         if name in attributes:
             issues.warn("anchor_duplicate_attribute", f"attribute {name} given twice in {tag_text!r}", start)
             continue
-        attributes[name] = match.group(group)
-        value_kinds[name] = group
+        attributes[name] = match[form]
+        value_forms[name] = form
     missing = [key for key in _REQUIRED if not (attributes.get(key) or "").strip()]
     if missing:
         issues.error("bad_anchor", f"anchor {tag_text!r} lacks {', '.join(missing)}", start)
@@ -237,7 +243,7 @@ def _read_tag(
     except ValueError:
         issues.error("bad_anchor", f"img_idx {img_text!r} is not an integer in {tag_text!r}", start)
         return None, end
-    point = _read_point(attributes["point"], value_kinds["point"], tag_text, start, issues)
+    point = _read_point(attributes["point"], value_forms["point"], tag_text, start, issues)
     if point is None:
         return None, end
     anchor = Anchor(
@@ -289,7 +295,7 @@ def _check_anchors(anchors: list[Anchor], num_views: int, issues: _Collector) ->
             first[anchor.id] = anchor
             canonical = _CANONICAL_ID.fullmatch(anchor.id)
             if canonical:
-                family, number = canonical.group(1).lower(), int(canonical.group(2))
+                family, number = canonical["family"].lower(), int(canonical["number"])
                 if number < last_number.get(family, 0):
                     issues.warn(
                         "id_order",
@@ -357,14 +363,14 @@ def _scan(
         in_answer = answer_span is not None and answer_span[0] <= start < answer_span[1]
         canonical = _CANONICAL_TAG.match(text, start)
         if canonical is not None:
-            kind, name, anchor_id, img_idx, x, y = canonical.groups()
-            anchors.append(
-                Anchor(kind, " ".join(name.split()), anchor_id, int(img_idx), float(x), float(y), start, in_answer)  # type: ignore[arg-type]
-            )
+            anchors.append(Anchor(
+                canonical["kind"], " ".join(canonical["name"].split()), canonical["id"],  # type: ignore[arg-type]
+                int(canonical["img_idx"]), float(canonical["x"]), float(canonical["y"]), start, in_answer,
+            ))
             spans.append(canonical.span())
             position = canonical.end()
             continue
-        anchor, end = _read_tag(text, start, match.group(1), body_start=match.end(), in_answer=in_answer, issues=issues)
+        anchor, end = _read_tag(text, start, match["kind"], body_start=match.end(), in_answer=in_answer, issues=issues)
         spans.append((start, max(end, match.end())))
         if anchor is not None:
             anchors.append(anchor)
@@ -449,12 +455,14 @@ def _resolve_answer(
     view_sizes: Sequence[tuple[float, float]] | None,
     expect_points: bool,
     issues: _Collector,
-    done: list[bool],
-) -> list[AnswerPoint]:
-    """Turn the answer block into answer points, resolving IDs and tags against the anchors."""
+) -> tuple[list[AnswerPoint], bool]:
+    """Turn the answer block into answer points, resolving IDs and tags against the anchors.
+
+    Returns the points and whether the answer declared a long-horizon task done.
+    """
     if not answer.strip():
         issues.error("empty_answer", "the <answer> block is empty", answer_offset)
-        return []
+        return [], False
     reading = read_answer(answer)
     for warning in reading.warnings:
         issues.warn(warning.code, warning.message, answer_offset)
@@ -464,7 +472,6 @@ def _resolve_answer(
     for anchor in anchors:
         by_id.setdefault(anchor.id, []).append(anchor)
 
-    done[0] = reading.done
     points: list[AnswerPoint] = []
     if reading.form == "anchors":
         points = [AnswerPoint(a.x, a.y, a.img_idx, a.name, a.id) for a in anchors if a.in_answer]
@@ -498,7 +505,7 @@ def _resolve_answer(
                 "<point>[[x, y]]</point>, anchor tags or bare IDs)",
                 answer_offset,
             )
-        return []
+        return [], reading.done
     resolved = []
     for given in points:
         point = _fill_view(given, anchors, by_id=by_id, num_views=num_views, issues=issues, offset=answer_offset)
@@ -515,7 +522,7 @@ def _resolve_answer(
                 answer_offset,
             )
         resolved.append(point)
-    return resolved
+    return resolved, reading.done
 
 
 def _pixels_to_normalized(
@@ -620,9 +627,9 @@ def parse(
     think = text[think_span[0] : think_span[1]] if think_span else ""
     answer = text[answer_span[0] : answer_span[1]] if answer_span else ""
     answer_points: list[AnswerPoint] = []
-    done = [False]  # set by the answer reader: the model declared a long-horizon task finished
+    done = False  # the model declared a long-horizon task finished
     if answer_span is not None:
-        answer_points = _resolve_answer(
+        answer_points, done = _resolve_answer(
             answer,
             answer_offset=answer_span[0],
             anchors=anchors,
@@ -632,7 +639,6 @@ def parse(
             view_sizes=view_sizes,
             expect_points=expect_points,
             issues=issues,
-            done=done,
         )
     trace = Trace(
         text=text,
@@ -648,6 +654,6 @@ def parse(
         has_answer=answer_span is not None and _closed,
         think_span=think_span or (0, 0),
         answer_span=answer_span or (0, 0),
-        done=done[0] and not answer_points,
+        done=done and not answer_points,
     )
     return _metrics.with_metrics(trace)

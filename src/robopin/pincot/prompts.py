@@ -139,13 +139,40 @@ def describe_views(views: Sequence[View | str]) -> str:
     return "\n".join(lines)
 
 
-def pointing_prompt(instruction: str, views: Sequence[View | str], *, templates: PromptTemplates | None = None) -> str:
-    """RoboPIN pick-and-place pointing over ``views`` (answer: pick and place points with IDs)."""
+def point_rule(convention: str = "norm1000", sizes: Sequence[tuple[int, int]] = ()) -> str:
+    """The sentence telling the model how to write points (``$points`` in the templates).
+
+    ``convention`` is the model's point convention (:data:`robopin.vlm.points.POINT_CONVENTIONS`);
+    for ``pixels`` the original image sizes (``sizes``, per view) are named, as the model must know them.
+    """
+    axes = "x from the left edge, y from the top edge"
+    if convention == "norm1000":
+        return f"Points are normalized to 0-1000 in each image ({axes})."
+    if convention == "pixels_resized":
+        return f"Points are pixel coordinates of each image as you see it ({axes})."
+    if convention == "pixels":
+        named = ", ".join(f"image {i} is {w}x{h}" for i, (w, h) in enumerate(sizes))
+        return f"Points are pixel coordinates of each original image ({axes}{'; ' + named if named else ''})."
+    raise PromptError(f"unknown point convention {convention!r}")
+
+
+def pointing_prompt(
+    instruction: str,
+    views: Sequence[View | str],
+    *,
+    templates: PromptTemplates | None = None,
+    points: str = "",
+) -> str:
+    """RoboPIN pick-and-place pointing over ``views`` (answer: pick and place points with IDs).
+
+    ``points`` is the :func:`point_rule` sentence (default: RoboPIN's 0-1000).
+    """
     return _templates(templates).render(
         "pointing",
         instruction=_require("instruction", instruction),
         views=describe_views(views),
         num_views=len(views),
+        points=points or point_rule(),
     )
 
 
@@ -155,6 +182,7 @@ def step_prompt(
     history: Sequence[StepRecord | str],
     *,
     templates: PromptTemplates | None = None,
+    points: str = "",
 ) -> str:
     """One step of a long-horizon task; ``history`` lists the earlier steps in order."""
     lines = []
@@ -169,6 +197,7 @@ def step_prompt(
         num_views=len(views),
         history="\n".join(lines) if lines else "(none yet)",
         step_number=len(history) + 1,
+        points=points or point_rule(),
     )
 
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 from robopin.pincot.trace import Issue
 
-_SLOT = re.compile(r"\{([A-Za-z_]\w*)\}")
-_LABEL = re.compile(r"^\s*(?:[*_#>\-\s]*)(?:next\s+)?instruction\s*[*_]*\s*:\s*(.*)$", re.IGNORECASE)
-_THINK = re.compile(r"<\s*think\s*>(.*?)<\s*/\s*think\s*>", re.IGNORECASE | re.DOTALL)
-_ANSWER = re.compile(r"<\s*answer\s*>(.*?)(?:<\s*/\s*answer\s*>|$)", re.IGNORECASE | re.DOTALL)
+_SLOT = re.compile(r"\{(?P<slot>[A-Za-z_]\w*)\}")
+_LABEL = re.compile(r"^\s*(?:[*_#>\-\s]*)(?:next\s+)?instruction\s*[*_]*\s*:\s*(?P<instruction>.*)$", re.IGNORECASE)
+_THINK = re.compile(r"<\s*think\s*>(?P<body>.*?)<\s*/\s*think\s*>", re.IGNORECASE | re.DOTALL)
+_ANSWER = re.compile(r"<\s*answer\s*>(?P<body>.*?)(?:<\s*/\s*answer\s*>|$)", re.IGNORECASE | re.DOTALL)
 DONE_INSTRUCTIONS = frozenset({"done", "task complete", "finished", "stop"})
 
 
@@ -44,14 +44,14 @@ class SkillFormat:
     def __post_init__(self) -> None:
         if not self.pattern.strip():
             raise GrammarError("a skill format must be non-empty")
-        slots = _SLOT.findall(self.pattern)
+        slots = self.slots
         if len(slots) != len(set(slots)):
             raise GrammarError(f"format {self.pattern!r} names a slot twice")
 
     @property
     def slots(self) -> tuple[str, ...]:
         """Slot names in order."""
-        return tuple(_SLOT.findall(self.pattern))
+        return tuple(match["slot"] for match in _SLOT.finditer(self.pattern))
 
     def regex(self) -> re.Pattern[str]:
         """A case-insensitive, whitespace-tolerant regex with one named group per slot."""
@@ -59,7 +59,7 @@ class SkillFormat:
         position = 0
         for match in _SLOT.finditer(self.pattern):
             parts.append(_literal(self.pattern[position : match.start()]))
-            parts.append(f"(?P<{match.group(1)}>.+?)")
+            parts.append(f"(?P<{match['slot']}>.+?)")
             position = match.end()
         parts.append(_literal(self.pattern[position:]))
         return re.compile("^" + "".join(parts) + "$", re.IGNORECASE)
@@ -137,13 +137,13 @@ def _split(text: str, warnings: list[Issue]) -> tuple[str, str | None]:
     answer = _ANSWER.search(text)
     if answer is not None:
         think = _THINK.search(text)
-        reasoning = think.group(1).strip() if think else text[: answer.start()].strip()
-        body = answer.group(1).strip()
+        reasoning = think["body"].strip() if think else text[: answer.start()].strip()
+        body = answer["body"].strip()
         lines = [line for line in body.splitlines() if line.strip()]
         for line in lines:
             label = _LABEL.match(line)
             if label:
-                return reasoning, label.group(1)
+                return reasoning, label["instruction"]
         return reasoning, lines[-1] if lines else None
     lines = text.splitlines()
     for index in range(len(lines) - 1, -1, -1):
@@ -152,7 +152,7 @@ def _split(text: str, warnings: list[Issue]) -> tuple[str, str | None]:
             after = [line for line in lines[index + 1 :] if line.strip()]
             if after:
                 warnings.append(Issue("text_after_instruction", f"ignored {len(after)} line(s) after the instruction"))
-            instruction = label.group(1)
+            instruction = label["instruction"]
             if not instruction.strip() and after:
                 instruction = after[0]  # "Instruction:" on its own line, the instruction below it
             return "\n".join(lines[:index]).strip(), instruction

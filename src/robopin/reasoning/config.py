@@ -16,6 +16,10 @@ from typing import Any
 from robopin.geometry import WorkspaceBox
 from robopin.pincot.r3 import SkillFormat, SkillGrammar, parse_subtask
 from robopin.reasoning.errors import ReasoningConfigError
+from robopin.vlm.prompts import ANSWER_FORMATS
+
+LOOP_PROMPT_TEMPLATES = ("reasoning", "pincot_suffix")
+"""The registry's prompt templates the loop can write (Embodied-R1's ``embodied_r1`` is not one yet)."""
 
 MODES = ("auto", "point", "subtask", "plan")
 """Reasoning modes: RoboPIN pointing (``point``), R^3 subtask steering (``subtask``), RoboGPT-R1 plans
@@ -91,6 +95,14 @@ class ReasoningConfig:
         label_views: prefix each image with ``Image i (name):`` in the request.
         system_prompt: optional system message (RoboPIN was trained without one).
         prompt_dir: a folder of prompt templates overriding the packaged ones.
+        prompt_template: how pointing queries are worded, from the model's registry entry
+            (``robopin models show NAME --vlm-config``): ``reasoning`` (our templates: view roles, anchor
+            rules, history) or ``pincot_suffix`` (RoboPIN's published form: the task text and its
+            answer-format suffix, nothing else). Subtask and plan queries always use R^3's and
+            RoboGPT-R1's own prompts; their grounding queries follow this setting.
+        answer_format: the answer format of the model's registry entry; the reasoning loop reads
+            ``pincot`` (``<think>`` with anchors, JSON ``<answer>``) and refuses a configuration that
+            pairs RoboPIN's suffix, which asks for exactly that, with another format.
     """
 
     mode: str = "auto"
@@ -110,8 +122,22 @@ class ReasoningConfig:
     label_views: bool = False
     system_prompt: str | None = None
     prompt_dir: str | None = None
+    prompt_template: str = "reasoning"
+    answer_format: str = "pincot"
 
     def __post_init__(self) -> None:
+        if self.prompt_template not in LOOP_PROMPT_TEMPLATES:
+            raise ReasoningConfigError(
+                f"prompt_template must be one of {LOOP_PROMPT_TEMPLATES} (the forms the reasoning loop writes), "
+                f"got {self.prompt_template!r}"
+            )
+        if self.answer_format not in ANSWER_FORMATS:
+            raise ReasoningConfigError(f"answer_format must be one of {ANSWER_FORMATS}, got {self.answer_format!r}")
+        if self.prompt_template == "pincot_suffix" and self.answer_format != "pincot":
+            raise ReasoningConfigError(
+                f"prompt_template 'pincot_suffix' asks for RoboPIN's <think>/<answer> form; answer_format must be "
+                f"'pincot', got {self.answer_format!r}"
+            )
         if self.mode not in MODES:
             raise ReasoningConfigError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.long_horizon_mode not in MODES[1:]:

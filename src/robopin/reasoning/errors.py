@@ -23,6 +23,7 @@ REFUSAL_REASONS: dict[str, str] = {
     "invalid_reasoning": "the reasoning does not parse or validate (format, tags, unknown IDs, points)",
     "id_conflict": "one anchor ID is bound to two names, two kinds or two far-apart points in one view",
     "invalid_answer": "the answer does not give a pick point and a place point in a known view",
+    "model_declined": "the model answered no target (an empty answer list): it found nothing the instruction names",
     "invalid_subtask": "the R^3 instruction line is missing or not in the skill library's formats",
     "invalid_plan": "the RoboGPT-R1 plan does not parse or uses actions outside the action dictionary",
     "unknown_skill": "the instruction matched a skill this robot cannot execute",

@@ -73,11 +73,17 @@ def interpret_pointing(
 ) -> PointingDecision:
     """Parse and validate a PinCoT answer against the observation's views (never raises)."""
     sizes = observation.image_sizes
-    if convention.name == "pixels_resized":
+    if convention.name in ("pixels_resized", "pixels"):
         frames = [convention.model_frame_size(w, h) for w, h in sizes]
         trace = parse(text, len(sizes), coordinates="pixels", view_sizes=frames)
     else:
         trace = parse(text, len(sizes))
+    if trace.has_think and trace.answer.strip() == "[]" and set(trace.error_codes()) <= {"unparsable_answer"}:
+        # An explicit empty list: the model found nothing it was asked to act on. Its reasoning says why.
+        why = " ".join(trace.think.split())
+        return PointingDecision(
+            trace, refusal=TaskRefusal("model_declined", f"the model gave no target: {why[-400:]}", ("empty_answer",))
+        )
     if trace.errors:
         codes = trace.error_codes()
         reason = "id_conflict" if any(c in ID_CONFLICT_CODES for c in codes) else "invalid_reasoning"

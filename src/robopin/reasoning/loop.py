@@ -26,13 +26,13 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from robopin.geometry import Target
 from robopin.pincot import Issue, Trace
-from robopin.pincot.prompts import PromptTemplates, StepRecord, View, plan_prompt, pointing_prompt, step_prompt
+from robopin.pincot.prompts import PromptTemplates, StepRecord, View, plan_prompt
 from robopin.pincot.prompts import subtask_prompt as _subtask_prompt
 from robopin.reasoning.config import ReasoningConfig
 from robopin.reasoning.errors import ReasoningConfigError, TaskCanceled, TaskRefusal
@@ -45,6 +45,7 @@ from robopin.reasoning.interpret import (
     interpret_pointing,
     interpret_subtask,
 )
+from robopin.reasoning.prompting import PointingRequest, pointing_request
 from robopin.reasoning.reasoner import QueryKind, Reasoner, Reasoning, ReasoningQuery, make_reasoner
 from robopin.vlm.base import VLMBackend
 from robopin.vlm.errors import VLMRequestError
@@ -90,6 +91,11 @@ class ReasoningRecord:
     errors: tuple[Issue, ...] = ()
     warnings: tuple[Issue, ...] = ()
     candidates: int = 1
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    """Quality of this response, measured at run time from the text alone: RoboPIN's PinCoT measures
+    (``format``, ``consistency``, ``anchor_coverage``, ``cross_step_id_coverage``, …) for pointing and
+    step queries; R^3's ``instruction_validity`` for subtask steps; RoboGPT-R1's ``format``
+    (0.3 sections + 0.3 types + 0.4 validity) for plans. A measure that does not apply is absent."""
 
 
 @dataclass
@@ -274,14 +280,10 @@ class ReasoningLoop:
         looping = limit > 1
         for step in range(limit):
             observation = self._observe(task, step)
-            views = self._views(observation)
-            if looping:
-                shown = history[-self.config.history_limit :] if self.config.history_limit else []
-                prompt = step_prompt(instruction, views, shown, templates=self.templates)
-            else:
-                prompt = pointing_prompt(instruction, views, templates=self.templates)
+            shown = history[-self.config.history_limit :] if looping and self.config.history_limit else []
+            request = self._pointing_request("step" if looping else "pointing", instruction, observation, shown)
             decision = self._ask(
-                task, "step" if looping else "pointing", instruction, prompt, observation=observation, step=step
+                task, "step" if looping else "pointing", instruction, request, observation=observation, step=step
             )
             assert isinstance(decision, PointingDecision)
             if decision.done:
@@ -338,6 +340,21 @@ class ReasoningLoop:
         task.result.steps.append(StepReport(step, "the model reported the task complete", "done"))
         return f"task complete after {task.result.steps_executed} executed step(s)"
 
+    def _pointing_request(
+        self, kind: QueryKind, instruction: str, observation: Observation, history: list[StepRecord] | tuple = ()
+    ) -> PointingRequest:
+        """The pointing/step query in the form the model's registry entry names (``prompt_template``)."""
+        return pointing_request(
+            self.config,
+            self.convention.name,
+            instruction,
+            self._views(observation),
+            observation.views,
+            kind="step" if kind == "step" else "pointing",
+            history=history,
+            templates=self.templates,
+        )
+
     def _views(self, observation: Observation) -> list[View]:
         return [
             View(name or f"view{i}", self.config.view_roles.get(name, ""))
@@ -352,16 +369,31 @@ class ReasoningLoop:
         task.add_time("observe", time.perf_counter() - start)
         return observation
 
-    def _ask(self, task: _Task, kind: QueryKind, instruction: str, prompt: str, *, observation: Observation, step: int):
-        """Reason and validate; record the call; return the decision or raise its refusal."""
+    def _ask(
+        self,
+        task: _Task,
+        kind: QueryKind,
+        instruction: str,
+        prompt: str | PointingRequest,
+        *,
+        observation: Observation,
+        step: int,
+    ):
+        """Reason and validate; record the call; return the decision or raise its refusal.
+
+        ``prompt`` is the text of the query (sent with the views) or a ready :class:`PointingRequest`.
+        """
         task.stage("reasoning", step, f"{kind}: {instruction}")
         start = time.perf_counter()
-        messages = build_messages(
-            prompt,
-            observation.views,
-            system_prompt=self.config.system_prompt,
-            label_views=self.config.label_views,
-        )
+        if isinstance(prompt, PointingRequest):
+            prompt, messages = prompt.text, list(prompt.messages)
+        else:
+            messages = build_messages(
+                prompt,
+                observation.views,
+                system_prompt=self.config.system_prompt,
+                label_views=self.config.label_views,
+            )
         interpret = self._interpreter(kind, observation)
         history = tuple(r.answer for r in task.result.reasoning if r.valid)
         query = ReasoningQuery(kind, instruction, prompt, tuple(messages), observation, interpret, step, history)
@@ -398,15 +430,18 @@ class ReasoningLoop:
         refusal = decision.refusal
         if trace is not None:
             think, answer, errors, warnings = trace.think, trace.answer, trace.errors, trace.warnings
+            metrics = {k: float(v) for k, v in trace.metrics.items()}
             if refusal is not None and not errors:
                 errors = (Issue(refusal.reason, refusal.message),)
         else:
             response = decision.response
             if kind == "subtask":
                 think, answer = response.reasoning, response.instruction
+                metrics = {"instruction_validity": 1.0 if response.valid else 0.0}
             else:
                 think = str(response.fields.get("reasoning_and_reflection", ""))
                 answer = str(response.fields.get("language_plan", "")) or "; ".join(getattr(decision, "steps", ()))
+                metrics = {"format": float(response.format_score)}
             errors, warnings = response.errors, response.warnings
             if refusal is not None and not errors:
                 errors = (Issue(refusal.reason, refusal.message),)
@@ -428,12 +463,13 @@ class ReasoningLoop:
             errors=tuple(errors),
             warnings=tuple(warnings),
             candidates=max(1, len(reasoning.candidates)),
+            metrics=metrics,
         )
 
     def _ground_and_act(self, task: _Task, instruction: str, observation: Observation, step: int) -> StepReport:
         """Ground a skill instruction with a pointing query on ``observation``, then pick and place."""
-        prompt = pointing_prompt(instruction, self._views(observation), templates=self.templates)
-        decision = self._ask(task, "pointing", instruction, prompt, observation=observation, step=step)
+        request = self._pointing_request("pointing", instruction, observation)
+        decision = self._ask(task, "pointing", instruction, request, observation=observation, step=step)
         assert isinstance(decision, PointingDecision)
         if decision.done:
             raise TaskRefusal(

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 
-_ADDRESS_LINE = re.compile(r"using '([^']+)' as the robot IP")
+_ADDRESS_LINE = re.compile(r"using '(?P<address>[^']+)' as the robot IP")
 
 
 class FrankaSimError(RuntimeError):
@@ -68,7 +68,7 @@ class FrankaSimProcess:
             self._output.append(line)
             match = _ADDRESS_LINE.search(line)
             if match and not found.is_set():
-                self.hostname = match.group(1)
+                self.hostname = match["address"]
                 found.set()
 
     def _send(self, line: str) -> None:

@@ -1,4 +1,5 @@
-"""Time-parameterised joint trajectories: validation, sampling, speed scaling and point-to-point moves."""
+"""The one joint trajectory of robopin: planners return it, the arm layer checks and runs it, the ROS layer
+encodes it as trajectory_msgs/JointTrajectory. Validation, sampling, speed scaling, point-to-point moves."""
 
 from __future__ import annotations
 
@@ -21,17 +22,20 @@ def _frozen(array: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class JointTrajectory:
-    """Joint waypoints with times from the start of execution.
+    """Joint waypoints with times from the start of execution: ``positions[i]`` is reached at ``times_s[i]``.
 
-    ``positions`` is (N, dof) in rad, ``times_s`` (N,) strictly increasing and >= 0,
-    ``velocities`` optional (N, dof) rad/s. Between waypoints the trajectory is a cubic Hermite
-    spline when velocities are given, else linear.
+    ``positions`` is (N, dof) in rad, columns in ``joint_names`` order; ``times_s`` (N,) is >= 0 and strictly
+    increasing. ``velocities`` (rad/s) and ``accelerations`` (rad/s²) are optional, each (N, dof) or None, as
+    trajectory_msgs/JointTrajectoryPoint leaves them empty. Between waypoints the trajectory is a cubic
+    Hermite spline when velocities are given, else linear (as joint_trajectory_controller interpolates).
+    A first waypoint after t = 0 means "move there from wherever the arm is" (see :meth:`with_start`).
     """
 
     joint_names: tuple[str, ...]
     times_s: np.ndarray
     positions: np.ndarray
     velocities: np.ndarray | None = None
+    accelerations: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         names = tuple(self.joint_names)
@@ -41,27 +45,47 @@ class JointTrajectory:
         positions = np.array(self.positions, dtype=np.float64)
         if positions.ndim == 1:
             positions = positions.reshape(1, -1)
-        if positions.ndim != 2 or positions.shape != (times.size, len(names)):
+        expected = (times.size, len(names))
+        if positions.shape != expected:
             raise TrajectoryError(
-                f"positions must have shape ({times.size}, {len(names)}) for {times.size} times and "
-                f"{len(names)} joints, got {positions.shape}"
+                f"trajectory positions has shape {positions.shape}, expected {expected} for {times.size} times "
+                f"and {len(names)} joints"
             )
         if times.size == 0:
             raise TrajectoryError("a trajectory needs at least one waypoint")
         if not (np.all(np.isfinite(times)) and np.all(np.isfinite(positions))):
             raise TrajectoryError("trajectory times and positions must be finite")
-        if times[0] < 0.0 or np.any(np.diff(times) <= 0.0):
-            raise TrajectoryError(f"times_s must be >= 0 and strictly increasing, got {times.tolist()}")
-        velocities = None
-        if self.velocities is not None:
-            velocities = np.array(self.velocities, dtype=np.float64)
-            if velocities.shape != positions.shape or not np.all(np.isfinite(velocities)):
-                raise TrajectoryError(f"velocities must be finite with shape {positions.shape}, got {velocities.shape}")
-            velocities = _frozen(velocities)
+        if times[0] < 0.0:
+            raise TrajectoryError(f"times_s must be >= 0 and strictly increasing, but the first is {times[0]} s")
+        stalled = np.flatnonzero(np.diff(times) <= 0.0)
+        if stalled.size:
+            k = int(stalled[0]) + 1
+            raise TrajectoryError(
+                f"times_s must be >= 0 and strictly increasing, but waypoint {k} at {times[k]} s does not "
+                f"strictly increase on {times[k - 1]} s"
+            )
         object.__setattr__(self, "joint_names", names)
         object.__setattr__(self, "times_s", _frozen(times))
         object.__setattr__(self, "positions", _frozen(positions))
-        object.__setattr__(self, "velocities", velocities)
+        for name in ("velocities", "accelerations"):
+            object.__setattr__(self, name, self._checked_rates(name, expected))
+
+    def _checked_rates(self, name: str, expected: tuple[int, int]) -> np.ndarray | None:
+        value = getattr(self, name)
+        if value is None:
+            return None
+        rates = np.array(value, dtype=np.float64)
+        if rates.shape != expected:
+            raise TrajectoryError(f"trajectory {name} has shape {rates.shape}, expected {expected}")
+        if not np.all(np.isfinite(rates)):
+            raise TrajectoryError(f"trajectory {name} must be finite")
+        return _frozen(rates)
+
+    @classmethod
+    def stationary(cls, joint_names: Sequence[str], q: np.ndarray) -> JointTrajectory:
+        """A one-point trajectory that holds ``q`` at rest (a plan whose start already is its goal)."""
+        zeros = np.zeros((1, len(joint_names)))
+        return cls(tuple(joint_names), np.zeros(1), np.asarray(q, dtype=np.float64)[None, :], zeros, zeros)
 
     @property
     def dof(self) -> int:
@@ -73,6 +97,7 @@ class JointTrajectory:
 
     @property
     def duration_s(self) -> float:
+        """Time of the last waypoint."""
         return float(self.times_s[-1])
 
     def segment_index(self, t_s: float) -> int:
@@ -80,7 +105,7 @@ class JointTrajectory:
         return max(0, int(np.searchsorted(self.times_s, t_s, side="right")) - 1)
 
     def sample(self, t_s: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Positions and velocities at time(s) ``t_s``, held constant outside the time span."""
+        """Positions and velocities at time(s) ``t_s``, held constant (at rest) outside the time span."""
         t = np.atleast_1d(np.asarray(t_s, dtype=np.float64))
         times, q = self.times_s, self.positions
         if times.size == 1:
@@ -116,7 +141,8 @@ class JointTrajectory:
         if not speed_scale > 0.0:
             raise TrajectoryError(f"speed_scale must be > 0, got {speed_scale}")
         velocities = None if self.velocities is None else self.velocities * speed_scale
-        return JointTrajectory(self.joint_names, self.times_s / speed_scale, self.positions, velocities)
+        accelerations = None if self.accelerations is None else self.accelerations * speed_scale**2
+        return JointTrajectory(self.joint_names, self.times_s / speed_scale, self.positions, velocities, accelerations)
 
     def reordered(self, joint_names: Sequence[str]) -> JointTrajectory:
         """This trajectory with columns in ``joint_names`` order; the name sets must be equal."""
@@ -127,21 +153,24 @@ class JointTrajectory:
             raise TrajectoryError(f"trajectory joints {self.joint_names} do not match the arm's joints {names}")
         order = [self.joint_names.index(name) for name in names]
         velocities = None if self.velocities is None else self.velocities[:, order]
-        return JointTrajectory(names, self.times_s, self.positions[:, order], velocities)
+        accelerations = None if self.accelerations is None else self.accelerations[:, order]
+        return JointTrajectory(names, self.times_s, self.positions[:, order], velocities, accelerations)
 
     def with_start(self, positions: np.ndarray) -> JointTrajectory:
-        """Prepend ``positions`` at t = 0 (for trajectories whose first waypoint is at t > 0)."""
+        """Prepend ``positions`` at rest at t = 0 (for trajectories whose first waypoint is at t > 0)."""
         if self.times_s[0] <= 0.0:
             raise TrajectoryError("the first waypoint is already at t = 0")
         start = np.asarray(positions, dtype=np.float64).reshape(1, -1)
-        velocities = None
-        if self.velocities is not None:
-            velocities = np.vstack([np.zeros_like(start), self.velocities])
+
+        def at_rest_first(rates: np.ndarray | None) -> np.ndarray | None:
+            return None if rates is None else np.vstack([np.zeros_like(start), rates])
+
         return JointTrajectory(
             self.joint_names,
             np.concatenate([[0.0], self.times_s]),
             np.vstack([start, self.positions]),
-            velocities,
+            at_rest_first(self.velocities),
+            at_rest_first(self.accelerations),
         )
 
     def dense_times(self, max_step_s: float) -> np.ndarray:

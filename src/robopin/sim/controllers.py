@@ -1,9 +1,9 @@
 """Joint trajectory execution in the simulator: a follower that feeds the arm's position controllers.
 
-A time-parameterised joint trajectory (times from its start, one joint vector per point) is
-interpolated at every physics step and sent as position + velocity targets, which is what a
-``JointTrajectoryController`` does on the real arm. The simulator's motors then track it under
-their force limits, so collisions and tracking error are real, not teleported.
+A :class:`~robopin.robots.trajectory.JointTrajectory` is sampled at every physics step and sent as
+position + velocity targets, which is what a ``JointTrajectoryController`` does on the real arm. The
+simulator's motors then track it under their force limits, so collisions and tracking error are real,
+not teleported.
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from robopin.robots.errors import TrajectoryError
+from robopin.robots.trajectory import JointTrajectory
 from robopin.sim.world import SimWorld
-
-
-class TrajectoryError(ValueError):
-    """A joint trajectory that cannot be executed (shape, ordering, limits)."""
 
 
 @dataclass(frozen=True)
@@ -32,21 +30,10 @@ class ExecutionResult:
     message: str = ""
 
 
-def check_trajectory(
-    world: SimWorld, times_s: Sequence[float], positions: Sequence[Sequence[float]]
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Validate and return (times, positions) as arrays; raise :class:`TrajectoryError` naming the problem."""
-    times = np.asarray(times_s, dtype=np.float64)
-    q = np.asarray(positions, dtype=np.float64)
-    n = len(world.arm_joint_indices)
-    if times.ndim != 1 or len(times) == 0:
-        raise TrajectoryError(f"times_s must be a non-empty 1-D sequence, got shape {times.shape}")
-    if q.shape != (len(times), n):
-        raise TrajectoryError(f"positions must have shape ({len(times)}, {n}), got {q.shape}")
-    if not (np.all(np.isfinite(times)) and np.all(np.isfinite(q))):
-        raise TrajectoryError("trajectory contains non-finite values")
-    if times[0] < 0 or np.any(np.diff(times) <= 0):
-        raise TrajectoryError(f"times_s must start at >= 0 and strictly increase, got {times.tolist()}")
+def check_trajectory(world: SimWorld, trajectory: JointTrajectory) -> JointTrajectory:
+    """``trajectory`` in the world's arm joint order, inside its joint limits; else :class:`TrajectoryError`."""
+    trajectory = trajectory.reordered(world.model.arm_joints)
+    q = trajectory.positions
     below = q < world.arm_lower - 1e-6
     above = q > world.arm_upper + 1e-6
     if below.any() or above.any():
@@ -55,39 +42,35 @@ def check_trajectory(
             f"point {point} joint {world.model.arm_joints[joint]} = {q[point, joint]:.4f} rad is outside "
             f"[{world.arm_lower[joint]:.4f}, {world.arm_upper[joint]:.4f}]"
         )
-    return times, q
+    return trajectory
 
 
 class JointTrajectoryFollower:
-    """Interpolates a trajectory against simulated time and commands the arm each physics step."""
+    """Samples a trajectory against simulated time and commands the arm each physics step."""
 
-    def __init__(self, world: SimWorld, times_s: Sequence[float], positions: Sequence[Sequence[float]]) -> None:
-        times, q = check_trajectory(world, times_s, positions)
+    def __init__(self, world: SimWorld, trajectory: JointTrajectory) -> None:
+        trajectory = check_trajectory(world, trajectory)
         self.world = world
-        start_q = world.joint_positions()
-        if times[0] > 0:
-            times = np.concatenate([[0.0], times])
-            q = np.vstack([start_q, q])
-        self.times = times
-        self.positions = q
-        self.velocities = np.gradient(q, times, axis=0) if len(times) > 1 else np.zeros_like(q)
+        if trajectory.times_s[0] > 0:
+            trajectory = trajectory.with_start(world.joint_positions())
+        self.trajectory = trajectory
         self.start_time_s: float | None = None
         self.done = threading.Event()
         self.cancelled = False
 
     @property
     def duration_s(self) -> float:
-        return float(self.times[-1])
+        return self.trajectory.duration_s
+
+    @property
+    def final_positions(self) -> NDArray[np.float64]:
+        return self.trajectory.positions[-1]
 
     def target(self, elapsed_s: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Position and velocity targets ``elapsed_s`` after the start."""
-        t = float(np.clip(elapsed_s, 0.0, self.times[-1]))
-        q = np.array([np.interp(t, self.times, self.positions[:, j]) for j in range(self.positions.shape[1])])
-        if elapsed_s >= self.times[-1]:
+        """Position and velocity targets ``elapsed_s`` after the start (at rest on the last point from its time)."""
+        q, qd = self.trajectory.sample(min(max(elapsed_s, 0.0), self.duration_s))
+        if elapsed_s >= self.duration_s:
             return q, np.zeros_like(q)
-        k = int(np.searchsorted(self.times, t, side="right") - 1)
-        k = min(max(k, 0), len(self.times) - 2)
-        qd = (self.positions[k + 1] - self.positions[k]) / (self.times[k + 1] - self.times[k])
         return q, qd
 
     def __call__(self, sim_time_s: float) -> None:
@@ -98,14 +81,13 @@ class JointTrajectoryFollower:
         elapsed = sim_time_s - self.start_time_s
         q, qd = self.target(elapsed)
         self.world.set_arm_targets(q, qd)
-        if elapsed >= self.times[-1]:
+        if elapsed >= self.duration_s:
             self.done.set()
 
 
 def execute_joint_trajectory(
     world: SimWorld,
-    times_s: Sequence[float],
-    positions: Sequence[Sequence[float]],
+    trajectory: JointTrajectory,
     *,
     settle_s: float = 0.3,
     tolerance_rad: float = 0.02,
@@ -117,7 +99,7 @@ def execute_joint_trajectory(
     Returns an :class:`ExecutionResult`; ``completed`` is False when cancelled or when the final
     tracking error exceeds ``tolerance_rad`` after ``settle_s`` of holding the last point.
     """
-    follower = JointTrajectoryFollower(world, times_s, positions)
+    follower = JointTrajectoryFollower(world, trajectory)
     start = world.sim_time_s
     world.add_step_callback(follower)
     try:
@@ -140,17 +122,18 @@ def execute_joint_trajectory(
 
 
 def _error(world: SimWorld, follower: JointTrajectoryFollower) -> NDArray[np.float64]:
-    return world.joint_positions() - follower.positions[-1]
+    return world.joint_positions() - follower.final_positions
 
 
 def min_jerk_trajectory(
-    q_start: Sequence[float], q_goal: Sequence[float], duration_s: float, points: int = 20
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """A smooth (minimum-jerk profile) straight joint-space path from ``q_start`` to ``q_goal``."""
+    joint_names: Sequence[str], q_start: Sequence[float], q_goal: Sequence[float], duration_s: float, points: int = 20
+) -> JointTrajectory:
+    """A smooth (minimum-jerk profile) straight joint-space path from ``q_start`` to ``q_goal``, sampled at
+    ``points`` waypoints and followed linearly between them."""
     if duration_s <= 0:
         raise TrajectoryError(f"duration_s must be > 0, got {duration_s}")
     s = np.linspace(0.0, 1.0, max(points, 2))
     blend = 10 * s**3 - 15 * s**4 + 6 * s**5
     q0 = np.asarray(q_start, dtype=np.float64)
     q1 = np.asarray(q_goal, dtype=np.float64)
-    return s * duration_s, q0 + np.outer(blend, q1 - q0)
+    return JointTrajectory(tuple(joint_names), s * duration_s, q0 + np.outer(blend, q1 - q0))

@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from robopin.pincot.coords import pixel_index_to_normalized
 from robopin.pincot.trace import AnswerPoint
 from robopin.pincot.writer import TraceWriter, format_answer_json, format_trace
+from robopin.sim.grounding import Grounding, GroundingError, ground_instruction
 from robopin.sim.render import RenderedView, project
 from robopin.sim.scenarios import Scene, on_plate
 from robopin.sim.selfcheck import place_points
@@ -185,7 +186,7 @@ class _Sighting:
     pixels: int
 
 
-def _describe(scene: Scene, name: str) -> str:
+def describe(scene: Scene, name: str) -> str:
     """The words a person would use for an object: colour + noun (``red plate``, ``duck``)."""
     obj = scene.world.object(name)
     noun = {"teddy": "teddy bear", "toy_block": "toy block", "ball": "ball", "lego": "lego brick"}.get(
@@ -194,6 +195,9 @@ def _describe(scene: Scene, name: str) -> str:
     if obj.kind == "duck":
         return "yellow duck" if scene.task.task_type == "long_horizon" else "duck"
     return f"{obj.color} {noun}" if obj.color else noun
+
+
+_SIGHTINGS: dict[tuple, tuple[tuple[RenderedView, ...], dict[str, list[_Sighting]]]] = {}
 
 
 class GroundTruthOracle:
@@ -212,6 +216,7 @@ class GroundTruthOracle:
         min_visible_pixels: int = 40,
         errors: OracleErrors | None = None,
         seed: int = 0,
+        instruction: str | None = None,
     ) -> None:
         if not views:
             raise OracleError("the oracle needs at least one view")
@@ -222,6 +227,27 @@ class GroundTruthOracle:
         self.min_visible_pixels = int(min_visible_pixels)
         self.errors = errors or OracleErrors()
         self.rng = np.random.default_rng(seed)
+        # None: the scenario's own task (callers that hold no instruction). Otherwise the instruction is
+        # grounded in the scene, and one that cannot be is answered with a refusal naming why.
+        self.instruction = instruction
+        self.grounding: Grounding | None = None
+        self.grounding_error = ""
+        if instruction is not None:
+            try:
+                self.grounding = ground_instruction(scene, instruction)
+            except GroundingError as error:
+                self.grounding_error = str(error)
+
+    @property
+    def own_task(self) -> bool:
+        """True when the oracle works on the scenario's own task (its narratives read the layout's roles)."""
+        return self.grounding is None or self.grounding.own
+
+    def goals(self) -> tuple[tuple[str, str], ...]:
+        """(object, target) pairs the instruction asks for, in order (the scenario's goals by default)."""
+        if self.grounding is not None:
+            return self.grounding.goals
+        return tuple((g.object, g.target) for g in self.scene.task.goals)
 
     # ------------------------------------------------------------------ perception
     def render(self) -> list[RenderedView]:
@@ -229,7 +255,21 @@ class GroundTruthOracle:
         return [self.scene.world.render(view) for view in self.views]
 
     def sightings(self, rendered: Sequence[RenderedView]) -> dict[str, list[_Sighting]]:
-        """Per object: where it is visible, as the mask pixel nearest its visible centroid, per view."""
+        """Per object: where it is visible, as the mask pixel nearest its visible centroid, per view.
+
+        Cached for the last few renders: every sample of one request reads the same views.
+        """
+        key = (id(self.scene), self.min_visible_pixels, *(id(view) for view in rendered))
+        cached = _SIGHTINGS.get(key)
+        if cached is not None and all(a is b for a, b in zip(cached[0], rendered, strict=True)):
+            return {name: list(seen) for name, seen in cached[1].items()}
+        found = self._sightings(rendered)
+        _SIGHTINGS[key] = (tuple(rendered), found)
+        while len(_SIGHTINGS) > 4:
+            _SIGHTINGS.pop(next(iter(_SIGHTINGS)))
+        return {name: list(seen) for name, seen in found.items()}
+
+    def _sightings(self, rendered: Sequence[RenderedView]) -> dict[str, list[_Sighting]]:
         found: dict[str, list[_Sighting]] = {}
         for index, view in enumerate(rendered):
             for obj in self.scene.world.objects.values():
@@ -244,9 +284,9 @@ class GroundTruthOracle:
     # ------------------------------------------------------------------ writing
     def next_goal(self) -> tuple[str, str] | None:
         """The first goal (object, target) not yet achieved, or None when the task is done."""
-        for goal in self.scene.task.goals:
-            if not on_plate(self.scene.world, goal.object, goal.target)[0]:
-                return goal.object, goal.target
+        for obj, target in self.goals():
+            if not on_plate(self.scene.world, obj, target)[0]:
+                return obj, target
         return None
 
     def write(self, rendered: Sequence[RenderedView] | None = None) -> OracleTrace:
@@ -259,8 +299,11 @@ class GroundTruthOracle:
         if dropped:
             sightings = {n: [s for s in seen if s.view not in dropped] for n, seen in sightings.items()}
             sightings = {n: seen for n, seen in sightings.items() if seen}
-        goal = self.next_goal()
         composer = _Composer(self, rendered, sightings)
+        if self.grounding_error:
+            composer.decline(self.grounding_error)
+            return composer.result()
+        goal = self.next_goal()
         if goal is None:
             composer.finish()
         else:
@@ -293,6 +336,7 @@ class _Composer:
         self.done = False
         self.answer_points: list[AnswerPoint] = []
         self.injected: list[str] = []
+        self.declined = ""
 
     # -- helpers
     def _id(self, key: str, kind: str = "obj") -> str:
@@ -315,14 +359,14 @@ class _Composer:
         """Pin ``name`` in a view where it is visible (its ID is created at first mention)."""
         sighting = next(s for s in self.sightings[name] if s.view == view_index)
         x, y = self._norm(sighting.u, sighting.v, view_index)
-        return self.writer.pin("obj", _describe(self.scene, name), view_index, x, y, entity_id=self._id(name))
+        return self.writer.pin("obj", describe(self.scene, name), view_index, x, y, entity_id=self._id(name))
 
     def mention(self, name: str) -> None:
         """Refer to an entity by ID if introduced, else by words (it is not visible anywhere)."""
         if name in self.ids:
             self.writer.refer(self.ids[name])
         else:
-            self.writer.say(f"the {_describe(self.scene, name)}")
+            self.writer.say(f"the {describe(self.scene, name)}")
 
     def say(self, text: str) -> None:
         self.writer.say(text)
@@ -387,7 +431,7 @@ class _Composer:
         x, y = self._norm(u, v, view_index)
         space_id = self.writer.pin(
             "space",
-            f"free area on the {_describe(self.scene, target)}",
+            f"free area on the {describe(self.scene, target)}",
             view_index,
             x,
             y,
@@ -402,7 +446,8 @@ class _Composer:
         roles = task.roles
         wrong = self.oracle.rng.random() < self.oracle.errors.wrong_target_probability
         pick = target
-        if task.task_type in ("spatial", "multi_view"):
+        narrative = task.task_type if self.oracle.own_task else "instruction"
+        if narrative in ("spatial", "multi_view"):
             toys = [roles["toy_a"], roles["toy_b"]]
             ducks = [roles["target"], roles["other_duck"]]
             plates = [n for n, o in self.scene.world.objects.items() if o.kind == "plate"]
@@ -441,7 +486,7 @@ class _Composer:
                 self.say(" and ")
                 self.mention(toys[1])
                 self.say(". ")
-        elif task.task_type == "long_horizon":
+        elif narrative == "long_horizon":
             remaining = [g.object for g in task.goals if not on_plate(self.scene.world, g.object, g.target)[0]]
             placed = [g.object for g in task.goals if g.object not in remaining]
             plates = [n for n, o in self.scene.world.objects.items() if o.kind == "plate"]
@@ -476,7 +521,7 @@ class _Composer:
             self.mention(place)
             self.say(". ")
         self.answer_pick(pick)
-        spot = place_points(self.scene).get(target)
+        spot = place_points(self.scene).get(target) if self.oracle.own_task else _top_centre(self.scene, place)
         if spot is None:
             candidates = [self.scene.world.object_center(place)]
         elif pick == target:
@@ -485,16 +530,22 @@ class _Composer:
             candidates = [spot]
         self.answer_place(place, candidates)
 
+    def decline(self, why: str) -> None:
+        """The instruction cannot be grounded: say why and answer no point (a careful model's refusal)."""
+        self.say(f"I looked for what the instruction names. {why[0].upper()}{why[1:]}. ")
+        self.say("I cannot point at something the scene does not show, so I give no target. ")
+        self.declined = why
+
     def finish(self) -> None:
         """Every goal holds: say so and answer ``done``."""
-        task = self.scene.task
-        self.describe_views([g.target for g in task.goals][:1] + [g.object for g in task.goals])
+        goals = self.oracle.goals()
+        self.describe_views([t for _, t in goals][:1] + [o for o, _ in goals])
         self.say("Every object the task names is already where it should be, so the task is complete. ")
         self.done = True
 
     def result(self) -> OracleTrace:
         think = self.writer.think_text()
-        answer = "done" if self.done else format_answer_json(self.writer.answer_points)
+        answer = "done" if self.done else "[]" if self.declined else format_answer_json(self.writer.answer_points)
         think, answer = self._inject(think, answer)
         text = format_trace(think, answer)
         return OracleTrace(
@@ -526,5 +577,18 @@ class _Composer:
 def oracle_with_errors(oracle: GroundTruthOracle, errors: OracleErrors, seed: int) -> GroundTruthOracle:
     """A copy of ``oracle`` injecting ``errors`` with its own random stream (E-TTS sampling)."""
     return GroundTruthOracle(
-        oracle.scene, oracle.views, min_visible_pixels=oracle.min_visible_pixels, errors=errors, seed=seed
+        oracle.scene,
+        oracle.views,
+        min_visible_pixels=oracle.min_visible_pixels,
+        errors=errors,
+        seed=seed,
+        instruction=oracle.instruction,
     )
+
+
+def _top_centre(scene: Scene, target: str) -> NDArray[np.float64]:
+    """The release point on ``target`` for an instruction's own goal: its top centre (as ``place_points``)."""
+    world = scene.world
+    centre = world.object_center(target)
+    top = centre[2] + world.object(target).height_m / 2 if world.object(target).kind == "plate" else 0.0
+    return np.array([centre[0], centre[1], top])

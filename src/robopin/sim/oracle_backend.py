@@ -12,6 +12,7 @@ object the task needs next and places on the right target.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from robopin.vlm.base import (
     validate_messages,
 )
 from robopin.vlm.errors import VLMConfigError, VLMRequestError
+from robopin.vlm.prompts import PINCOT_ANSWER_SUFFIX
 
 # A verifier answer the oracle is sure of: log P = 0 for the true token, this for the other.
 _CERTAIN_NO_LOGPROB = -30.0
@@ -56,6 +58,8 @@ class OracleBackendConfig(VLMConfig):
     errors: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
     min_visible_pixels: int = 40
+    preset: str = "oracle"
+    rates: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -74,6 +78,59 @@ class OracleBackendConfig(VLMConfig):
             OracleErrors.from_mapping(dict(self.errors))
         except (TypeError, ValueError) as error:
             raise VLMConfigError(f"oracle errors {dict(self.errors)!r}: {error}") from None
+        self.rates = dict(self.rates or {})
+        self.error_rates()
+
+    def error_rates(self):
+        """The model errors this backend makes (:class:`robopin.sim.imperfect.ModelErrorRates`)."""
+        from robopin.sim.imperfect import ModelErrorRates
+
+        return ModelErrorRates.of(self.preset, self.rates)
+
+
+_INSTRUCTION_LINES = (
+    re.compile(r'^Overall Objective: "(.+)"$', re.MULTILINE),  # pincot/templates/verifier.txt
+    re.compile(r"^Overall task: (.+)$", re.MULTILINE),  # pincot/templates/step.txt
+    re.compile(r"^Task: (.+)$", re.MULTILINE),  # pincot/templates/pointing.txt
+    re.compile(r"^Goal: (.+)$", re.MULTILINE),  # pincot/templates/subtask.txt
+    re.compile(r"^Instruction: (?!<)(.+)$", re.MULTILINE),  # pincot/templates/plan.txt
+)
+
+
+def request_instruction(messages: Sequence[ChatMessage]) -> str | None:
+    """The instruction a request asks about, read as a model reads it: from the first user turn that
+    carries images, in any of the loop's prompt forms (our templates, or RoboPIN's task + suffix).
+
+    None when no form matches (a custom template folder): the oracle then works on the scenario's task.
+    """
+    turn = next((m for m in messages if m.role == "user" and m.images), None)
+    if turn is None:
+        return None
+    text = turn.text.strip()
+    for pattern in _INSTRUCTION_LINES:
+        match = pattern.search(text)
+        if match:
+            return match.group(1).strip()
+    if text.endswith(PINCOT_ANSWER_SUFFIX):
+        return text[: -len(PINCOT_ANSWER_SUFFIX)].strip() or None
+    return None
+
+
+def _request_text(messages: Sequence[ChatMessage]) -> str:
+    turn = next((m for m in messages if m.role == "user" and m.images), None)
+    return turn.text if turn is not None else ""
+
+
+def request_kind(messages: Sequence[ChatMessage]) -> str:
+    """What a request asks for, as a model tells it from the prompt: an R^3 step (``subtask``: a
+    ``Goal:`` and an ``Instruction: <instruction>`` line to write), a RoboGPT-R1 plan (``plan``: an
+    ``executable_plan`` to fill), else PinCoT pointing (``pointing``)."""
+    text = _request_text(messages)
+    if "executable_plan" in text:
+        return "plan"
+    if re.search(r"^Goal: ", text, re.MULTILINE) and "Instruction: <instruction>" in text:
+        return "subtask"
+    return "pointing"
 
 
 class OracleBackend(VLMBackend):
@@ -84,8 +141,14 @@ class OracleBackend(VLMBackend):
     def __init__(self, config: OracleBackendConfig) -> None:
         super().__init__(config)
         self._calls = 0
+        self._verdicts = 0
+        # A preset other than the oracle makes the named model errors of robopin.sim.imperfect.
+        self.rates = config.error_rates()
+        self.erring = self.rates != type(self.rates)()
+        self.injected: list[tuple[str, ...]] = []
+        """The model errors of each sample written so far, by name (for trial reports and tests)."""
 
-    def _oracle(self, seed: int):
+    def _oracle(self, seed: int, instruction: str | None = None):
         from robopin.sim.oracle import GroundTruthOracle, OracleErrors
         from robopin.sim.scenarios import ScenarioError, get_scene
 
@@ -93,13 +156,19 @@ class OracleBackend(VLMBackend):
             scene = get_scene(self.config.world)
         except ScenarioError as error:
             raise VLMRequestError(f"oracle backend: {error}") from None
-        return GroundTruthOracle(
+        oracle = GroundTruthOracle(
             scene,
             self.config.views,
             min_visible_pixels=self.config.min_visible_pixels,
             errors=OracleErrors.from_mapping(dict(self.config.errors)),
             seed=seed,
+            instruction=instruction,
         )
+        if self.erring:
+            from robopin.sim.imperfect import draw_errors
+
+            draw_errors(self, oracle, seed)
+        return oracle
 
     def _check_images(self, messages: Sequence[ChatMessage]) -> None:
         images = images_in(messages)
@@ -128,15 +197,34 @@ class OracleBackend(VLMBackend):
         self._check_images(messages)
         start = time.perf_counter()
         base_seed = self.config.seed if seed is None else int(seed)
-        oracle = self._oracle(base_seed)
-        rendered = oracle.render()
+        instruction = request_instruction(messages)
+        oracle = self._oracle(base_seed, instruction)
+        kind = request_kind(messages)
+        # R^3 steps and plans read the scene's state, not its pixels: no render (seconds on a busy CPU).
+        rendered = oracle.render() if kind == "pointing" else []
         samples = []
         for k in range(n):
-            sampler = oracle if k == 0 else self._oracle(base_seed + 7919 * (k + 1) + self._calls)
-            trace = sampler.write(rendered)
-            samples.append(Sample(trace.text, "stop", None))
+            sampler = oracle if k == 0 else self._oracle(base_seed + 7919 * (k + 1) + self._calls, instruction)
+            samples.append(Sample(self._write(sampler, rendered, kind, messages), "stop", None))
         self._calls += 1
         return GenerationResult(tuple(samples), self.config.model, latency_s=time.perf_counter() - start)
+
+    def _write(self, oracle, rendered, kind: str, messages: Sequence[ChatMessage]) -> str:
+        """The oracle's text for one sample of a ``kind`` request (see :func:`request_kind`)."""
+        from robopin.sim.oracle_text import plan_response, subtask_response
+
+        if kind == "pointing":
+            if self.erring:
+                from robopin.sim.imperfect import degraded_pointing
+
+                return degraded_pointing(self, oracle, rendered)
+            return oracle.write(rendered).text
+        text = (subtask_response if kind == "subtask" else plan_response)(oracle, _request_text(messages))
+        if self.erring:
+            from robopin.sim.imperfect import degraded_other
+
+            return degraded_other(self, oracle, text)
+        return text
 
     def score_yes_no(self, messages: Sequence[ChatMessage], *, yes: str = "yes", no: str = "no") -> YesNoScore:
         """Judge the last PinCoT answer in the conversation against ground truth."""
@@ -144,7 +232,7 @@ class OracleBackend(VLMBackend):
         text = next((m.text for m in reversed(messages) if "<answer>" in m.text), None)
         if text is None:
             return YesNoScore(0.0, 0.0, exact=False)
-        oracle = self._oracle(self.config.seed)
+        oracle = self._oracle(self.config.seed, request_instruction(messages))
         rendered = oracle.render()
         trace = parse(text, len(rendered))
         goal = oracle.next_goal()
@@ -159,7 +247,12 @@ class OracleBackend(VLMBackend):
                     for point, name in zip(trace.answer_points[:2], goal, strict=True)
                 )
             )
-        return YesNoScore(0.0, _CERTAIN_NO_LOGPROB) if ok else YesNoScore(_CERTAIN_NO_LOGPROB, 0.0)
+        score = YesNoScore(0.0, _CERTAIN_NO_LOGPROB) if ok else YesNoScore(_CERTAIN_NO_LOGPROB, 0.0)
+        if self.erring:
+            from robopin.sim.imperfect import degraded_verdict
+
+            return degraded_verdict(self, score)
+        return score
 
     @staticmethod
     def _on(oracle, rendered, point, object_name: str) -> bool:

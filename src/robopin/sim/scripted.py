@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from robopin.geometry.transforms import make_transform
+from robopin.robots.trajectory import JointTrajectory
 from robopin.sim.controllers import execute_joint_trajectory, min_jerk_trajectory
 from robopin.sim.world import SimWorld
 
@@ -96,8 +97,8 @@ def move_to_pose(
         raise ScriptedMotionError(
             f"no IK solution within {position_tolerance_m} m of {T_base_ee[:3, 3]} (best {miss:.3f} m off)"
         )
-    times, path = min_jerk_trajectory(q_start, q_goal, duration_s)
-    result = execute_joint_trajectory(world, times, path, settle_s=0.15, tolerance_rad=0.05)
+    trajectory = min_jerk_trajectory(world.model.arm_joints, q_start, q_goal, duration_s)
+    result = execute_joint_trajectory(world, trajectory, settle_s=0.15, tolerance_rad=0.05)
     if not result.completed:
         raise ScriptedMotionError(f"arm did not reach {T_base_ee[:3, 3]}: {result.message}")
 
@@ -116,7 +117,8 @@ def move_linear(
         q = world.inverse_kinematics(T, q_seed=q)
         times.append(duration_s * s)
         path.append(q)
-    result = execute_joint_trajectory(world, times, path, settle_s=0.15, tolerance_rad=0.05)
+    trajectory = JointTrajectory(world.model.arm_joints, times, path)
+    result = execute_joint_trajectory(world, trajectory, settle_s=0.15, tolerance_rad=0.05)
     if not result.completed:
         raise ScriptedMotionError(f"linear move to {T_goal[:3, 3]} failed: {result.message}")
 
@@ -185,8 +187,8 @@ def pick_and_place(
         world.advance(0.5)
         outcome.phases.append("retreating")
         move_linear(world, T_place, T_place_above, 0.8 * slow)
-        times, path = min_jerk_trajectory(world.joint_positions(), home, 1.5 * slow)
-        execute_joint_trajectory(world, times, path, settle_s=0.2, tolerance_rad=0.1)
+        homing = min_jerk_trajectory(world.model.arm_joints, world.joint_positions(), home, 1.5 * slow)
+        execute_joint_trajectory(world, homing, settle_s=0.2, tolerance_rad=0.1)
         world.settle(1.0)
     except ScriptedMotionError as error:
         outcome.message = str(error)

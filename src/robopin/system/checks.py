@@ -93,7 +93,7 @@ def check_system(system: SystemFile) -> None:
         vlm = mapping_parameter(planner, "vlm")
         if "type" not in vlm:
             fail(f"node {planner.name!r}: parameter vlm needs a 'type' (openai, transformers, oracle, ...), got {vlm}")
-        if vlm["type"] == "oracle":
+        if vlm["type"] in ("oracle", "imperfect"):
             check_world(planner, vlm.get("world"))
             views = tuple(vlm.get("views", ("static", "wrist")))
             if views != system.views:

@@ -59,7 +59,7 @@ NODE_EXECUTABLES = (
     "state_publisher_node",
 )
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-_ARGUMENT = re.compile(r"^([A-Za-z][A-Za-z0-9_]*):=(.*)$")
+_ARGUMENT = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_]*):=(?P<value>.*)$")
 _TOP_LEVEL = {"name", "description", "robot", "views", "nodes", "arguments", "sim", "task"}
 
 
@@ -430,5 +430,5 @@ def parse_argument_overrides(items: Sequence[str]) -> dict[str, str]:
         match = _ARGUMENT.match(item)
         if match is None:
             raise SystemFileError(f"argument {item!r} must look like name:=value")
-        overrides[match.group(1)] = match.group(2)
+        overrides[match["name"]] = match["value"]
     return overrides

@@ -126,7 +126,7 @@ def _markdown_html(text: str) -> str:
     import re
 
     def inline(cell: str) -> str:
-        return re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(cell))
+        return re.sub(r"`(?P<code>[^`]*)`", r"<code>\g<code></code>", html.escape(cell))
 
     parts, rows = [], []
     for line in [*text.splitlines(), ""]:

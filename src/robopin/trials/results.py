@@ -9,13 +9,21 @@ come from :mod:`robopin.system.results`; this module adds what the operator's ju
 from __future__ import annotations
 
 import collections
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from robopin.system.results import TASK_TITLES, success_table, timing_summary
 from robopin.trials.log import TrialSummary
 
-__all__ = ["agreement", "failures_by_reason", "judged_results_markdown", "subgoal_progress"]
+__all__ = [
+    "agreement", "failures_by_reason", "judged_results_markdown", "reasoning_measures", "reasoning_quality",
+    "subgoal_progress",
+]  # fmt: skip
+
+REASONING_MEASURES = (("format", "format_score"), ("consistency", "identity_consistency"),
+                      ("anchor_coverage", "anchor_coverage"))  # fmt: skip
+"""Run-time measures of each published reasoning step (PinnedReasoning field → summary key)."""
 
 
 def _judge(summary: TrialSummary) -> str:
@@ -109,6 +117,36 @@ def subgoal_progress(summaries: Sequence[TrialSummary]) -> str:
     return "\n".join(head + lines + ["", f"Sub-goals reached overall: {reached_sum}/{total_sum}."])
 
 
+def reasoning_measures(message: Any) -> dict[str, Any]:
+    """One published reasoning step (a PinnedReasoning) as the measures a trial summary keeps; a measure
+    that does not apply (NaN: no anchors in an R^3 or RoboGPT-R1 response) is None."""
+    values: dict[str, Any] = {"step": int(message.step), "valid": bool(message.valid)}
+    for key, field_name in REASONING_MEASURES:
+        value = float(getattr(message, field_name))
+        values[key] = value if math.isfinite(value) else None
+    return values
+
+
+def reasoning_quality(summaries: Sequence[TrialSummary]) -> str:
+    """Per method: valid steps and the mean of each run-time measure over the steps it applies to."""
+    by_method: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for s in summaries:
+        by_method[s.method].extend(s.extra.get("reasoning") or [])
+    lines = []
+    for method, steps in by_method.items():
+        if not steps:
+            continue
+        cells = [f"{sum(bool(x.get('valid')) for x in steps)}/{len(steps)}"]
+        for key, _ in REASONING_MEASURES:
+            values = [x[key] for x in steps if x.get(key) is not None]
+            cells.append(f"{sum(values) / len(values):.3f}" if values else "–")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    if not lines:
+        return "No reasoning steps recorded."
+    head = ["| method | valid steps | format | identity consistency | anchor coverage |", "|---|---|---|---|---|"]
+    return "\n".join(head + lines)
+
+
 def judged_results_markdown(summaries: Sequence[TrialSummary], *, title: str = "robopin trials",
                             command: str = "") -> str:
     """The whole batch as Markdown (see the module docstring)."""
@@ -123,6 +161,7 @@ def judged_results_markdown(summaries: Sequence[TrialSummary], *, title: str = "
               "## Failures by the judge's reason", "", failures_by_reason(summaries), "",
               "## Judge and stack agreement", "", agreement(summaries), "",
               "## Sub-goal progress (long-horizon)", "", subgoal_progress(summaries), "",
+              "## Reasoning quality at run time (every model call)", "", reasoning_quality(summaries), "",
               "## Timing per step (seconds)", ""]
     for method in dict.fromkeys(s.method for s in summaries):
         parts += [f"### {method}", "", "```", timing_summary([s for s in summaries if s.method == method]).table(),

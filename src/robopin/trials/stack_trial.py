@@ -14,6 +14,7 @@ from typing import Any
 
 from robopin.system.task_run import BringupError, TaskRun
 from robopin.system.timing import FeedbackEvent, StepTiming
+from robopin.trials.results import reasoning_measures
 
 __all__ = ["TrialOutcome", "run_trial"]
 
@@ -92,7 +93,8 @@ def run_trial(bringup: Any, root: str | Path, trial_id: str, *, method: str = ""
         instruction=instruction, bag=str(bag.relative_to(log.folder)) if bag is not None else "",
         extra={"system": system.name, "robot": system.robot, "task_id": run.task_id,
                "scenario": system.sim.scenario if system.sim else "", "seed": system.sim.seed if system.sim else None,
-               "timings": [t.as_dict() for t in timings]})
+               "timings": [t.as_dict() for t in timings],
+               "reasoning": [reasoning_measures(m) for m in (run.result.reasoning_steps if run.result else ())]})
     # Kept before anyone is asked: a batch stopped while the operator judges loses nothing (--resume asks again).
     write_stack_verdict(log.folder, stack, summary=summary)
     judgement = (judge or sim_judgement)(stack)

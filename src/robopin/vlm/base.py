@@ -388,6 +388,8 @@ _REGISTRY: dict[str, BackendEntry] = {
     ),
     # Implemented by the simulator (src/robopin/sim/oracle_backend.py): answers from ground truth.
     "oracle": BackendEntry("robopin.sim.oracle_backend", "OracleBackendConfig", "OracleBackend"),
+    # The oracle with named model errors at set rates (src/robopin/sim/imperfect.py).
+    "imperfect": BackendEntry("robopin.sim.imperfect", "ImperfectBackendConfig", "ImperfectBackend"),
 }
 
 

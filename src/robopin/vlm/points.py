@@ -2,7 +2,8 @@
 
 A model writes points in its own convention: Qwen3-VL / RoboPIN write ``norm1000`` (x·1000/W,
 y·1000/H, 0–1000), Qwen2.5-VL / Embodied-R1 write ``pixels_resized`` (pixels of the image after the
-processor's smart resize to multiples of the patch factor). The core works in continuous pixels of
+processor's smart resize to multiples of the patch factor), and a model that answers in pixels of
+the image exactly as the camera gave it writes ``pixels`` (no resize). The core works in continuous pixels of
 the original image (pixel i spans [i, i+1), its centre is i + 0.5), so every backend converts here,
 at its boundary, and nothing downstream needs to know which model ran.
 
@@ -20,8 +21,8 @@ import numpy as np
 from robopin.pincot.coords import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, QWEN_PATCH_FACTOR, ImageSize, smart_resize
 from robopin.vlm.errors import VLMConfigError
 
-PointConventionName = Literal["norm1000", "pixels_resized"]
-POINT_CONVENTIONS: tuple[str, ...] = ("norm1000", "pixels_resized")
+PointConventionName = Literal["norm1000", "pixels_resized", "pixels"]
+POINT_CONVENTIONS: tuple[str, ...] = ("norm1000", "pixels_resized", "pixels")
 
 NORM_SCALE = 1000.0
 """Full scale of the ``norm1000`` convention."""
@@ -61,6 +62,8 @@ class PointConvention:
         """Return the (width, height) of the frame the model's coordinates live in for this image."""
         if self.name == "norm1000":
             return NORM_SCALE, NORM_SCALE
+        if self.name == "pixels":
+            return float(width), float(height)
         resized = smart_resize(
             ImageSize(width, height),
             factor=self.resize_factor,

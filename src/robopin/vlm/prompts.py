@@ -18,6 +18,16 @@ PINCOT_ANSWER_SUFFIX = (
     "<think> and </think> tags, and then give your final answer between the <answer> and </answer> tags."
 )
 
+ANSWER_FORMATS = ("pincot", "qwen_json", "embodied_r1_points")
+"""``pincot``: ``<think>`` with anchor tags + JSON ``<answer>`` (RoboPIN); ``qwen_json``: Qwen3-VL
+``[{"point_2d": [x, y], …}]``; ``embodied_r1_points``: ``<answer><point>[[x, y], …]</point>``."""
+PROMPT_TEMPLATES = ("pincot_suffix", "reasoning", "embodied_r1")
+"""How a model's pointing request is worded (a model registry entry's ``prompt_template``):
+``pincot_suffix``: the task text + :data:`PINCOT_ANSWER_SUFFIX`, RoboPIN's published inference form
+(:func:`build_pincot_messages`); ``reasoning``: the reasoning loop's templates
+(:mod:`robopin.pincot.prompts`, view roles, anchor rules, history); ``embodied_r1``: Embodied-R1's
+pointing prompts (listed for the registry; the reasoning loop does not write them yet)."""
+
 MAX_INSTRUCTION_CHARS = 4000
 """Longer instructions are refused: they are almost certainly a paste error, not a task."""
 

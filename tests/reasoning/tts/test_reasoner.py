@@ -103,7 +103,7 @@ def test_invalid_traces_get_the_validation_message_as_feedback_without_a_model_c
 
 
 def test_all_invalid_hands_the_loop_an_invalid_decision(observation):
-    model = ScriptedModel([["<think>nothing</think><answer>[]</answer>"]], {})
+    model = ScriptedModel([["<think>nothing</think><answer>no idea</answer>"]], {})
     result = reasoner(model, max_batches=2, feedback={"enabled": False}).reason(query(observation))
     assert not result.interpretation.valid and result.interpretation.refusal.reason == "invalid_reasoning"
     assert model.verify_requests == []

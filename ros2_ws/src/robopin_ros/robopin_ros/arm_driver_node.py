@@ -43,6 +43,29 @@ from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 
 
+class _FeedbackThrottle:
+    """Action feedback at most once per ``period_s`` (monotonic clock); the final progress always goes out."""
+
+    def __init__(self, period_s: float) -> None:
+        self.period_s = period_s
+        self._sent_s = -math.inf
+
+    def due(self, progress: float) -> bool:
+        """Whether feedback for ``progress`` (0–1) should be published now."""
+        return progress >= 1.0 or time.monotonic() - self._sent_s >= self.period_s
+
+    def sent(self) -> None:
+        """Note that feedback went out now."""
+        self._sent_s = time.monotonic()
+
+
+class _PathWatch:
+    """The first path-tolerance violation of a FollowJointTrajectory goal, named for its result."""
+
+    def __init__(self) -> None:
+        self.violation: str | None = None
+
+
 class ArmDriverNode(Node):
     """Owns one arm backend and exposes it to the ROS graph (see the module docstring)."""
 
@@ -231,13 +254,12 @@ class ArmDriverNode(Node):
 
     def _run_trajectory(self, goal_handle) -> ExecuteTrajectory.Result:
         """Validate and run the trajectory, streaming progress; map every outcome to a named reason."""
-        last_feedback = [0.0]
+        throttle = _FeedbackThrottle(self.feedback_period_s)
 
         def on_progress(progress) -> None:
-            now = time.monotonic()
-            if now - last_feedback[0] < self.feedback_period_s and progress.progress < 1.0:
+            if not throttle.due(progress.progress):
                 return
-            last_feedback[0] = now
+            throttle.sent()
             goal_handle.publish_feedback(
                 ExecuteTrajectory.Feedback(
                     progress=progress.progress,
@@ -354,12 +376,11 @@ class ArmDriverNode(Node):
         except ValueError as error:
             return self._refuse_follow(goal_handle, codes.INVALID_GOAL, Reason.INVALID_TRAJECTORY.value, str(error))
 
-        violation: list[str] = []
-        last_feedback = [0.0]
+        watch = _PathWatch()
+        throttle = _FeedbackThrottle(self.feedback_period_s)
 
         def on_progress(progress) -> None:
-            now = time.monotonic()
-            due = now - last_feedback[0] >= self.feedback_period_s or progress.progress >= 1.0
+            due = throttle.due(progress.progress)
             if not (due or np.isfinite(path_tolerance).any()):
                 return
             t = min(progress.time_from_start_s, planned.duration_s)
@@ -370,13 +391,13 @@ class ArmDriverNode(Node):
                 return
             error = actual - desired
             over = np.abs(error) > path_tolerance
-            if over.any() and not violation:
+            if over.any() and watch.violation is None:
                 j = int(np.argmax(np.abs(error) - path_tolerance))
-                violation.append(f"{names[j]} is {abs(error[j]):.4f} rad off the path at t = {t:.3f} s "
-                                 f"(path tolerance {path_tolerance[j]:.4f} rad)")
+                watch.violation = (f"{names[j]} is {abs(error[j]):.4f} rad off the path at t = {t:.3f} s "
+                                   f"(path tolerance {path_tolerance[j]:.4f} rad)")
                 self.arm.cancel(Reason.CANCELED, "path tolerance violated")
             if due:
-                last_feedback[0] = now
+                throttle.sent()
                 feedback = FollowJointTrajectory.Feedback(
                     joint_names=list(names),
                     desired=conversions.trajectory_point_msg(desired, desired_velocity, t),
@@ -391,11 +412,11 @@ class ArmDriverNode(Node):
         except (ArmError, TrajectoryError) as error:
             code = conversions.follow_joint_trajectory_error_code(error.reason, started=False)
             return self._refuse_follow(goal_handle, code, error.reason.value, str(error))
-        if violation:
-            self.get_logger().warning(f"FollowJointTrajectory aborted: {violation[0]}")
+        if watch.violation is not None:
+            self.get_logger().warning(f"FollowJointTrajectory aborted: {watch.violation}")
             goal_handle.abort()
             return conversions.follow_joint_trajectory_result(codes.PATH_TOLERANCE_VIOLATED, "path_tolerance",
-                                                              violation[0])
+                                                              watch.violation)
         if outcome.reason is Reason.CANCELED and goal_handle.is_cancel_requested:
             goal_handle.canceled()  # as the controller: canceled, with an empty (SUCCESSFUL) result
             return conversions.follow_joint_trajectory_result(codes.SUCCESSFUL, Reason.CANCELED.value, outcome.message)

@@ -404,14 +404,14 @@ class MotionPlannerNode(Node):
 
 _ERROR_CODE_NAMES = {getattr(FollowJointTrajectory.Result, name): name.lower() for name in (
     "INVALID_GOAL", "INVALID_JOINTS", "OLD_HEADER_TIMESTAMP", "PATH_TOLERANCE_VIOLATED", "GOAL_TOLERANCE_VIOLATED")}
-_REASON_WORD = re.compile(r"^([a-z_]+): ")
+_REASON_WORD = re.compile(r"^(?P<reason>[a-z_]+): ")
 
 
 def _trajectory_status(result) -> str:
     """The status of a failed FollowJointTrajectory: robopin's driver puts its named reason first in
     error_string (``joint_limit: ...``); any other controller's goal gets its error code's name."""
     word = _REASON_WORD.match(result.error_string)
-    return word.group(1) if word else _ERROR_CODE_NAMES.get(result.error_code, "execution_failed")
+    return word["reason"] if word else _ERROR_CODE_NAMES.get(result.error_code, "execution_failed")
 
 
 def main(args=None) -> int:

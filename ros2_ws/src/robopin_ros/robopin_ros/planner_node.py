@@ -220,6 +220,21 @@ class _RosActor:
         )
 
 
+class _StageLog:
+    """Logs each stage (and motion phase) of a task once: motion progress arrives many times a second."""
+
+    def __init__(self, logger, task_id: str) -> None:
+        self.logger, self.task_id = logger, task_id
+        self._last: tuple | None = None
+
+    def stage(self, stage: str, step: int, detail: str) -> None:
+        """Log ``stage`` of ``step`` unless it repeats the last line logged."""
+        key = (step, stage, detail.partition(" ")[0] if stage in ("planning", "executing") else detail)
+        if key != self._last:
+            self._last = key
+            self.logger.info(f"task {self.task_id} step {step}: {stage} {detail}".rstrip())
+
+
 class PlannerNode(Node):
     """Runs language instructions through the reasoning loop (see the module docstring)."""
 
@@ -417,15 +432,11 @@ class PlannerNode(Node):
             request = TaskRequest(goal.instruction, goal.mode, goal.dry_run, goal.max_steps, task_id)
             messages: list[PinnedReasoning] = []
 
-            logged: list[tuple] = [()]
+            stage_log = _StageLog(self.get_logger(), task_id)
 
             def on_stage(stage: str, step: int, detail: str) -> None:
                 goal_handle.publish_feedback(ExecuteTask.Feedback(stage=stage, step=step, detail=detail))
-                # Motion progress arrives many times a second: log each stage (and motion phase) once.
-                key = (step, stage, detail.partition(" ")[0] if stage in ("planning", "executing") else detail)
-                if key != logged[0]:
-                    logged[0] = key
-                    self.get_logger().info(f"task {task_id} step {step}: {stage} {detail}".rstrip())
+                stage_log.stage(stage, step, detail)
 
             def on_reasoning(record: ReasoningRecord) -> None:
                 messages.append(self._publish_reasoning(record))

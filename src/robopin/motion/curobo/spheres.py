@@ -1,10 +1,12 @@
 """Collision-sphere models of robot links, fitted to and checked against the URDF collision meshes.
 
 cuRobo represents the robot by spheres per link; it ships them for its own Franka URDF but not for
-the URDFs robopin plans and checks with, nor for the xArm, so the models are fitted here from the
-URDF meshes and checked for coverage (every sampled
-surface point of every mesh lies inside a sphere) and tightness (how far spheres stick out). The
-same spheres mask the robot out of depth point clouds (:meth:`RobotSpheres.mask_points`).
+the URDFs robopin plans and checks with, nor for the xArm, so the models are fitted here. robopin's
+mesh check holds each link to its mesh's convex hull, and so do the spheres: every sphere is centred
+inside the hull, at most a per-link overhang out of it, and shrunk by that overhang (cuRobo's
+``self_collision_buffer``) lies inside it. cuRobo then checks self-collision on every link pair
+robopin's mesh check does, without reporting a pose that check calls free. The same spheres mask the
+robot out of depth point clouds (:meth:`RobotSpheres.mask_points`).
 
 Regenerate a shipped file with ``python -m robopin.motion.curobo.spheres xarm6 robots/xarm6.yml``
 (``panda`` for ``robots/panda.yml``, which FR3 shares).
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -33,36 +36,129 @@ class Sphere:
     radius: float
 
 
-def fit_link_spheres(vertices: NDArray[np.float64], *, max_spheres: int = 10, overlap: float = 0.5) -> list[Sphere]:
-    """Spheres covering every given point of one link mesh, strung along its principal axis.
+# Overhangs tried per link, smallest first: a link gets the smallest at which every one of its meshes
+# is covered by at most ``max_spheres`` spheres.
+OVERHANGS_M = (0.004, 0.006, 0.008, 0.010, 0.013, 0.016, 0.020, 0.025, 0.030)
+# Covered means inside the sphere by this much, so points between the fitting samples are covered too.
+_COVER_SLACK_M = 0.001
 
-    Pass the vertices plus surface samples (:func:`surface_samples`) so long triangles stay covered.
-    The mesh is cut into slabs half as long as it is thick; each sphere is the smallest sphere
-    around its slab's bounding-box centre containing the slab's vertices plus ``overlap`` of a slab
-    on each side, so surfaces crossing slab boundaries stay covered.
+
+def _plane_values(points: NDArray[np.float64], normals: NDArray[np.float64], offsets: NDArray[np.float64]):
+    """``normals · p + offsets`` for every point and plane, elementwise: a BLAS product rounds differently
+    from machine to machine, and a fit that tips on the last bit would not reproduce the shipped file."""
+    return np.sum(points[:, None, :] * normals[None, :, :], axis=2) + offsets
+
+
+@dataclass(frozen=True, eq=False)
+class ConvexRegion:
+    """A mesh's convex hull as half-spaces ``normals · x + offsets <= 0`` (unit outward normals), plus
+    the points a sphere model of the mesh must cover: samples of the hull's surface and of the mesh's."""
+
+    normals: NDArray[np.float64]
+    offsets: NDArray[np.float64]
+    cover: NDArray[np.float64]
+    candidates: NDArray[np.float64]  # sphere centres to choose from, all inside or on the hull
+
+    @classmethod
+    def of_mesh(cls, vertices: NDArray[np.float64], triangles: NDArray[np.int64], *, seed: int = 0) -> ConvexRegion:
+        from scipy.spatial import ConvexHull
+
+        points = np.asarray(vertices, dtype=np.float64)
+        if points.ndim != 2 or points.shape[1] != 3 or len(points) < 4:
+            raise MotionConfigError(f"need an N×3 vertex array with N >= 4, got shape {points.shape}")
+        hull = ConvexHull(points)
+        normals, offsets = hull.equations[:, :3], hull.equations[:, 3]
+        cover = np.vstack(
+            [
+                surface_samples(points, hull.simplices, 800, seed=seed),
+                surface_samples(points, np.asarray(triangles), 400, seed=seed + 1),
+                points[hull.vertices],
+            ]
+        )
+        low, high = points.min(axis=0), points.max(axis=0)
+        step = max(float(np.prod(np.maximum(high - low, 1e-3)) / 600.0) ** (1.0 / 3.0), 1e-3)
+        axes = [np.arange(lo + step / 2, hi, step) for lo, hi in zip(low, high, strict=True)]
+        grid = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
+        inside = grid[np.max(_plane_values(grid, normals, offsets), axis=1) < 0.0]
+        return cls(normals, offsets, cover, np.vstack([inside, cover[::3]]))
+
+    @cached_property
+    def candidate_depth(self) -> NDArray[np.float64]:
+        return self.depth(self.candidates)
+
+    @cached_property
+    def candidate_distance(self) -> NDArray[np.float64]:
+        """Distances between every candidate centre and every cover point (elementwise, see _plane_values)."""
+        return np.sqrt(np.sum((self.candidates[:, None, :] - self.cover[None, :, :]) ** 2, axis=2))
+
+    def depth(self, points: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Distance from each point inside the hull to the hull's boundary (0 on or outside it).
+
+        Inside a convex polytope the nearest boundary point lies on the nearest face plane.
+        """
+        return np.maximum(-np.max(_plane_values(points, self.normals, self.offsets), axis=1), 0.0)
+
+
+def fit_convex_spheres(region: ConvexRegion, overhang_m: float, max_spheres: int | None = None) -> list[Sphere]:
+    """Spheres covering ``region.cover``, each centred inside the hull at depth ``d`` with radius ``d + overhang``.
+
+    No point of such a sphere is farther than ``overhang_m`` from the hull (the segment from the centre
+    to the point leaves the hull after at least ``d``), and the sphere of radius ``d`` about the same
+    centre lies inside the hull. This is cuRobo's own construction made exact for a convex mesh
+    (NVlabs/curobo v0.7.8 ``geom/sphere_fit.py`` ``voxel_fit_mesh``: spheres at voxel centres inside the
+    mesh plus surface spheres whose radius inflates the mesh). Centres are chosen greedily, each
+    covering the most points not yet covered.
     """
-    points = np.asarray(vertices, dtype=np.float64)
-    if points.ndim != 2 or points.shape[1] != 3 or len(points) == 0:
-        raise MotionConfigError(f"need an N×3 vertex array with N > 0, got shape {points.shape}")
-    centroid = points.mean(axis=0)
-    _, _singular, axes = np.linalg.svd(points - centroid, full_matrices=False)
-    along = (points - centroid) @ axes[0]
-    across = np.linalg.norm((points - centroid) - np.outer(along, axes[0]), axis=1)
-    length = float(along.max() - along.min())
-    thickness = max(2.0 * float(np.percentile(across, 90)), 1e-3)
-    count = int(np.clip(np.ceil(2.0 * length / thickness), 1, max_spheres))
-    edges = np.linspace(along.min(), along.max(), count + 1)
-    slab = (edges[1] - edges[0]) if count > 1 else length
-    spheres = []
-    for k in range(count):
-        low, high = edges[k] - overlap * slab, edges[k + 1] + overlap * slab
-        members = points[(along >= low) & (along <= high)]
-        if len(members) == 0:
+    if overhang_m <= _COVER_SLACK_M:
+        raise MotionConfigError(f"overhang must exceed {_COVER_SLACK_M} m, got {overhang_m}")
+    centers, depth = region.candidates, region.candidate_depth
+    reach = depth + overhang_m - _COVER_SLACK_M
+    covers = (region.candidate_distance <= reach[:, None]).astype(np.float32)
+    uncovered = np.ones(len(region.cover), dtype=np.float32)
+    chosen: list[tuple[NDArray[np.float64], float]] = []
+    while uncovered.any() and (max_spheres is None or len(chosen) <= max_spheres):
+        counts = covers @ uncovered
+        best = int(np.argmax(counts))
+        if counts[best] > 0.0:
+            chosen.append((centers[best], float(depth[best])))
+            uncovered[covers[best] > 0.0] = 0.0
             continue
-        center = 0.5 * (members.min(axis=0) + members.max(axis=0))
-        radius = float(np.max(np.linalg.norm(members - center, axis=1)))
-        spheres.append(Sphere(tuple(float(c) for c in center), radius))
-    return spheres
+        # No candidate reaches what is left: a sphere about a left point itself covers it.
+        point = region.cover[int(np.argmax(uncovered))]
+        point_depth = float(region.depth(point[None])[0])
+        chosen.append((point, point_depth))
+        reach_left = point_depth + overhang_m - _COVER_SLACK_M
+        uncovered[np.linalg.norm(region.cover - point, axis=1) <= reach_left] = 0.0
+    return [Sphere(tuple(float(c) for c in center), d + overhang_m) for center, d in chosen]
+
+
+def fit_link_spheres(
+    regions: list[ConvexRegion], *, max_spheres: int = 20, overhangs_m: tuple[float, ...] = OVERHANGS_M
+) -> tuple[float, list[Sphere]]:
+    """The overhang of ``overhangs_m`` at which each of a link's meshes needs at most ``max_spheres``
+    spheres, bisected (the count falls as the overhang grows; the largest if none fits), and the spheres."""
+    if not overhangs_m:
+        raise MotionConfigError("overhangs_m must not be empty")
+
+    def fit(overhang: float, limit: int | None) -> list[list[Sphere]] | None:
+        groups = []
+        for region in regions:
+            groups.append(fit_convex_spheres(region, overhang, limit))
+            if limit is not None and len(groups[-1]) > limit:
+                return None
+        return groups
+
+    # The sphere count falls as the overhang grows: bisect for the smallest overhang that fits.
+    low, high = 0, len(overhangs_m) - 1
+    best = fit(overhangs_m[high], None)
+    while low < high:
+        middle = (low + high) // 2
+        groups = fit(overhangs_m[middle], max_spheres)
+        if groups is None:
+            low = middle + 1
+        else:
+            high, best = middle, groups
+    return overhangs_m[high], [sphere for group in best for sphere in group]
 
 
 def surface_samples(vertices: NDArray[np.float64], triangles: NDArray[np.int64], count: int, seed: int = 0):
@@ -123,23 +219,32 @@ def link_placements(robot) -> dict[str, tuple[int, NDArray[np.float64]]]:
 class RobotSpheres:
     """Sphere model of a whole robot: per-link spheres (link frames) placed with pinocchio kinematics."""
 
-    def __init__(self, robot, spheres: dict[str, list[Sphere]]) -> None:
+    def __init__(self, robot, spheres: dict[str, list[Sphere]], overhangs: dict[str, float] | None = None) -> None:
         self.robot = robot
         self.spheres = spheres
+        # Per link: no sphere reaches farther than this outside the link's convex hull, and each sphere
+        # shrunk by it lies inside the hull (None where unknown).
+        self.overhangs = dict(overhangs or {})
         self._placements = link_placements(robot)
 
     @classmethod
     def fit(cls, robot, **kwargs) -> RobotSpheres:
-        """Fit spheres to every collision mesh of ``robot`` (a RobotModel), in each link's own frame."""
+        """Fit spheres to every collision mesh of ``robot`` (a RobotModel), in each link's own frame.
+
+        robopin checks collisions with each mesh's convex hull (RobotModel), so the spheres are fitted
+        to the hull; ``kwargs`` go to :func:`fit_link_spheres`.
+        """
         placements = link_placements(robot)
-        per_link: dict[str, list[Sphere]] = {}
+        regions: dict[str, list[ConvexRegion]] = {}
         for name, (vertices, triangles) in robot.link_meshes().items():
             link = name.rsplit("_", 1)[0]
             T_link_joint = np.linalg.inv(placements[link][1])
-            points = np.vstack([vertices, surface_samples(vertices, triangles, 4000)])
-            local = points @ T_link_joint[:3, :3].T + T_link_joint[:3, 3]
-            per_link.setdefault(link, []).extend(fit_link_spheres(local, **kwargs))
-        return cls(robot, per_link)
+            local = vertices @ T_link_joint[:3, :3].T + T_link_joint[:3, 3]
+            regions.setdefault(link, []).append(ConvexRegion.of_mesh(local, triangles))
+        per_link, overhangs = {}, {}
+        for link, link_regions in regions.items():
+            overhangs[link], per_link[link] = fit_link_spheres(link_regions, **kwargs)
+        return cls(robot, per_link, overhangs)
 
     def link_frames(self, q: NDArray[np.float64]) -> dict[str, NDArray[np.float64]]:
         """``T_base_link`` of every link with spheres at ``q`` (pinocchio)."""
@@ -170,6 +275,13 @@ class RobotSpheres:
         for c, r in zip(centers, radii, strict=True):
             inside |= np.sum((points - c) ** 2, axis=1) <= (r + padding_m) ** 2
         return inside
+        reach = (radii + padding_m) ** 2
+        # In chunks of points: one (chunk x spheres) distance table at a time bounds the memory.
+        for start in range(0, len(points), 4096):
+            chunk = points[start : start + 4096]
+            d2 = np.sum((chunk[:, None, :] - centers[None, :, :]) ** 2, axis=2)
+            inside[start : start + 4096] = np.any(d2 <= reach[None, :], axis=1)
+        return inside
 
     def overlapping_links(self, q: NDArray[np.float64], margin_m: float = 0.0) -> set[frozenset[str]]:
         """Pairs of links whose spheres (grown by ``margin_m`` each) overlap at ``q``."""
@@ -196,6 +308,20 @@ class RobotSpheres:
         }
 
     @classmethod
+    def shipped_or_fit(cls, robot) -> RobotSpheres:
+        """The spheres of the robot's shipped cuRobo config when it has one that covers every link with a
+        mesh (a fit costs seconds of CPU at every planner start; the shipped file is that fit, held equal
+        by the tests), else a fresh fit."""
+        name = robot.spec.name
+        if name in ROBOT_FILES:
+            mapping = load_robot_config(name)["robot_cfg"]["kinematics"]["collision_spheres"]
+            shipped = cls.from_curobo_spheres(robot, mapping)
+            meshed = {mesh.rsplit("_", 1)[0] for mesh in robot.link_meshes()}
+            if meshed <= set(shipped.spheres):
+                return shipped
+        return cls.fit(robot)
+
+    @classmethod
     def from_curobo_spheres(cls, robot, mapping: dict[str, list[dict[str, object]]]) -> RobotSpheres:
         """Read back a ``collision_spheres`` mapping."""
         return cls(
@@ -208,29 +334,29 @@ class RobotSpheres:
         )
 
 
-# Pairs whose spheres overlap in any of this many random configurations the mesh checker calls free are
-# left to robopin's exact mesh check (every cuRobo trajectory passes it before it leaves the planner):
-# otherwise cuRobo reports INVALID_START_STATE_SELF_COLLISION for poses that are fine. The margin keeps
-# pairs that only nearly touch in the samples out of cuRobo's check too.
-IGNORE_SAMPLES = 4000
-IGNORE_MARGIN_M = 0.01
+# cuRobo rounds nothing; the config does (4 decimals), which can move a sphere's surface out by up to
+# 0.05 mm (radius) + 0.09 mm (centre): the self-collision shrink takes that much more.
+_ROUNDING_M = 0.0002
 
 
-def sphere_ignore_pairs(robot, spheres: RobotSpheres, *, samples: int = IGNORE_SAMPLES, seed: int = 1):
-    """Link pairs whose spheres overlap in some mesh-collision-free configuration (or at home)."""
-    rng = np.random.default_rng(seed)
-    pairs = set(spheres.overlapping_links(robot.home, IGNORE_MARGIN_M))
-    found = 0
-    while found < samples:
-        q = rng.uniform(robot.lower, robot.upper)
-        if robot.in_collision(q, margin_m=0.0):
-            continue
-        found += 1
-        pairs |= spheres.overlapping_links(q, IGNORE_MARGIN_M)
-    return pairs
+def self_collision_buffers(spheres: RobotSpheres) -> dict[str, float]:
+    """cuRobo ``self_collision_buffer`` per link: minus the link's overhang, so that for self-collision
+    every sphere is the one of radius ``depth`` inside the link's convex hull.
+
+    cuRobo v0.7.8 adds the buffer to each sphere's radius in the self-collision kernel only
+    (``cuda_robot_generator.py``: ``self_collision_offset``; it subtracts ``collision_sphere_buffer``
+    there the same way). Two links' shrunk spheres can then overlap only where their hulls overlap, i.e.
+    where robopin's mesh check sees a collision too: no false self-collision report on any pair, so
+    only pairs that check cannot tell apart (adjacent, always touching, within the locked hand) are
+    ignored. The full spheres, at most the overhang outside the hull, are what the world sees.
+    """
+    missing = sorted(link for link in spheres.spheres if spheres.overhangs.get(link) is None)
+    if missing:
+        raise MotionConfigError(f"no fitted overhang known for links {missing}; fit the spheres (RobotSpheres.fit)")
+    return {link: -round(spheres.overhangs[link] + _ROUNDING_M, 4) for link in spheres.spheres}
 
 
-def curobo_robot_config(robot, spheres: RobotSpheres, *, ignore_pairs=None) -> dict[str, object]:
+def curobo_robot_config(robot, spheres: RobotSpheres) -> dict[str, object]:
     """A cuRobo v1 ``robot_cfg`` for ``robot`` (RobotModel) with the given sphere model.
 
     Paths are relative to pybullet_data and resolved at load time
@@ -248,10 +374,11 @@ def curobo_robot_config(robot, spheres: RobotSpheres, *, ignore_pairs=None) -> d
         raise MotionConfigError(f"robot {spec.name!r}: URDF has {len(roots)} root links {roots}")
     lock = {name: float(v) for name, v in spec.locked_joints.items() if joints[name].mimic_of is None}
     collision_links = [*sorted(spheres.spheres), ATTACHED_OBJECT_LINK]
-    pairs = set(ignore_pairs if ignore_pairs is not None else sphere_ignore_pairs(robot, spheres))
-    pairs |= {frozenset(p) for p in robot.ignored_self_collision_links()}
+    # The pairs robopin's own mesh check leaves out, and nothing else (see self_collision_buffers).
+    pairs = {frozenset(p) for p in robot.ignored_self_collision_links()}
     # A held object touches the hand that holds it.
     pairs |= {frozenset((link, ATTACHED_OBJECT_LINK)) for link in robot.hand_links() if link in spheres.spheres}
+    buffers = self_collision_buffers(spheres)
     order = {link: k for k, link in enumerate(collision_links)}
     ignore: dict[str, list[str]] = {}
     for pair in sorted(pairs, key=lambda p: sorted(order[x] for x in p)):
@@ -271,7 +398,7 @@ def curobo_robot_config(robot, spheres: RobotSpheres, *, ignore_pairs=None) -> d
                 "collision_spheres": spheres.to_curobo_spheres(),
                 "collision_sphere_buffer": 0.004,
                 "self_collision_ignore": {k: ignore[k] for k in sorted(ignore, key=order.__getitem__)},
-                "self_collision_buffer": dict.fromkeys(collision_links, 0.0),
+                "self_collision_buffer": {link: buffers.get(link, 0.0) for link in collision_links},
                 "mesh_link_names": sorted(spheres.spheres),
                 # cuRobo fills the attached_object link with spheres when an object is attached.
                 "extra_collision_spheres": {ATTACHED_OBJECT_LINK: 4},

@@ -1,0 +1,163 @@
+"""What an instruction asks for in a simulated scene: the objects and places it names, from ground truth.
+
+The oracle reads the instruction it is sent as a careful model would: it finds the object to pick and
+the place to put it among the scene's objects (by the words of the object catalogue and the colours),
+and refuses by name an instruction it cannot ground (nothing in the scene fits, or several things do
+and the instruction does not say which). The scenario's own instruction, and its own referring
+phrases ("the duck in front of two toys", "the middle plate among plates"), ground to the scenario's
+goals: relations between objects are read only there, from the layout that made them true.
+
+Forms read: ``<verb> [the] <object> and place|put it <on|in|into|to> [the] <place>`` and
+``<verb> [the] <object> <on|onto|in|into|to> [the] <place>``; a plural or generic head ("yellow
+objects", "all the red cubes") names every graspable object that fits.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from robopin.sim.assets import CATALOG, COLORS_RGBA
+from robopin.sim.scenarios import Scene, on_plate
+
+NATURAL_COLORS = {"duck": "yellow"}
+"""Colours of kinds drawn with their own texture (no colour set): pybullet_data's duck_vhacd is yellow."""
+GENERIC_NOUNS = ("object", "thing", "item")
+"""Head nouns that name no kind: with a colour they select every graspable object of that colour."""
+
+_VERB = re.compile(r"^(?:please\s+)?(?:pick\s+up|pick|grab|take|get|put|place|move|bring|carry|collect)\s+")
+_AND_PLACE = re.compile(r"\s+and\s+(?:then\s+)?(?:place|put|drop|move|set|leave)\s+(?:(?:it|them)\s+)?")
+_PREPOSITION = re.compile(r"^(?:on\s+top\s+of|onto|on|into|inside|in|to|at)\s+")
+_LAST_PREPOSITION = re.compile(r"\s(?:onto|on|into|inside|in|to)\s(?!.*\s(?:onto|on|into|inside|in|to)\s)")
+_ARTICLE = re.compile(r"^(?:the|a|an|all\s+the|all|every|each)\s+")
+_QUANTIFIER = re.compile(r"^(?:all|every|each)\b")
+_OFF_PLATE = re.compile(r"\b(?:outside (?:of )?(?:the |any )?plates?|not on (?:a|any) plate)\b")
+
+
+class GroundingError(ValueError):
+    """The instruction names nothing the scene has, or names it ambiguously (the message says which)."""
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """The goals an instruction asks for: (object, target) pairs in order; ``own``: the scenario's task."""
+
+    instruction: str
+    goals: tuple[tuple[str, str], ...]
+    own: bool = False
+
+
+def _normalise(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9 ]+", " ", text.lower()).split())
+
+
+def split_instruction(instruction: str) -> tuple[str, str] | None:
+    """(object phrase, place phrase) of a pick-and-place instruction, normalised, or None."""
+    text = _normalise(instruction)
+    text = _VERB.sub("", text)
+    parts = _AND_PLACE.split(text, maxsplit=1)
+    if len(parts) == 2:
+        obj, place = parts
+        place = _PREPOSITION.sub("", place)
+    else:
+        match = _LAST_PREPOSITION.search(text)
+        if match is None:
+            return None
+        obj, place = text[: match.start()], text[match.end() :]
+    obj, place = obj.strip(), place.strip()
+    return (obj, place) if obj and place else None
+
+
+def _head(phrase: str, objects: list) -> tuple[list, bool]:
+    """Objects whose catalogue word is the phrase's first noun (colours before it filter), and whether
+    the head is plural or quantified (then all of them are meant)."""
+    quantified = bool(_QUANTIFIER.match(phrase))
+    phrase = _ARTICLE.sub("", phrase)
+    tokens = phrase.split()
+    best: tuple[int, int] | None = None  # (token index, words in the noun)
+    hits: dict[tuple[int, int], list] = {}
+    for obj in objects:
+        nouns = [tuple(w.split()) for w in CATALOG[obj.kind].words] + [(g,) for g in GENERIC_NOUNS]
+        for index in range(len(tokens)):
+            for noun in nouns:
+                window = tokens[index : index + len(noun)]
+                if len(window) != len(noun) or window[:-1] != list(noun[:-1]):
+                    continue
+                last = window[-1]
+                if last not in (noun[-1], noun[-1] + "s", noun[-1] + "es"):
+                    continue
+                generic = noun[-1] in GENERIC_NOUNS
+                key = (index, len(noun))
+                hits.setdefault(key, [])
+                if obj not in hits[key] and (not generic or obj.graspable):
+                    hits[key].append(obj)
+                if best is None or (index, -len(noun)) < (best[0], -best[1]):
+                    best = key
+    if best is None:
+        return [], quantified
+    head = tokens[best[0] + best[1] - 1]
+    quantified = quantified or (head.endswith("s") and head not in {w for o in hits[best] for w in _singulars(o)})
+    colors = {t for t in tokens[: best[0]] if t in COLORS_RGBA}
+    chosen = [o for o in hits[best] if not colors or (o.color or NATURAL_COLORS.get(o.kind)) in colors]
+    return chosen, quantified
+
+
+def _singulars(obj) -> set[str]:
+    return {w.split()[-1] for w in CATALOG[obj.kind].words} | set(GENERIC_NOUNS)
+
+
+def _describe_all(objects: list) -> str:
+    words = sorted({f"{o.color + ' ' if o.color else ''}{CATALOG[o.kind].words[0]}" for o in objects})
+    return ", ".join(words) if words else "nothing"
+
+
+def ground_instruction(scene: Scene, instruction: str) -> Grounding:
+    """The goals ``instruction`` asks for in ``scene`` (ground truth), or :class:`GroundingError`."""
+    task = scene.task
+    goals = tuple((g.object, g.target) for g in task.goals)
+    if _normalise(instruction) == _normalise(task.instruction):
+        return Grounding(instruction, goals, own=True)
+    parts = split_instruction(instruction)
+    if parts is None:
+        raise GroundingError(
+            f"cannot tell what to pick and where to put it in {instruction!r}: the simulator's oracle reads "
+            "'pick up the <object> and place it on the <place>' or 'put the <object> in the <place>'"
+        )
+    obj_phrase, place_phrase = parts
+    own = split_instruction(task.instruction)
+    objects = list(scene.world.objects.values())
+    graspable = [o for o in objects if o.graspable]
+    supports = [o for o in objects if not o.graspable]
+    if own is not None and _ARTICLE.sub("", obj_phrase) == _ARTICLE.sub("", own[0]):
+        picks = list(dict.fromkeys(g[0] for g in goals))
+    else:
+        found, every = _head(obj_phrase, graspable)
+        if found and _OFF_PLATE.search(obj_phrase):
+            plates = [o.name for o in supports]
+            found = [o for o in found if not any(on_plate(scene.world, o.name, plate)[0] for plate in plates)]
+        if not found:
+            raise GroundingError(
+                f"the instruction asks to pick {obj_phrase!r}, but no object in the scene is that "
+                f"(the scene has: {_describe_all(graspable)})"
+            )
+        if len(found) > 1 and not every:
+            raise GroundingError(
+                f"{obj_phrase!r} fits {len(found)} objects in the scene ({_describe_all(found)}); the instruction "
+                "does not say which one"
+            )
+        picks = [o.name for o in found]
+    if own is not None and _ARTICLE.sub("", place_phrase) == _ARTICLE.sub("", own[1]):
+        targets = list(dict.fromkeys(g[1] for g in goals))
+    else:
+        found, _every = _head(place_phrase, supports)
+        if not found:
+            raise GroundingError(
+                f"the instruction asks to place on {place_phrase!r}, but nothing in the scene is that "
+                f"(the places are: {_describe_all(supports)})"
+            )
+        targets = [o.name for o in found]
+    if len(targets) != 1:
+        raise GroundingError(
+            f"{place_phrase!r} fits {len(targets)} places in the scene; the instruction does not say which one"
+        )
+    return Grounding(instruction, tuple((pick, targets[0]) for pick in picks), own=False)
