@@ -10,6 +10,7 @@ import pytest
 from robopin.geometry import (
     CameraModel,
     CameraMount,
+    CrossViewConfig,
     DepthConfig,
     PointRequest,
     PoseBuffer,
@@ -201,3 +202,96 @@ def test_stale_frame_is_refused_when_an_age_limit_is_set(scene):
     assert t.reason is RefusalReason.STALE_FRAME
     [t] = make_projector(max_frame_age_s=0.5).project([request], scene, now_s=FRAME_STAMP + 0.2)
     assert t.valid
+
+
+def front_face_point(i: int, height_m: float = 0.02) -> np.ndarray:
+    """A point on the side face of box ``i`` facing the static camera (+x of the box frame)."""
+    (x, y), yaw, size = BOXES[i]
+    return np.array([x + size[0] / 2 * math.cos(yaw), y + size[0] / 2 * math.sin(yaw), height_m])
+
+
+def test_two_views_pinning_two_surfaces_of_one_object_agree(scene):
+    # The static camera sees the box's side, the wrist camera its top: 6 cm apart, one box.
+    side, top = front_face_point(0), top_centre(0)
+    assert np.linalg.norm(side - top) > 0.05
+    reqs = [PointRequest(*pixel_of(0, side), 0, "obj_01"), PointRequest(*pixel_of(1, top), 1, "obj_01")]
+    a, b = make_projector().project(reqs, scene)
+    assert a.valid and b.valid, (a.detail, b.detail)
+    assert a.views == b.views == ("static_cam", "wrist_cam")
+    assert "agree" in a.detail
+    # Each keeps its own surface point: the mean of a side and a top lies inside the box.
+    assert np.linalg.norm(a.point - side) < 2e-3
+    assert np.linalg.norm(b.point - top) < 2e-3
+    # A fixed distance rule refuses the same two right pins.
+    a, b = make_projector(cross_view=CrossViewConfig(rule="distance")).project(reqs, scene)
+    assert a.reason is b.reason is RefusalReason.VIEWS_DISAGREE
+
+
+def test_pins_on_two_objects_disagree_even_when_close(scene):
+    # Box 0's side and the tall box's side facing it are closer than box 0 is long, but two objects.
+    reqs = [
+        PointRequest(*pixel_of(0, top_centre(0)), 0, "obj_01"),
+        PointRequest(*pixel_of(1, top_centre(1)), 1, "obj_01"),
+    ]
+    a, b = make_projector().project(reqs, scene)
+    assert a.reason is b.reason is RefusalReason.VIEWS_DISAGREE
+    assert "not on one object" in a.detail
+
+
+def test_pins_on_the_support_agree_only_when_near(scene):
+    here = np.array([0.30, -0.20, 0.0])
+    near = [
+        PointRequest(*pixel_of(0, here), 0, "spc_01"),
+        PointRequest(*pixel_of(1, here + np.array([0.03, 0, 0])), 1, "spc_01"),
+    ]
+    a, b = make_projector().project(near, scene)
+    assert a.valid and b.valid and "support" in a.detail
+    far = [
+        PointRequest(*pixel_of(0, here), 0, "spc_01"),
+        PointRequest(*pixel_of(1, here + np.array([0.1, 0, 0])), 1, "spc_01"),
+    ]
+    a, b = make_projector().project(far, scene)
+    assert a.reason is b.reason is RefusalReason.VIEWS_DISAGREE
+
+
+def _edge_pixel_of_tall_box(depth: np.ndarray, view: int) -> tuple[float, float]:
+    """A pixel on the tall box's outline in ``view`` (the depth jumps beside it)."""
+    u0, v0 = pixel_of(view, top_centre(1))
+    row = depth[math.floor(v0)]
+    col = math.floor(u0)
+    while abs(row[col + 1] - row[col]) < 0.03:
+        col += 1
+    return col + 1.0, math.floor(v0) + 0.5
+
+
+def test_a_view_on_a_depth_edge_falls_back_to_the_other_views_pin_of_the_id(scene):
+    # The static pin of the tall box lies on its outline; the wrist camera pinned its top.
+    edge = PointRequest(*_edge_pixel_of_tall_box(scene[0].depth_m, 0), 0, "obj_02", "tall box")
+    top = PointRequest(*pixel_of(1, top_centre(1)), 1, "obj_02", "tall box")
+    projector = make_projector()
+    [alone] = projector.project([edge], scene)
+    assert alone.reason is RefusalReason.DEPTH_EDGE_AMBIGUOUS
+    target, support = projector.project([edge, top], scene)
+    assert target.valid, target.detail
+    assert target.source_view == "wrist_cam" and target.img_idx == 1
+    assert target.fallback_from == "static_cam: depth_edge_ambiguous"
+    assert "refused (depth_edge_ambiguous" in target.detail and "wrist_cam" in target.detail
+    assert np.linalg.norm(target.point - top_centre(1)) < 2e-3
+    assert support.valid and support.fallback_from == ""
+
+
+def test_no_fallback_without_a_trustworthy_view_or_for_a_wrong_point(scene):
+    edge = PointRequest(*_edge_pixel_of_tall_box(scene[0].depth_m, 0), 0, "obj_02")
+    holes = scene[1].depth_m.copy()
+    holes[:, :] = np.nan
+    frames = {0: scene[0], 1: ViewData(holes, WRIST_CAM, FRAME_STAMP)}
+    top = PointRequest(*pixel_of(1, top_centre(1)), 1, "obj_02")
+    target, other = make_projector().project([edge, top], frames)
+    assert target.reason is RefusalReason.DEPTH_EDGE_AMBIGUOUS
+    assert other.reason is RefusalReason.NO_DEPTH
+    # Outside the workspace is about the point, not the view: no other view stands in.
+    config = {"workspace": WorkspaceBox((0.2, -0.3, 0.02), (0.8, 0.3, 0.4))}
+    table = np.array([0.3, -0.2, 0.0])
+    reqs = [PointRequest(*pixel_of(0, table), 0, "spc_01"), PointRequest(*pixel_of(1, top_centre(0)), 1, "spc_01")]
+    target, _ = make_projector(**config).project(reqs, scene)
+    assert target.reason is RefusalReason.OUTSIDE_WORKSPACE and target.fallback_from == ""

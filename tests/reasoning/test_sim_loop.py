@@ -78,3 +78,82 @@ def test_the_oracle_carries_out_the_instruction_it_is_given_not_the_scenarios(sp
     result = loop.run(TaskRequest(f"pick up the duck in front of two toys and place it on the {other.color} plate"))
     assert result.success, result.message
     assert on_plate(spatial.world, goal.object, other.name)[0]
+
+
+class _EdgePinnedOracle:
+    """The oracle, with its wrist pin of the pick object moved onto that object's depth edge in the
+    wrist view (where a real model's pin lands often enough: on the outline). Everything else is the
+    oracle's text as written, so the static view still pins the same object."""
+
+    def __init__(self, scene, backend) -> None:
+        self.scene, self.backend = scene, backend
+        self.point_convention = backend.point_convention
+        self.moved: tuple[str, str] | None = None
+
+    def __getattr__(self, name):
+        return getattr(self.backend, name)
+
+    def generate(self, messages, **kwargs):
+        import dataclasses
+        import re
+
+        from robopin.geometry import RefusalReason, robust_depth
+        from robopin.vlm.base import Sample
+        from robopin.vlm.points import PointConvention
+
+        result = self.backend.generate(messages, **kwargs)
+        text = result.samples[0].text
+        answer = re.search(r'"point_2d": \[(\d+), (\d+)\], "label": "[^"]*", "id": "(obj_\d+)", "img_idx": 1', text)
+        assert answer is not None, "the oracle's pick is expected in the wrist view here"
+        x, y, anchor_id = int(answer[1]), int(answer[2]), answer[3]
+        assert f'id="{anchor_id}" img_idx="0"' in text, "the static view must pin the same object"
+        view = self.scene.world.render("wrist")
+        depth = view.depth_m.astype(np.float32)
+        depth[depth <= 0] = np.nan
+        height, width = depth.shape
+        norm = PointConvention("norm1000")
+        for step in range(1, 200):  # walk away from the pin until the point straddles the outline
+            for dx, dy in ((step, 0), (-step, 0), (0, step), (0, -step)):
+                u, v = norm.to_pixels([x + dx, y + dy], width, height)
+                if not (0 <= u < width and 0 <= v < height):
+                    continue
+                if robust_depth(depth, float(u), float(v)).reason is RefusalReason.DEPTH_EDGE_AMBIGUOUS:
+                    old, new = f"[{x}, {y}]", f"[{x + dx}, {y + dy}]"
+                    assert text.count(old) == 2  # the wrist anchor and the answer point
+                    self.moved = (old, new)
+                    edited = text.replace(old, new)
+                    return dataclasses.replace(result, samples=(Sample(edited),))
+        raise AssertionError("no depth edge near the wrist pin")
+
+
+@pytest.fixture
+def multi_view_xarm6():
+    from robopin.sim.scenarios import build_scene
+
+    scene = build_scene("multi_view", 0, world_name="reasoning-multi-view-xarm6", robot="xarm6")
+    yield scene
+    scene.close()
+
+
+def test_a_wrist_pin_on_a_depth_edge_falls_back_to_the_static_pin_of_the_same_object(multi_view_xarm6):
+    scene = multi_view_xarm6
+    goal = scene.task.goals[0].object
+    observer, projector = sim_stages(scene)
+    model = _EdgePinnedOracle(scene, oracle(scene))
+    # Without the other views' pins the projection has only the wrist pin, on the edge: the step ends.
+    alone = ReasoningLoop(
+        ReasoningConfig(cross_view_check=False), model, observer, projector, SimScriptedPickPlace(scene)
+    )
+    result = alone.run(TaskRequest(scene.spec.instruction, dry_run=True))
+    assert (result.success, result.reason) == (False, "depth_edge_ambiguous")
+    # Shipped default: the static view's pin of the same ID stands in, and the result says so.
+    arm = SimScriptedPickPlace(scene)
+    loop = ReasoningLoop(ReasoningConfig(), model, observer, projector, arm)
+    result = loop.run(TaskRequest(scene.spec.instruction, dry_run=True))
+    assert result.success, result.message
+    (step,) = result.steps
+    pick = step.targets[0]
+    assert pick.source_view == "static" and pick.fallback_from == "wrist: depth_edge_ambiguous"
+    assert any("wrist pin" in note and "depth_edge_ambiguous" in note for note in step.notes)
+    assert "depth_edge_ambiguous" in result.message
+    assert [name for name, _, _ in arm.calls] == [goal]  # the static pin is on the right duck

@@ -5,6 +5,14 @@ Poses are 4x4 float64 matrices ``T_a_b`` (maps frame ``b`` into frame ``a``); qu
 """
 
 from robopin.geometry.camera_model import DISTORTION_MODELS, CameraModel, CameraModelError, pixel_rays
+from robopin.geometry.crossview import (
+    CROSS_VIEW_RULES,
+    CrossViewConfig,
+    CrossViewError,
+    CrossViewVerdict,
+    ViewDepth,
+    same_object,
+)
 from robopin.geometry.depth import (
     DepthConfig,
     DepthError,
@@ -30,6 +38,7 @@ from robopin.geometry.projection import (
     Target,
     ViewConfig,
     ViewData,
+    fall_back_to_other_views,
     fuse_targets,
 )
 from robopin.geometry.reasons import RefusalReason
@@ -54,12 +63,16 @@ from robopin.geometry.transforms import (
 from robopin.geometry.workspace import WorkspaceBox, WorkspaceError
 
 __all__ = [
+    "CROSS_VIEW_RULES",
     "DISTORTION_MODELS",
     "FUSION_POLICIES",
     "CalibrationError",
     "CameraModel",
     "CameraModelError",
     "CameraMount",
+    "CrossViewConfig",
+    "CrossViewError",
+    "CrossViewVerdict",
     "DepthConfig",
     "DepthError",
     "DepthSample",
@@ -77,6 +90,7 @@ __all__ = [
     "TransformError",
     "ViewConfig",
     "ViewData",
+    "ViewDepth",
     "WorkspaceBox",
     "WorkspaceError",
     "align_depth_to_color",
@@ -85,6 +99,7 @@ __all__ = [
     "depth_to_point_cloud",
     "estimate_normal",
     "estimate_object_extent",
+    "fall_back_to_other_views",
     "fuse_targets",
     "interpolate_transforms",
     "invert",
@@ -97,6 +112,7 @@ __all__ = [
     "robust_depth",
     "rotation_angle",
     "rpy_to_matrix",
+    "same_object",
     "transform_from_xyz_quaternion",
     "transform_from_xyz_rpy",
     "transform_points",

@@ -4,14 +4,17 @@
 mounted) and the arm-pose buffer for wrist views; given the latest synced depth of each view it turns
 each requested point into a :class:`Target` — a point, a surface normal and the depth evidence in
 the base frame — or into a refused target carrying a :class:`RefusalReason`. Points sharing an anchor
-ID across views are fused when they agree and flagged ``views_disagree`` otherwise.
+ID across views are checked against each other: fused when they are one surface point, kept when
+they lie on one object (:mod:`robopin.geometry.crossview`), flagged ``views_disagree`` otherwise. A
+point a view cannot be trusted with (a hole, a depth edge) is replaced by another view's point of the
+same ID when one is valid (:func:`fall_back_to_other_views`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -19,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from robopin.geometry.camera_model import CameraModel
+from robopin.geometry.crossview import CrossViewConfig, CrossViewVerdict, ViewDepth, same_object
 from robopin.geometry.depth import DepthConfig, robust_depth
 from robopin.geometry.extrinsics import CameraMount, PoseBuffer, StalePoseError
 from robopin.geometry.reasons import RefusalReason
@@ -35,6 +39,7 @@ __all__ = [
     "Target",
     "ViewConfig",
     "ViewData",
+    "fall_back_to_other_views",
     "fuse_targets",
 ]
 
@@ -44,6 +49,22 @@ FusionPolicy = Literal["refuse", "prefer_view", "nearest_view"]
 FUSION_POLICIES: tuple[str, ...] = ("refuse", "prefer_view", "nearest_view")
 
 _NAN3 = np.full(3, np.nan)
+
+VIEW_SPECIFIC_REASONS = frozenset(
+    {
+        RefusalReason.NO_DEPTH,
+        RefusalReason.OUT_OF_RANGE,
+        RefusalReason.DEPTH_EDGE_AMBIGUOUS,
+        RefusalReason.OUT_OF_IMAGE,
+        RefusalReason.STALE_FRAME,
+        RefusalReason.STALE_POSE,
+        RefusalReason.UNKNOWN_VIEW,
+        RefusalReason.NO_CALIBRATION,
+    }
+)
+"""Refusals that say the *view* cannot be trusted with the point, not that the point is wrong: another
+view's point of the same anchor ID may stand in. ``outside_workspace`` and ``views_disagree`` are about
+the point itself and never fall back."""
 
 
 def _nan3() -> NDArray[np.float64]:
@@ -102,7 +123,9 @@ class Target:
 
     ``point`` / ``normal`` are in ``frame`` (NaN where they could not be computed); ``point_camera``
     is the same point in the source camera's optical frame. ``views`` lists the views whose
-    estimates were fused into ``point`` (just ``source_view`` when nothing was fused).
+    estimates were fused into ``point`` or that confirmed it lies on the same object (just
+    ``source_view`` when no other view saw it). ``fallback_from`` names the view whose own point of
+    this anchor was refused (and why), when this target is another view's point standing in for it.
     """
 
     id: str
@@ -123,6 +146,7 @@ class Target:
     reason: RefusalReason | None = None
     detail: str = ""
     views: tuple[str, ...] = ()
+    fallback_from: str = ""
 
 
 @dataclass(frozen=True)
@@ -134,7 +158,10 @@ class ProjectionConfig:
         normal_window_px: window (pixels) of the plane fit for the surface normal.
         workspace: targets outside it are refused (``outside_workspace``); None disables the check.
         pose_tolerance_s: a wrist view needs an arm pose within this time of the frame.
-        fusion_tolerance_m: estimates of one anchor ID from several views agree within this distance.
+        fusion_tolerance_m: estimates of one anchor ID from several views closer than this are one
+            surface point and are averaged.
+        cross_view: the rule for estimates further apart (``object_extent``: they agree when they lie
+            on one object; ``distance``: they disagree).
         fusion_policy: what to do when they disagree — ``refuse`` all of them, keep the one from the
             first view in ``view_priority`` (``prefer_view``), or the one seen from closest
             (``nearest_view``, the smaller depth, usually the wrist camera); the others are refused.
@@ -150,6 +177,7 @@ class ProjectionConfig:
     workspace: WorkspaceBox | None = None
     pose_tolerance_s: float = 0.05
     fusion_tolerance_m: float = 0.02
+    cross_view: CrossViewConfig = field(default_factory=CrossViewConfig)
     fusion_policy: str = "refuse"
     view_priority: tuple[str, ...] = ()
     plane_agreement_m: float = 0.005
@@ -265,10 +293,7 @@ class Projector:
         if view.mount is None:
             return replace(base, reason=RefusalReason.NO_CALIBRATION, detail=f"view {view.name!r} has no extrinsics")
         try:
-            T_base_ee = None
-            if view.mount.kind == "wrist":
-                T_base_ee = self.pose_buffer.lookup(data.stamp_s, cfg.pose_tolerance_s)
-            T_base_cam = view.mount.T_base_cam(T_base_ee, validate=False)
+            T_base_cam = self._T_base_cam(view, data)
         except StalePoseError as exc:
             return replace(base, reason=RefusalReason.STALE_POSE, detail=str(exc))
         point = transform_points(T_base_cam, p_cam)
@@ -282,22 +307,49 @@ class Projector:
             )
         return replace(target, valid=True)
 
+    def _T_base_cam(self, view: ViewConfig, data: ViewData) -> NDArray[np.float64]:
+        """The view's camera pose in the base frame at the frame's time (raises ``StalePoseError``)."""
+        assert view.mount is not None
+        T_base_ee = None
+        if view.mount.kind == "wrist":
+            T_base_ee = self.pose_buffer.lookup(data.stamp_s, self.config.pose_tolerance_s)
+        return view.mount.T_base_cam(T_base_ee, validate=False)
+
     def project(
         self, requests: Sequence[PointRequest], frames: Mapping[int, ViewData], now_s: float | None = None
     ) -> list[Target]:
-        """Project every point, then fuse points that share an anchor ID across views (same order)."""
+        """Project every point, check points sharing an anchor ID across views, and let a view that
+        cannot be trusted with its point fall back to another view's point of that ID (same order)."""
         targets = [self.project_point(r, frames, now_s) for r in requests]
-        return fuse_targets(targets, self.config)
+        agree = None
+        if self.config.cross_view.rule == "object_extent":
+            agree = lambda members: self._same_object(members, frames)  # noqa: E731
+        return fall_back_to_other_views(fuse_targets(targets, self.config, agree))
+
+    def _same_object(self, members: Sequence[Target], frames: Mapping[int, ViewData]) -> CrossViewVerdict:
+        """The object-extent verdict on valid targets of one ID from different views."""
+        depths = []
+        for target in members:
+            view, data = self._views[target.img_idx], frames[target.img_idx]
+            depths.append(ViewDepth(data.depth_m, data.camera, self._T_base_cam(view, data)))
+        return same_object([t.point for t in members], [(t.u, t.v) for t in members], depths, self.config.cross_view)
 
     def _describe_views(self) -> str:
         return ", ".join(f"{i}={v.name}" for i, v in sorted(self._views.items())) or "none"
 
 
-def fuse_targets(targets: Sequence[Target], config: ProjectionConfig) -> list[Target]:
-    """Fuse valid targets sharing a non-empty ID from different views; apply the policy on disagreement.
+def fuse_targets(
+    targets: Sequence[Target],
+    config: ProjectionConfig,
+    agree: Callable[[Sequence[Target]], CrossViewVerdict] | None = None,
+) -> list[Target]:
+    """Check valid targets sharing a non-empty ID from different views; apply the policy on disagreement.
 
-    Agreement: every pair of estimates within ``fusion_tolerance_m``. Then each of them gets the
-    weighted mean (weights 1 / (spread² + (1 mm)²)) and the mean normal, and lists every view used.
+    Every pair within ``fusion_tolerance_m``: one surface point; each gets the weighted mean (weights
+    1 / (spread² + (1 mm)²)) and the mean normal, and lists every view used. Further apart, ``agree``
+    (the object-extent rule) may still find them on one object: each keeps its own point (two
+    surfaces of one object averaged would be a point inside it) and lists the views that saw it.
+    Otherwise they disagree.
     """
     out = list(targets)
     groups: dict[str, list[int]] = {}
@@ -326,7 +378,15 @@ def fuse_targets(targets: Sequence[Target], config: ProjectionConfig) -> list[Ta
                 out[i] = replace(targets[i], point=fused.copy(), normal=normal.copy(), views=views)
             continue
         seen_in = [targets[i].source_view for i in members]
+        verdict = agree([targets[i] for i in members]) if agree is not None else None
+        if verdict is not None and verdict.same:
+            views = tuple(dict.fromkeys(seen_in))
+            for i in members:
+                out[i] = replace(targets[i], views=views, detail=f"views {list(views)} agree: {verdict.detail}")
+            continue
         detail = f"anchor {anchor_id!r}: views {seen_in} disagree by {worst:.3f} m"
+        if verdict is not None:
+            detail += f" and not on one object ({verdict.detail})"
         keep: int | None = None
         if config.fusion_policy == "prefer_view":
             rank = {name: k for k, name in enumerate(config.view_priority)}
@@ -337,4 +397,31 @@ def fuse_targets(targets: Sequence[Target], config: ProjectionConfig) -> list[Ta
         for i in members:
             if i != keep:
                 out[i] = replace(targets[i], valid=False, reason=RefusalReason.VIEWS_DISAGREE, detail=detail)
+    return out
+
+
+def fall_back_to_other_views(targets: Sequence[Target]) -> list[Target]:
+    """Replace each target refused for a view-specific reason by a valid target of the same anchor ID
+    from another view (the first such in order), saying so in ``fallback_from`` and ``detail``.
+
+    A target with no other valid view of its ID keeps its own refusal: only when no view gives a
+    trustworthy 3D point is the anchor refused.
+    """
+    out = list(targets)
+    for i, target in enumerate(targets):
+        if target.valid or not target.id or target.reason not in VIEW_SPECIFIC_REASONS:
+            continue
+        stand_in = next((t for t in targets if t.valid and t.id == target.id and t.img_idx != target.img_idx), None)
+        if stand_in is None:
+            continue
+        refused = target.source_view or f"img_idx {target.img_idx}"
+        out[i] = replace(
+            stand_in,
+            name=target.name or stand_in.name,
+            fallback_from=f"{refused}: {target.reason}",
+            detail=f"{refused} pin of {target.id!r} refused ({target.reason}"
+            + (f": {target.detail}" if target.detail else "")
+            + f"); using view {stand_in.source_view!r}'s pin of the same ID",
+        )
+        logger.info("anchor %r: %s", target.id, out[i].detail)
     return out

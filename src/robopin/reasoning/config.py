@@ -88,9 +88,8 @@ class ReasoningConfig:
         workspace: targets outside this box are refused (``outside_workspace``) before any motion,
             in addition to the projection's own check. None: rely on the projection's check.
         cross_view_check: also project the other views' anchors of the pick and place IDs, so the
-            projection fuses them or refuses the target (``views_disagree``) when the views disagree.
-            Two views rarely pin the same surface point of an object (the oracle's do not either),
-            so enable it only with a projection ``fusion_tolerance_m`` about the size of the objects.
+            projection checks that they lie on one object (refusing ``views_disagree`` when they do
+            not) and can fall back to another view's anchor when one view's depth cannot be trusted.
         history_limit: how many earlier steps the step prompt shows.
         label_views: prefix each image with ``Image i (name):`` in the request.
         system_prompt: optional system message (RoboPIN was trained without one).
@@ -117,7 +116,7 @@ class ReasoningConfig:
     vocabulary: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     actions: Mapping[int, str] = field(default_factory=dict)
     workspace: WorkspaceBox | None = None
-    cross_view_check: bool = False
+    cross_view_check: bool = True
     history_limit: int = 10
     label_views: bool = False
     system_prompt: str | None = None

@@ -100,7 +100,10 @@ class ReasoningRecord:
 
 @dataclass
 class StepReport:
-    """One step of a task: what was decided, the targets, the motion, and how long each stage took."""
+    """One step of a task: what was decided, the targets, the motion, and how long each stage took.
+
+    ``notes`` say where the step deviated from the answer as written without refusing (a target taken
+    from another view's pin of the same ID)."""
 
     step: int
     description: str = ""
@@ -108,6 +111,7 @@ class StepReport:
     targets: tuple[Target, ...] = ()
     motion: MotionOutcome | None = None
     timings_s: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -291,7 +295,8 @@ class ReasoningLoop:
             report = self._pick_place(task, decision, observation, step)
             history.append(StepRecord(report.description, "planned only (dry run)" if task.request.dry_run else "done"))
             if not looping:
-                return f"{report.description}: {report.outcome}"
+                notes = f" ({'; '.join(report.notes)})" if report.notes else ""
+                return f"{report.description}: {report.outcome}{notes}"
             if task.request.dry_run:
                 return f"dry run: step 1 planned ({report.description}); later steps need the arm to move"
         raise TaskRefusal("max_steps_reached", f"the model did not report the task done within {limit} step(s)")
@@ -396,7 +401,9 @@ class ReasoningLoop:
             )
         interpret = self._interpreter(kind, observation)
         history = tuple(r.answer for r in task.result.reasoning if r.valid)
-        query = ReasoningQuery(kind, instruction, prompt, tuple(messages), observation, interpret, step, history)
+        query = ReasoningQuery(
+            kind, instruction, prompt, tuple(messages), observation, interpret, step, history, task.should_stop
+        )
         reasoning = self.reasoner.reason(query)
         task.add_time("model", reasoning.generation_time_s)
         # Prompt building, request encoding and validation: the stack's own share of the reason stage.
@@ -495,6 +502,11 @@ class ReasoningLoop:
             raise TaskRefusal("projection_unavailable", f"asked to project {len(requests)} points, got {len(targets)}")
         pick, place = targets[0], targets[1]
         report.targets = (pick, place)
+        for role, request, target in (("pick", requests[0], pick), ("place", requests[1], place)):
+            if target.valid and target.img_idx != request.img_idx:
+                # Another view's pin of the same ID stood in for one its own view could not be trusted with.
+                why = target.detail or f"view {request.img_idx}'s pin of {target.id!r} was refused"
+                report.notes.append(f"{role}: {why}")
         for role, target in (("pick", pick), ("place", place)):
             if not target.valid:
                 reason = str(target.reason) if target.reason else "no_depth"

@@ -50,7 +50,9 @@ class ReasoningQuery:
 
     ``kind`` is the prompt kind; ``instruction`` the task (or the subtask being grounded);
     ``prompt`` the text part; ``messages`` the full request (images included); ``interpret``
-    validates one sampled text; ``history`` the earlier steps' summaries (for verifiers).
+    validates one sampled text; ``history`` the earlier steps' summaries (for verifiers);
+    ``should_stop`` turns True once the task is canceled (a reasoner making several model calls
+    checks it between them).
     """
 
     kind: QueryKind
@@ -61,6 +63,7 @@ class ReasoningQuery:
     interpret: Callable[[str], Interpretation]
     step: int = 0
     history: tuple[str, ...] = ()
+    should_stop: Callable[[], bool] = field(default=lambda: False, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ refusal, budgets, concurrency of verifier calls, the history of K steps, and the
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -259,3 +260,45 @@ def test_the_loop_runs_etts_chosen_by_configuration(observation):
     # step ran, and the pick finally planned is the one E-TTS chose (the cup's segment centre), not the mug.
     assert len(arm.calls) > 1 and all(dry_run for _, dry_run in arm.calls)
     assert 200 <= arm.calls[-1][0] < 260
+
+
+def test_cancel_is_honoured_between_batches(observation):
+    from robopin.reasoning import TaskCanceled
+
+    canceled = threading.Event()
+    # The client cancels while the first batch is being verified; that batch ends, no other starts.
+    model = ScriptedModel([[BAD], [GOOD]], {"BAD": 0.1, "GOOD": 0.9}, on_verify=lambda messages: canceled.set())
+    q = dataclasses.replace(query(observation), should_stop=canceled.is_set)
+    with pytest.raises(TaskCanceled, match="after 1 batch"):
+        reasoner(model, max_batches=3).reason(q)
+    assert len(model.generate_requests) == 1 and model.feedback_requests == []
+
+
+def _two_view_projector() -> SnapshotProjector:
+    T_base_cam = make_transform(np.array([[0.0, -1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, -1.0]]), [0.5, 0.0, 1.0])
+    views = [ViewConfig(f"view{k}", k, CameraMount("static", T_base_cam)) for k in (0, 1)]
+    return SnapshotProjector(Projector(views))
+
+
+def test_the_action_verifier_refuses_a_pick_whose_other_view_pin_is_on_another_object():
+    # Run-time evidence only: the other view pinned obj_01 on the mug; no ground truth is read.
+    observation = tabletop([CUP, MUG], views=2)
+    wrong = trace((231, 181), (500, 350), tag="WRONG", extra_pick_views={1: (420, 120)})
+    right = trace((231, 181), (500, 350), tag="RIGHT", extra_pick_views={1: (252, 202)})  # 6 cm away, same cup
+    model = ScriptedModel([[wrong], [right]], {"WRONG": 0.9, "RIGHT": 0.9})
+    tts = reasoner(model, max_batches=2, actions_per_trace=1, action_verifier={"plan": 0.0})
+    tts.bind_stages(projector=_two_view_projector())
+    log = tts.reason(query(observation)).extra["tts"]
+    first, second = (batch["pairs"][0] for batch in log["batches"])
+    assert first["action_refusal"] == "pick_views_disagree" and not first["eligible"]
+    assert second["eligible"] and second["action_features"]["agreement"] > 0
+    assert log["chosen"]["trace"] == 1
+
+
+def test_a_pick_on_the_bare_table_is_refused_and_the_next_batch_is_taken(observation):
+    off = trace((120, 400), (500, 350), tag="OFF")  # no object there: the grasp would close on nothing
+    model = ScriptedModel([[off], [GOOD]], {"OFF": 0.9, "GOOD": 0.9})
+    log = reasoner(model, max_batches=2, actions_per_trace=1).reason(query(observation)).extra["tts"]
+    first = log["batches"][0]["pairs"][0]
+    assert first["action_refusal"] == "pick_not_on_object" and not first["eligible"]
+    assert log["chosen"]["trace"] == 1

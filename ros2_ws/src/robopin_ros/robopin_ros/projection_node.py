@@ -41,6 +41,7 @@ from robopin.cameras.pairing import StampPairer
 from robopin.geometry import (
     CalibrationError,
     CameraMount,
+    CrossViewConfig,
     DepthConfig,
     PoseBuffer,
     ProjectionConfig,
@@ -182,6 +183,12 @@ class ProjectionNode(Node):
             fusion_tolerance_m=float(p("fusion_tolerance_m", 0.02,
                                        "estimates of one anchor from several views must agree within this, "
                                        "metres", min=0.0)),
+            cross_view=CrossViewConfig(rule=str(p("cross_view_rule", "object_extent",
+                                                  "estimates of one anchor further apart than fusion_tolerance_m: "
+                                                  "object_extent = agree when on one object, distance = disagree")),
+                                       radius_m=float(p("cross_view_radius_m", 0.15,
+                                                        "depth this close to each pin is searched for its object, "
+                                                        "metres", min=0.0))),
             fusion_policy=str(p("fusion_policy", "refuse",
                                 "when views disagree: refuse, prefer_view (see view_priority) or nearest_view")),
             view_priority=tuple(v for v in p("view_priority", [""],

@@ -131,11 +131,12 @@ class ActionVerifierConfig:
 
     Feasibility features and their exponents (0 switches one off): ``depth`` (valid depth, low
     spread at the pick and place points), ``centrality`` (distance of the pick point to the centre of
-    the pinned object's depth segment), ``visibility`` (how much of the object this view sees
-    compared with the other views that pinned it, when their segment centres meet within
-    ``same_object_m`` in 3D; needs a bound projector), ``agreement`` (3D agreement of the anchor seen
-    from two views; needs a bound projector), ``answer_view`` (a pick in the view the answer chose
-    scores 1, one moved to another view ``other_view_prior``), ``plan`` (IK/plan success from a dry-run
+    the pinned object's depth segment; a pick on no segment is refused), ``visibility`` (how much of
+    the object this view sees compared with the other views that pinned it, when their segment
+    centres meet within ``same_object_m`` in 3D; needs a bound projector), ``agreement`` (3D
+    agreement of the anchor seen from two views, refused when the projection's cross-view rule puts
+    them on two objects; needs a bound projector), ``answer_view`` (a pick in the view the answer
+    chose scores 1, one moved to another view ``other_view_prior``), ``plan`` (IK/plan success from a dry-run
     pick-and-place of the ``plan_check_top_k`` best candidates; needs a bound actor).
     ``agreement_scale_m`` is the distance at which agreement falls to e^-1, ``agreement_floor`` the
     least it can fall to; ``spread_scale_m`` likewise for the depth spread.

@@ -33,7 +33,7 @@ import numpy as np
 
 from robopin.pincot.prompts import HistoryEntry, PromptTemplates, feedback_prompt, retry_prompt
 from robopin.pincot.trace import Trace
-from robopin.reasoning.errors import TaskRefusal
+from robopin.reasoning.errors import TaskCanceled, TaskRefusal
 from robopin.reasoning.interfaces import Actor, TargetProjector
 from robopin.reasoning.reasoner import Reasoning, ReasoningQuery, refusal_from_vlm_error
 from robopin.reasoning.tts.candidates import ActionCandidate, SegmentCache, action_candidates
@@ -247,6 +247,9 @@ class ETTSReasoner:
         chosen: PairRecord | None = None
         executor = self._executor()
         for batch in range(config.max_batches):
+            if batch and query.should_stop():
+                # A batch is a model call plus its verifier calls: cancel is honoured between batches.
+                raise TaskCanceled(f"canceled during E-TTS after {batch} batch(es) of step {query.step}")
             reason = self._budget_spent(log, start) if batch else ""
             if reason:
                 log.stop_reason = reason
@@ -321,7 +324,12 @@ class ETTSReasoner:
                 chosen = batch_pairs[selection.index]
                 log.stop_reason = "accepted" if selection.mode == "greedy" else "explored"
                 break
-            if batch + 1 < config.max_batches and config.feedback.enabled and not self._budget_spent(log, start):
+            if (
+                batch + 1 < config.max_batches
+                and config.feedback.enabled
+                and not self._budget_spent(log, start)
+                and not query.should_stop()
+            ):
                 t0 = self.clock()
                 best = batch_pairs[selection.best_index] if selection.best_index is not None else None
                 critique, previous = self._feedback(query, texts, interpretations, first=first, best=best, log=log)

@@ -11,9 +11,12 @@ verifier (a feasibility score in [0, 1] from what the stack knows, behind a repl
   (``OpenAIBackendConfig.yes_no_answer_prefix``, sent with vLLM's ``continue_final_message``), so
   yes/no is the first token scored; set it empty for a verifier model that answers directly.
 - :class:`ActionVerifier` is the interface a learned verifier implements;
-  :class:`FeasibilityVerifier` scores depth quality at the points, the pick point's distance to the
-  centre of its depth segment, the 3D agreement of the anchor across views (with a bound projector)
-  and IK/plan success (a dry-run pick-and-place through a bound actor); :class:`NoActionVerifier`
+  :class:`FeasibilityVerifier` reads run-time evidence only (never the simulator's ground truth): it
+  scores depth quality at the points, the pick point's distance to the centre of its depth segment
+  (a pick on no object above the support is refused, ``pick_not_on_object``), the 3D agreement of
+  the anchor across views (with a bound projector: a pick whose other-view pins the projection's
+  cross-view rule puts on another object is refused, ``pick_views_disagree``) and IK/plan success
+  (a dry-run pick-and-place through a bound actor); :class:`NoActionVerifier`
   gives every action 1. :func:`make_action_verifier` picks one by type name.
 """
 
@@ -171,6 +174,17 @@ class _Scoring:
 
     targets: dict[int, tuple[Target, Target]] = field(default_factory=dict)
     memo: dict[tuple[int, float, float, str], Target] = field(default_factory=dict)
+    agreement: dict[tuple, bool] = field(default_factory=dict)
+
+    def same_object(self, context: ActionContext, requests: Sequence[PointRequest]) -> bool:
+        """Whether the projection, given the pick with its other-view pins, keeps the pick valid: its
+        cross-view rule (:mod:`robopin.geometry.crossview`) found them on one object."""
+        assert context.projector is not None
+        key = tuple((r.img_idx, round(r.u, 2), round(r.v, 2), r.id) for r in requests[:1] + list(requests[2:]))
+        if key not in self.agreement:
+            group = [requests[0], *requests[2:]]
+            self.agreement[key] = bool(context.projector.project(group, context.observation)[0].valid)
+        return self.agreement[key]
 
     def project(self, context: ActionContext, request: PointRequest) -> Target:
         assert context.projector is not None
@@ -216,8 +230,9 @@ class FeasibilityVerifier(ActionVerifier):
         if config.centrality > 0 and context.segments is not None and candidate.pick.img_idx in views:
             segment = context.segments(candidate.pick.img_idx, candidate.pick.u, candidate.pick.v)
             if segment is None:
-                # The pick point is on the support (or has no depth): a grasp there closes on nothing.
-                features["centrality"] = 0.05
+                # The pick point is on the support (or has no depth): a grasp there closes on nothing,
+                # and the loop's own checks could not see it. Infeasible, not merely unlikely.
+                return ActionScore(0.0, {**features, "centrality": 0.0}, "pick_not_on_object")
             else:
                 distance = segment.distance_px(candidate.pick.u, candidate.pick.v)
                 features["centrality"] = math.exp(-((distance / max(segment.radius_px, 1.0)) ** 2))
@@ -292,9 +307,14 @@ class FeasibilityVerifier(ActionVerifier):
                 return f"{role}_{target.reason or 'invalid'}"
         others = [t for t in projected[2:] if t.valid]
         if others and self.config.agreement > 0:
+            # The loop projects the chosen pick with these pins and refuses it (views_disagree) unless
+            # the cross-view rule finds them on one object: such a candidate is infeasible here too.
+            if not state.same_object(context, requests):
+                features["agreement"] = 0.0
+                return "pick_views_disagree"
             distance = min(float(np.linalg.norm(t.point - pick.point)) for t in others)
-            # Soft, with a floor: two views rarely pin one surface point, and a stray pin in the other
-            # view would otherwise veto every action of the trace alike.
+            # On one object, closer pins are still better evidence; soft, with a floor, because two
+            # views rarely pin one surface point.
             agreement = math.exp(-((distance / self.config.agreement_scale_m) ** 2))
             features["agreement"] = max(agreement, self.config.agreement_floor)
         state.targets[index] = (pick, place)
