@@ -1,30 +1,39 @@
 """The whole stack's timing per step: the simulated Panda system through every node vs the same loop in-process.
 
 Stack: ``config/sim_panda.yaml`` brought up in this process (cameras, projection, motion planner,
-arm driver, planner with the ground-truth oracle, recorder), then the spatial task given ``STEPS``
+arm driver, planner with the ground-truth oracle, recorder), then the spatial task given ``--steps``
 times through the ``Instruct`` service as a dry run (observe, reason, validate, project, plan; no
 motion), each stage timed from the task's feedback as a client receives it. Baseline, measured in
 the same run on the same scene: the same :class:`robopin.reasoning.ReasoningLoop` in-process, with
-frames read from the same ``sim`` camera backend, projection by ``robopin.geometry`` and no planner.
-Printed: bring-up time, each stage's median for both and their ratio, and the stack's non-model
-overhead before planning as a ratio of RoboPIN's 0.281 s per-sample model time (a published
-figure). The oracle's "model" time is its own rendering of both views. Nothing passes or fails.
+frames rendered by the same ``sim`` camera backend before each step (as the camera nodes render them
+ahead of the stack's observe), projection by ``robopin.geometry`` and no planner.
+Then pick-and-place planning in-process (``plan_pick_place`` with the node's planner, on the first
+pick-and-place of the spatial, multi-view and long-horizon tasks' ``--seeds``, posed as the node poses
+them) next to a single roboplan plan on ``bench_motion.py``'s tabletop problems, both in this run.
+Printed: bring-up time, each stage's median for both paths and their ratio, the non-model overhead
+before planning (median and mean) and its ratio, that overhead as a ratio of RoboPIN's 0.281 s
+per-sample model time (a published figure), and the planning times (median, p95) and their ratio.
+The oracle's "model" time is its own rendering of both views. Nothing passes or fails; on a shared
+machine every wall-clock figure grows with other load, so compare only figures from one run.
 
-Run: .venv/bin/python benchmarks/bench_e2e.py
+Run: .venv/bin/python benchmarks/bench_e2e.py [--steps 3] [--seeds 5]
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import statistics
 import time
 
+import numpy as np
+
 from robopin.env import apply_ros_environment, test_domain_id
 
-STEPS = 3
 STAGES = ("observe", "reason", "validate", "project", "plan")
 
 
-def _in_process_baseline(scene, system) -> dict[str, list[float]]:
+def _in_process_baseline(scene, system, steps: int) -> dict[str, list[float]]:
     """The loop with in-process stages on the scene's own sim cameras (no ROS, no planner)."""
     from robopin.bags.planner_replay import DryRunActor
     from robopin.cameras import MultiViewSnapshot, camera_config_from_dict, make_camera
@@ -39,10 +48,13 @@ def _in_process_baseline(scene, system) -> dict[str, list[float]]:
     for camera in cameras.values():
         camera.connect(warmup=False)
 
+    # The stack's observe takes frames its camera nodes rendered beforehand: here too, each step's frames
+    # are rendered before the step and only taken in the timed observe.
+    latest: dict[str, object] = {}
+
     def snapshot() -> MultiViewSnapshot:
-        frames = {v: cameras[v].read() for v in views}
         pose = scene.world.ee_pose()
-        return MultiViewSnapshot(tuple(views), frames, dict.fromkeys(views, pose), 0.0, 0.0)
+        return MultiViewSnapshot(tuple(views), dict(latest), dict.fromkeys(views, pose), 0.0, 0.0)
 
     mounts = {}
     for v in views:
@@ -55,7 +67,8 @@ def _in_process_baseline(scene, system) -> dict[str, list[float]]:
     loop = ReasoningLoop(ReasoningConfig(mode="point", max_steps=1), backend, SnapshotObserver(snapshot),
                          SnapshotProjector(projector), DryRunActor())
     times: dict[str, list[float]] = {s: [] for s in (*STAGES, "model", "reason_overhead")}
-    for _ in range(STEPS):
+    for _ in range(steps):
+        latest.update({v: cameras[v].read() for v in views})
         result = loop.run(TaskRequest(scene.spec.instruction, mode="point", dry_run=True, max_steps=1))
         timing = result.steps[-1].timings_s if result.steps else {}
         times["observe"].append(timing.get("observe", 0.0))
@@ -68,9 +81,45 @@ def _in_process_baseline(scene, system) -> dict[str, list[float]]:
     return times
 
 
-def main() -> None:
-    import os
+def _pick_place_planning(seeds: int) -> tuple[list[float], int]:
+    """Planning time of each case of ``pick_place_cases.sim_cases`` (Panda, the node's planner), successes."""
+    from pick_place_cases import sim_cases
 
+    from robopin.motion import plan_pick_place
+    from robopin.motion.planner import RoboplanPlannerConfig, make_planner
+
+    planner = make_planner(RoboplanPlannerConfig(robot="panda", timeout_s=3.0))  # config/sim_panda.yaml
+    planner.warmup()
+    times, planned = [], 0
+    for case in sim_cases(planner.robot, "panda", range(seeds)):
+        planner.update_world(case.world)
+        plan = plan_pick_place(planner, case.q_start, case.pick, case.place, case.config,
+                               object_points=case.object_points)
+        times.append(plan.planning_time_s)
+        planned += plan.success
+    return times, planned
+
+
+def _single_plans() -> list[float]:
+    """Planning times of single roboplan plans on the Panda tabletop problems (bench_motion.py --quick)."""
+    from bench_motion import run_candidate
+
+    from robopin.motion.problems import tabletop_problems
+
+    problems = [p for p in tabletop_problems() if p.name.endswith(("/0", "/1"))]
+    result = run_candidate("roboplan", "panda", problems)
+    return [result["median_ms"] / 1e3, result["p95_ms"] / 1e3]
+
+
+def _ratio(ours: float | None, base: float | None) -> str:
+    return f"{ours / base:8.2f}" if ours is not None and base else "       –"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=3, help="dry-run steps through the stack and in-process")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per task for the pick-and-place planning")
+    args = parser.parse_args()
     os.environ.setdefault("ROS_DOMAIN_ID", str(test_domain_id()))
     apply_ros_environment()
     from robopin_ros.bringup import Bringup
@@ -85,27 +134,40 @@ def main() -> None:
         bringup.wait_ready(600)
         bringup_s = time.perf_counter() - started
         timings = []
-        for _ in range(STEPS):
+        for _ in range(args.steps):
             run = bringup.client.run_task(bringup.scene.spec.instruction, dry_run=True, timeout_s=600)
             if not run.success:
                 print(f"dry run failed: {run.reason}: {run.message}")
             timings += run.timings()
-        baseline = _in_process_baseline(bringup.scene, system)
+        baseline = _in_process_baseline(bringup.scene, system, args.steps)
+    pick_place_s, planned = _pick_place_planning(args.seeds)
+    single_s = _single_plans()
     stack = summarize_timings(timings)
     print(f"bring-up of {len(system.nodes)} nodes (scene, planner warm-up, first camera frames): {bringup_s:.1f} s")
-    print(f"{'stage':<16}{'stack s':>10}{'in-process s':>14}{'ratio':>8}   (median of {STEPS} dry-run steps)")
+    print(f"{'stage':<16}{'stack s':>10}{'in-process s':>14}{'ratio':>8}   (median of {args.steps} dry-run steps)")
     for stage in (*STAGES, "model", "reason_overhead"):
         ours = stack.median_s.get(stage)
         base = statistics.median(baseline[stage]) if baseline.get(stage) else None
-        ratio = f"{ours / base:8.2f}" if ours is not None and base else "       –"
         print(f"{stage:<16}{ours if ours is not None else float('nan'):>10.3f}"
-              f"{base if base is not None else float('nan'):>14.3f}{ratio}")
-    base_overhead = (statistics.median(baseline["observe"]) + statistics.median(baseline["reason_overhead"])
-                     + statistics.median(baseline["project"]))
-    print(f"non-model overhead before planning: stack {stack.overhead_mean_s:.3f} s (mean), in-process "
-          f"{base_overhead:.3f} s (median), ratio {stack.overhead_mean_s / max(base_overhead, 1e-9):.2f}")
+              f"{base if base is not None else float('nan'):>14.3f}{_ratio(ours, base)}")
+    overheads = [t.overhead_s for t in timings if "project" in t.durations_s]
+    stack_median = statistics.median(overheads) if overheads else float("nan")
+    base_steps = [o + r + p for o, r, p in zip(baseline["observe"], baseline["reason_overhead"], baseline["project"],
+                                              strict=True)]
+    base_median = statistics.median(base_steps)
+    print(f"non-model overhead before planning: stack median {stack_median:.3f} s "
+          f"(mean {stack.overhead_mean_s:.3f} s), in-process median {base_median:.3f} s "
+          f"(mean {statistics.fmean(base_steps):.3f} s), "
+          f"ratio of medians {stack_median / max(base_median, 1e-9):.2f}")
     print(f"  = {stack.overhead_ratio:.2f} x RoboPIN's {ROBOPIN_MODEL_TIME_S} s model time per sample "
           f"(with planning: {stack.overhead_with_planning_ratio:.2f} x)")
+    median, p95 = statistics.median(pick_place_s), float(np.percentile(pick_place_s, 95))
+    print(f"pick-and-place planning, in-process, {planned}/{len(pick_place_s)} planned (3 tasks x {args.seeds} seeds): "
+          f"median {median:.3f} s, p95 {p95:.3f} s; through the node (plan stage above, median) "
+          f"{stack.median_s.get('plan', float('nan')):.3f} s")
+    print(f"single roboplan plan (bench_motion.py --quick problems, Panda): median {single_s[0]:.3f} s, "
+          f"p95 {single_s[1]:.3f} s; a pick-and-place is {median / single_s[0]:.1f} single plans (medians)")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from robopin.geometry import CameraModel, CameraMount, PointRequest, Projector, 
 from robopin.pincot import parse, pointing_prompt
 from robopin.reasoning import MotionOutcome, ReasoningConfig, ReasoningLoop, TaskRequest, interpret_pointing
 from robopin.reasoning.inprocess import SnapshotObserver, SnapshotProjector, observation_from_snapshot
-from robopin.vlm.base import ViewImage
+from robopin.vlm.base import SamplingParams, ViewImage
 from robopin.vlm.images import encode_image
 from robopin.vlm.openai_backend import OpenAIBackend, OpenAIBackendConfig
 from robopin.vlm.prompts import build_messages
@@ -222,7 +222,9 @@ def main() -> None:
                 lambda: build_messages(pointing_prompt("Pick up the duck", list(VIEWS)), views)
             ),
             "image encoding (2 x JPEG q90)": _median_ms(lambda: [encode_image(v.rgb, "jpeg", 90) for v in views]),
-            "request body (base64 + JSON)": _median_ms(lambda: json.dumps(backend.build_request(messages, n=1))),
+            "request body (base64 + JSON)": _median_ms(
+                lambda: json.dumps(backend.build_request(messages, SamplingParams(n=1)))
+            ),
             "generate(): body + HTTP round trip (instant server)": _median_ms(lambda: backend.generate(messages)),
             "parse + validate (interpret_pointing)": _median_ms(lambda: interpret_pointing(ANSWER, observation)),
             "projection (2 points)": _median_ms(lambda: SnapshotProjector(projector).project(requests, observation)),

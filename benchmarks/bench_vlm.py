@@ -24,7 +24,7 @@ import httpx
 import numpy as np
 from PIL import Image
 
-from robopin.vlm.base import ViewImage
+from robopin.vlm.base import SamplingParams, ViewImage
 from robopin.vlm.images import encode_image
 from robopin.vlm.openai_backend import OpenAIBackend, OpenAIBackendConfig
 from robopin.vlm.points import PointConvention
@@ -141,8 +141,10 @@ def main() -> None:
     png_default_ms = _median_ms(png_default, repeats=5)
     jpeg_bytes = sum(len(encode_image(v.rgb, "jpeg", 90)) for v in views)
     png_bytes = sum(len(b) for b in png_default())
-    body = backend.build_request(messages, n=SAMPLES, logprobs=True, top_logprobs=1)
-    request_ms = _median_ms(lambda: json.dumps(backend.build_request(messages, n=SAMPLES, logprobs=True)))
+    # n sampled traces, as E-TTS asks for them (its default temperature; vLLM refuses n > 1 greedy samples).
+    sampling = SamplingParams(n=SAMPLES, temperature=0.7, logprobs=True, top_logprobs=1)
+    body = backend.build_request(messages, sampling)
+    request_ms = _median_ms(lambda: json.dumps(backend.build_request(messages, sampling)))
     serialise_ms = _median_ms(lambda: json.dumps(body))
 
     payload = json.loads(_canned_response(SAMPLES))
@@ -152,7 +154,7 @@ def main() -> None:
     points_ms = _median_ms(lambda: convention.to_pixels(points, 640, 480))
 
     def pooled_step() -> object:
-        return backend.generate(messages, n=SAMPLES, logprobs=True, top_logprobs=1)
+        return backend.generate(messages, sampling)
 
     step_ms = _median_ms(pooled_step)
     encoded = json.dumps(body).encode()

@@ -16,7 +16,7 @@ from robopin.motion.pick_place import (
 )
 from robopin.motion.problems import box_surface_points
 from robopin.motion.types import PlanStatus
-from robopin.motion.verify import verify_trajectory
+from robopin.motion.verify import sampled_check, verify_trajectory
 from robopin.motion.world import CollisionWorld
 
 from .conftest import ROBOTS, planner, top_down
@@ -53,10 +53,19 @@ def test_pick_and_place_plans_every_phase(robot):
     place_tcp = p.robot.forward_kinematics(plan.phases[4].result.trajectory.positions[-1])
     assert place_tcp[2, 3] == pytest.approx(0.0 + 0.05 + 0.01 - 0.02, abs=3e-3)
     assert [phase.gripper_after_m for phase in plan.phases] == [0.08, 0.0, None, None, 0.08, None]
-    # The approach and the transport are collision-free against the full world (the cube is only
-    # removed for the final descent onto it).
+    # The approach is collision-free against the full world (the cube is only removed for the final
+    # descent onto it), and every phase against the world it names, by the verifier and by an
+    # independent dense sampler.
+    assert plan.phases[0].world is world
+    assert all(phase.world is not None for phase in plan.phases)
+    assert plan.phases[1].world.boxes.keys() == world.boxes.keys() - {"cube"}
+    assert all(phase.world.attached is not None for phase in plan.phases[2:5])
+    for phase in plan.phases:
+        p.robot.set_world(phase.world, padding_m=0.0)
+        positions = phase.result.trajectory.positions
+        assert verify_trajectory(p.robot, phase.result.trajectory).collision_free, phase.stage
+        assert sampled_check(p.robot, positions, max_step_rad=0.005), phase.stage
     p.update_world(world)
-    assert verify_trajectory(p.robot, plan.phases[0].result.trajectory).collision_free
     assert plan.planning_time_s > 0.0
 
 

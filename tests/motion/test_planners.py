@@ -217,3 +217,31 @@ def test_a_fast_long_transport_keeps_the_tcp_under_the_arm_speed_limit(robot):
     tcp = np.array([plan.robot.forward_kinematics(row)[:3, 3] for row in q])
     speed = np.linalg.norm(np.diff(tcp, axis=0), axis=1) / np.diff(times)
     assert speed.max() <= plan.config.max_tcp_speed_m_s * 1.1, speed.max()
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_continuous_check_rejects_every_path_a_dense_sampler_finds_in_contact(robot):
+    """Short paths through cloud clutter, each judged by both: no path the sampler sees collide passes."""
+    model = robot_model(robot)
+    model.set_world(make_world("cloud_clutter", seed=4), padding_m=0.0)
+    rng = np.random.default_rng(11)
+    model.reseed(11)
+    try:
+        verdicts = []
+        while len(verdicts) < 24:
+            T = top_down(rng.uniform(0.3, 0.6), rng.uniform(-0.15, 0.15), rng.uniform(0.05, 0.3))
+            start = model.inverse_kinematics(T, model.home, restarts=5)
+            if start is None:
+                continue
+            path = np.stack([start + k * rng.normal(0.0, 0.06, model.dof) for k in range(4)])
+            path = np.clip(path, model.lower, model.upper)
+            sampled = sampled_check(model, path, max_step_rad=0.002)
+            continuous = verify_path(model, path, tolerance_m=1e-4)
+            verdicts.append((sampled, continuous.collision_free))
+            if not sampled:
+                assert not continuous.collision_free, path
+            if not continuous.collision_free:  # the contact it reports is a real one
+                assert model.in_collision(continuous.first_collision_q, margin_m=0.0)
+        assert any(s for s, _ in verdicts) and not all(s for s, _ in verdicts), "both kinds of path are tried"
+    finally:
+        model.set_world(CollisionWorld(), padding_m=0.0)

@@ -24,7 +24,7 @@ from robopin.cameras import Frame, MultiViewSnapshot
 from robopin.geometry import CameraModel, CameraMount, Projector, Target, ViewConfig, make_transform
 from robopin.reasoning.inprocess import SnapshotObserver, SnapshotProjector
 from robopin.reasoning.interfaces import MotionOutcome
-from robopin.vlm.base import ChatMessage, GenerationResult, Sample, VLMBackend, VLMConfig, YesNoScore
+from robopin.vlm.base import ChatMessage, GenerationResult, Sample, SamplingParams, VLMBackend, VLMConfig, YesNoScore
 
 WIDTH, HEIGHT = 640, 480
 CAMERA_HEIGHT_M = 1.0
@@ -36,7 +36,7 @@ class ScriptedBackendConfig(VLMConfig):
     """A scripted model: ``texts`` are answered in order (the last one repeats); a tuple entry gives one
     text per sample of an ``n`` > 1 request."""
 
-    type_name: ClassVar[str] = "scripted"
+    type: ClassVar[str] = "scripted"
     model: str = "scripted"
     texts: tuple[Any, ...] = ()
     delay_s: float = 0.0
@@ -45,6 +45,7 @@ class ScriptedBackendConfig(VLMConfig):
 class ScriptedBackend(VLMBackend):
     """Answers each request with the next entry of the script; records every request."""
 
+    config_class = ScriptedBackendConfig
     config: ScriptedBackendConfig
 
     def __init__(self, config: ScriptedBackendConfig) -> None:
@@ -52,7 +53,8 @@ class ScriptedBackend(VLMBackend):
         self.requests: list[list[ChatMessage]] = []
         self._lock = threading.Lock()
 
-    def generate(self, messages, *, n=1, temperature=0.0, max_tokens=1024, **_: Any) -> GenerationResult:
+    def _generate(self, messages: list[ChatMessage], params: SamplingParams) -> GenerationResult:
+        n = params.n
         with self._lock:
             index = min(len(self.requests), len(self.config.texts) - 1)
             self.requests.append(list(messages))

@@ -19,6 +19,7 @@ from robopin.reasoning import (
     TaskRequest,
     register_reasoner,
 )
+from robopin.vlm.base import SamplingParams
 from robopin.vlm.errors import VLMConnectionError, VLMTimeoutError
 from tests.reasoning.stages import (
     DONE_TEXT,
@@ -308,7 +309,7 @@ def test_a_registered_reasoner_replaces_the_reason_stage_by_configuration():
             self.backend, self.n = backend, int(settings["n"])
 
         def reason(self, query):
-            result = self.backend.generate(list(query.messages), n=self.n)
+            result = self.backend.generate(list(query.messages), SamplingParams(n=self.n))
             texts = [s.text for s in result.samples]
             decisions = [query.interpret(t) for t in texts]
             best = next((i for i, d in enumerate(decisions) if d.valid), 0)

@@ -93,7 +93,7 @@ class _EdgePinnedOracle:
     def __getattr__(self, name):
         return getattr(self.backend, name)
 
-    def generate(self, messages, **kwargs):
+    def generate(self, messages, params=None):
         import dataclasses
         import re
 
@@ -101,7 +101,7 @@ class _EdgePinnedOracle:
         from robopin.vlm.base import Sample
         from robopin.vlm.points import PointConvention
 
-        result = self.backend.generate(messages, **kwargs)
+        result = self.backend.generate(messages, params)
         text = result.samples[0].text
         answer = re.search(r'"point_2d": \[(\d+), (\d+)\], "label": "[^"]*", "id": "(obj_\d+)", "img_idx": 1', text)
         assert answer is not None, "the oracle's pick is expected in the wrist view here"

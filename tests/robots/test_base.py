@@ -32,7 +32,7 @@ def test_unknown_type_names_the_choices():
 
 def test_config_from_plain_values_with_nested_safety():
     config = make_arm_config("xarm", {"ip": "10.0.0.2", "safety": {"speed_scale": 0.5}})
-    assert isinstance(config, XArmConfig) and config.type_name == "xarm"
+    assert isinstance(config, XArmConfig) and config.type == "xarm"
     assert isinstance(config.safety, SafetyConfig) and config.safety.speed_scale == 0.5
     with pytest.raises(ArmConfigError, match="stream_hz"):
         make_arm_config("xarm", {"ip": "10.0.0.2", "stream_hz": 100})

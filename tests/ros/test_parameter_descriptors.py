@@ -106,9 +106,9 @@ def _motion_planner(context, tmp, cleanups):
 def _planner(context, tmp, cleanups):
     from robopin_ros.planner_node import PlannerNode
 
-    from robopin.vlm import BackendEntry, register_backend
+    from robopin.vlm import register_backend
 
-    register_backend("scripted", BackendEntry("tests.reasoning.stages", "ScriptedBackendConfig", "ScriptedBackend"))
+    register_backend("scripted", "tests.reasoning.stages")
     return PlannerNode(context=context, parameter_overrides=_overrides(
         vlm="{type: scripted, texts: ['<think>x</think><answer>[]</answer>']}", views=["static"]))
 

@@ -29,9 +29,9 @@ pytestmark = pytest.mark.ros
 @pytest.fixture
 def planner(ros_context):
     """planner_node in this process (its own executor) with a scripted model and no cameras."""
-    from robopin.vlm import BackendEntry, register_backend
+    from robopin.vlm import register_backend
 
-    register_backend("scripted", BackendEntry("tests.reasoning.stages", "ScriptedBackendConfig", "ScriptedBackend"))
+    register_backend("scripted", "tests.reasoning.stages")
     overrides = [
         NodeParameter("vlm", value="{type: scripted, texts: ['<think>x</think><answer>[]</answer>']}"),
         NodeParameter("views", value=["static"]),

@@ -185,7 +185,7 @@ def stack_main(argv: list[str]) -> int:
 
     from robopin.env import apply_ros_environment
     from robopin.sim.scenarios import build_scene
-    from robopin.vlm import BackendEntry, register_backend
+    from robopin.vlm import register_backend
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenario", default="spatial")
@@ -193,7 +193,7 @@ def stack_main(argv: list[str]) -> int:
     args, ros_args = parser.parse_known_args(argv)
     apply_ros_environment()
     # A scripted model (a real VLMBackend answering from a list) for outputs the oracle never writes.
-    register_backend("scripted", BackendEntry("tests.reasoning.stages", "ScriptedBackendConfig", "ScriptedBackend"))
+    register_backend("scripted", "tests.reasoning.stages")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

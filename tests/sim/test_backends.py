@@ -15,7 +15,7 @@ from robopin.robots.errors import Reason
 from robopin.robots.state import ArmFault
 from robopin.sim.scenarios import build_scene
 from robopin.sim.scripted import grasp_pose, move_linear, move_to_pose
-from robopin.vlm.base import ChatMessage, ViewImage, config_from_dict, make_backend
+from robopin.vlm.base import ChatMessage, SamplingParams, ViewImage, config_from_dict, make_backend
 from robopin.vlm.errors import VLMConfigError, VLMRequestError
 
 from .helpers import unique_world_name
@@ -201,7 +201,7 @@ def test_oracle_backend_answers_and_verifies_from_ground_truth(scene):
 
     backend = make_backend({"type": "oracle", "world": scene.world.name, "errors": {"point_jitter_px": 2.0}})
     messages = _messages(scene)
-    result = backend.generate(messages, n=3, temperature=1.0)
+    result = backend.generate(messages, SamplingParams(n=3, temperature=1.0))
     assert len(result.samples) == 3
     assert len({s.text for s in result.samples}) > 1  # independent error draws
     for sample in result.samples:

@@ -14,7 +14,7 @@ from robopin.pincot.prompts import pointing_prompt
 from robopin.sim.imperfect import PRESETS, ModelErrorRates
 from robopin.sim.scenarios import build_scene
 from robopin.vlm import build_messages, make_backend
-from robopin.vlm.base import ViewImage
+from robopin.vlm.base import SamplingParams, ViewImage
 from robopin.vlm.errors import VLMConfigError
 
 from .helpers import unique_world_name
@@ -40,7 +40,7 @@ def _backend(scene, preset="robopin", seed=0, **rates):
 
 
 def _samples(scene, backend, n: int) -> list[str]:
-    return list(backend.generate(_messages(scene), n=n).texts)
+    return list(backend.generate(_messages(scene), SamplingParams(n=n)).texts)
 
 
 def test_the_same_seed_writes_the_same_samples(scene):

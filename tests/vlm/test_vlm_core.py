@@ -1,4 +1,4 @@
-"""Backend-independent parts of the VLM layer: point conventions, prompts, images, registry."""
+"""Backend-independent parts of the VLM layer: point conventions, prompts, images, sampling, registry."""
 
 from __future__ import annotations
 
@@ -10,10 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from robopin.vlm.base import (
-    BackendEntry,
     ChatMessage,
+    GenerationResult,
+    Sample,
+    SamplingParams,
     StructuredOutput,
     ViewImage,
+    VLMBackend,
+    VLMConfig,
     YesNoScore,
     backend_types,
     config_from_dict,
@@ -225,6 +229,80 @@ def test_bad_image_arguments_are_named(make_view):
 
 
 # ---------------------------------------------------------------------------------------------
+# Sampling parameters and the generate template
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "fragment"),
+    [
+        ({"n": 0}, "n must be an integer >= 1, got 0"),
+        ({"n": 2.0}, "n must be an integer"),
+        ({"n": True}, "n must be an integer"),
+        ({"temperature": -0.1}, "temperature must be a number >= 0"),
+        ({"temperature": math.nan}, "temperature must be a number >= 0, got nan"),
+        ({"temperature": math.inf}, "temperature must be finite"),
+        ({"max_tokens": 0}, "max_tokens must be an integer >= 1"),
+        ({"top_p": 0.0}, r"top_p must be in \(0, 1\]"),
+        ({"top_p": 1.5}, r"top_p must be in \(0, 1\]"),
+        ({"seed": 1.5}, "seed must be an integer or None"),
+        ({"stop": [""]}, "stop must be a list of non-empty strings"),
+        ({"stop": [3]}, "stop must be a list of non-empty strings"),
+        ({"logprobs": 1}, "logprobs must be True or False"),
+        ({"logprobs": True, "top_logprobs": 21}, r"top_logprobs must be an integer in 0\.\.20, got 21"),
+        ({"top_logprobs": 2}, "top_logprobs=2 needs logprobs=True"),
+        ({"structured": {"kind": "choice"}}, "structured must be a StructuredOutput"),
+    ],
+)
+def test_sampling_params_refuse_bad_values_naming_them(values, fragment):
+    with pytest.raises(VLMRequestError, match=fragment):
+        SamplingParams(**values)
+
+
+def test_sampling_params_normalise_what_yaml_and_callers_give():
+    params = SamplingParams(n=2, temperature=1, top_p=1, stop="</answer>")
+    assert params.temperature == 1.0 and isinstance(params.temperature, float) and params.top_p == 1.0
+    assert params.stop == ("</answer>",)
+    assert SamplingParams(stop=["a", "b"]).stop == ("a", "b") and SamplingParams(stop=None).stop == ()
+    assert SamplingParams() == SamplingParams(n=1, temperature=0.0, max_tokens=1024)  # one greedy sample
+
+
+class _Echo(VLMBackend):
+    """A backend defined in this test: echoes the request, and records what reached its hook."""
+
+    def __init__(self) -> None:
+        super().__init__(VLMConfig(model="echo"))
+        self.calls: list[tuple[list[ChatMessage], SamplingParams]] = []
+
+    def _generate(self, messages, params):
+        self.calls.append((messages, params))
+        return GenerationResult(tuple(Sample(messages[-1].text) for _ in range(params.n)), self.config.model)
+
+    def score_yes_no(self, messages, *, yes="yes", no="no"):
+        return YesNoScore(0.0, 0.0)
+
+
+def test_generate_checks_messages_and_params_once_then_calls_the_backend_hook(make_view):
+    backend = _Echo()
+    result = backend.generate((ChatMessage("user", "hello"),), SamplingParams(n=2, temperature=0.5))
+    assert result.texts == ["hello", "hello"]
+    messages, params = backend.calls[0]
+    assert isinstance(messages, list) and params == SamplingParams(n=2, temperature=0.5)
+    assert backend.generate([ChatMessage("user", "again")]).texts == ["again"]
+    assert backend.calls[1][1] == SamplingParams()
+    # Bad requests are refused before the hook runs: nothing reaches the model.
+    with pytest.raises(VLMRequestError, match="takes its sampling as a SamplingParams, got dict"):
+        backend.generate([ChatMessage("user", "x")], {"n": 2})
+    with pytest.raises(VLMRequestError, match="must not be empty"):
+        backend.generate([])
+    with pytest.raises(VLMRequestError, match="img_idx=1 but is image number 0"):
+        backend.generate([ChatMessage("user", (make_view(8, 8, "wrist", 1), "x"))])
+    with pytest.raises(TypeError):
+        backend.generate([ChatMessage("user", "x")], n=2)  # the keywords live in SamplingParams only
+    assert len(backend.calls) == 2
+
+
+# ---------------------------------------------------------------------------------------------
 # Registry and factory
 # ---------------------------------------------------------------------------------------------
 
@@ -250,10 +328,10 @@ def test_unknown_type_and_unknown_fields_are_named():
 
 
 def test_a_backend_whose_module_is_missing_says_what_it_needs(monkeypatch):
-    from robopin.vlm import base
+    from robopin.vlm import VLM_BACKENDS
 
-    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
-    register_backend("ghost", BackendEntry("robopin.vlm.no_such_module", "C", "B", ("ghost-sdk",)))
+    monkeypatch.setattr(VLM_BACKENDS, "_declared", dict(VLM_BACKENDS._declared))
+    register_backend("ghost", "robopin.vlm.no_such_module", requires=("ghost-sdk",))
     with pytest.raises(BackendUnavailableError, match="needs ghost-sdk"):
         make_backend({"type": "ghost"})
 
@@ -268,8 +346,8 @@ def test_the_contract_check_passes_a_real_backend_and_names_a_broken_one(stub_se
         assert len(result.texts) == 3
 
         class Broken(OpenAIBackend):
-            def generate(self, messages, **kwargs):
-                result = super().generate(messages, **kwargs)
+            def _generate(self, messages, params):
+                result = super()._generate(messages, params)
                 return type(result)(result.samples[:1], result.model)
 
         broken = Broken(backend.config)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from robopin.vlm.base import ChatMessage, StructuredOutput, make_backend
+from robopin.vlm.base import ChatMessage, SamplingParams, StructuredOutput, make_backend
 from robopin.vlm.errors import (
     VLMCanceledError,
     VLMConfigError,
@@ -33,7 +33,7 @@ def _backend(server, **overrides) -> OpenAIBackend:
 def test_n_samples_come_back_from_one_request_with_every_image_in_order(stub_server, two_views):
     messages = build_pincot_messages("put the cup on the plate", two_views)
     with _backend(stub_server) as backend:
-        result = backend.generate(messages, n=3, temperature=0.7, max_tokens=64, seed=5)
+        result = backend.generate(messages, SamplingParams(n=3, temperature=0.7, max_tokens=64, seed=5))
     assert len(stub_server.chat_requests()) == 1
     body = stub_server.chat_requests()[0].body
     assert body["n"] == 3 and body["temperature"] == 0.7 and body["seed"] == 5
@@ -49,7 +49,7 @@ def test_n_samples_come_back_from_one_request_with_every_image_in_order(stub_ser
 def test_logprobs_and_top_logprobs_are_parsed_per_sample(stub_server, two_views):
     messages = build_pincot_messages("point at the cup", two_views[:1])
     with _backend(stub_server) as backend:
-        result = backend.generate(messages, n=2, temperature=0.7, logprobs=True, top_logprobs=3)
+        result = backend.generate(messages, SamplingParams(n=2, temperature=0.7, logprobs=True, top_logprobs=3))
     body = stub_server.chat_requests()[0].body
     assert body["logprobs"] is True and body["top_logprobs"] == 3
     for index, sample in enumerate(result.samples):
@@ -76,7 +76,7 @@ def test_structured_output_from_config_or_call_reaches_the_server(stub_server):
     config = {"structured_output": {"kind": "choice", "value": ["yes", "no"]}}
     with _backend(stub_server, **config) as backend:
         backend.generate(messages)
-        backend.generate(messages, structured=StructuredOutput("regex", r"\[\d+, \d+\]"))
+        backend.generate(messages, SamplingParams(structured=StructuredOutput("regex", r"\[\d+, \d+\]")))
     first, second = (r.body for r in stub_server.chat_requests())
     assert first["structured_outputs"] == {"choice": ["yes", "no"]}
     assert second["structured_outputs"] == {"regex": r"\[\d+, \d+\]"}
@@ -145,12 +145,12 @@ def test_timeout_s_bounds_the_whole_call_and_a_read_timeout_is_not_retried(stub_
     assert len(stub_server.chat_requests()) == 1  # the server got it once: no second sample job
 
 
-def _generate_in_thread(backend, **kwargs):
+def _generate_in_thread(backend, params=None):
     outcome: dict = {}
 
     def run():
         try:
-            outcome["result"] = backend.generate([ChatMessage("user", ("hi",))], **kwargs)
+            outcome["result"] = backend.generate([ChatMessage("user", ("hi",))], params)
         except Exception as error:  # handed to the test
             outcome["error"] = error
         outcome["ended"] = time.monotonic()
@@ -170,7 +170,7 @@ def _wait_for_requests(server, count, limit_s=10.0):
 def test_cancel_abandons_the_request_in_flight_and_sends_no_other(stub_server):
     stub_server.behaviour.delay_s = 30.0  # a VLM still generating
     with _backend(stub_server, timeout_s=60.0, max_retries=3) as backend:
-        thread, outcome = _generate_in_thread(backend, n=4, temperature=0.7)
+        thread, outcome = _generate_in_thread(backend, SamplingParams(n=4, temperature=0.7))
         _wait_for_requests(stub_server, 1)
         canceled_at = time.monotonic()
         backend.cancel()
@@ -221,7 +221,7 @@ def test_requests_reuse_one_pooled_connection(stub_server):
 
 def test_wrong_number_of_choices_is_a_response_error(stub_server):
     with _backend(stub_server, extra_body={"n": 1}) as backend, pytest.raises(VLMResponseError, match="n=2"):
-        backend.generate([ChatMessage("user", ("hi",))], n=2, temperature=0.7)
+        backend.generate([ChatMessage("user", ("hi",))], SamplingParams(n=2, temperature=0.7))
 
 
 def test_api_key_is_sent_as_bearer_from_the_environment(stub_server, monkeypatch):
@@ -284,7 +284,7 @@ def test_top_logprobs_too_small_for_the_token_ids_is_refused():
 
 def test_greedy_n_samples_are_refused_as_vllm_refuses_them(stub_server):
     with _backend(stub_server) as backend, pytest.raises(VLMRequestError, match="n must be 1 when using greedy"):
-        backend.generate([ChatMessage("user", ("hi",))], n=4, temperature=0.0)
+        backend.generate([ChatMessage("user", ("hi",))], SamplingParams(n=4, temperature=0.0))
     assert stub_server.chat_requests() == []
     # The same request sent anyway: the stub answers as vLLM does.
     body = {"model": "vlm", "messages": [{"role": "user", "content": "hi"}], "n": 4, "temperature": 0.0}
@@ -296,7 +296,7 @@ def test_greedy_n_samples_are_refused_as_vllm_refuses_them(stub_server):
 
 def test_max_completion_tokens_is_sent_not_the_deprecated_max_tokens(stub_server):
     with _backend(stub_server) as backend:
-        backend.generate([ChatMessage("user", ("hi",))], max_tokens=77)
+        backend.generate([ChatMessage("user", ("hi",))], SamplingParams(max_tokens=77))
     body = stub_server.chat_requests()[0].body
     assert body["max_completion_tokens"] == 77 and "max_tokens" not in body
 
@@ -318,7 +318,7 @@ def test_a_thinking_model_is_scored_after_its_closed_thinking_block(stub_server)
 def test_bad_sampling_arguments_are_refused_before_any_request(stub_server):
     with _backend(stub_server) as backend:
         with pytest.raises(VLMRequestError, match="n must be"):
-            backend.generate([ChatMessage("user", ("hi",))], n=0)
+            backend.generate([ChatMessage("user", ("hi",))], SamplingParams(n=0))
         with pytest.raises(VLMRequestError, match="top_logprobs"):
-            backend.generate([ChatMessage("user", ("hi",))], logprobs=True, top_logprobs=50)
+            backend.generate([ChatMessage("user", ("hi",))], SamplingParams(logprobs=True, top_logprobs=50))
     assert stub_server.chat_requests() == []

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from robopin.vlm.base import ChatMessage, StructuredOutput, ViewImage, make_backend
+from robopin.vlm.base import ChatMessage, SamplingParams, StructuredOutput, ViewImage, make_backend
 from robopin.vlm.errors import VLMConfigError, VLMRequestError
 from robopin.vlm.points import PointConvention
 from robopin.vlm.prompts import build_pincot_messages
@@ -66,7 +66,8 @@ def test_image_tokens_match_smart_resize_for_each_view(qwen3_backend, small_view
 
 def test_generate_samples_n_texts_with_logprobs(qwen3_backend, small_views):
     messages = build_pincot_messages("put the cup on the plate", small_views)
-    result = qwen3_backend.generate(messages, n=3, temperature=1.0, max_tokens=8, seed=3, logprobs=True, top_logprobs=2)
+    sampling = SamplingParams(n=3, temperature=1.0, max_tokens=8, seed=3, logprobs=True, top_logprobs=2)
+    result = qwen3_backend.generate(messages, sampling)
     assert len(result.samples) == 3
     assert result.prompt_tokens == qwen3_backend.build_inputs(messages)["input_ids"].shape[1]
     for sample in result.samples:
@@ -79,10 +80,10 @@ def test_generate_samples_n_texts_with_logprobs(qwen3_backend, small_views):
 
 def test_same_seed_same_samples_and_greedy_is_deterministic(qwen3_backend, small_views):
     messages = build_pincot_messages("point at the cup", small_views[:1])
-    first = qwen3_backend.generate(messages, n=2, temperature=1.0, max_tokens=6, seed=11)
-    again = qwen3_backend.generate(messages, n=2, temperature=1.0, max_tokens=6, seed=11)
+    first = qwen3_backend.generate(messages, SamplingParams(n=2, temperature=1.0, max_tokens=6, seed=11))
+    again = qwen3_backend.generate(messages, SamplingParams(n=2, temperature=1.0, max_tokens=6, seed=11))
     assert first.texts == again.texts
-    greedy = qwen3_backend.generate(messages, n=2, max_tokens=6, logprobs=True, top_logprobs=1)
+    greedy = qwen3_backend.generate(messages, SamplingParams(n=2, max_tokens=6, logprobs=True, top_logprobs=1))
     assert greedy.texts[0] == greedy.texts[1]
     # Greedy picks the argmax, so each chosen token is the top alternative.
     for step in greedy.samples[0].logprobs:
@@ -91,7 +92,7 @@ def test_same_seed_same_samples_and_greedy_is_deterministic(qwen3_backend, small
 
 def test_score_yes_no_agrees_with_the_first_step_of_generate(qwen3_backend, small_views):
     messages = build_pincot_messages("is the cup on the plate?", small_views, suffix="Answer yes or no.")
-    first_step = qwen3_backend.generate(messages, max_tokens=1, logprobs=True, top_logprobs=20)
+    first_step = qwen3_backend.generate(messages, SamplingParams(max_tokens=1, logprobs=True, top_logprobs=20))
     top = first_step.samples[0].logprobs[0].top
     # Words with one spelling only, so the verifier's sum over spellings is that one token.
     singles = [
@@ -117,11 +118,11 @@ def test_score_yes_no_reads_the_images(qwen3_backend, make_view):
 
 def test_stop_strings_cut_the_text(qwen3_backend, small_views):
     messages = build_pincot_messages("put the cup on the plate", small_views)
-    full = qwen3_backend.generate(messages, max_tokens=12).texts[0]
+    full = qwen3_backend.generate(messages, SamplingParams(max_tokens=12)).texts[0]
     stop = next((full[i : i + 2] for i in range(2, len(full) - 1) if full[i : i + 2].isprintable()), None)
     if stop is None:
         pytest.skip(f"greedy text {full!r} has no printable two-character stop candidate")
-    cut = qwen3_backend.generate(messages, max_tokens=12, stop=[stop])
+    cut = qwen3_backend.generate(messages, SamplingParams(max_tokens=12, stop=[stop]))
     assert cut.texts[0] == full[: full.find(stop)]
     assert cut.samples[0].finish_reason == "stop"
 
@@ -129,7 +130,7 @@ def test_stop_strings_cut_the_text(qwen3_backend, small_views):
 def test_structured_output_and_bad_image_order_are_refused(qwen3_backend, small_views):
     messages = build_pincot_messages("x", small_views)
     with pytest.raises(VLMRequestError, match="guided decoding"):
-        qwen3_backend.generate(messages, structured=StructuredOutput("choice", ["yes", "no"]))
+        qwen3_backend.generate(messages, SamplingParams(structured=StructuredOutput("choice", ["yes", "no"])))
     swapped = ChatMessage("user", (small_views[1], small_views[0], "x"))
     with pytest.raises(VLMRequestError, match="img_idx=1 but is image number 0"):
         qwen3_backend.generate([swapped])
@@ -157,7 +158,7 @@ def test_qwen25_pixels_resized_through_the_factory(qwen25_path, make_view):
         assert (h * 14, w * 14) == (resized_h, resized_w)
         # A point the model writes at the centre of its resized frame is the centre of the image.
         assert backend.point_convention.to_pixels([resized_w / 2, resized_h / 2], 130, 90).tolist() == [65, 45]
-        assert len(backend.generate(build_pincot_messages("x", [view]), max_tokens=3).texts) == 1
+        assert len(backend.generate(build_pincot_messages("x", [view]), SamplingParams(max_tokens=3)).texts) == 1
 
 
 def test_resize_factor_must_match_the_checkpoint(qwen25_path):

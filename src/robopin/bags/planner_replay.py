@@ -363,12 +363,13 @@ class RecordedTextBackend:
     def point_convention(self) -> Any:
         return self.config.convention()
 
-    def generate(self, messages: Any, *, n: int = 1, **_: Any) -> Any:
-        """The recorded text, ``n`` times."""
+    def generate(self, messages: Any, params: Any = None) -> Any:
+        """The recorded text, ``params.n`` times (once without params)."""
         from robopin.vlm.base import GenerationResult, Sample
 
         if self._text is None:
             raise PlannerReplayError("the recorded backend was asked before a recorded step was given to it")
+        n = 1 if params is None else params.n
         return GenerationResult(tuple(Sample(self._text) for _ in range(n)), self.config.model)
 
     def score_yes_no(self, messages: Any, *, yes: str = "yes", no: str = "no") -> Any:

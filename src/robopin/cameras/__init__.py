@@ -4,7 +4,7 @@ Backends are imported lazily through :func:`make_camera`, so importing this pack
 """
 
 from robopin.cameras.base import (
-    CAMERA_BACKENDS,
+    CAMERAS,
     Camera,
     CameraBackendUnavailableError,
     CameraConfig,
@@ -33,7 +33,7 @@ from robopin.cameras.snapshot import (
 )
 
 __all__ = [
-    "CAMERA_BACKENDS",
+    "CAMERAS",
     "SNAPSHOT_REFUSALS",
     "Camera",
     "CameraBackendUnavailableError",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import importlib
 import logging
 import math
 import threading
@@ -26,13 +25,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from robopin.registry import RegisteredBackend, RegisteredConfig, Registry, UnknownTypeError
+
 if TYPE_CHECKING:
     from robopin.geometry import CameraModel
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "CAMERA_BACKENDS",
+    "CAMERAS",
     "Camera",
     "CameraBackendUnavailableError",
     "CameraConfig",
@@ -91,11 +92,8 @@ class CameraBackendUnavailableError(CameraError, ImportError):
     """The SDK a backend needs (pyrealsense2, pyzed.sl, rosbags) cannot be imported here."""
 
 
-class UnknownCameraTypeError(CameraError, KeyError):
+class UnknownCameraTypeError(CameraError, UnknownTypeError):
     """A configuration names a camera type no backend is registered for."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else ""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -233,11 +231,19 @@ class CameraDescription:
 # --------------------------------------------------------------------------------------------------
 
 
-_CONFIG_REGISTRY: dict[str, type[CameraConfig]] = {}
+# Type name -> config and camera class; each backend module is imported only when its type is used.
+CAMERAS: Registry[CameraConfig, Camera] = Registry(
+    "camera", unknown_error=UnknownCameraTypeError, config_error=CameraConfigError,
+    unavailable_error=CameraBackendUnavailableError,
+)
+CAMERAS.declare("realsense", "robopin.cameras.realsense")
+CAMERAS.declare("zed", "robopin.cameras.zed")
+CAMERAS.declare("bag", "robopin.cameras.bag")
+CAMERAS.declare("sim", "robopin.sim.camera")
 
 
 @dataclasses.dataclass
-class CameraConfig:
+class CameraConfig(RegisteredConfig, registry=CAMERAS):
     """Settings every camera shares; each backend subclasses it and sets ``type`` (its registry key).
 
     Attributes:
@@ -256,12 +262,6 @@ class CameraConfig:
     fps: int = 30
     warmup_s: float = 0.0
     read_timeout_s: float = 1.0
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        type_name = cls.__dict__.get("type", "")
-        if type_name:
-            _CONFIG_REGISTRY[type_name] = cls
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or not self.name.replace("_", "a").isalnum():
@@ -293,7 +293,7 @@ class CameraConfig:
 # --------------------------------------------------------------------------------------------------
 
 
-class Camera(abc.ABC):
+class Camera(abc.ABC, RegisteredBackend, registry=CAMERAS):
     """Base class of all cameras: state checks, warm-up and the background reader live here.
 
     Subclasses implement ``find_cameras`` and the hooks ``_connect``, ``_read`` (blocking, one new
@@ -468,64 +468,25 @@ class Camera(abc.ABC):
 # Factory
 # --------------------------------------------------------------------------------------------------
 
-CAMERA_BACKENDS: dict[str, tuple[str, str, str]] = {
-    # type name: (module, camera class, config class). Modules are imported only when used.
-    "realsense": ("robopin.cameras.realsense", "RealSenseCamera", "RealSenseCameraConfig"),
-    "zed": ("robopin.cameras.zed", "ZedCamera", "ZedCameraConfig"),
-    "bag": ("robopin.cameras.bag", "BagCamera", "BagCameraConfig"),
-    "sim": ("robopin.sim.camera", "SimCamera", "SimCameraConfig"),
-}
-
-
-def _backend_attribute(type_name: str, index: int) -> Any:
-    try:
-        entry = CAMERA_BACKENDS[type_name]
-    except KeyError:
-        raise UnknownCameraTypeError(
-            f"unknown camera type {type_name!r}; expected one of {sorted(CAMERA_BACKENDS)}"
-        ) from None
-    module = importlib.import_module(entry[0])
-    return getattr(module, entry[index])
-
-
 def camera_config_class(type_name: str) -> type[CameraConfig]:
     """Return the config dataclass registered for ``type_name`` (importing its module if needed)."""
-    if type_name not in _CONFIG_REGISTRY:
-        _backend_attribute(type_name, 2)
-    if type_name not in _CONFIG_REGISTRY:
-        raise UnknownCameraTypeError(f"camera type {type_name!r} has no registered config class")
-    return _CONFIG_REGISTRY[type_name]
+    return CAMERAS.config_class(type_name)
 
 
 def camera_class(type_name: str) -> type[Camera]:
     """Return the Camera subclass for ``type_name`` (importing its module)."""
-    return _backend_attribute(type_name, 1)
+    return CAMERAS.backend_class(type_name)
 
 
 def camera_config_from_dict(data: Mapping[str, Any]) -> CameraConfig:
     """Build a config from a YAML-style mapping with a ``type`` key; unknown keys are an error."""
-    if "type" not in data:
-        raise ValueError(
-            f"camera config needs a 'type' key (one of {sorted(CAMERA_BACKENDS)}), got {dict(data)}"
-        )
-    cls = camera_config_class(str(data["type"]))
-    known = {f.name for f in dataclasses.fields(cls)}
-    kwargs = {k: v for k, v in data.items() if k != "type"}
-    unknown = sorted(set(kwargs) - known)
-    if unknown:
-        raise ValueError(
-            f"camera type {data['type']!r} has no option(s) {unknown}; expected some of {sorted(known)}"
-        )
-    for key, value in kwargs.items():
-        if isinstance(value, list):
-            kwargs[key] = tuple(value)
-    return cls(**kwargs)
+    # YAML gives lists; the configs hold tuples (frozen, comparable, hashable).
+    values = {key: tuple(value) if isinstance(value, list) else value for key, value in dict(data).items()}
+    return CAMERAS.config_from_dict(values)
 
 
 def make_camera(config: CameraConfig | Mapping[str, Any]) -> Camera:
     """Create (not connect) the camera a config describes, importing only that backend."""
     if not isinstance(config, CameraConfig):
         config = camera_config_from_dict(config)
-    if not config.type:
-        raise UnknownCameraTypeError(f"{type(config).__name__} has no camera type")
-    return camera_class(config.type)(config)
+    return CAMERAS.build(config)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from robopin.registry import UnknownTypeError
+
 
 class MotionError(Exception):
     """Base class of every motion-planning error."""
@@ -11,7 +13,7 @@ class MotionConfigError(MotionError, ValueError):
     """A planner, grasp or robot configuration value is out of range or of the wrong shape."""
 
 
-class UnknownPlannerError(MotionError, KeyError):
+class UnknownPlannerError(MotionError, UnknownTypeError):
     """A planner type name that the factory does not know."""
 
 

@@ -28,6 +28,7 @@ def _import_ompl():
 class OmplPlanner(MotionPlanner):
     """RRT-Connect (or another OMPL geometric planner) + OMPL path simplification."""
 
+    config_class = OmplPlannerConfig
     config: OmplPlannerConfig
 
     def __init__(self, config: OmplPlannerConfig, robot: RobotModel | None = None) -> None:

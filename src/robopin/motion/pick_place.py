@@ -1,9 +1,6 @@
-"""Pick-and-place as a sequence of planned phases: approach, grasp, lift, place, retreat.
+"""Pick-and-place as phases (approach, grasp, lift, place, retreat), planned before anything moves.
 
-Every phase is planned (and verified) before anything moves, so a dry run returns the full plan and
-a failure in any phase refuses the whole task with that phase's named status. The picked object is
-removed from the collision world around the pick point (the fingers must reach it) and attached to
-the hand from the grasp on, so the transport keeps it clear of everything else.
+A failure in any phase refuses the whole task with that phase's named status.
 """
 
 from __future__ import annotations
@@ -33,7 +30,6 @@ ON_TABLE_M = 0.006
 """A place point this close above the table top is on the table (whose points the cloud leaves out)."""
 SUPPORT_MARGIN_M = 0.02
 """A moved place point needs the surface seen this far beyond it, in the direction it moved."""
-"""A place point this close above the table top is on the table (whose points the cloud leaves out)."""
 
 
 @dataclass
@@ -69,11 +65,16 @@ class PickPlaceConfig:
 
 @dataclass
 class PickPlacePhase:
-    """One planned motion; ``gripper_after_m`` is the width to command once it has run (None: none)."""
+    """One planned motion; ``gripper_after_m`` is the width to command once it has run (None: none).
+
+    ``world`` is the collision world the motion was planned and verified against (the picked object
+    removed for the descent, attached to the hand while held).
+    """
 
     stage: str
     result: PlanResult
     gripper_after_m: float | None = None
+    world: CollisionWorld | None = None
 
 
 @dataclass
@@ -150,8 +151,8 @@ def nearby_place_points(
     """Points beside a blocked place point on the same surface, with more room, most room first.
 
     A model's "free area" point is a pixel projected through depth: a centre a centimetre or two off is
-    as good an answer, and one where the hand fits may be right beside it (Panda long-horizon seed 3: the
-    third object's spot on a full plate left every place pose touching its neighbours). Candidates lie on
+    as good an answer, and one where the hand fits may be right beside it (on a full plate every place
+    pose at the point itself can touch the neighbours). Candidates lie on
     rings of ``place_search_step_m`` up to ``place_search_radius_m`` in ``PLACE_NUDGE_DIRECTIONS``
     directions. Room is the horizontal distance to the nearest cloud point standing on the surface
     (``STANDING_ABOVE_SURFACE_M`` above it); a candidate must have more of it than the requested point.
@@ -195,6 +196,150 @@ def nearby_place_points(
     return [point for _, _, point in ranked[: config.place_search_points]]
 
 
+@dataclass
+class _Request:
+    """What every phase of one pick-and-place shares."""
+
+    planner: MotionPlanner
+    config: PickPlaceConfig
+    pick: NDArray[np.float64]
+    place: NDArray[np.float64]
+    support: float | None
+    velocity_scale: float | None
+
+    def to_pose(self, world: CollisionWorld, q: NDArray[np.float64], T: NDArray[np.float64]) -> PlanResult:
+        self.planner.update_world(world)
+        return self.planner.plan_to_pose(q, T, velocity_scale=self.velocity_scale)
+
+    def linear(self, world: CollisionWorld, q: NDArray[np.float64], T: NDArray[np.float64]) -> PlanResult:
+        self.planner.update_world(world)
+        return self.planner.plan_linear(q, T, velocity_scale=self.velocity_scale)
+
+
+@dataclass
+class _Failure:
+    """The stage that failed and the last planner result that failed in it."""
+
+    stage: str
+    result: PlanResult
+
+
+@dataclass
+class _Held:
+    """The picked object as the hand carries it: the world with it attached, its height and top point."""
+
+    world: CollisionWorld
+    height_m: float
+    top: NDArray[np.float64]
+
+
+@dataclass
+class _Placement:
+    transport: PlanResult
+    lower: PlanResult
+    T_base_retreat: NDArray[np.float64]
+    point: NDArray[np.float64]
+
+
+def _no_candidate(stage: str) -> _Failure:
+    return _Failure(stage, PlanResult(PlanStatus.IK_FAIL, 0.0))
+
+
+def _plan_grasp(
+    request: _Request, q: NDArray[np.float64], grasps: list[GraspCandidate], world: CollisionWorld,
+    target_free: CollisionWorld,
+) -> tuple[GraspCandidate, PlanResult, PlanResult] | _Failure:
+    """Approach (free-space, full world) and descent (object removed) of the first grasp where both plan."""
+    failure = _no_candidate("approaching")
+    for grasp in grasps:
+        approach = request.to_pose(world, q, grasp.T_base_pre_grasp)
+        if not approach.success:
+            failure = _Failure("approaching", approach)
+            continue
+        descent = request.linear(target_free, approach.trajectory.positions[-1], grasp.T_base_grasp)
+        if not descent.success:
+            failure = _Failure("grasping", descent)
+            continue
+        return grasp, approach, descent
+    return failure
+
+
+def _held_object(request: _Request, grasp: GraspCandidate, target_free: CollisionWorld) -> _Held:
+    """The world with the picked object attached to the hand: it now collides with the world like the arm.
+
+    The held box spans from the object's top (the pick point, or the TCP if the grasp had to stay
+    higher) down by the object height, but never into the table it was standing on.
+    """
+    config, pick = request.config, request.pick
+    grasp_z = float(grasp.T_base_grasp[2, 3])
+    top = max(float(pick[2]), grasp_z)
+    bottom = top - config.object_size_m[2]
+    if request.support is not None:
+        bottom = max(bottom, request.support + HELD_OBJECT_TABLE_GAP_M)
+    height = max(top - bottom, HELD_OBJECT_TABLE_GAP_M)
+    T_ee_object = np.eye(4)
+    T_ee_object[2, 3] = grasp_z - (top - height / 2.0)  # TCP z points down, into the object
+    holding = target_free.copy()
+    holding.attach("held_object", (config.object_size_m[0], config.object_size_m[1], height), T_ee_object)
+    return _Held(holding, height, np.array([pick[0], pick[1], top]))
+
+
+def _plan_lift(request: _Request, held: _Held, grasp: GraspCandidate, q: NDArray[np.float64]) -> PlanResult:
+    """Straight up as high as the arm goes, down to the lowest of ``LIFT_FRACTIONS`` of the lift height.
+
+    Near the edge of the workspace the last centimetres of a full lift can have no IK solution near
+    the previous one, while the transport from a lower lift still clears the world.
+    """
+    rise = grasp.T_base_lift[2, 3] - grasp.T_base_grasp[2, 3]
+    for fraction in LIFT_FRACTIONS:
+        T_lift = grasp.T_base_lift.copy()
+        T_lift[2, 3] = grasp.T_base_grasp[2, 3] + fraction * rise
+        lift = request.linear(held.world, q, T_lift)
+        if lift.success:
+            break
+    return lift
+
+
+def _plan_place_at(
+    request: _Request, held: _Held, grasp: GraspCandidate, q: NDArray[np.float64], point: NDArray[np.float64]
+) -> _Placement | _Failure:
+    """Transport to the first place pose at ``point`` whose pre-place and straight descent both plan."""
+    failure = _no_candidate("placing")
+    for candidate in place_candidates(point, grasp, held.top, request.config.grasp, object_height_m=held.height_m):
+        moved = request.to_pose(held.world, q, candidate.T_base_pre_place)
+        if not moved.success:
+            failure = _Failure("placing", moved)
+            continue
+        lowered = request.linear(held.world, moved.trajectory.positions[-1], candidate.T_base_place)
+        if not lowered.success:
+            failure = _Failure("placing", lowered)
+            continue
+        return _Placement(moved, lowered, candidate.T_base_retreat, point)
+    return failure
+
+
+def _plan_place(
+    request: _Request, held: _Held, grasp: GraspCandidate, q: NDArray[np.float64]
+) -> _Placement | _Failure:
+    """Place at the requested point, or (blocked there) at a point beside it with more room."""
+    placed = _plan_place_at(request, held, grasp, q, request.place)
+    if isinstance(placed, _Placement):
+        return placed
+    config = request.config
+    blocked = placed.result.status in BLOCKED_PLACE_STATUSES
+    beside = nearby_place_points(held.world, request.place, config, request.support) if blocked else []
+    for point in beside:
+        moved = _plan_place_at(request, held, grasp, q, point)
+        if isinstance(moved, _Placement):
+            return moved
+    if beside:  # reported as the failure where asked, with how far beside it was tried
+        result = placed.result
+        message = (f"{result.message} (and at {len(beside)} point(s) up to "
+                   f"{config.place_search_radius_m * 1e3:.0f} mm beside it)").strip()
+        placed = _Failure(placed.stage, PlanResult(result.status, result.planning_time_s, message=message))
+    return placed
+
+
 def plan_pick_place(
     planner: MotionPlanner,
     q_start: ArrayLike,
@@ -207,152 +352,68 @@ def plan_pick_place(
     pick_normal: ArrayLike | None = None,
     velocity_scale: float | None = None,
 ) -> PickPlacePlan:
-    """Plan every phase of picking at ``pick_point`` and placing on the surface at ``place_point``."""
+    """Plan every phase of picking at ``pick_point`` and placing on the surface at ``place_point``.
+
+    Each phase is planned and densely verified against the world it runs in (``PickPlacePhase.world``);
+    the planner's world is the caller's again when this returns.
+    """
     config = config or PickPlaceConfig()
     started = time.perf_counter()
-    pick = np.asarray(pick_point, dtype=np.float64).reshape(3)
-    place = np.asarray(place_point, dtype=np.float64).reshape(3)
-    original_world = planner.world
-    phases: list[PickPlacePhase] = []
-
-    def fail(stage: str, result: PlanResult, grasp=None) -> PickPlacePlan:
-        planner.update_world(original_world)
-        return PickPlacePlan(
-            result.status,
-            phases,
-            time.perf_counter() - started,
-            stage,
-            f"{stage}: {result.status.value} {result.message}".strip(),
-            grasp,
-            requested_place=place,
-        )
-
-    support = support_height(original_world, config.table_height_m)
-    grasps = grasp_candidates(
-        pick,
-        config.grasp,
-        yaw_rad=yaw_rad,
-        object_points=object_points,
-        surface_normal=pick_normal,
-        support_height_m=support,
+    world = planner.world
+    request = _Request(
+        planner,
+        config,
+        np.asarray(pick_point, dtype=np.float64).reshape(3),
+        np.asarray(place_point, dtype=np.float64).reshape(3),
+        support_height(world, config.table_height_m),
+        velocity_scale,
     )
-    q = np.asarray(q_start, dtype=np.float64)
-    # Approach: free-space move to the first reachable pre-grasp whose descent also works.
-    approach_world = original_world
-    target_free = world_without_target(original_world, pick, config.target_clearance_radius_m, config.object_size_m[2])
+    phases: list[PickPlacePhase] = []
     chosen: GraspCandidate | None = None
-    approach: PlanResult | None = None
-    descent: PlanResult | None = None
-    last_failure: tuple[str, PlanResult] | None = None
-    for grasp in grasps:
-        planner.update_world(approach_world)
-        approach = planner.plan_to_pose(q, grasp.T_base_pre_grasp, velocity_scale=velocity_scale)
-        if not approach.success:
-            last_failure = ("approaching", approach)
-            continue
-        planner.update_world(target_free)
-        descent = planner.plan_linear(
-            approach.trajectory.positions[-1], grasp.T_base_grasp, velocity_scale=velocity_scale
-        )
-        if not descent.success:
-            last_failure = ("grasping", descent)
-            continue
-        chosen = grasp
-        break
-    if chosen is None or approach is None or descent is None:
-        stage, result = last_failure if last_failure else ("approaching", PlanResult(PlanStatus.IK_FAIL, 0.0))
-        return fail(stage, result)
-    phases.append(PickPlacePhase("approaching", approach, config.gripper_open_width_m))
-    phases.append(PickPlacePhase("grasping", descent, config.gripper_closed_width_m))
 
-    # Lift with the object attached to the hand: it now collides with the world like the arm does.
-    # The held box spans from the object's top (the pick point, or the TCP if the grasp had to stay
-    # higher) down by the object height, but never into the table it was standing on.
-    grasp_z = float(chosen.T_base_grasp[2, 3])
-    top = max(float(pick[2]), grasp_z)
-    bottom = top - config.object_size_m[2]
-    if support is not None:
-        bottom = max(bottom, support + HELD_OBJECT_TABLE_GAP_M)
-    height = max(top - bottom, HELD_OBJECT_TABLE_GAP_M)
-    size = (config.object_size_m[0], config.object_size_m[1], height)
-    T_ee_object = np.eye(4)
-    T_ee_object[2, 3] = grasp_z - (top - height / 2.0)  # TCP z points down, into the object
-    holding = target_free.copy()
-    holding.attach("held_object", size, T_ee_object)
-    planner.update_world(holding)
-    # Lift as high as the arm goes straight up, down to a third of lift_height_m: near the edge of the
-    # workspace the last centimetres of a full lift can have no IK solution near the previous one
-    # (Panda long-horizon seed 14), while the transport from a lower lift still clears the world.
-    for fraction in LIFT_FRACTIONS:
-        T_lift = chosen.T_base_lift.copy()
-        T_lift[2, 3] = chosen.T_base_grasp[2, 3] + fraction * (chosen.T_base_lift[2, 3] - chosen.T_base_grasp[2, 3])
-        lift = planner.plan_linear(descent.trajectory.positions[-1], T_lift, velocity_scale=velocity_scale)
-        if lift.success:
-            break
+    def finish(outcome: _Failure | None, placed_at: NDArray[np.float64] | None = None) -> PickPlacePlan:
+        planner.update_world(world)
+        elapsed = time.perf_counter() - started
+        if outcome is not None:
+            message = f"{outcome.stage}: {outcome.result.status.value} {outcome.result.message}".strip()
+            return PickPlacePlan(outcome.result.status, phases, elapsed, outcome.stage, message, chosen,
+                                 requested_place=request.place)
+        return PickPlacePlan(PlanStatus.SUCCESS, phases, elapsed, grasp=chosen, requested_place=request.place,
+                             place_point=placed_at)
+
+    grasps = grasp_candidates(request.pick, config.grasp, yaw_rad=yaw_rad, object_points=object_points,
+                              surface_normal=pick_normal, support_height_m=request.support)
+    target_free = world_without_target(world, request.pick, config.target_clearance_radius_m, config.object_size_m[2])
+    grasped = _plan_grasp(request, np.asarray(q_start, dtype=np.float64), grasps, world, target_free)
+    if isinstance(grasped, _Failure):
+        return finish(grasped)
+    chosen, approach, descent = grasped
+    phases.append(PickPlacePhase("approaching", approach, config.gripper_open_width_m, world))
+    phases.append(PickPlacePhase("grasping", descent, config.gripper_closed_width_m, target_free))
+
+    held = _held_object(request, chosen, target_free)
+    lift = _plan_lift(request, held, chosen, descent.trajectory.positions[-1])
     if not lift.success:
-        return fail("lifting", lift, chosen)
-    phases.append(PickPlacePhase("lifting", lift))
+        return finish(_Failure("lifting", lift))
+    phases.append(PickPlacePhase("lifting", lift, world=held.world))
 
-    place_world = holding
-    transport: PlanResult | None = None
-    lower: PlanResult | None = None
-    held_top = np.array([pick[0], pick[1], top])
-
-    def plan_place(point: NDArray[np.float64]):
-        nonlocal last_failure
-        for candidate in place_candidates(point, chosen, held_top, config.grasp, object_height_m=height):
-            moved = planner.plan_to_pose(
-                lift.trajectory.positions[-1], candidate.T_base_pre_place, velocity_scale=velocity_scale
-            )
-            if not moved.success:
-                last_failure = ("placing", moved)
-                continue
-            lowered = planner.plan_linear(
-                moved.trajectory.positions[-1], candidate.T_base_place, velocity_scale=velocity_scale
-            )
-            if not lowered.success:
-                last_failure = ("placing", lowered)
-                continue
-            return moved, lowered, candidate.T_base_retreat
-        return None
-
-    placed_at = place
-    planned = plan_place(place)
-    if planned is None:
-        stage, result = last_failure if last_failure else ("placing", PlanResult(PlanStatus.IK_FAIL, 0.0))
-        beside = nearby_place_points(holding, place, config, support) if result.status in BLOCKED_PLACE_STATUSES else []
-        # Blocked where asked: try beside it, on the same surface, where there is more room.
-        for point in beside:
-            planned = plan_place(point)
-            if planned is not None:
-                placed_at = point
-                break
-        if planned is None:
-            if beside:
-                result = PlanResult(result.status, result.planning_time_s, message=(
-                    f"{result.message} (and at {len(beside)} point(s) up to "
-                    f"{config.place_search_radius_m * 1e3:.0f} mm beside it)").strip())
-            return fail(stage, result, chosen)
-    transport, lower, retreat_pose = planned
-    phases.append(PickPlacePhase("placing", transport))
-    phases.append(PickPlacePhase("placing", lower, config.gripper_open_width_m))
+    placed = _plan_place(request, held, chosen, lift.trajectory.positions[-1])
+    if isinstance(placed, _Failure):
+        return finish(placed)
+    phases.append(PickPlacePhase("placing", placed.transport, world=held.world))
+    phases.append(PickPlacePhase("placing", placed.lower, config.gripper_open_width_m, held.world))
 
     # Retreat without the object (it stays on the surface, now an obstacle we do not model).
-    released = place_world.copy()
+    released = held.world.copy()
     released.detach()
-    planner.update_world(released)
-    retreat = planner.plan_linear(lower.trajectory.positions[-1], retreat_pose, velocity_scale=velocity_scale)
-    planner.update_world(original_world)
+    retreat = request.linear(released, placed.lower.trajectory.positions[-1], placed.T_base_retreat)
     if not retreat.success:
-        return fail("retreating", retreat, chosen)
-    phases.append(PickPlacePhase("retreating", retreat))
-    plan = PickPlacePlan(
-        PlanStatus.SUCCESS, phases, time.perf_counter() - started, grasp=chosen, requested_place=place,
-        place_point=placed_at,
-    )
+        return finish(_Failure("retreating", retreat))
+    phases.append(PickPlacePhase("retreating", retreat, world=released))
+    plan = finish(None, placed.point)
     if plan.place_offset_m > 0.0:
         plan.message = (
-            f"place point moved {plan.place_offset_m * 1e3:.0f} mm to {np.round(placed_at, 3).tolist()}: "
+            f"place point moved {plan.place_offset_m * 1e3:.0f} mm to {np.round(placed.point, 3).tolist()}: "
             f"no place pose at the requested point was collision-free"
         )
     return plan

@@ -10,8 +10,6 @@ lives here; a backend supplies only the geometric search (``_solve_path``).
 from __future__ import annotations
 
 import abc
-import dataclasses
-import importlib
 import logging
 import time
 from collections.abc import Sequence
@@ -21,19 +19,33 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from robopin.motion.errors import MotionConfigError, UnknownPlannerError
+from robopin.motion.errors import BackendUnavailableError, MotionConfigError, UnknownPlannerError
 from robopin.motion.robot import RobotModel, robot_spec
 from robopin.motion.timing import time_parameterize
 from robopin.motion.types import JointTrajectory, PlanResult, PlanStatus
 from robopin.motion.verify import verify_trajectory
 from robopin.motion.world import CollisionWorld
+from robopin.registry import RegisteredBackend, RegisteredConfig, Registry
 
 logger = logging.getLogger(__name__)
 
+# Type name -> config and planner class. Planner modules (OMPL, roboplan, cuRobo and torch) are imported
+# only when that type is built; cuRobo's config lives in its own module, which imports nothing of cuRobo.
+PLANNERS: Registry[PlannerConfig, MotionPlanner] = Registry(
+    "planner", unknown_error=UnknownPlannerError, config_error=MotionConfigError,
+    unavailable_error=BackendUnavailableError,
+)
+PLANNERS.declare("ompl", "robopin.motion.ompl_planner", config_module=__name__)
+PLANNERS.declare("roboplan", "robopin.motion.roboplan_planner", config_module=__name__)
+PLANNERS.declare("curobo", "robopin.motion.curobo.planner", config_module="robopin.motion.curobo.config")
+
 
 @dataclass
-class PlannerConfig:
-    """Settings shared by every backend. Lengths in metres, angles in radians, times in seconds."""
+class PlannerConfig(RegisteredConfig, registry=PLANNERS):
+    """Settings shared by every backend. Lengths in metres, angles in radians, times in seconds.
+
+    Each backend's config subclasses this and sets ``type``, its registry key.
+    """
 
     type: ClassVar[str] = ""
     robot: str = "panda"
@@ -121,12 +133,15 @@ class RoboplanPlannerConfig(PlannerConfig):
             )
 
 
-class MotionPlanner(abc.ABC):
+class MotionPlanner(abc.ABC, RegisteredBackend, registry=PLANNERS):
     """Plans collision-free, time-parameterised joint trajectories for one arm.
 
     Not thread-safe; one instance per planning thread. Subclasses implement :meth:`_solve_path` (and
-    may override :meth:`plan_to_pose` when their library plans to poses natively, as cuRobo does).
+    may override :meth:`plan_to_pose` when their library plans to poses natively, as cuRobo does), and
+    name their config dataclass in ``config_class``, which registers them under that config's ``type``.
     """
+
+    config_class: ClassVar[type[PlannerConfig]] = PlannerConfig
 
     def __init__(self, config: PlannerConfig, robot: RobotModel | None = None) -> None:
         self.config = config
@@ -405,41 +420,11 @@ class MotionPlanner(abc.ABC):
         """Find a geometric path (waypoints × dof, start first) or return (None, status, message)."""
 
 
-# Type name → (module, class, config class); modules are imported only when that type is built.
-_BACKENDS: dict[str, tuple[str, str]] = {
-    "ompl": ("robopin.motion.ompl_planner", "OmplPlanner"),
-    "roboplan": ("robopin.motion.roboplan_planner", "RoboplanPlanner"),
-    "curobo": ("robopin.motion.curobo.planner", "CuroboPlanner"),
-}
-
-
-def _config_classes() -> dict[str, type[PlannerConfig]]:
-    classes: dict[str, type[PlannerConfig]] = {"ompl": OmplPlannerConfig, "roboplan": RoboplanPlannerConfig}
-    from robopin.motion.curobo.config import CuroboPlannerConfig  # pure dataclass, no cuRobo import
-
-    classes["curobo"] = CuroboPlannerConfig
-    return classes
-
-
 def planner_config_from_dict(values: dict[str, Any]) -> PlannerConfig:
     """Build the config of the backend named by ``values["type"]`` from a YAML-style mapping."""
-    values = dict(values)
-    kind = values.pop("type", None)
-    classes = _config_classes()
-    if kind not in classes:
-        raise UnknownPlannerError(f"planner type {kind!r} is unknown; expected one of {sorted(classes)}")
-    cls = classes[kind]
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise MotionConfigError(f"{cls.__name__} has no field(s) {unknown}; known: {sorted(known)}")
-    return cls(**values)
+    return PLANNERS.config_from_dict(values)
 
 
 def make_planner(config: PlannerConfig, robot: RobotModel | None = None) -> MotionPlanner:
     """Instantiate the backend for ``config`` (its library is imported here, not before)."""
-    if config.type not in _BACKENDS:
-        raise UnknownPlannerError(f"planner type {config.type!r} is unknown; expected one of {sorted(_BACKENDS)}")
-    module_name, class_name = _BACKENDS[config.type]
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(config, robot)
+    return PLANNERS.build(config, robot)

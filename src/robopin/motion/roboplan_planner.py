@@ -9,6 +9,9 @@ padding (grasp and place poses do), in which case the search runs on the true ge
 
 from __future__ import annotations
 
+import collections
+import hashlib
+
 import numpy as np
 
 from robopin.motion.errors import BackendUnavailableError
@@ -18,6 +21,7 @@ from robopin.motion.types import PlanStatus
 
 _GROUP = "arm"
 _COLOR = np.array([0.8, 0.2, 0.2, 1.0])
+_OCTREES_CACHED = 4  # a pick-and-place's two clouds (with and without the object) at two paddings
 
 
 def _import_roboplan():
@@ -31,6 +35,7 @@ def _import_roboplan():
 class RoboplanPlanner(MotionPlanner):
     """roboplan RRT-Connect + shortcutting behind the robopin planner contract."""
 
+    config_class = RoboplanPlannerConfig
     config: RoboplanPlannerConfig
 
     def __init__(self, config: RoboplanPlannerConfig, robot: RobotModel | None = None) -> None:
@@ -52,6 +57,7 @@ class RoboplanPlanner(MotionPlanner):
         self._base_links = self.robot.static_links()
         self._obstacle_names: list[str] = []
         self._scene_state: tuple[int, float] | None = None
+        self._octrees: collections.OrderedDict[tuple, object] = collections.OrderedDict()
         self._planner = rrt.RRT(self._scene, self._options(config.timeout_s))
         self._planner.setRngSeed(config.seed)
         self._shortcutter = core.PathShortcutter(
@@ -85,19 +91,10 @@ class RoboplanPlanner(MotionPlanner):
             self._scene.addBoxGeometry(name, "universe", core.Box(*size), np.asfortranarray(box.T_base_box), _COLOR)
             self._obstacle_names.append(name)
         if self.world.points is not None and len(self.world.points):
-            import coal
-
-            points = np.ascontiguousarray(self.world.points)
-            if padding_m > 0.0:
-                # roboplan's octree takes the resolution, not per-box sizes: dilate the cloud instead.
-                offsets = padding_m * np.vstack([np.zeros(3), np.eye(3), -np.eye(3)])
-                points = (points[:, None, :] + offsets[None]).reshape(-1, 3)
-            octree = coal.makeOctree(points, self.world.voxel_size_m)
-            boxes = [np.asarray(b, dtype=np.float64) for b in octree.toBoxes()]
             self._scene.addOcTreeGeometry(
                 "world_point_cloud",
                 "universe",
-                core.OcTree(boxes, self.world.voxel_size_m),
+                self._octree(self.world.points, self.world.voxel_size_m, padding_m),
                 np.eye(4, order="F"),
                 _COLOR,
             )
@@ -126,6 +123,30 @@ class RoboplanPlanner(MotionPlanner):
             if self.world.attached is not None:
                 self._scene.setCollisions("attached_object", name, True)
         self._scene_state = state
+
+    def _octree(self, points, voxel_size_m: float, padding_m: float):
+        """roboplan's octree of ``points`` (dilated by ``padding_m``), cached by content.
+
+        A pick-and-place searches the same cloud (or the same minus the picked object) in several
+        worlds and at two paddings; building the octree is most of a scene sync.
+        """
+        import coal
+
+        points = np.ascontiguousarray(points, dtype=np.float64)
+        key = (hashlib.blake2b(points.tobytes(), digest_size=16).digest(), len(points), voxel_size_m, padding_m)
+        octree = self._octrees.get(key)
+        if octree is not None:
+            self._octrees.move_to_end(key)
+            return octree
+        if padding_m > 0.0:
+            # roboplan's octree takes the resolution, not per-box sizes: dilate the cloud instead.
+            offsets = padding_m * np.vstack([np.zeros(3), np.eye(3), -np.eye(3)])
+            points = (points[:, None, :] + offsets[None]).reshape(-1, 3)
+        boxes = [np.asarray(b, dtype=np.float64) for b in coal.makeOctree(points, voxel_size_m).toBoxes()]
+        octree = self._octrees[key] = self._core.OcTree(boxes, voxel_size_m)
+        while len(self._octrees) > _OCTREES_CACHED:
+            self._octrees.popitem(last=False)
+        return octree
 
     def _full(self, q):
         full = self._full_q.copy()

@@ -8,6 +8,7 @@ This checker is shared by every CPU backend and is the independent judge of ever
 
 from __future__ import annotations
 
+import collections
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,9 @@ from robopin.motion.types import AttachedObject, Box
 from robopin.motion.world import CLOUD_GEOMETRY_NAME, CollisionWorld
 
 logger = logging.getLogger(__name__)
+
+WORLD_STATES_CACHED = 6
+"""Collision worlds whose built geometry a model keeps (a pick-and-place plans against four)."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +230,7 @@ class RobotModel:
         self.padding_m = 0.0
         self._geom = None
         self._geom_data = None
+        self._world_states: collections.OrderedDict[tuple[int, float], tuple] = collections.OrderedDict()
         self.set_world(CollisionWorld(), padding_m=0.0)
 
     # --- kinematics -------------------------------------------------------------------------------
@@ -374,6 +379,15 @@ class RobotModel:
             raise MotionConfigError(f"padding_m must be >= 0, got {padding}")
         if world is self._world and world.version == self._world_version and padding == self._padding:
             return
+        # A pick-and-place switches between a few worlds (full, object removed, holding, released)
+        # segment after segment: each keeps its built geometry and per-margin checkers.
+        cached = self._world_states.get((id(world), padding))
+        if cached is not None and cached[0] is world and cached[1] == world.version:
+            self._world_states.move_to_end((id(world), padding))
+            (_, _, self._geom, self._geom_data, self._obstacle_pairs, self._checkers) = cached
+            self._world, self._world_version, self._padding, self.padding_m = world, world.version, padding, padding
+            self._update_reach_for(world.attached)
+            return
         pin, coal = self._pin, _import_pinocchio()[1]
         geom = pin.GeometryModel()
         robot_ids = [geom.addGeometryObject(obj) for obj in self._robot_geom.geometryObjects]
@@ -415,6 +429,12 @@ class RobotModel:
         self._world, self._world_version, self._padding, self.padding_m = world, world.version, padding, padding
         self._obstacle_pairs = [k for k, p in enumerate(geom.collisionPairs) if p.second in obstacle_set]
         self._checkers = {}
+        # The entry holds the world itself, so its id cannot be reused while cached.
+        self._world_states[(id(world), padding)] = (
+            world, world.version, geom, geom_data, self._obstacle_pairs, self._checkers
+        )
+        while len(self._world_states) > WORLD_STATES_CACHED:
+            self._world_states.popitem(last=False)
         self._update_reach_for(world.attached)
 
     def _update_reach_for(self, attached: AttachedObject | None) -> None:
@@ -494,22 +514,30 @@ class RobotModel:
         separate point sets combine with ``np.maximum``) with a 10 % margin; the chain is serial, so
         the points on joint ``j >= i`` are downstream of joint ``i``.
         """
-        pin = self._pin
+        rotations, translations = self._reach_frames()
         reach = np.zeros(self.dof)
-        rng = np.random.default_rng(12345)
-        low, high = np.maximum(self.lower, -np.pi), np.minimum(self.upper, np.pi)
-        for q in [self.home, *rng.uniform(low, high, size=(64, self.dof))]:
-            pin.forwardKinematics(self.model, self.data, q)
-            world_points = {
-                j: pts @ self.data.oMi[j].rotation.T + self.data.oMi[j].translation
-                for j, pts in points_by_joint.items()
-            }
-            for i in range(1, self.dof + 1):
-                origin = self.data.oMi[i].translation
-                for j, pts in world_points.items():
-                    if j >= i:
-                        reach[i - 1] = max(reach[i - 1], float(np.max(np.linalg.norm(pts - origin, axis=1))))
+        for j, pts in points_by_joint.items():
+            # Every sample at once: (samples, points, 3) in the base frame.
+            world_points = np.einsum("sab,nb->sna", rotations[:, j], pts) + translations[:, j, None, :]
+            for i in range(1, min(j, self.dof) + 1):
+                distance = np.linalg.norm(world_points - translations[:, i, None, :], axis=2)
+                reach[i - 1] = max(reach[i - 1], float(np.max(distance)))
         return 1.1 * reach
+
+    def _reach_frames(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Joint placements (samples × joints) at the fixed configurations :meth:`_reach_of` maximises over."""
+        frames = getattr(self, "_reach_frames_cache", None)
+        if frames is None:
+            pin = self._pin
+            rng = np.random.default_rng(12345)
+            low, high = np.maximum(self.lower, -np.pi), np.minimum(self.upper, np.pi)
+            rotations, translations = [], []
+            for q in [self.home, *rng.uniform(low, high, size=(64, self.dof))]:
+                pin.forwardKinematics(self.model, self.data, q)
+                rotations.append([np.array(self.data.oMi[j].rotation) for j in range(self.model.njoints)])
+                translations.append([np.array(self.data.oMi[j].translation) for j in range(self.model.njoints)])
+            frames = self._reach_frames_cache = (np.array(rotations), np.array(translations))
+        return frames
 
     def _compute(self, q: NDArray[np.float64], margin_m: float | None, stop_at_first: bool) -> bool:
         pin = self._pin

@@ -6,6 +6,7 @@ the straight segments the planner checked; the dense verifier then judges the ti
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -34,6 +35,22 @@ def _drop_duplicates(path: NDArray[np.float64]) -> NDArray[np.float64]:
         if np.max(np.abs(path[i] - path[keep[-1]])) > 1e-9:
             keep.append(i)
     return path[keep]
+
+
+@functools.lru_cache(maxsize=32)
+def _limit_constraints(vlim: tuple[float, ...], alim: tuple[float, ...]) -> tuple:
+    """TOPP-RA's joint velocity and acceleration constraints for these limits.
+
+    Built once per limit set: they hold only the limits, and building them formats every limit
+    into a description string (toppra constraint/linear_joint_*.py), a few ms per segment.
+    """
+    import toppra.constraint
+
+    v, a = np.asarray(vlim), np.asarray(alim)
+    return (
+        toppra.constraint.JointVelocityConstraint(np.stack([-v, v], axis=1)),
+        toppra.constraint.JointAccelerationConstraint(np.stack([-a, a], axis=1)),
+    )
 
 
 def time_parameterize(
@@ -66,15 +83,14 @@ def time_parameterize(
     lengths = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(dense, axis=0), axis=1))])
     s = lengths / lengths[-1]
     spline = toppra.SplineInterpolator(s, dense)
-    vlim = np.asarray(max_velocity) * velocity_scale
-    alim = np.asarray(max_acceleration) * acceleration_scale
-    constraints = [
-        toppra.constraint.JointVelocityConstraint(np.stack([-vlim, vlim], axis=1)),
-        toppra.constraint.JointAccelerationConstraint(np.stack([-alim, alim], axis=1)),
-    ]
+    vlim = np.asarray(max_velocity, dtype=np.float64) * velocity_scale
+    alim = np.asarray(max_acceleration, dtype=np.float64) * acceleration_scale
+    constraints = _limit_constraints(tuple(vlim.tolist()), tuple(alim.tolist()))
     # Enough grid points to resolve every dense segment, capped to keep the LP sweep cheap.
     gridpoints = np.linspace(0.0, 1.0, int(np.clip(2 * len(dense), 50, 200)))
-    instance = toppra.algorithm.TOPPRA(constraints, spline, gridpoints=gridpoints, parametrizer="ParametrizeConstAccel")
+    instance = toppra.algorithm.TOPPRA(
+        list(constraints), spline, gridpoints=gridpoints, parametrizer="ParametrizeConstAccel"
+    )
     timed = instance.compute_trajectory(0.0, 0.0)
     if timed is None:
         return None

@@ -2,11 +2,12 @@
 
 Every segment between consecutive trajectory samples is checked without gaps: with ``D`` an upper
 bound on how far any robot point moves over the segment (:meth:`RobotModel.displacement_bound`), the
-segment is safe when its midpoint keeps every pair ``D`` apart (world pairs need ``D/2``; two moving
-links need ``D``); otherwise it is halved and both halves are checked, down to ``tolerance_m``, where
-a configuration in contact is reported. Far from obstacles one check covers a whole segment; near them
-the check refines, so a thin obstacle can never fall between two samples. The judge is the
-planner-independent pinocchio/coal model (convex link hulls), at zero padding unless told otherwise.
+segment, its ends included, is safe when its midpoint keeps every pair ``D`` apart (world pairs need
+``D/2``; two moving links need ``D``); otherwise it is halved and both halves are checked, down to
+``tolerance_m``, where the ends themselves are checked and a configuration in contact is reported.
+Far from obstacles one check covers a whole segment; near them the check refines, so a thin obstacle
+can never fall between two samples. The judge is the planner-independent pinocchio/coal model
+(convex link hulls), at zero padding unless told otherwise.
 """
 
 from __future__ import annotations
@@ -21,8 +22,12 @@ from robopin.motion.robot import RobotModel
 from robopin.motion.types import JointTrajectory
 from robopin.motion.world import CLOUD_GEOMETRY_NAME
 
-# Margins are rounded up to these steps so the per-margin collision data can be cached.
+# Margins are rounded up (a larger margin only refines more) to a ladder so the per-margin collision
+# data can be cached: steps of _MARGIN_QUANTUM_M up to _MARGIN_LADDER_FROM_M, then a factor of
+# _MARGIN_LADDER_RATIO per rung, which keeps the distinct margins of one world to a few dozen.
 _MARGIN_QUANTUM_M = 0.0005
+_MARGIN_LADDER_FROM_M = 0.002
+_MARGIN_LADDER_RATIO = 1.25
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,25 @@ class VerificationResult:
 
 
 def _quantized(margin: float) -> float:
-    return float(np.ceil(margin / _MARGIN_QUANTUM_M) * _MARGIN_QUANTUM_M)
+    """The smallest rung of the margin ladder at or above ``margin``."""
+    if margin <= _MARGIN_LADDER_FROM_M:
+        return float(np.ceil(margin / _MARGIN_QUANTUM_M) * _MARGIN_QUANTUM_M)
+    rung = int(np.ceil(np.log(margin / _MARGIN_LADDER_FROM_M) / np.log(_MARGIN_LADDER_RATIO)))
+    value = _MARGIN_LADDER_FROM_M * _MARGIN_LADDER_RATIO**rung
+    return float(value if value >= margin else value * _MARGIN_LADDER_RATIO)
+
+
+def _failure(robot: RobotModel, q, t, margin_m: float, checks: int, *, outside: bool = False) -> VerificationResult:
+    """The failed check at ``q`` (time ``t``): the pairs in contact, and where a cloud contact is."""
+    pairs = () if outside else tuple(robot.colliding_pairs(q, margin_m=margin_m))
+    contact, distance = None, float("nan")
+    touching = next((a for a, b in pairs if b == CLOUD_GEOMETRY_NAME), None)
+    if touching is not None:
+        points, distances = robot.nearest_cloud_points(q, touching, count=1)
+        if len(points):
+            contact, distance = tuple(float(c) for c in points[0]), float(distances[0])
+    return VerificationResult(False, checks, float(t), q, pairs, outside_limits=outside,
+                              cloud_contact=contact, cloud_contact_distance_m=distance)
 
 
 def verify_path(
@@ -76,42 +99,53 @@ def verify_path(
     if times_s is None:
         times_s = np.arange(len(positions), dtype=np.float64)
     times_s = np.asarray(times_s, dtype=np.float64)
-    checks = 0
+    if len(positions) == 0:
+        return VerificationResult(True, 0)
+    # Limits are a box in joint space: samples inside it keep every straight segment between them inside.
+    inside = np.all((positions >= robot.lower - 1e-6) & (positions <= robot.upper + 1e-6), axis=1)
+    if not np.all(inside):
+        first = int(np.argmin(inside))
+        return _failure(robot, positions[first], times_s[first], margin_m, first + 1, outside=True)
+    # A configuration is clear when checked on its own (``tested``) or when it lies in a segment whose
+    # midpoint keeps the clearance that covers the whole segment (``covered``): most samples need no
+    # check of their own.
+    tested: set[bytes] = set()
+    covered: set[bytes] = set()
+    midpoint_checks = 0
 
-    def failure(q, t, outside=False) -> VerificationResult:
-        pairs = () if outside else tuple(robot.colliding_pairs(q, margin_m=margin_m))
-        contact, distance = None, float("nan")
-        touching = next((a for a, b in pairs if b == CLOUD_GEOMETRY_NAME), None)
-        if touching is not None:
-            points, distances = robot.nearest_cloud_points(q, touching, count=1)
-            if len(points):
-                contact, distance = tuple(float(c) for c in points[0]), float(distances[0])
-        return VerificationResult(False, checks, float(t), q, pairs, outside_limits=outside,
-                                  cloud_contact=contact, cloud_contact_distance_m=distance)
-
-    for i, q in enumerate(positions):
-        checks += 1
-        if not robot.within_limits(q):
-            return failure(q, times_s[i], outside=True)
+    def endpoint_clear(q) -> bool:
+        key = q.tobytes()
+        if key in covered or key in tested:
+            return True
         if robot.in_collision(q, margin_m=margin_m):
-            return failure(q, times_s[i])
-    # Segments as a stack of (q_a, q_b, t_a, t_b); both ends are already known to be clear.
+            return False
+        tested.add(key)
+        return True
+
+    if len(positions) == 1 and not endpoint_clear(positions[0]):
+        return _failure(robot, positions[0], times_s[0], margin_m, 1)
+    # Segments as a stack of (q_a, q_b, t_a, t_b), earliest on top.
     stack = [(positions[i], positions[i + 1], times_s[i], times_s[i + 1]) for i in range(len(positions) - 1)][::-1]
     while stack:
         q_a, q_b, t_a, t_b = stack.pop()
         travel = robot.displacement_bound(q_a, q_b)
         if travel <= tolerance_m:
+            for q, t in ((q_a, t_a), (q_b, t_b)):
+                if not endpoint_clear(q):
+                    return _failure(robot, q, t, margin_m, midpoint_checks + len(tested) + 1)
             continue
         q_mid, t_mid = 0.5 * (q_a + q_b), 0.5 * (t_a + t_b)
-        checks += 1
-        # Two links moving towards each other close at most twice the one-sided travel to the midpoint.
+        midpoint_checks += 1
+        # Every point moves at most travel/2 from the midpoint to either end, so two links moving towards
+        # each other close at most travel: with that clearance at the midpoint, the whole segment is clear.
         if robot.within_clearance(q_mid, _quantized(travel + margin_m)):
+            covered.update((q_a.tobytes(), q_b.tobytes()))
             continue
-        checks += 1
-        if robot.in_collision(q_mid, margin_m=margin_m):
-            return failure(q_mid, t_mid)
+        if not endpoint_clear(q_mid):
+            return _failure(robot, q_mid, t_mid, margin_m, midpoint_checks + len(tested) + 1)
         stack.append((q_mid, q_b, t_mid, t_b))
         stack.append((q_a, q_mid, t_a, t_mid))
+    checks = midpoint_checks + len(tested)
     return VerificationResult(True, checks)
 
 

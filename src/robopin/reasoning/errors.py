@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from robopin.registry import UnknownTypeError
+
 REFUSAL_REASONS: dict[str, str] = {
     "invalid_instruction": "the instruction is empty, too long or not text",
     "invalid_mode": "the requested mode is not auto, point, subtask or plan (or is not configured)",
@@ -47,6 +49,10 @@ ID_CONFLICT_CODES = frozenset({"id_name_conflict", "id_kind_conflict", "id_point
 
 class ReasoningConfigError(ValueError):
     """A reasoning-loop configuration value is unusable (the message names it and what was expected)."""
+
+
+class UnknownReasonerError(ReasoningConfigError, UnknownTypeError):
+    """No reasoner is registered under the configured ``reasoner: {type: ...}``."""
 
 
 class TaskRefusal(Exception):  # noqa: N818 - a refusal is an outcome with a reason, not a crash

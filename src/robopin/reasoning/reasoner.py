@@ -4,8 +4,9 @@
 plug in by configuration through :func:`make_reasoner` (``reasoner: {type: ..., ...}`` in the
 reasoning config) without touching the loop: E-TTS (``type: etts``, in ``robopin.reasoning.tts``)
 samples M traces × N actions, scores them with the backend's verifier (``score_yes_no``) and picks
-one. A reasoner module exposes ``make_reasoner(settings, backend) -> Reasoner``; register a new
-type with :func:`register_reasoner`.
+one. A reasoner type is a factory ``(settings, backend) -> Reasoner`` in :data:`REASONERS`,
+registered with ``@REASONERS.register("<type>")`` in its module; :func:`register_reasoner` adds one
+from outside (the factory itself, or the path of a module that registers it when imported).
 
 Every query carries ``interpret``: the function that validates a sample in this mode (PinCoT,
 R^3 subtask or RoboGPT-R1 plan), so a reasoner can rank and retry without knowing the mode.
@@ -13,21 +14,22 @@ R^3 subtask or RoboGPT-R1 plan), so a reasoner can rank and retry without knowin
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from robopin.reasoning.errors import ReasoningConfigError, TaskCanceled, TaskRefusal
+from robopin.reasoning.errors import ReasoningConfigError, TaskCanceled, TaskRefusal, UnknownReasonerError
 from robopin.reasoning.interfaces import Observation
-from robopin.vlm.base import ChatMessage, VLMBackend
+from robopin.registry import Registry
+from robopin.vlm.base import ChatMessage, SamplingParams, VLMBackend
 from robopin.vlm.errors import (
     BackendUnavailableError,
     VLMCanceledError,
     VLMConnectionError,
     VLMError,
     VLMModelNotFoundError,
+    VLMRequestError,
     VLMTimeoutError,
 )
 
@@ -105,16 +107,13 @@ class SingleSampleReasoner:
 
     def __init__(self, backend: VLMBackend, *, temperature: float = 0.0, max_tokens: int = 1024) -> None:
         self.backend = backend
-        self.temperature = float(temperature)
-        self.max_tokens = int(max_tokens)
+        self.sampling = SamplingParams(n=1, temperature=temperature, max_tokens=max_tokens)
 
     def reason(self, query: ReasoningQuery) -> Reasoning:
         """Sample once and validate the sample."""
         start = time.perf_counter()
         try:
-            result = self.backend.generate(
-                list(query.messages), n=1, temperature=self.temperature, max_tokens=self.max_tokens
-            )
+            result = self.backend.generate(list(query.messages), self.sampling)
         except VLMError as error:
             raise refusal_from_vlm_error(error) from error
         elapsed = time.perf_counter() - start
@@ -125,36 +124,47 @@ class SingleSampleReasoner:
         return Reasoning(text, query.interpret(text), result.model, generation_time_s, candidates=(text,))
 
     def __repr__(self) -> str:
-        return f"SingleSampleReasoner({self.backend!r}, temperature={self.temperature})"
+        return f"SingleSampleReasoner({self.backend!r}, temperature={self.sampling.temperature})"
 
 
+ReasonerFactory = Callable[[Mapping[str, Any], VLMBackend], Reasoner]
+
+# Type name -> reasoner factory; a declared module (test-time scaling pulls in the action verifiers)
+# is imported only when its type is configured.
+REASONERS: Registry[None, ReasonerFactory] = Registry(
+    "reasoner", unknown_error=UnknownReasonerError, config_error=ReasoningConfigError,
+    unavailable_error=ReasoningConfigError,
+)
+REASONERS.declare("etts", "robopin.reasoning.tts.reasoner")
+
+
+@REASONERS.register("single")
 def _make_single(settings: Mapping[str, Any], backend: VLMBackend) -> SingleSampleReasoner:
     unknown = sorted(set(settings) - {"type", "temperature", "max_tokens"})
     if unknown:
         raise ReasoningConfigError(
             f"unknown setting(s) {unknown} for reasoner 'single'; expected temperature, max_tokens"
         )
-    return SingleSampleReasoner(
-        backend, temperature=float(settings.get("temperature", 0.0)), max_tokens=int(settings.get("max_tokens", 1024))
-    )
+    try:
+        return SingleSampleReasoner(
+            backend, temperature=settings.get("temperature", 0.0), max_tokens=settings.get("max_tokens", 1024)
+        )
+    except VLMRequestError as error:
+        raise ReasoningConfigError(f"reasoner 'single': {error}") from error
 
 
-_REGISTRY: dict[str, str | Callable[[Mapping[str, Any], VLMBackend], Reasoner]] = {
-    "single": _make_single,
-    # Test-time scaling (issue 10) lives in robopin/reasoning/tts and is imported only when configured.
-    "etts": "robopin.reasoning.tts:make_reasoner",
-}
-
-
-def register_reasoner(type_name: str, factory: str | Callable[[Mapping[str, Any], VLMBackend], Reasoner]) -> None:
-    """Add a reasoner type: a factory, or ``"module:function"`` imported when first used."""
+def register_reasoner(type_name: str, factory: str | ReasonerFactory) -> None:
+    """Add a reasoner type: its factory, or the path of a module that registers it when first used."""
     if not type_name or not type_name.isidentifier():
         raise ReasoningConfigError(f"reasoner type name must be an identifier, got {type_name!r}")
-    _REGISTRY[type_name] = factory
+    if isinstance(factory, str):
+        REASONERS.declare(type_name, factory)
+    else:
+        REASONERS.add_backend(type_name, factory)
 
 
 def reasoner_types() -> tuple[str, ...]:
-    return tuple(sorted(_REGISTRY))
+    return REASONERS.types()
 
 
 def make_reasoner(
@@ -162,14 +172,6 @@ def make_reasoner(
 ) -> Reasoner:
     """Build the reasoner ``settings["type"]`` names; ``defaults`` fill settings it does not give."""
     type_name = settings.get("type")
-    factory = _REGISTRY.get(type_name) if isinstance(type_name, str) else None
-    if factory is None:
-        raise ReasoningConfigError(f"unknown reasoner type {type_name!r}; expected one of {reasoner_types()}")
-    if isinstance(factory, str):
-        module_name, _, function = factory.partition(":")
-        try:
-            factory = getattr(importlib.import_module(module_name), function)
-        except (ImportError, AttributeError) as error:
-            raise ReasoningConfigError(f"reasoner {type_name!r} is not available ({factory}): {error}") from error
+    factory = REASONERS.backend_class(type_name)
     merged = {**(defaults or {}), **settings} if type_name == "single" else dict(settings)
     return factory(merged, backend)

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import abc
 import collections
-import dataclasses
-import importlib
 import logging
 import math
 import threading
@@ -23,6 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from robopin.registry import RegisteredBackend, RegisteredConfig, Registry
 from robopin.robots.description import RobotDescription, available_descriptions, load_description
 from robopin.robots.errors import (
     ArmBusyError,
@@ -50,6 +49,7 @@ from robopin.robots.state import (
 from robopin.robots.trajectory import JointTrajectory, min_jerk_move
 
 __all__ = [
+    "ARMS",
     "Arm",
     "ArmBusyError",
     "ArmConfig",
@@ -74,6 +74,7 @@ __all__ = [
     "TrajectoryError",
     "UnknownArmTypeError",
     "arm_config_class",
+    "available_arm_types",
     "make_arm",
     "make_arm_config",
     "register_arm_backend",
@@ -84,16 +85,23 @@ logger = logging.getLogger(__name__)
 ProgressCallback = Callable[[ExecutionProgress], None]
 
 
+# Type name -> config and arm class; a backend module (and its SDK) is imported only when its type is used.
+ARMS: Registry[ArmConfig, Arm] = Registry("arm", unknown_error=UnknownArmTypeError, config_error=ArmConfigError)
+ARMS.declare("sim", "robopin.sim.arm")
+ARMS.declare("xarm", "robopin.robots.xarm_arm")
+ARMS.declare("franka", "robopin.robots.franka_arm")
+
+
 @dataclass(kw_only=True)
-class ArmConfig:
-    """Settings every arm backend shares; subclasses add their own and set ``type_name``.
+class ArmConfig(RegisteredConfig, registry=ARMS):
+    """Settings every arm backend shares; subclasses add their own and set ``type`` (their registry key).
 
     ``robot`` names a description (see :mod:`robopin.robots.description`). ``dry_run`` validates
     every command without moving. ``goal_tolerance_rad`` is the largest joint error at the end of a
     trajectory that still counts as success.
     """
 
-    type_name: ClassVar[str] = ""
+    type: ClassVar[str] = ""
 
     robot: str = "panda"
     name: str = "arm"
@@ -219,12 +227,15 @@ class Execution:
         return progress
 
 
-class Arm(abc.ABC):
+class Arm(abc.ABC, RegisteredBackend, registry=ARMS):
     """One arm with its gripper. Public methods are safe to call from any thread.
 
     Backends implement the ``_`` hooks; they never need to check limits, connection or enable
-    state themselves: this class does so before calling them.
+    state themselves: this class does so before calling them. A backend names its config dataclass
+    in ``config_class``, which registers it under that config's ``type``.
     """
+
+    config_class: ClassVar[type[ArmConfig]] = ArmConfig
 
     def __init__(self, config: ArmConfig) -> None:
         self.config = config
@@ -595,51 +606,27 @@ class Arm(abc.ABC):
 
 # ----- factory -------------------------------------------------------------------------------------
 
-# type name -> (module, arm class, config class); modules are imported only when used.
-_ARM_BACKENDS: dict[str, tuple[str, str, str]] = {
-    "sim": ("robopin.sim.arm", "SimArm", "SimArmConfig"),
-    "xarm": ("robopin.robots.xarm_arm", "XArm", "XArmConfig"),
-    "franka": ("robopin.robots.franka_arm", "FrankaArm", "FrankaArmConfig"),
-}
-
-
-def register_arm_backend(type_name: str, module: str, arm_class: str, config_class: str) -> None:
-    """Add (or replace) a backend under ``type_name``."""
-    _ARM_BACKENDS[type_name] = (module, arm_class, config_class)
+def register_arm_backend(type_name: str, module: str) -> None:
+    """Declare an out-of-tree backend: ``module`` defines its config and ``Arm`` subclass, imported when used."""
+    ARMS.declare(type_name, module)
 
 
 def available_arm_types() -> tuple[str, ...]:
-    return tuple(sorted(_ARM_BACKENDS))
-
-
-def _backend_attribute(type_name: str, index: int) -> Any:
-    try:
-        entry = _ARM_BACKENDS[type_name]
-    except KeyError:
-        raise UnknownArmTypeError(f"unknown arm type {type_name!r}; expected one of {available_arm_types()}") from None
-    module = importlib.import_module(entry[0])
-    return getattr(module, entry[index])
+    return ARMS.types()
 
 
 def arm_config_class(type_name: str) -> type[ArmConfig]:
     """The config dataclass of the backend registered as ``type_name`` (imports its module)."""
-    return _backend_attribute(type_name, 2)
+    return ARMS.config_class(type_name)
 
 
 def make_arm_config(type_name: str, params: Mapping[str, Any] | None = None) -> ArmConfig:
     """Build a backend's config from plain values (a YAML mapping); unknown keys are refused."""
-    cls = arm_config_class(type_name)
-    params = dict(params or {})
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise ArmConfigError(f"{cls.__name__} has no settings {unknown}; known: {sorted(known)}")
-    return cls(**params)
+    return ARMS.config_from_dict({**(params or {}), "type": type_name})
 
 
 def make_arm(config: ArmConfig) -> Arm:
-    """The arm for ``config``, built by the backend registered under ``config.type_name`` (not connected)."""
+    """The arm for ``config``, built by the backend registered under ``config.type`` (not connected)."""
     if not isinstance(config, ArmConfig):
         raise ArmConfigError(f"make_arm needs an ArmConfig, got {type(config).__name__}")
-    arm_class = _backend_attribute(config.type_name, 1)
-    return arm_class(config)
+    return ARMS.build(config)

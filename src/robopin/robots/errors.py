@@ -9,6 +9,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from robopin.registry import UnknownTypeError
+
 if TYPE_CHECKING:
     from robopin.robots.state import ArmFault
 
@@ -61,7 +63,7 @@ class ArmConfigError(ArmError, ValueError):
     reason = Reason.CONFIG
 
 
-class UnknownArmTypeError(ArmConfigError):
+class UnknownArmTypeError(ArmConfigError, UnknownTypeError):
     """No arm backend is registered under the requested type name."""
 
 

@@ -87,7 +87,7 @@ def fault_from_errors(errors: Any, message: str = "") -> ArmFault:
 class FrankaArmConfig(ArmConfig):
     """Franka FCI address, dynamics scaling, collision thresholds and gripper use."""
 
-    type_name: ClassVar[str] = "franka"
+    type: ClassVar[str] = "franka"
 
     robot: str = "fr3"
     ip: str = ""
@@ -150,6 +150,7 @@ class PathProgress:
 class FrankaArm(Arm):
     """A Franka Research 3 or Panda through franky's ``Robot`` and ``Gripper``."""
 
+    config_class = FrankaArmConfig
     config: FrankaArmConfig
 
     def __init__(self, config: FrankaArmConfig) -> None:

@@ -118,7 +118,7 @@ def controller_fault(code: int) -> ArmFault:
 class XArmConfig(ArmConfig):
     """xArm controller address, streaming rate, gripper family and controller-side safety settings."""
 
-    type_name: ClassVar[str] = "xarm"
+    type: ClassVar[str] = "xarm"
 
     robot: str = "xarm6"
     ip: str = ""
@@ -360,6 +360,7 @@ _GRIPPER_CLASSES: dict[str, type[_XArmGripper]] = {
 class XArm(Arm):
     """An xArm 5/6/7 or Lite 6 driven through ``xarm.wrapper.XArmAPI``."""
 
+    config_class = XArmConfig
     config: XArmConfig
 
     def __init__(self, config: XArmConfig) -> None:

@@ -36,7 +36,7 @@ class SimArmConfig(ArmConfig):
     ``settle_s`` is how long the final point is held so the arm converges before success is judged.
     """
 
-    type_name: ClassVar[str] = "sim"
+    type: ClassVar[str] = "sim"
 
     world: str = "workcell"
     command_rate_hz: float = 50.0
@@ -54,6 +54,8 @@ class SimArmConfig(ArmConfig):
 
 class SimArm(Arm):
     """Arm backend over a :class:`~robopin.sim.world.SimWorld` (see the module docstring)."""
+
+    config_class = SimArmConfig
 
     def __init__(self, config: SimArmConfig) -> None:
         super().__init__(config)

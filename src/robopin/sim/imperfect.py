@@ -128,7 +128,7 @@ PRESETS: dict[str, ModelErrorRates] = {
 class ImperfectBackendConfig(OracleBackendConfig):
     """The oracle backend's settings with a model preset other than the oracle by default."""
 
-    type_name: ClassVar[str] = "imperfect"
+    type: ClassVar[str] = "imperfect"
 
     model: str = "imperfect-model"
     preset: str = "robopin"
@@ -141,6 +141,7 @@ class ImperfectBackend(OracleBackend):
     one argument); this type only defaults to a preset that errs.
     """
 
+    config_class = ImperfectBackendConfig
     config: ImperfectBackendConfig
 
 

@@ -26,11 +26,10 @@ from robopin.vlm.base import (
     ChatMessage,
     GenerationResult,
     Sample,
-    StructuredOutput,
+    SamplingParams,
     VLMBackend,
     VLMConfig,
     YesNoScore,
-    check_sampling_arguments,
     images_in,
     validate_messages,
 )
@@ -50,7 +49,7 @@ class OracleBackendConfig(VLMConfig):
     fields (empty: perfect traces); ``seed`` makes error draws reproducible.
     """
 
-    type_name: ClassVar[str] = "oracle"
+    type: ClassVar[str] = "oracle"
 
     model: str = "ground-truth-oracle"
     world: str = "workcell"
@@ -136,6 +135,7 @@ def request_kind(messages: Sequence[ChatMessage]) -> str:
 class OracleBackend(VLMBackend):
     """Ground-truth perception behind the VLM backend contract (see the module docstring)."""
 
+    config_class = OracleBackendConfig
     config: OracleBackendConfig
 
     def __init__(self, config: OracleBackendConfig) -> None:
@@ -177,33 +177,18 @@ class OracleBackend(VLMBackend):
                 f"oracle backend is configured for views {self.config.views} but the request has {len(images)} image(s)"
             )
 
-    def generate(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
-        structured: StructuredOutput | None = None,
-    ) -> GenerationResult:
+    def _generate(self, messages: list[ChatMessage], params: SamplingParams) -> GenerationResult:
         """Write ``n`` traces for the scene's current state (independent error draws per sample)."""
-        check_sampling_arguments(n, temperature, max_tokens, top_logprobs)
-        messages = validate_messages(messages)
         self._check_images(messages)
         start = time.perf_counter()
-        base_seed = self.config.seed if seed is None else int(seed)
+        base_seed = self.config.seed if params.seed is None else params.seed
         instruction = request_instruction(messages)
         oracle = self._oracle(base_seed, instruction)
         kind = request_kind(messages)
         # R^3 steps and plans read the scene's state, not its pixels: no render (seconds on a busy CPU).
         rendered = oracle.render() if kind == "pointing" else []
         samples = []
-        for k in range(n):
+        for k in range(params.n):
             sampler = oracle if k == 0 else self._oracle(base_seed + 7919 * (k + 1) + self._calls, instruction)
             samples.append(Sample(self._write(sampler, rendered, kind, messages), "stop", None))
         self._calls += 1

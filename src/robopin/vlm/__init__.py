@@ -5,10 +5,11 @@ Importing this package needs only numpy; a backend's own dependencies load when 
 """
 
 from robopin.vlm.base import (
-    BackendEntry,
+    VLM_BACKENDS,
     ChatMessage,
     GenerationResult,
     Sample,
+    SamplingParams,
     StructuredOutput,
     TokenLogprob,
     ViewImage,
@@ -37,12 +38,13 @@ from robopin.vlm.prompts import PINCOT_ANSWER_SUFFIX, build_messages, build_pinc
 
 __all__ = [
     "PINCOT_ANSWER_SUFFIX",
-    "BackendEntry",
+    "VLM_BACKENDS",
     "BackendUnavailableError",
     "ChatMessage",
     "GenerationResult",
     "PointConvention",
     "Sample",
+    "SamplingParams",
     "StructuredOutput",
     "TokenLogprob",
     "UnknownBackendError",

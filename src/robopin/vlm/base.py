@@ -7,14 +7,17 @@ asked, and :meth:`VLMBackend.score_yes_no` for verifiers (E-TTS). Each backend d
 convention of its model (:class:`~robopin.vlm.points.PointConvention`) so callers can map the points
 in its text back to pixels of the original image.
 
-Backends are built from a config dataclass by :func:`make_backend`, keyed by the config's type name
-and imported lazily, so ``httpx`` or ``torch`` is needed only when that backend is configured.
+Backends are built from a config dataclass by :func:`make_backend`, keyed by the config's ``type``
+through :data:`VLM_BACKENDS` and imported lazily, so ``httpx`` or ``torch`` is needed only when that
+backend is configured.
 
-Writing a backend (the simulator's oracle is one: ``robopin.sim.oracle_backend``): in the module the
-registry names, define ``<Name>Config(VLMConfig)`` as a ``@dataclass(kw_only=True)`` with
-``type_name: ClassVar[str] = "<type>"`` and validation in ``__post_init__`` (call super's first),
-and ``<Name>(VLMBackend)`` whose ``__init__(self, config)`` calls ``super().__init__(config)`` and
-which implements :meth:`VLMBackend.generate` and :meth:`VLMBackend.score_yes_no`. Text it returns
+Writing a backend (the simulator's oracle is one: ``robopin.sim.oracle_backend``): in the module
+declared for its type (:func:`register_backend`), define ``<Name>Config(VLMConfig)`` as a
+``@dataclass(kw_only=True)`` with ``type: ClassVar[str] = "<type>"`` and validation in
+``__post_init__`` (call super's first), and ``<Name>(VLMBackend)`` with ``config_class = <Name>Config``
+whose ``__init__(self, config)`` calls ``super().__init__(config)`` and which implements
+:meth:`VLMBackend._generate` (it gets messages and :class:`SamplingParams` already checked by
+:meth:`VLMBackend.generate`) and :meth:`VLMBackend.score_yes_no`. Text it returns
 carries points in the convention its config declares. ``robopin.vlm.contract.check_backend_contract``
 checks the result shapes in the backend's own tests.
 """
@@ -22,15 +25,14 @@ checks the result shapes in the backend's own tests.
 from __future__ import annotations
 
 import abc
-import dataclasses
-import importlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from robopin.registry import RegisteredBackend, RegisteredConfig, Registry
 from robopin.vlm.errors import (
     BackendUnavailableError,
     UnknownBackendError,
@@ -244,20 +246,100 @@ class StructuredOutput:
             raise VLMRequestError(f"structured output kind must be choice, json or regex, got {self.kind!r}")
 
 
+# The OpenAI chat-completions API takes top_logprobs in 0..20 (and only together with logprobs=true).
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one :meth:`VLMBackend.generate` call, validated once when it is built.
+
+    The fields mean what the OpenAI chat-completions API and vLLM's ``SamplingParams`` mean by them:
+    ``n`` completions of at most ``max_tokens`` tokens each, at ``temperature`` (0: greedy) with
+    nucleus ``top_p`` (None: the backend's default, no cut) and ``seed`` (None: unseeded); generation
+    ends at any ``stop`` string; ``logprobs`` asks for each token's log-probability and
+    ``top_logprobs`` for that many alternatives per step; ``structured`` constrains the output's
+    shape on servers with guided decoding. A backend may refuse a combination its runtime cannot do
+    (vLLM: ``n > 1`` greedy samples; transformers: ``structured``), naming it.
+    """
+
+    n: int = 1
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    logprobs: bool = False
+    top_logprobs: int = 0
+    structured: StructuredOutput | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("n", "max_tokens"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise VLMRequestError(f"{name} must be an integer >= 1, got {value!r}")
+        temperature = self.temperature
+        if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not temperature >= 0.0:
+            raise VLMRequestError(f"temperature must be a number >= 0, got {temperature!r}")
+        if not math.isfinite(temperature):
+            raise VLMRequestError(f"temperature must be finite, got {temperature!r}")
+        object.__setattr__(self, "temperature", float(temperature))
+        top_p = self.top_p
+        if top_p is not None:
+            # vLLM sampling_params.py _verify_args: "top_p must be in (0, 1]".
+            if isinstance(top_p, bool) or not isinstance(top_p, int | float) or not 0.0 < top_p <= 1.0:
+                raise VLMRequestError(f"top_p must be in (0, 1] or None, got {top_p!r}")
+            object.__setattr__(self, "top_p", float(top_p))
+        if self.seed is not None and not _is_int(self.seed):
+            raise VLMRequestError(f"seed must be an integer or None, got {self.seed!r}")
+        stop = self.stop
+        stop = () if stop is None else (stop,) if isinstance(stop, str) else stop
+        if not isinstance(stop, Sequence) or not all(isinstance(s, str) and s for s in stop):
+            # vLLM refuses an empty stop string ("stop cannot contain an empty string").
+            raise VLMRequestError(f"stop must be a list of non-empty strings, got {self.stop!r}")
+        object.__setattr__(self, "stop", tuple(stop))
+        if not isinstance(self.logprobs, bool):
+            raise VLMRequestError(f"logprobs must be True or False, got {self.logprobs!r}")
+        top_logprobs = self.top_logprobs
+        if not _is_int(top_logprobs) or not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
+            raise VLMRequestError(f"top_logprobs must be an integer in 0..{MAX_TOP_LOGPROBS}, got {top_logprobs!r}")
+        if top_logprobs and not self.logprobs:
+            raise VLMRequestError(f"top_logprobs={top_logprobs} needs logprobs=True (alternatives of what?)")
+        if self.structured is not None and not isinstance(self.structured, StructuredOutput):
+            raise VLMRequestError(f"structured must be a StructuredOutput or None, got {self.structured!r}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 # --------------------------------------------------------------------------------------------------
 # Configuration
 # --------------------------------------------------------------------------------------------------
 
 
+# Type name -> config and backend class; a backend module (and httpx, torch, …) is imported only when used.
+VLM_BACKENDS: Registry[VLMConfig, VLMBackend] = Registry(
+    "VLM backend", unknown_error=UnknownBackendError, config_error=VLMConfigError,
+    unavailable_error=BackendUnavailableError,
+)
+VLM_BACKENDS.declare("openai", "robopin.vlm.openai_backend", requires=("httpx", "pillow"))
+VLM_BACKENDS.declare("transformers", "robopin.vlm.transformers_backend", requires=("torch", "transformers", "pillow"))
+# Implemented by the simulator: answers from ground truth.
+VLM_BACKENDS.declare("oracle", "robopin.sim.oracle_backend")
+# The oracle with named model errors at set rates.
+VLM_BACKENDS.declare("imperfect", "robopin.sim.imperfect")
+
+
 @dataclass(kw_only=True)
-class VLMConfig:
-    """Fields every backend shares. Subclasses set ``type_name`` and add their own fields.
+class VLMConfig(RegisteredConfig, registry=VLM_BACKENDS):
+    """Fields every backend shares. Subclasses set ``type`` (their registry key) and add their own fields.
 
     ``point_convention`` is how the model writes points; for ``pixels_resized`` the resize fields
     must match the processor the model is served with.
     """
 
-    type_name: ClassVar[str] = ""
+    type: ClassVar[str] = ""
 
     model: str = "vlm"
     point_convention: str = "norm1000"
@@ -288,11 +370,14 @@ class VLMConfig:
 # --------------------------------------------------------------------------------------------------
 
 
-class VLMBackend(abc.ABC):
+class VLMBackend(abc.ABC, RegisteredBackend, registry=VLM_BACKENDS):
     """A vision-language model that answers chat messages with images.
 
-    Backends are context managers; :meth:`close` releases connections or model memory.
+    Backends are context managers; :meth:`close` releases connections or model memory. A backend
+    names its config dataclass in ``config_class``, which registers it under that config's ``type``.
     """
+
+    config_class: ClassVar[type[VLMConfig]] = VLMConfig
 
     def __init__(self, config: VLMConfig) -> None:
         self.config = config
@@ -302,22 +387,20 @@ class VLMBackend(abc.ABC):
         """How this backend's model writes image points."""
         return self.config.convention()
 
+    def generate(self, messages: Sequence[ChatMessage], params: SamplingParams | None = None) -> GenerationResult:
+        """Sample ``params.n`` completions of the conversation (default: one greedy sample).
+
+        The messages and parameters are checked here, once, before the backend's :meth:`_generate`.
+        """
+        if params is None:
+            params = SamplingParams()
+        elif not isinstance(params, SamplingParams):
+            raise VLMRequestError(f"generate takes its sampling as a SamplingParams, got {type(params).__name__}")
+        return self._generate(validate_messages(messages), params)
+
     @abc.abstractmethod
-    def generate(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
-        structured: StructuredOutput | None = None,
-    ) -> GenerationResult:
-        """Sample ``n`` completions of the conversation (token log-probabilities when ``logprobs``)."""
+    def _generate(self, messages: list[ChatMessage], params: SamplingParams) -> GenerationResult:
+        """Sample ``params.n`` completions of checked messages (token log-probabilities when ``params.logprobs``)."""
 
     @abc.abstractmethod
     def score_yes_no(
@@ -329,7 +412,7 @@ class VLMBackend(abc.ABC):
     ) -> YesNoScore:
         """Score the first answer token of the conversation as ``yes`` against ``no`` (a verifier)."""
 
-    def cancel(self) -> None:  # noqa: B027 - optional hook; a backend that can abandon a call overrides it
+    def cancel(self) -> None:  # optional hook: a backend that can abandon a call overrides it
         """Abandon the generate()/score_yes_no() call in flight now, from any thread.
 
         A backend that supports it makes that call raise :class:`~robopin.vlm.errors.VLMCanceledError`
@@ -338,7 +421,7 @@ class VLMBackend(abc.ABC):
         safe to call.
         """
 
-    def close(self) -> None:  # noqa: B027 - optional hook; most backends hold something to release
+    def close(self) -> None:  # optional hook: most backends hold something to release
         """Release connections or memory; the backend must not be used afterwards."""
 
     def __enter__(self) -> VLMBackend:
@@ -351,95 +434,24 @@ class VLMBackend(abc.ABC):
         return f"{type(self).__name__}(model={self.config.model!r}, points={self.config.point_convention})"
 
 
-def check_sampling_arguments(n: int, temperature: float, max_tokens: int, top_logprobs: int) -> None:
-    """Validate the common :meth:`VLMBackend.generate` arguments with messages naming the bad value."""
-    if not isinstance(n, int) or n < 1:
-        raise VLMRequestError(f"n must be an integer >= 1, got {n!r}")
-    if not temperature >= 0.0:
-        raise VLMRequestError(f"temperature must be >= 0, got {temperature!r}")
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise VLMRequestError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
-    if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
-        raise VLMRequestError(f"top_logprobs must be an integer in 0..20, got {top_logprobs!r}")
-
-
 # --------------------------------------------------------------------------------------------------
 # Registry and factory
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BackendEntry:
-    """Where a backend lives: its module and the names of its config and backend classes there."""
-
-    module: str
-    config_class: str
-    backend_class: str
-    requires: tuple[str, ...] = field(default=())
-
-
-_REGISTRY: dict[str, BackendEntry] = {
-    "openai": BackendEntry("robopin.vlm.openai_backend", "OpenAIBackendConfig", "OpenAIBackend", ("httpx", "pillow")),
-    "transformers": BackendEntry(
-        "robopin.vlm.transformers_backend",
-        "TransformersBackendConfig",
-        "TransformersBackend",
-        ("torch", "transformers", "pillow"),
-    ),
-    # Implemented by the simulator (src/robopin/sim/oracle_backend.py): answers from ground truth.
-    "oracle": BackendEntry("robopin.sim.oracle_backend", "OracleBackendConfig", "OracleBackend"),
-    # The oracle with named model errors at set rates (src/robopin/sim/imperfect.py).
-    "imperfect": BackendEntry("robopin.sim.imperfect", "ImperfectBackendConfig", "ImperfectBackend"),
-}
-
-
-def register_backend(type_name: str, entry: BackendEntry) -> None:
-    """Add or replace a backend type (for deployments with their own model server)."""
-    if not type_name or not type_name.isidentifier():
-        raise VLMConfigError(f"backend type name must be an identifier, got {type_name!r}")
-    _REGISTRY[type_name] = entry
+def register_backend(type_name: str, module: str, *, requires: Sequence[str] = ()) -> None:
+    """Declare a backend type whose ``module`` defines its config and backend (a deployment's own server)."""
+    VLM_BACKENDS.declare(type_name, module, requires=tuple(requires))
 
 
 def backend_types() -> tuple[str, ...]:
     """The registered backend type names."""
-    return tuple(sorted(_REGISTRY))
-
-
-def _load(type_name: str) -> tuple[type[VLMConfig], type[VLMBackend]]:
-    entry = _REGISTRY.get(type_name)
-    if entry is None:
-        raise UnknownBackendError(f"unknown VLM backend type {type_name!r}; expected one of {backend_types()}")
-    try:
-        module = importlib.import_module(entry.module)
-    except ImportError as error:
-        needs = f" (needs {', '.join(entry.requires)})" if entry.requires else ""
-        raise BackendUnavailableError(
-            f"VLM backend {type_name!r} cannot be imported from {entry.module}{needs}: {error}"
-        ) from error
-    try:
-        config_class = getattr(module, entry.config_class)
-        backend_class = getattr(module, entry.backend_class)
-    except AttributeError as error:
-        raise BackendUnavailableError(
-            f"module {entry.module} does not define {entry.config_class} and {entry.backend_class}"
-        ) from error
-    return config_class, backend_class
+    return VLM_BACKENDS.types()
 
 
 def config_from_dict(values: Mapping[str, Any]) -> VLMConfig:
     """Build a backend config from a mapping with a ``type`` key (one YAML block of a deployment)."""
-    values = dict(values)
-    type_name = values.pop("type", None)
-    if not isinstance(type_name, str):
-        raise VLMConfigError(f"a VLM config needs a 'type' among {backend_types()}, got {type_name!r}")
-    config_class, _ = _load(type_name)
-    known = {f.name for f in dataclasses.fields(config_class) if f.init}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise VLMConfigError(
-            f"unknown field(s) {unknown} for VLM backend {type_name!r}; expected some of {sorted(known)}"
-        )
-    return config_class(**values)
+    return VLM_BACKENDS.config_from_dict(values)
 
 
 def make_backend(config: VLMConfig | Mapping[str, Any]) -> VLMBackend:
@@ -448,11 +460,4 @@ def make_backend(config: VLMConfig | Mapping[str, Any]) -> VLMBackend:
         config = config_from_dict(config)
     if not isinstance(config, VLMConfig):
         raise VLMConfigError(f"expected a VLMConfig or a mapping, got {type(config).__name__}")
-    if not config.type_name:
-        raise VLMConfigError(f"{type(config).__name__} does not set type_name")
-    config_class, backend_class = _load(config.type_name)
-    if not isinstance(config, config_class):
-        raise VLMConfigError(
-            f"backend {config.type_name!r} expects a {config_class.__name__}, got {type(config).__name__}"
-        )
-    return backend_class(config)
+    return VLM_BACKENDS.build(config)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from robopin.vlm.base import ChatMessage, GenerationResult, Sample, VLMBackend, YesNoScore
+from robopin.vlm.base import ChatMessage, GenerationResult, Sample, SamplingParams, VLMBackend, YesNoScore
 from robopin.vlm.errors import VLMError
 from robopin.vlm.points import PointConvention
 
@@ -33,7 +33,8 @@ def check_backend_contract(
     """
     if not isinstance(backend.point_convention, PointConvention):
         raise ContractViolationError(f"{backend!r}.point_convention is not a PointConvention")
-    result = backend.generate(messages, n=n, temperature=1.0, max_tokens=16, seed=0, logprobs=check_logprobs)
+    sampling = SamplingParams(n=n, temperature=1.0, max_tokens=16, seed=0, logprobs=check_logprobs)
+    result = backend.generate(messages, sampling)
     if not isinstance(result, GenerationResult):
         raise ContractViolationError(f"generate returned {type(result).__name__}, not GenerationResult")
     if len(result.samples) != n:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from robopin.registry import UnknownTypeError
+
 
 class VLMError(RuntimeError):
     """Base class of every error a VLM backend raises."""
@@ -11,7 +13,7 @@ class VLMConfigError(VLMError, ValueError):
     """A backend configuration value is invalid (the message names the field and the value)."""
 
 
-class UnknownBackendError(VLMConfigError):
+class UnknownBackendError(VLMConfigError, UnknownTypeError):
     """No backend is registered under the requested type name."""
 
 

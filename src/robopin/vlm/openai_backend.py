@@ -27,12 +27,12 @@ from robopin.vlm.base import (
     ChatMessage,
     GenerationResult,
     Sample,
+    SamplingParams,
     StructuredOutput,
     TokenLogprob,
     VLMBackend,
     VLMConfig,
     YesNoScore,
-    check_sampling_arguments,
     validate_messages,
 )
 from robopin.vlm.errors import (
@@ -76,7 +76,7 @@ class OpenAIBackendConfig(VLMConfig):
     answers at once; empty for a model that answers directly.
     """
 
-    type_name: ClassVar[str] = "openai"
+    type: ClassVar[str] = "openai"
 
     base_url: str = "http://127.0.0.1:8000/v1"
     api_key: str = ""
@@ -206,6 +206,7 @@ def _normalise_answer_token(token: str) -> str:
 class OpenAIBackend(VLMBackend):
     """Talks to one OpenAI-compatible server through a pooled :class:`httpx.Client`."""
 
+    config_class = OpenAIBackendConfig
     config: OpenAIBackendConfig
 
     def __init__(self, config: OpenAIBackendConfig, transport: httpx.BaseTransport | None = None) -> None:
@@ -253,24 +254,11 @@ class OpenAIBackend(VLMBackend):
     # Public API
     # ---------------------------------------------------------------------------------------------
 
-    def build_request(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
-        structured: StructuredOutput | None = None,
-    ) -> dict[str, Any]:
+    def build_request(self, messages: Sequence[ChatMessage], params: SamplingParams | None = None) -> dict[str, Any]:
         """Return the JSON body of a chat-completions request (exposed for logging and benchmarks)."""
         messages = validate_messages(messages)
-        check_sampling_arguments(n, temperature, max_tokens, top_logprobs)
-        check_vllm_sampling(n, temperature)
+        params = SamplingParams() if params is None else params
+        check_vllm_sampling(params.n, params.temperature)
         config = self.config
         body: dict[str, Any] = {
             "model": config.model,
@@ -278,21 +266,21 @@ class OpenAIBackend(VLMBackend):
                 message_to_openai(m, config.image_format, config.jpeg_quality, config.jpeg_chroma_subsampling)
                 for m in messages
             ],
-            "n": n,
-            "temperature": temperature,
+            "n": params.n,
+            "temperature": params.temperature,
             # vLLM's ChatCompletionRequest: max_tokens is deprecated in favour of max_completion_tokens.
-            "max_completion_tokens": max_tokens,
+            "max_completion_tokens": params.max_tokens,
         }
-        if top_p is not None:
-            body["top_p"] = top_p
-        if seed is not None:
-            body["seed"] = seed
-        if stop:
-            body["stop"] = list(stop)
-        if logprobs:
+        if params.top_p is not None:
+            body["top_p"] = params.top_p
+        if params.seed is not None:
+            body["seed"] = params.seed
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.logprobs:
             body["logprobs"] = True
-            body["top_logprobs"] = top_logprobs
-        structured = structured or config.structured()
+            body["top_logprobs"] = params.top_logprobs
+        structured = params.structured or config.structured()
         if structured is not None:
             body["structured_outputs"] = structured_to_vllm(structured)
         if config.chat_template_kwargs:
@@ -300,36 +288,14 @@ class OpenAIBackend(VLMBackend):
         body.update(config.extra_body)
         return body
 
-    def generate(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
-        structured: StructuredOutput | None = None,
-    ) -> GenerationResult:
-        """Sample ``n`` completions in one request."""
-        body = self.build_request(
-            messages,
-            n=n,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            top_p=top_p,
-            seed=seed,
-            stop=stop,
-            logprobs=logprobs,
-            top_logprobs=top_logprobs,
-            structured=structured,
-        )
+    def _generate(self, messages: list[ChatMessage], params: SamplingParams) -> GenerationResult:
+        """Sample ``params.n`` completions in one request."""
+        body = self.build_request(messages, params)
         started = time.perf_counter()
         payload = self._post("chat/completions", body)
-        return self.parse_response(payload, n=n, logprobs=logprobs, latency_s=time.perf_counter() - started)
+        return self.parse_response(
+            payload, n=params.n, logprobs=params.logprobs, latency_s=time.perf_counter() - started
+        )
 
     def score_yes_no(self, messages: Sequence[ChatMessage], *, yes: str = "yes", no: str = "no") -> YesNoScore:
         """Score the first answer token as yes against no.
@@ -339,14 +305,8 @@ class OpenAIBackend(VLMBackend):
         gets the lowest listed log-probability as an upper bound (``exact=False``).
         """
         config = self.config
-        body = self.build_request(
-            messages,
-            n=1,
-            temperature=0.0,
-            max_tokens=1,
-            logprobs=True,
-            top_logprobs=config.yes_no_top_logprobs,
-        )
+        first_token = SamplingParams(max_tokens=1, logprobs=True, top_logprobs=config.yes_no_top_logprobs)
+        body = self.build_request(messages, first_token)
         body.pop("structured_outputs", None)
         if config.yes_no_answer_prefix:
             body["messages"].append({"role": "assistant", "content": config.yes_no_answer_prefix})

@@ -25,12 +25,11 @@ from robopin.vlm.base import (
     ChatMessage,
     GenerationResult,
     Sample,
-    StructuredOutput,
+    SamplingParams,
     TokenLogprob,
     VLMBackend,
     VLMConfig,
     YesNoScore,
-    check_sampling_arguments,
     validate_messages,
 )
 from robopin.vlm.errors import BackendUnavailableError, VLMConfigError, VLMRequestError
@@ -54,7 +53,7 @@ class TransformersBackendConfig(VLMConfig):
     model saw.
     """
 
-    type_name: ClassVar[str] = "transformers"
+    type: ClassVar[str] = "transformers"
 
     model_path: str = ""
     device: str = "auto"
@@ -77,6 +76,7 @@ class TransformersBackendConfig(VLMConfig):
 class TransformersBackend(VLMBackend):
     """Loads the checkpoint once; generation calls are serialised (one model, one forward at a time)."""
 
+    config_class = TransformersBackendConfig
     config: TransformersBackendConfig
 
     def __init__(self, config: TransformersBackendConfig) -> None:
@@ -177,25 +177,12 @@ class TransformersBackend(VLMBackend):
     # Generation
     # ---------------------------------------------------------------------------------------------
 
-    def generate(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
-        structured: StructuredOutput | None = None,
-    ) -> GenerationResult:
+    def _generate(self, messages: list[ChatMessage], params: SamplingParams) -> GenerationResult:
         """Sample ``n`` completions (greedy when temperature is 0; then all ``n`` are identical)."""
-        check_sampling_arguments(n, temperature, max_tokens, top_logprobs)
-        if structured is not None:
+        n, temperature, max_tokens, stop = params.n, params.temperature, params.max_tokens, params.stop
+        if params.structured is not None:
             raise VLMRequestError(
-                f"the transformers backend has no guided decoding; {structured.kind!r} structured output "
+                f"the transformers backend has no guided decoding; {params.structured.kind!r} structured output "
                 "needs a vLLM server (openai backend)"
             )
         inputs = self.build_inputs(messages)
@@ -207,26 +194,26 @@ class TransformersBackend(VLMBackend):
             # Greedy decoding gives one answer; it is computed once and repeated n times below.
             "num_return_sequences": n if sampling else 1,
             "return_dict_in_generate": True,
-            "output_logits": logprobs,
+            "output_logits": params.logprobs,
             "pad_token_id": self.tokenizer.pad_token_id,
             "eos_token_id": sorted(self.eos_token_ids),
         }
         if sampling:
             kwargs["temperature"] = temperature
-            kwargs["top_p"] = 1.0 if top_p is None else top_p
+            kwargs["top_p"] = 1.0 if params.top_p is None else params.top_p
             kwargs["top_k"] = 0  # no hidden top-k: match the OpenAI/vLLM meaning of temperature/top_p
         if stop:
             kwargs["stop_strings"] = list(stop)
             kwargs["tokenizer"] = self.tokenizer
         started = time.perf_counter()
         with self._lock, torch.inference_mode():
-            if seed is not None:
-                torch.manual_seed(seed)
+            if params.seed is not None:
+                torch.manual_seed(params.seed)
             output = self.model.generate(**inputs, **kwargs)
         latency = time.perf_counter() - started
         sequences = output.sequences[:, prompt_length:].cpu()
         step_logprobs = None
-        if logprobs:
+        if params.logprobs:
             # Raw (untempered) log-probabilities, as vLLM reports them by default.
             step_logprobs = torch.stack([torch.log_softmax(s.float(), dim=-1) for s in output.logits], 1).cpu()
         samples = []
@@ -240,7 +227,7 @@ class TransformersBackend(VLMBackend):
                 finish = "stop" if stopped else finish
             token_logprobs = None
             if step_logprobs is not None:
-                token_logprobs = self._token_logprobs(tokens[:length], step_logprobs[row], top_logprobs)
+                token_logprobs = self._token_logprobs(tokens[:length], step_logprobs[row], params.top_logprobs)
             samples.append(Sample(text, finish, token_logprobs))
         if not sampling and n > 1:
             samples = samples * n

@@ -24,7 +24,7 @@ from robopin.geometry import CameraModel
 from robopin.reasoning import ReasoningQuery, interpret_pointing
 from robopin.reasoning.inprocess import observation_from_snapshot
 from robopin.reasoning.interfaces import Observation
-from robopin.vlm.base import ChatMessage, GenerationResult, Sample, VLMBackend, VLMConfig, YesNoScore
+from robopin.vlm.base import ChatMessage, GenerationResult, Sample, SamplingParams, VLMBackend, VLMConfig, YesNoScore
 from robopin.vlm.prompts import build_messages
 
 WIDTH, HEIGHT = 640, 480
@@ -123,7 +123,7 @@ class ScriptedModel(VLMBackend):
         self._lock = threading.Lock()
         self._batches = 0
 
-    def generate(self, messages, *, n=1, temperature=0.0, max_tokens=1024, **_: Any) -> GenerationResult:
+    def _generate(self, messages: list[ChatMessage], params: SamplingParams) -> GenerationResult:
         text = "".join(m.text for m in messages)
         if "supervisor providing constructive feedback" in text:
             with self._lock:
@@ -133,7 +133,7 @@ class ScriptedModel(VLMBackend):
             self.generate_requests.append(list(messages))
             batch = self.script[min(self._batches, len(self.script) - 1)]
             self._batches += 1
-        return GenerationResult(tuple(Sample(batch[k % len(batch)]) for k in range(n)), "scripted")
+        return GenerationResult(tuple(Sample(batch[k % len(batch)]) for k in range(params.n)), "scripted")
 
     def score_yes_no(self, messages, *, yes="yes", no="no") -> YesNoScore:
         with self._lock:

@@ -78,9 +78,9 @@ def test_etts_rejects_the_wrong_duck_and_the_task_succeeds(spatial):
             super().__init__(config)
             self.prompts: list[str] = []
 
-        def generate(self, messages, **kwargs):
+        def _generate(self, messages, params):
             self.prompts.append("".join(m.text for m in messages))
-            return super().generate(messages, **kwargs)
+            return super()._generate(messages, params)
 
     judge = StudyScene(spatial)  # ground truth of the scene as built (renders once)
     server = ground_truth_verifier_server(judge)
@@ -129,10 +129,10 @@ def study():
 
 def test_study_verifier_has_its_configured_accuracy(study):
     from robopin.reasoning.tts.study import StudyPolicyBackend, StudyVerifierBackend, judge_trace
-    from robopin.vlm.base import ChatMessage
+    from robopin.vlm.base import ChatMessage, SamplingParams
 
     policy = StudyPolicyBackend(study, {"wrong_target_probability": 0.5, "point_jitter_px": 3.0}, seed=3)
-    texts = policy.generate([ChatMessage("user", ("x",))], n=60).texts
+    texts = policy.generate([ChatMessage("user", ("x",))], SamplingParams(n=60)).texts
     truths = [judge_trace(study, t) for t in texts]
     assert 0 < sum(truths) < len(truths)  # both kinds sampled
     verifier = StudyVerifierBackend(study, 0.8, seed=5)

@@ -18,6 +18,8 @@ validating, projecting, planning, executing, done.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import threading
 import time
 import uuid
@@ -160,13 +162,16 @@ class _RosProjector:
         if not response.success:
             raise TaskRefusal("projection_unavailable", response.message or "the projection could not run")
         targets = [conversions.target3d_msg_to_target(t) for t in response.targets]
-        for target in response.targets:
+        self.node.display(self._publish_targets, list(response.targets), targets)
+        return targets
+
+    def _publish_targets(self, messages: list, targets: list[Target]) -> None:
+        for target in messages:
             self.node.targets_pub.publish(target)
         stamp = self.node.get_clock().now().to_msg()
         self.node.markers_pub.publish(
             conversions.targets_to_marker_array(targets, self.node.target_frame, stamp, "robopin_planner")
         )
-        return targets
 
 
 class _RosActor:
@@ -305,6 +310,9 @@ class PlannerNode(Node):
         self.markers_pub = self.create_publisher(MarkerArray, "/robopin/reasoning/markers", 10)
         self.targets_pub = self.create_publisher(Target3D, "/robopin/targets", 10)
         self.image_pubs = {v: self.create_publisher(Image, f"/robopin/reasoning/{v}/image", 2) for v in self.views}
+        # Annotated images and target markers are for people watching: drawn and published on this worker
+        # after the step has moved on, never between the model's answer and the projection.
+        self._display = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="robopin-display")
         self.create_service(Instruct, "/robopin/instruct", self._on_instruct, callback_group=group)
         self.task_server = self.guard.serve(
             self, ExecuteTask, "/robopin/execute_task", self._execute_task,
@@ -486,13 +494,28 @@ class PlannerNode(Node):
         self.reasoning_pub.publish(msg)
         observation = self.observer.last
         if self.publish_images and record.trace is not None and observation is not None:
-            images = [view.rgb for view in observation.views]
-            for view, image in zip(observation.views, draw_trace(images, record.trace), strict=True):
-                publisher = self.image_pubs.get(view.name)
-                if publisher is not None:
-                    frame_header = Header(stamp=header.stamp, frame_id=f"{view.name}_optical")
-                    publisher.publish(conversions.color_to_image_msg(image, frame_header))
+            self.display(self._publish_annotated, observation, record.trace, header.stamp)
         return msg
+
+    def _publish_annotated(self, observation: Observation, trace, stamp) -> None:
+        """The trace drawn on each view the model saw, one image topic per view."""
+        images = [view.rgb for view in observation.views]
+        for view, image in zip(observation.views, draw_trace(images, trace), strict=True):
+            publisher = self.image_pubs.get(view.name)
+            if publisher is not None:
+                frame_header = Header(stamp=stamp, frame_id=f"{view.name}_optical")
+                publisher.publish(conversions.color_to_image_msg(image, frame_header))
+
+    def display(self, publish: Callable[..., None], *args) -> None:
+        """Run ``publish(*args)`` on the display worker (a failure there is logged, never the task's)."""
+        def run() -> None:
+            try:
+                publish(*args)
+            except Exception as error:  # a display failure must not end a task or the worker
+                self.get_logger().warning(f"display publish failed: {type(error).__name__}: {error}")
+
+        with contextlib.suppress(RuntimeError):  # shut down: nothing more to show
+            self._display.submit(run)
 
     # ------------------------------------------------------------------ readiness
     def model_not_ready(self) -> str:
@@ -540,6 +563,7 @@ class PlannerNode(Node):
         deadline = time.monotonic() + drain_s
         while self.busy() and time.monotonic() < deadline:
             time.sleep(0.02)
+        self._display.shutdown(wait=True, cancel_futures=True)
         if self._backend is not None:
             self._backend.close()
         self.cameras.close()

@@ -264,6 +264,7 @@ class ProjectionNode(Node):
             self._on_project_points,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
+        self._cloud_source: tuple = ()  # (img_idx, frame stamp) of the frames the last cloud was built from
         if cloud_period_s > 0:
             self.create_timer(cloud_period_s, self._publish_cloud, callback_group=MutuallyExclusiveCallbackGroup())
         mounts = ", ".join(f"{v.img_idx}={v.name} ({v.mount.kind if v.mount else 'uncalibrated'})" for v in views)
@@ -358,7 +359,16 @@ class ProjectionNode(Node):
         return response
 
     def _publish_cloud(self) -> None:
-        """Publish the depth of the cloud views as one cropped, voxel-downsampled cloud in the target frame."""
+        """Publish the depth of the cloud views as one cropped, voxel-downsampled cloud in the target frame.
+
+        Only when a cloud view has a frame newer than the last cloud's: the same frames give the same
+        cloud with the same stamp, and building it holds the interpreter while requests wait.
+        """
+        newest = tuple((i, frame.stamp_s) for i in sorted(self.cloud_img_idx)
+                       if (frame := self.streams[i].pick(None)) is not None)
+        if newest == self._cloud_source:
+            return
+        self._cloud_source = newest
         clouds = []
         stamp = None
         for img_idx, view in self.projector.views.items():

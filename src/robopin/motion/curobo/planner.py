@@ -99,6 +99,7 @@ def _import_curobo():
 class CuroboPlanner(MotionPlanner):
     """cuRobo MotionGen (graph search + parallel trajectory optimisation on the GPU)."""
 
+    config_class = CuroboPlannerConfig
     config: CuroboPlannerConfig
 
     def __init__(self, config: CuroboPlannerConfig, robot: RobotModel | None = None) -> None:

@@ -2,10 +2,10 @@
 
 Selected by configuration — ``reasoner: {type: etts, traces_per_batch: 1, actions_per_trace: 4,
 max_batches: 4, selection: {epsilon: 0.1, threshold: 0.4}, ...}`` in the reasoning config — the
-loop's registry imports :func:`make_reasoner` from here. The reasoner samples PinCoT traces ×
-pick/place actions, scores each pair with a VLM reasoning verifier and a feasibility action
-verifier (S = Sc × Ŝa), selects ε-greedily above a threshold, and resamples with the verifier's
-critique when a batch is rejected. Every module is switchable (:class:`TTSConfig`).
+loop's registry imports this package, whose :func:`make_reasoner` registers itself. The reasoner
+samples PinCoT traces × pick/place actions, scores each pair with a VLM reasoning verifier and a
+feasibility action verifier (S = Sc × Ŝa), selects ε-greedily above a threshold, and resamples with
+the verifier's critique when a batch is rejected. Every module is switchable (:class:`TTSConfig`).
 
     from robopin.reasoning.tts import ETTSReasoner, TTSConfig
     reasoner = ETTSReasoner(backend, TTSConfig(actions_per_trace=4, max_batches=4))

@@ -35,7 +35,7 @@ from robopin.pincot.prompts import HistoryEntry, PromptTemplates, feedback_promp
 from robopin.pincot.trace import Trace
 from robopin.reasoning.errors import TaskCanceled, TaskRefusal
 from robopin.reasoning.interfaces import Actor, TargetProjector
-from robopin.reasoning.reasoner import Reasoning, ReasoningQuery, refusal_from_vlm_error
+from robopin.reasoning.reasoner import REASONERS, Reasoning, ReasoningQuery, refusal_from_vlm_error
 from robopin.reasoning.tts.candidates import ActionCandidate, SegmentCache, action_candidates
 from robopin.reasoning.tts.config import TTSConfig
 from robopin.reasoning.tts.selection import Selection, joint_scores, normalize, select
@@ -47,7 +47,7 @@ from robopin.reasoning.tts.verifiers import (
     drawn_views,
     make_action_verifier,
 )
-from robopin.vlm.base import ChatMessage, VLMBackend
+from robopin.vlm.base import ChatMessage, SamplingParams, VLMBackend
 from robopin.vlm.errors import VLMError
 
 logger = logging.getLogger(__name__)
@@ -257,14 +257,14 @@ class ETTSReasoner:
             batch_log: dict[str, Any] = {"batch": batch}
             t0 = self.clock()
             try:
-                result = self.backend.generate(
-                    messages,
+                sampling = SamplingParams(
                     n=config.traces_per_batch,
                     temperature=config.temperature,
                     max_tokens=config.max_tokens,
                     # A fixed config seed gives each request its own reproducible sampling seed.
                     seed=None if config.seed is None else int(self.rng.integers(2**31 - 1)),
                 )
+                result = self.backend.generate(messages, sampling)
             except VLMError as error:
                 if not texts:
                     raise refusal_from_vlm_error(error) from error
@@ -494,11 +494,10 @@ class ETTSReasoner:
         prompt = feedback_prompt(query.instruction, reasoning, best.joint, reward=reward, templates=self.templates)
         images = drawn_views(query.observation, trace)
         try:
+            feedback = self.config.feedback
             result = self.verifier_backend.generate(
                 [ChatMessage("user", (*images, prompt))],
-                n=1,
-                temperature=self.config.feedback.temperature,
-                max_tokens=self.config.feedback.max_tokens,
+                SamplingParams(temperature=feedback.temperature, max_tokens=feedback.max_tokens),
             )
         except VLMError as error:
             logger.warning("E-TTS feedback request failed (%s); resampling without a critique", error)
@@ -591,8 +590,9 @@ def _selection_dict(selection: Selection) -> dict[str, Any]:
     }
 
 
+@REASONERS.register("etts")
 def make_reasoner(settings: Mapping[str, Any], backend: VLMBackend) -> ETTSReasoner:
-    """The ``etts`` reasoner factory the loop's registry imports (``reasoner: {type: etts, ...}``)."""
+    """The ``etts`` reasoner factory (``reasoner: {type: etts, ...}`` in the reasoning config)."""
     config = TTSConfig.from_dict(settings)
     verifier_backend = None
     if config.reasoning_verifier.vlm is not None:

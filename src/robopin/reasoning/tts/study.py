@@ -36,11 +36,10 @@ from robopin.vlm.base import (
     ChatMessage,
     GenerationResult,
     Sample,
-    StructuredOutput,
+    SamplingParams,
     VLMBackend,
     VLMConfig,
     YesNoScore,
-    check_sampling_arguments,
 )
 
 if TYPE_CHECKING:
@@ -206,32 +205,18 @@ class StudyPolicyBackend(VLMBackend):
         self.rng = np.random.default_rng(seed)
         self.samples = 0
 
-    def generate(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
-        structured: StructuredOutput | None = None,
-    ) -> GenerationResult:
+    def _generate(self, messages: list[ChatMessage], params: SamplingParams) -> GenerationResult:
         from robopin.sim.oracle import GroundTruthOracle
 
-        check_sampling_arguments(n, temperature, max_tokens, top_logprobs)
         start = time.perf_counter()
         samples = []
-        for _ in range(n):
+        for _ in range(params.n):
             oracle = GroundTruthOracle(
                 self.study.scene, self.study.views, errors=self.errors, seed=int(self.rng.integers(2**31 - 1))
             )
             oracle.sightings = self.study.sightings  # type: ignore[method-assign] # the scene does not move
             samples.append(Sample(oracle.write(self.study.rendered).text))
-        self.samples += n
+        self.samples += params.n
         return GenerationResult(tuple(samples), self.config.model, latency_s=time.perf_counter() - start)
 
     def score_yes_no(self, messages: Sequence[ChatMessage], *, yes: str = "yes", no: str = "no") -> YesNoScore:
@@ -273,19 +258,5 @@ class StudyVerifierBackend(VLMBackend):
         self.calls += 1
         return YesNoScore(math.log(p_yes), math.log(1.0 - p_yes))
 
-    def generate(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
-        structured: StructuredOutput | None = None,
-    ) -> GenerationResult:
-        check_sampling_arguments(n, temperature, max_tokens, top_logprobs)
-        return GenerationResult(tuple(Sample(self.CRITIQUE) for _ in range(n)), self.config.model)
+    def _generate(self, messages: list[ChatMessage], params: SamplingParams) -> GenerationResult:
+        return GenerationResult(tuple(Sample(self.CRITIQUE) for _ in range(params.n)), self.config.model)
