@@ -29,7 +29,7 @@ check-curobo: setup  ## on a machine with an NVIDIA GPU and cuRobo: contract tes
 
 .PHONY: demo trial
 
-demo: setup  ## the main job: simulated Panda workcell, every node in one process, spatial task via Instruct
+demo: setup  ## the main job: simulated Panda workcell, every node in one process, spatial task as an ExecuteTask goal
 	$(VENV)/bin/robopin up config/sim_panda.yaml --demo
 
 # RoboPIN's three real-robot tasks x 20 seeds on the simulated Panda and xArm 6 with the oracle (long).

@@ -135,7 +135,7 @@ def main() -> None:
         bringup_s = time.perf_counter() - started
         timings = []
         for _ in range(args.steps):
-            run = bringup.client.run(bringup.scene.spec.instruction, dry_run=True, timeout_s=600)
+            run = bringup.client.run_task(bringup.scene.spec.instruction, dry_run=True, timeout_s=600)
             if not run.success:
                 print(f"dry run failed: {run.reason}: {run.message}")
             timings += run.timings()

@@ -1,7 +1,7 @@
 """A minimal task server run as a separate process by the foundation tests (not a product node).
 
 It answers robopin_interfaces/srv/Instruct and serves ExecuteTask with feedback, cancellation and the
-single-goal policy from robopin_ros.single_goal, and publishes one PinnedReasoning per step, so the
+single-goal policy of robopin_ros.actions, and publishes one PinnedReasoning per step, so the
 tests exercise our interfaces over real DDS between processes.
 """
 
@@ -11,14 +11,13 @@ import argparse
 import time
 import uuid
 
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from robopin_interfaces.action import ExecuteTask
 from robopin_interfaces.msg import Anchor, PinnedReasoning
 from robopin_interfaces.srv import Instruct
+from robopin_ros.actions import BUSY_REASON, SingleGoalGuard
 from robopin_ros.runtime import run_node
-from robopin_ros.single_goal import BUSY_REASON, SingleGoalGuard
 
 
 class TaskServerFixture(Node):
@@ -30,15 +29,10 @@ class TaskServerFixture(Node):
         group = ReentrantCallbackGroup()
         self._reasoning_pub = self.create_publisher(PinnedReasoning, "/robopin/reasoning", 10)
         self.create_service(Instruct, "/robopin/instruct", self.on_instruct, callback_group=group)
-        self._action = ActionServer(
-            self,
-            ExecuteTask,
-            "/robopin/execute_task",
-            execute_callback=self.execute,
-            goal_callback=lambda _goal: GoalResponse.ACCEPT,
-            cancel_callback=lambda _handle: CancelResponse.ACCEPT,
-            callback_group=group,
-        )
+        self._action = self._guard.serve(
+            self, ExecuteTask, "/robopin/execute_task", self.execute,
+            lambda message: ExecuteTask.Result(reason=BUSY_REASON, message=message), accepting=lambda: True,
+            callback_group=group)
 
     def on_instruct(self, request: Instruct.Request, response: Instruct.Response) -> Instruct.Response:
         """Accept an instruction unless a task runs."""
@@ -56,29 +50,21 @@ class TaskServerFixture(Node):
         """Run a goal step by step with feedback, honouring cancel and the single-goal policy."""
         task_id = bytes(goal_handle.goal_id.uuid).hex()[:8]
         result = ExecuteTask.Result(task_id=task_id)
-        holder = self._guard.try_acquire(task_id)
-        if holder is not None:
-            result.reason, result.message = BUSY_REASON, self._guard.busy_message(holder)
-            goal_handle.abort()
-            return result
-        try:
-            for step in range(self._steps):
-                if goal_handle.is_cancel_requested:
-                    result.reason, result.message = "canceled", f"canceled at step {step}"
-                    goal_handle.canceled()
-                    return result
-                goal_handle.publish_feedback(ExecuteTask.Feedback(stage="executing", step=step, detail="tick"))
-                msg = PinnedReasoning(task_id=task_id, step=step, instruction=goal_handle.request.instruction)
-                msg.anchors.append(Anchor(kind="obj", name="duck", id="obj_01", img_idx=0, x=412.0, y=530.0))
-                msg.valid = True
-                self._reasoning_pub.publish(msg)
-                result.reasoning_steps.append(msg)
-                time.sleep(self._step_period_s)
-            result.success, result.steps_executed, result.message = True, self._steps, "done"
-            goal_handle.succeed()
-            return result
-        finally:
-            self._guard.release(task_id)
+        for step in range(self._steps):
+            if goal_handle.is_cancel_requested:
+                result.reason, result.message = "canceled", f"canceled at step {step}"
+                goal_handle.canceled()
+                return result
+            goal_handle.publish_feedback(ExecuteTask.Feedback(stage="executing", step=step, detail="tick"))
+            msg = PinnedReasoning(task_id=task_id, step=step, instruction=goal_handle.request.instruction)
+            msg.anchors.append(Anchor(kind="obj", name="duck", id="obj_01", img_idx=0, x=412.0, y=530.0))
+            msg.valid = True
+            self._reasoning_pub.publish(msg)
+            result.reasoning_steps.append(msg)
+            time.sleep(self._step_period_s)
+        result.success, result.steps_executed, result.message = True, self._steps, "done"
+        goal_handle.succeed()
+        return result
 
 
 def main() -> None:

@@ -1,11 +1,18 @@
-"""Our interfaces over real DDS between processes: a custom message, the Instruct service, the ExecuteTask action."""
+"""Our interfaces over real DDS between processes: a custom message, the Instruct service, the ExecuteTask action.
+
+The server is tests/ros/task_server_fixture.py (the single-goal policy of robopin_ros.actions, feedback,
+cancel) in a process of its own; the last tests drive it with the real TaskClient's verbs
+(run_task, cancel_task, result) of robopin_ros.task_client.
+"""
 
 from __future__ import annotations
 
 import threading
 
 import pytest
+from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
+from rclpy.executors import MultiThreadedExecutor
 from robopin_interfaces.action import ExecuteTask
 from robopin_interfaces.msg import PinnedReasoning
 from robopin_interfaces.srv import Instruct
@@ -108,3 +115,61 @@ def test_cancel_stops_a_running_task(client):
     assert wrapped.result.reason == "canceled"
     assert not wrapped.result.success
     assert len(feedback) < 5
+
+
+@pytest.fixture
+def clients(ros_context, task_server):
+    from robopin_ros.task_client import TaskClient
+
+    made = [TaskClient((), context=ros_context, cli_args=["--ros-args", "-r", f"__node:=task_client_{k}"])
+            for k in range(2)]
+    executor = MultiThreadedExecutor(num_threads=4, context=ros_context)
+    for client in made:
+        executor.add_node(client)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    yield made
+    executor.shutdown(timeout_sec=2.0)
+    spinner.join(timeout=5.0)
+    for client in made:
+        client.destroy_node()
+
+
+def test_run_task_follows_the_goal_it_sent_to_its_result(clients):
+    events = []
+    run = clients[0].run_task("stack the cubes", on_event=events.append, timeout_s=30.0)
+    assert run.accepted and run.success and run.reason == "", run.message
+    assert len(run.goal_id) == 16 and run.task_id == run.goal_id.hex()[:8] and run.result.task_id == run.task_id
+    assert [e.step for e in run.events] == [0, 1, 2, 3, 4] and events == run.events
+    status, result = clients[1].result(run.goal_id, wait_s=10.0)  # any client can read a goal's result
+    assert status == GoalStatus.STATUS_SUCCEEDED and result.steps_executed == 5
+
+
+def test_a_second_task_is_not_started_and_another_client_cancels_the_first(clients):
+    first_done = threading.Event()
+    runs = []
+
+    def first() -> None:
+        runs.append(clients[0].run_task("long task", timeout_s=30.0))
+        first_done.set()
+
+    threading.Thread(target=first, daemon=True).start()
+    wait_for(lambda: clients[1].running_tasks(discover_s=2.0), 10, "the first task in the server's status")
+    second = clients[1].run_task("interleaved task", timeout_s=30.0)
+    assert not second.accepted and second.reason == "instruct_rejected" and "another goal is running" in second.message
+    [running] = clients[1].running_tasks()
+    assert clients[1].cancel_task(running, wait_s=10.0) == {running: GoalStatus.STATUS_CANCELED}  # another's goal
+    assert first_done.wait(10.0)
+    assert runs[0].goal_id == running and runs[0].result.reason == "canceled" and not runs[0].success
+    assert not clients[1].running_tasks(discover_s=1.0)
+
+
+def test_cancel_task_without_an_id_cancels_every_running_goal(clients):
+    assert clients[0].cancel_task(None, wait_s=5.0) == {}  # nothing runs: nothing canceled
+    runs = []
+    threading.Thread(target=lambda: runs.append(clients[0].run_task("cancel me", timeout_s=30.0)), daemon=True).start()
+    wait_for(lambda: clients[1].running_tasks(discover_s=2.0), 10, "the task in the server's status")
+    [(goal, status)] = clients[1].cancel_task(None, wait_s=10.0).items()
+    assert status == GoalStatus.STATUS_CANCELED
+    wait_for(lambda: runs, 10, "the canceled run's end")
+    assert runs[0].goal_id == goal and runs[0].result.reason == "canceled"

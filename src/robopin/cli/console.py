@@ -47,17 +47,12 @@ def _console(args: argparse.Namespace) -> int:
               f"ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}); Ctrl-C ends it", flush=True)
         if not args.no_browser:
             server.open_in_browser()
-        stop = threading.Event()
-        try:
-            import signal
+        from robopin_ros.runtime import stop_signals
 
-            previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-            try:
-                stop.wait()
-            finally:
-                signal.signal(signal.SIGTERM, previous)
-        except KeyboardInterrupt:
-            pass
+        stop = threading.Event()
+        with stop_signals(lambda _signum: stop.set()):
+            while not stop.wait(0.5):
+                pass
         server.close()
         return 0
     finally:

@@ -1,12 +1,12 @@
 """``robopin instruct "<text>"`` and ``robopin cancel [task]``: give a running stack a task, or stop it.
 
-``instruct`` calls ``/robopin/instruct`` (the same as ``ros2 service call /robopin/instruct
-robopin_interfaces/srv/Instruct "{instruction: '...'}"``), then prints each stage of the task it
-started and its result. The task belongs to this command: Ctrl-C, SIGTERM or ``--timeout`` cancel it,
-the planner stops the arm, and the command waits for the task's final status before it exits
-(130 when interrupted). ``cancel`` cancels a running task by its id (or every running task) from any
-shell. The stack runs elsewhere (``robopin up`` or ``ros2 launch``) in the same ROS domain. Exit code 0
-when the task succeeded (``instruct``) or was canceled (``cancel``).
+``instruct`` sends the task as a goal of the planner's ``/robopin/execute_task`` action (what
+``ros2 service call /robopin/instruct robopin_interfaces/srv/Instruct "{instruction: '...'}"`` starts
+too), then prints each stage of the task and its result. The task belongs to this command: Ctrl-C,
+SIGTERM or ``--timeout`` cancel it, the planner stops the arm, and the command waits for the task's
+final status before it exits (130 when interrupted). ``cancel`` cancels a running task by its id (or
+every running task) from any shell. The stack runs elsewhere (``robopin up`` or ``ros2 launch``) in the
+same ROS domain. Exit code 0 when the task succeeded (``instruct``) or was canceled (``cancel``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import sys
 import threading
 
 __all__ = ["register"]
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _positive_seconds(text: str) -> float:
@@ -37,32 +35,29 @@ def _utf8_instruction(text: str) -> str:
 
 
 def _instruct(args: argparse.Namespace) -> int:
-    from robopin_ros.bringup import instruct_running_stack
+    from robopin_ros.runtime import stop_signals
+    from robopin_ros.task_client import instruct_running_stack
 
     from robopin.cli.up import stage_printer
     from robopin.system.timing import summarize_timings
 
     stop = threading.Event()
 
-    def request_stop(signum, _frame) -> None:
+    def request_stop(signum: int) -> None:
         if not stop.is_set():
             print(f"\n{signal.Signals(signum).name}: canceling the task (the arm stops first) ...", file=sys.stderr,
                   flush=True)
         stop.set()
 
-    previous = {sig: signal.signal(sig, request_stop) for sig in _STOP_SIGNALS}
-    try:
+    with stop_signals(request_stop):
         run = instruct_running_stack(args.instruction, views=args.views, mode=args.mode, dry_run=args.dry_run,
                                      max_steps=args.max_steps, timeout_s=args.timeout, wait_s=args.wait,
                                      on_event=stage_printer(), stop=stop)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if not run.accepted:
         if stop.is_set():
             return 130
         print(f"not started: {run.message}")
-        return 2 if not run.task_id and "no /robopin/instruct" in run.message else 1
+        return 2 if not run.task_id else 1  # no task id: no stack answered in this ROS domain
     print(f"task {run.task_id}: " + ("SUCCESS" if run.success else f"FAILURE ({run.reason})"))
     if run.result is not None and run.result.message:
         print(f"  {run.result.message}")
@@ -77,7 +72,7 @@ def _instruct(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    from robopin_ros.bringup import cancel_running_tasks
+    from robopin_ros.task_client import cancel_running_tasks
 
     outcome = cancel_running_tasks(args.task, wait_s=args.wait)
     if not outcome.requested:
@@ -98,7 +93,7 @@ def register(subparsers) -> None:
     parser.add_argument("--max-steps", type=int, default=0, help="0: the planner's default")
     parser.add_argument("--timeout", type=_positive_seconds, default=600.0,
                         help="cancel the task (the arm stops) after this many seconds")
-    parser.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the Instruct service")
+    parser.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the planner's task action")
     parser.add_argument("--views", nargs="+", default=["static", "wrist"], help="camera views to watch")
     parser.set_defaults(func=_instruct)
 

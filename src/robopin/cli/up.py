@@ -109,7 +109,7 @@ def _up(args: argparse.Namespace) -> int:
     except SystemFileError as error:
         print(f"robopin up: {error}", file=sys.stderr)
         return 2
-    from robopin_ros.bringup import BringupError
+    from robopin.system.task_run import BringupError
 
     try:
         return _run(args, system)
@@ -121,7 +121,9 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, system) -> int:
-    from robopin_ros.bringup import Bringup, run_trial, spin_until_signal
+    from robopin_ros.bringup import Bringup, spin_until_signal
+
+    from robopin.trials.stack_trial import run_trial
 
     if args.demo:
         from robopin.trials import write_report

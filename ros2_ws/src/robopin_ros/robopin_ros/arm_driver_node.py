@@ -28,7 +28,7 @@ import yaml
 from control_msgs.action import FollowJointTrajectory, GripperCommand
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action import CancelResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from robopin_interfaces.action import ExecuteTrajectory
@@ -38,9 +38,9 @@ from std_srvs.srv import SetBool, Trigger
 from robopin.robots import Arm, ArmError, make_arm, make_arm_config
 from robopin.robots.errors import Reason, TrajectoryError
 from robopin_ros import conversions
+from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, goal_key
 from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
-from robopin_ros.single_goal import BUSY_REASON, SingleGoalGuard
 
 
 class _FeedbackThrottle:
@@ -103,34 +103,23 @@ class ArmDriverNode(Node):
         self.ee_pose_pub = self.create_publisher(PoseStamped, str(p("ee_pose_topic", f"{prefix}/ee_pose",
                                                                     "topic the TCP pose is published on")), 10)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.execute_server = ActionServer(
-            self,
-            ExecuteTrajectory,
-            f"{prefix}/execute_trajectory",
-            execute_callback=self._execute_trajectory,
-            goal_callback=self._accept_goal,
-            cancel_callback=self._cancel_trajectory,
-            callback_group=actions,
-        )
-        self.follow_server = ActionServer(
-            self,
-            FollowJointTrajectory,
-            f"{prefix}/follow_joint_trajectory",
-            execute_callback=self._execute_follow_joint_trajectory,
-            goal_callback=self._accept_goal,
-            cancel_callback=self._cancel_trajectory,
-            callback_group=actions,
-        )
+        accepting = lambda: not self._shutting_down  # noqa: E731
+        self.execute_server = self.execute_guard.serve(
+            self, ExecuteTrajectory, f"{prefix}/execute_trajectory", self._run_trajectory,
+            lambda message: ExecuteTrajectory.Result(success=False, reason=BUSY_REASON, message=message,
+                                                     final_error_rad=math.nan),
+            accepting=accepting, cancel_callback=self._cancel_trajectory, callback_group=actions)
+        # Shares the one-motion-at-a-time slot with ExecuteTrajectory. joint_trajectory_controller preempts
+        # the running goal instead; robopin never replaces a motion under way without a cancel.
+        self.follow_server = self.execute_guard.serve(
+            self, FollowJointTrajectory, f"{prefix}/follow_joint_trajectory", self._follow_joint_trajectory,
+            lambda message: conversions.follow_joint_trajectory_result(
+                FollowJointTrajectory.Result.INVALID_GOAL, BUSY_REASON, message),
+            accepting=accepting, cancel_callback=self._cancel_trajectory, callback_group=actions)
         # ros2_controllers' gripper_action_controller serves the same action as <controller>/gripper_cmd.
-        self.gripper_server = ActionServer(
-            self,
-            GripperCommand,
-            f"{prefix}/gripper_cmd",
-            execute_callback=self._execute_gripper,
-            goal_callback=self._accept_goal,
-            cancel_callback=self._refuse_gripper_cancel,
-            callback_group=actions,
-        )
+        self.gripper_server = self.gripper_guard.serve(
+            self, GripperCommand, f"{prefix}/gripper_cmd", self._execute_gripper, self._gripper_busy,
+            accepting=accepting, cancel_callback=self._refuse_gripper_cancel, callback_group=actions)
         self.create_service(SetBool, f"{prefix}/enable", self._enable, callback_group=actions)
         self.create_service(Trigger, f"{prefix}/stop", self._stop, callback_group=actions)
         self.create_service(Trigger, f"{prefix}/recover", self._recover, callback_group=actions)
@@ -252,14 +241,9 @@ class ArmDriverNode(Node):
 
     # ----- actions ----------------------------------------------------------------------------------
 
-    def _accept_goal(self, goal_request) -> GoalResponse:
-        """Accept every goal until shutdown; a second one while one runs is aborted with reason 'busy'."""
-        del goal_request
-        return GoalResponse.REJECT if self._shutting_down else GoalResponse.ACCEPT
-
     def _cancel_trajectory(self, goal_handle) -> CancelResponse:
         """Accept the cancel and stop the arm at once (not at the next feedback)."""
-        if self.execute_guard.active == bytes(goal_handle.goal_id.uuid).hex():
+        if self.execute_guard.active == goal_key(goal_handle):
             self.arm.cancel()
         return CancelResponse.ACCEPT
 
@@ -268,24 +252,8 @@ class ArmDriverNode(Node):
         del goal_handle
         return CancelResponse.REJECT
 
-    def _execute_trajectory(self, goal_handle) -> ExecuteTrajectory.Result:
-        """Validate and run the trajectory, streaming progress; map every outcome to a named reason."""
-        goal_id = bytes(goal_handle.goal_id.uuid).hex()
-        holder = self.execute_guard.try_acquire(goal_id)
-        if holder is not None:
-            goal_handle.abort()
-            return ExecuteTrajectory.Result(
-                success=False,
-                reason=BUSY_REASON,
-                message=self.execute_guard.busy_message(holder),
-                final_error_rad=math.nan,
-            )
-        try:
-            return self._run_trajectory(goal_handle)
-        finally:
-            self.execute_guard.release(goal_id)
-
     def _run_trajectory(self, goal_handle) -> ExecuteTrajectory.Result:
+        """Validate and run the trajectory, streaming progress; map every outcome to a named reason."""
         throttle = _FeedbackThrottle(self.feedback_period_s)
 
         def on_progress(progress) -> None:
@@ -328,23 +296,19 @@ class ArmDriverNode(Node):
             goal_handle.abort()
         return result
 
+    def _gripper_busy(self, message: str) -> GripperCommand.Result:
+        self.get_logger().warning(f"gripper goal refused: busy ({message})")
+        return _gripper_failed()
+
     def _execute_gripper(self, goal_handle) -> GripperCommand.Result:
         """Move the fingers to the goal width (max_effort > 0: grasp with that force)."""
-        goal_id = bytes(goal_handle.goal_id.uuid).hex()
-        failed = GripperCommand.Result(position=math.nan, effort=math.nan, stalled=False, reached_goal=False)
-        if self.gripper_guard.try_acquire(goal_id) is not None:
-            self.get_logger().warning("gripper goal refused: busy")
-            goal_handle.abort()
-            return failed
         try:
             command = goal_handle.request.command
             outcome = self.arm.gripper_move(float(command.position), float(command.max_effort))
         except ArmError as error:
             self.get_logger().warning(f"gripper command refused ({error.reason.value}): {error}")
             goal_handle.abort()
-            return failed
-        finally:
-            self.gripper_guard.release(goal_id)
+            return _gripper_failed()
         goal_handle.succeed()
         return GripperCommand.Result(
             position=outcome.width_m,
@@ -352,22 +316,6 @@ class ArmDriverNode(Node):
             stalled=outcome.stalled,
             reached_goal=outcome.reached_goal,
         )
-
-    def _execute_follow_joint_trajectory(self, goal_handle) -> FollowJointTrajectory.Result:
-        """Run a FollowJointTrajectory goal; share the one-motion-at-a-time guard with ExecuteTrajectory."""
-        goal_id = bytes(goal_handle.goal_id.uuid).hex()
-        holder = self.execute_guard.try_acquire(goal_id)
-        if holder is not None:
-            # joint_trajectory_controller preempts the running goal instead; robopin never replaces a
-            # motion under way without a cancel (one goal at a time), so the newcomer is refused.
-            goal_handle.abort()
-            return conversions.follow_joint_trajectory_result(
-                FollowJointTrajectory.Result.INVALID_GOAL, BUSY_REASON, self.execute_guard.busy_message(holder)
-            )
-        try:
-            return self._follow_joint_trajectory(goal_handle)
-        finally:
-            self.execute_guard.release(goal_id)
 
     def _refuse_follow(self, goal_handle, code: int, reason: str, message: str) -> FollowJointTrajectory.Result:
         self.get_logger().warning(f"FollowJointTrajectory refused ({reason}): {message}")
@@ -529,6 +477,10 @@ class ArmDriverNode(Node):
         except ArmError as error:
             self.get_logger().error(f"disconnect failed: {error}")
         super().destroy_node()
+
+
+def _gripper_failed() -> GripperCommand.Result:
+    return GripperCommand.Result(position=math.nan, effort=math.nan, stalled=False, reached_goal=False)
 
 
 def main(args=None) -> int:

@@ -26,18 +26,14 @@ import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 
 from robopin.cameras import Camera, CameraError, CameraTimeoutError, camera_config_from_dict, make_camera
 from robopin.cameras.memory import retain_freed_image_memory
 from robopin_ros import conversions
+from robopin_ros.camera_snapshot import IMAGE_QOS
 from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
-
-# Reliable publishers serve both reliable and best-effort subscribers; a few frames of history let a
-# subscriber that is briefly late still get every frame.
-IMAGE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.RELIABLE)
 
 # Parameters that, when set, are copied into the backend config (only if that backend has the field).
 _PASS_THROUGH = ("serial", "filters", "playback_file", "bag_path", "topic_prefix")

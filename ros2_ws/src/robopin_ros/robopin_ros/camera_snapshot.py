@@ -1,7 +1,7 @@
 """Camera topics → synchronised multi-view snapshots, for any node that needs "what every camera sees now".
 
 :class:`CameraViewsSubscriber` subscribes to each view's realsense-ros topics (color, aligned depth,
-camera info) on a given node, pairs color with depth by header stamp, turns them into
+camera info) on a given node, pairs color with depth by header stamp (robopin.cameras.pairing), turns them into
 ``robopin.cameras.Frame`` and feeds a ``robopin.cameras.SnapshotSynchronizer``; ``snapshot()`` returns
 the newest synchronised set or raises ``SnapshotError`` (``stale_frame``, ``views_out_of_sync``,
 ``stale_arm_pose``). Not a node itself: the planner (or a benchmark) owns the node. With
@@ -26,10 +26,14 @@ from sensor_msgs.msg import CameraInfo, Image
 
 from robopin.cameras import Frame, MultiViewSnapshot, SnapshotConfig, SnapshotSynchronizer
 from robopin.cameras.memory import retain_freed_image_memory
+from robopin.cameras.pairing import StampPairer
 from robopin.cameras.snapshot import PoseSource
 from robopin_ros import conversions
 
-SUBSCRIBER_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.RELIABLE)
+# The camera topics' QoS, publisher (camera_node) and subscribers alike. Reliable publishers serve both
+# reliable and best-effort subscribers; a few frames of history let a subscriber that is briefly late
+# still get every frame.
+IMAGE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.RELIABLE)
 
 
 def view_topics(view: str, *, unaligned: bool = False) -> dict[str, str]:
@@ -47,38 +51,15 @@ def view_topics(view: str, *, unaligned: bool = False) -> dict[str, str]:
     return topics
 
 
-class _ViewPairer:
-    """Pairs one view's color and depth images by header stamp (nearest within tolerance)."""
+class _View:
+    """One view's latest intrinsics and its color and depth images paired by stamp."""
 
-    def __init__(self, view: str, require_depth: bool, tolerance_s: float) -> None:
-        self.view = view
-        self.require_depth = require_depth
-        self.tolerance_s = tolerance_s
+    def __init__(self, require_depth: bool, tolerance_s: float) -> None:
         self.info: CameraInfo | None = None
         self.depth_info: CameraInfo | None = None
-        self.colors: dict[float, Image] = {}
-        self.depths: dict[float, Image] = {}
+        self.pairer = (StampPairer("depth", ["color"], tolerance_s) if require_depth
+                       else StampPairer("color", [], tolerance_s))
         self.index = 0
-
-    def _prune(self, pending: dict[float, Image]) -> None:
-        while len(pending) > 10:
-            del pending[min(pending)]
-
-    def add(self, kind: str, msg: Image) -> tuple[Image, Image | None] | None:
-        stamp = conversions.stamp_to_seconds(msg.header.stamp)
-        if kind == "color" and not self.require_depth:
-            return msg, None
-        mine, other = (self.colors, self.depths) if kind == "color" else (self.depths, self.colors)
-        if other:
-            partner_stamp = min(other, key=lambda s: abs(s - stamp))
-            if abs(partner_stamp - stamp) <= self.tolerance_s:
-                partner = other.pop(partner_stamp)
-                for old in [s for s in other if s < partner_stamp]:
-                    del other[old]  # older than a completed pair: never completed now
-                return (msg, partner) if kind == "color" else (partner, msg)
-        mine[stamp] = msg
-        self._prune(mine)
-        return None
 
 
 class CameraViewsSubscriber:
@@ -111,7 +92,7 @@ class CameraViewsSubscriber:
         self.synchronizer = SnapshotSynchronizer(config, poses=poses)
         self.on_frame = on_frame
         self._lock = threading.Lock()
-        self._pairers = {v: _ViewPairer(v, require_depth, pair_tolerance_s) for v in config.views}
+        self._views = {v: _View(require_depth, pair_tolerance_s) for v in config.views}
         unaligned = dict(unaligned_depth or {})
         unknown = sorted(set(unaligned) - set(config.views))
         if unknown:
@@ -121,16 +102,16 @@ class CameraViewsSubscriber:
         for view in config.views:
             topics = view_topics(view, unaligned=view in self._T_color_depth)
             self.subscriptions.append(node.create_subscription(
-                CameraInfo, topics["info"], lambda msg, v=view: self._on_info(v, msg), SUBSCRIBER_QOS))
+                CameraInfo, topics["info"], lambda msg, v=view: self._on_info(v, msg), IMAGE_QOS))
             if require_depth and "depth_info" in topics:
                 self.subscriptions.append(node.create_subscription(
                     CameraInfo, topics["depth_info"], lambda msg, v=view: self._on_depth_info(v, msg),
-                    SUBSCRIBER_QOS))
+                    IMAGE_QOS))
             self.subscriptions.append(node.create_subscription(
-                Image, topics["color"], lambda msg, v=view: self._on_image(v, "color", msg), SUBSCRIBER_QOS))
+                Image, topics["color"], lambda msg, v=view: self._on_image(v, "color", msg), IMAGE_QOS))
             if require_depth:
                 self.subscriptions.append(node.create_subscription(
-                    Image, topics["depth"], lambda msg, v=view: self._on_image(v, "depth", msg), SUBSCRIBER_QOS))
+                    Image, topics["depth"], lambda msg, v=view: self._on_image(v, "depth", msg), IMAGE_QOS))
         if self._executor is not None:
             self._spinner = threading.Thread(target=self._executor.spin, name="camera-views", daemon=True)
             self._spinner.start()
@@ -138,29 +119,31 @@ class CameraViewsSubscriber:
     def _on_info(self, view: str, msg: CameraInfo) -> None:
         """Keep the view's latest intrinsics."""
         with self._lock:
-            self._pairers[view].info = msg
+            self._views[view].info = msg
 
     def _on_depth_info(self, view: str, msg: CameraInfo) -> None:
         """Keep an unaligned view's depth intrinsics."""
         with self._lock:
-            self._pairers[view].depth_info = msg
+            self._views[view].depth_info = msg
 
     def _on_image(self, view: str, kind: str, msg: Image) -> None:
         """Pair the image with its partner and, when complete, hand the frame to the synchronizer."""
         received_s = time.time()
         with self._lock:
-            pairer = self._pairers[view]
-            pair = pairer.add(kind, msg)
-            info, depth_info = pairer.info, pairer.depth_info
+            state = self._views[view]
+            groups = state.pairer.add(kind, conversions.stamp_to_seconds(msg.header.stamp), msg)
+            info, depth_info = state.info, state.depth_info
             T_color_depth = self._T_color_depth.get(view)
-            if pair is None or info is None:
+            if not groups or info is None:
                 return
-            if pair[1] is not None and T_color_depth is not None and depth_info is None:
+            depth = groups[-1].items.get("depth")
+            if depth is not None and T_color_depth is not None and depth_info is None:
                 return  # unaligned depth is unusable until its intrinsics arrive
-            index = pairer.index
-            pairer.index += 1
+            index = state.index
+            state.index += 1
         frame = conversions.msgs_to_frame(
-            pair[0], pair[1], info, camera_name=view, index=index, depth_info=depth_info, T_color_depth=T_color_depth,
+            groups[-1].items["color"], depth, info, camera_name=view, index=index, depth_info=depth_info,
+            T_color_depth=T_color_depth,
         )
         self.synchronizer.add(view, frame)
         if self.on_frame is not None:

@@ -19,13 +19,12 @@ import collections
 import math
 import re
 import threading
-import time
 from typing import Any
 
 import numpy as np
 import yaml
 from control_msgs.action import FollowJointTrajectory, GripperCommand
-from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -37,9 +36,9 @@ from robopin.motion import PickPlaceConfig, make_planner, plan_pick_place, plann
 from robopin.motion.grasps import GraspConfig
 from robopin.motion.scene import SceneConfig, SceneKeeper, StaleWorldError
 from robopin_ros import conversions
+from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, follow_goal
 from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
-from robopin_ros.single_goal import BUSY_REASON, SingleGoalGuard
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
 STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -152,24 +151,16 @@ class MotionPlannerNode(Node):
                                     "GripperCommand action the gripper goals are sent to"))
         self.execute_client = ActionClient(self, FollowJointTrajectory, self.execute_action, callback_group=group)
         self.gripper_client = ActionClient(self, GripperCommand, self.gripper_action, callback_group=group)
-        self.pick_place_server = ActionServer(
-            self,
-            PickPlace,
-            "/robopin/motion/pick_place",
-            execute_callback=self._execute_pick_place,
-            goal_callback=self._accept_goal,
-            cancel_callback=self._accept_cancel,
-            callback_group=group,
-        )
-        self.move_server = ActionServer(
-            self,
-            MoveToPose,
-            "/robopin/motion/move_to_pose",
-            execute_callback=self._execute_move_to_pose,
-            goal_callback=self._accept_goal,
-            cancel_callback=self._accept_cancel,
-            callback_group=group,
-        )
+        # One goal at a time across both actions; cancelling one cancels the running phase's driver goal.
+        accepting = lambda: not self._shutting_down  # noqa: E731
+        self.pick_place_server = self.guard.serve(
+            self, PickPlace, "/robopin/motion/pick_place", self._execute_pick_place,
+            lambda message: PickPlace.Result(status=BUSY_REASON, message=message), accepting=accepting,
+            callback_group=group)
+        self.move_server = self.guard.serve(
+            self, MoveToPose, "/robopin/motion/move_to_pose", self._execute_move_to_pose,
+            lambda message: MoveToPose.Result(status=BUSY_REASON, message=message), accepting=accepting,
+            callback_group=group)
         self.get_logger().info(f"motion planner ready: {self.planner!r}, workspace {workspace}")
 
     def _declare(self, name: str, default: Any, description: str, **range_: float) -> Any:
@@ -213,56 +204,30 @@ class MotionPlannerNode(Node):
             raise _RefusalError("stale_state", f"joint state is {age:.2f} s old (max {self.max_joint_state_age_s} s)")
         return latest[1]
 
-    # --- goal policy ------------------------------------------------------------------------------
-
-    def _accept_goal(self, goal_request) -> GoalResponse:
-        """Accept every goal until shutdown; a second one while one runs is aborted with reason 'busy'."""
-        return GoalResponse.REJECT if self._shutting_down else GoalResponse.ACCEPT
-
-    def _accept_cancel(self, goal_handle) -> CancelResponse:
-        """Always allow cancelling: the running phase's driver goal is cancelled too."""
-        return CancelResponse.ACCEPT
-
     # --- downstream actions -----------------------------------------------------------------------
 
-    def _wait(self, future, goal_handle, timeout_s: float) -> bool:
-        """Wait for ``future``; False when the goal was cancelled, the node is stopping or the time ran out."""
-        done = threading.Event()
-        future.add_done_callback(lambda _: done.set())
-        deadline = time.monotonic() + timeout_s
-        while not done.wait(0.02):
-            if self._stop_requested(goal_handle) or time.monotonic() > deadline:
-                return False
-        return True
-
     def _stop_requested(self, goal_handle) -> bool:
-        return goal_handle.is_cancel_requested or (self._shutting_down and goal_handle is not _NeverCanceled)
+        return goal_handle.is_cancel_requested or self._shutting_down
 
     def _call(self, client: ActionClient, name: str, goal, goal_handle, *, feedback=None, timeout_s: float = 30.0):
         """Run one driver action to its end; cancels it when our own goal is cancelled."""
         if not client.wait_for_server(timeout_sec=self.driver_wait_s):
             raise _RefusalError("driver_unavailable", f"arm driver action {name} is not available")
-        sent = client.send_goal_async(goal, feedback_callback=feedback)
-        if not self._wait(sent, goal_handle, self.driver_wait_s):
+        outcome = follow_goal(client, goal, answer_timeout_s=self.driver_wait_s, timeout_s=timeout_s,
+                              feedback=feedback, should_stop=lambda: self._stop_requested(goal_handle))
+        if outcome.ending == "unanswered":
             raise _RefusalError(
                 "canceled" if self._stop_requested(goal_handle) else "driver_timeout",
                 "driver did not accept the goal in time",
             )
-        handle = sent.result()
-        if not handle.accepted:
+        if outcome.ending == "rejected":
             raise _RefusalError("driver_rejected", f"{name} rejected the goal")
-        result_future = handle.get_result_async()
-        if not self._wait(result_future, goal_handle, timeout_s):
-            canceled = self._stop_requested(goal_handle)
-            cancel_future = handle.cancel_goal_async()
-            self._wait(cancel_future, _NeverCanceled, 5.0)
-            self._wait(result_future, _NeverCanceled, 5.0)
+        if outcome.ending == "stopped":
             why = "canceled by the client" if goal_handle.is_cancel_requested else "the motion planner is shutting down"
-            raise _RefusalError(
-                "canceled" if canceled else "execution_timeout",
-                why if canceled else f"driver took longer than {timeout_s} s",
-            )
-        return result_future.result().result
+            raise _RefusalError("canceled", why)
+        if outcome.ending == "timed_out":
+            raise _RefusalError("execution_timeout", f"driver took longer than {timeout_s} s")
+        return outcome.result
 
     def _execute(self, trajectory, goal_handle, stage: str, feedback_type) -> None:
         goal = FollowJointTrajectory.Goal(trajectory=conversions.motion_trajectory_to_msg(trajectory))
@@ -295,12 +260,6 @@ class MotionPlannerNode(Node):
         """Plan to the TCP pose, then (unless dry run) execute it."""
         request = goal_handle.request
         result = MoveToPose.Result()
-        goal_id = bytes(goal_handle.goal_id.uuid).hex()
-        holder = self.guard.try_acquire(goal_id)
-        if holder is not None:
-            result.status, result.message = BUSY_REASON, self.guard.busy_message(holder)
-            goal_handle.abort()
-            return result
         try:
             frame = request.target.header.frame_id or "base"
             if frame != "base":
@@ -327,8 +286,6 @@ class MotionPlannerNode(Node):
         except _RefusalError as refusal:
             result.success, result.status, result.message = False, refusal.status, str(refusal)
             self._finish_failed(goal_handle, refusal)
-        finally:
-            self.guard.release(goal_id)
         return result
 
     # --- PickPlace --------------------------------------------------------------------------------
@@ -337,12 +294,6 @@ class MotionPlannerNode(Node):
         """Plan every phase first, then run them with the gripper in between (unless dry run)."""
         request = goal_handle.request
         result = PickPlace.Result()
-        goal_id = bytes(goal_handle.goal_id.uuid).hex()
-        holder = self.guard.try_acquire(goal_id)
-        if holder is not None:
-            result.status, result.message = BUSY_REASON, self.guard.busy_message(holder)
-            goal_handle.abort()
-            return result
         try:
             pick, normal = conversions.target3d_to_pick_point(request.pick)
             place, _ = conversions.target3d_to_pick_point(request.place)
@@ -380,8 +331,6 @@ class MotionPlannerNode(Node):
         except _RefusalError as refusal:
             result.success, result.status, result.message = False, refusal.status, str(refusal)
             self._finish_failed(goal_handle, refusal)
-        finally:
-            self.guard.release(goal_id)
         return result
 
     def _plan_pick_place(self, request, q_start, pick, place, *, normal):
@@ -463,12 +412,6 @@ def _trajectory_status(result) -> str:
     error_string (``joint_limit: ...``); any other controller's goal gets its error code's name."""
     word = _REASON_WORD.match(result.error_string)
     return word["reason"] if word else _ERROR_CODE_NAMES.get(result.error_code, "execution_failed")
-
-
-class _NeverCanceled:
-    """Stand-in goal handle for waits that must not be cut short by our own cancel request."""
-
-    is_cancel_requested = False
 
 
 def main(args=None) -> int:

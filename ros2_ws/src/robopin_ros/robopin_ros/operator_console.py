@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from action_msgs.msg import GoalStatus, GoalStatusArray
+from action_msgs.msg import GoalStatusArray
 from action_msgs.srv import CancelGoal
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
@@ -32,20 +32,12 @@ from std_srvs.srv import Trigger
 
 from robopin.trials.log import encode_png
 from robopin_ros import conversions
+from robopin_ros.actions import STATUS_NAMES, future_result
 
 __all__ = ["ConsoleRosLink", "open_console_link"]
 
-_STATUS_NAMES = {GoalStatus.STATUS_ACCEPTED: "accepted", GoalStatus.STATUS_EXECUTING: "executing",
-                 GoalStatus.STATUS_CANCELING: "canceling", GoalStatus.STATUS_SUCCEEDED: "succeeded",
-                 GoalStatus.STATUS_CANCELED: "canceled", GoalStatus.STATUS_ABORTED: "aborted"}
 _TASK_ACTION = "/robopin/execute_task"
 _KINDS = ("camera", "reasoning")
-
-
-def _wait(future, timeout_s: float):
-    done = threading.Event()
-    future.add_done_callback(lambda _f: done.set())
-    return future.result() if done.wait(timeout_s) else None
 
 
 class ConsoleRosLink(Node):
@@ -124,15 +116,15 @@ class ConsoleRosLink(Node):
                 if feedback and goal_id.hex().startswith(feedback.get("task_id", "-")):
                     status = code
         if feedback:
-            feedback["status"] = _STATUS_NAMES.get(status, "") if status is not None else ""
+            feedback["status"] = STATUS_NAMES.get(status, "") if status else ""
         return feedback
 
     def instruct(self, instruction: str, dry_run: bool = False) -> dict[str, Any]:
         """The same call as ``robopin instruct``: the planner validates and answers at once."""
         if not self.instruct_client.wait_for_service(timeout_sec=5.0):
             return {"accepted": False, "task_id": "", "message": "/robopin/instruct is not available: is the stack up?"}
-        response = _wait(self.instruct_client.call_async(Instruct.Request(instruction=instruction, dry_run=dry_run)),
-                         30.0)
+        request = Instruct.Request(instruction=instruction, dry_run=dry_run)
+        response = future_result(self.instruct_client.call_async(request), 30.0)
         if response is None:
             return {"accepted": False, "task_id": "", "message": "/robopin/instruct did not answer within 30 s"}
         return {"accepted": bool(response.accepted), "task_id": response.task_id, "message": response.message}
@@ -144,7 +136,7 @@ class ConsoleRosLink(Node):
         request.goal_info.goal_id.uuid = [0] * 16
         canceled, cancel_message = [], "the task action's cancel service is not available"
         if self.cancel_client.wait_for_service(timeout_sec=2.0):
-            answer = _wait(self.cancel_client.call_async(request), 10.0)
+            answer = future_result(self.cancel_client.call_async(request), 10.0)
             if answer is None:
                 cancel_message = "the cancel request was not answered within 10 s"
             else:
@@ -152,7 +144,7 @@ class ConsoleRosLink(Node):
                 cancel_message = (f"canceling task(s) {', '.join(canceled)}" if canceled else "no task was running")
         arm_ok, arm_message = False, f"{self.arm_prefix}/stop is not available"
         if self.stop_client.wait_for_service(timeout_sec=2.0):
-            answer = _wait(self.stop_client.call_async(Trigger.Request()), 10.0)
+            answer = future_result(self.stop_client.call_async(Trigger.Request()), 10.0)
             if answer is None:
                 arm_message = f"{self.arm_prefix}/stop did not answer within 10 s"
             else:

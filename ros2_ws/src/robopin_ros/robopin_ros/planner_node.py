@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionClient, CancelResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from robopin_interfaces.action import ExecuteTask, PickPlace
@@ -58,24 +58,13 @@ from robopin.vlm import VLMBackend, make_backend
 from robopin.vlm.errors import VLMRequestError
 from robopin.vlm.prompts import check_instruction
 from robopin_ros import conversions
+from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, follow_goal, goal_key, wait_future
 from robopin_ros.camera_snapshot import CameraViewsSubscriber
 from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
-from robopin_ros.single_goal import BUSY_REASON, SingleGoalGuard
 
 # Parameters a running node accepts changes to (checked by building what they configure).
 _DYNAMIC = ("vlm", "reasoning", "workspace")
-
-
-def _wait(future, timeout_s: float, should_stop: Callable[[], bool] | None = None) -> bool:
-    """Wait for an rclpy future spun by other executor threads; False on timeout or stop."""
-    done = threading.Event()
-    future.add_done_callback(lambda _f: done.set())
-    deadline = time.monotonic() + timeout_s
-    while not done.wait(0.02):
-        if time.monotonic() > deadline or (should_stop is not None and should_stop()):
-            return False
-    return True
 
 
 _MODEL_CHECK_PERIOD_S = 2.0
@@ -165,7 +154,7 @@ class _RosProjector:
         stamp = conversions.seconds_to_stamp(max(observation.stamp_s, 0.0))
         future = client.call_async(ProjectPoints.Request(anchors=anchors, target_frame=self.node.target_frame,
                                                          stamp=stamp))
-        if not _wait(future, self.node.service_timeout_s):
+        if not wait_future(future, self.node.service_timeout_s):
             raise TaskRefusal(
                 "projection_unavailable", f"{client.srv_name} did not answer within {self.node.service_timeout_s} s"
             )
@@ -209,28 +198,24 @@ class _RosActor:
             stage = message.feedback.stage
             on_stage("planning" if stage == "planning" else "executing", f"{stage} {message.feedback.progress:.2f}")
 
-        sent = client.send_goal_async(goal, feedback_callback=relay)
-        if not _wait(sent, node.service_timeout_s):
-            return MotionOutcome(False, "motion_unavailable", "PickPlace goal was not answered")
-        handle = sent.result()
-        if not handle.accepted:
-            return MotionOutcome(False, "motion_rejected", "the motion planner rejected the PickPlace goal")
-        result_future = handle.get_result_async()
+        # A cancel stops the arm downstream (motion planner → driver); follow_goal waits for it to confirm.
         try:
-            finished = _wait(result_future, node.motion_timeout_s, should_stop)
+            outcome = follow_goal(client, goal, answer_timeout_s=node.service_timeout_s,
+                                  timeout_s=node.motion_timeout_s, feedback=relay, should_stop=should_stop,
+                                  cancel_wait_s=node.service_timeout_s)
         finally:
             if not dry_run:
                 node.observer.motion_ended()
-        if not finished:
-            # Cancel stops the arm downstream (motion planner → driver); wait for it to confirm.
-            canceled = should_stop()
-            _wait(handle.cancel_goal_async(), node.service_timeout_s)
-            _wait(result_future, node.service_timeout_s)
+        if outcome.ending == "unanswered":
+            return MotionOutcome(False, "motion_unavailable", "PickPlace goal was not answered")
+        if outcome.ending == "rejected":
+            return MotionOutcome(False, "motion_rejected", "the motion planner rejected the PickPlace goal")
+        if not outcome.finished:
             node.observer.motion_ended()
-            status = "canceled" if canceled else "motion_timeout"
+            status = "canceled" if outcome.ending == "stopped" else "motion_timeout"
             message = f"PickPlace goal {status} after the arm was told to stop"
             return MotionOutcome(False, status, message, executed=True)
-        result = result_future.result().result
+        result = outcome.result
         return MotionOutcome(
             bool(result.success),
             result.status or ("success" if result.success else "motion_failed"),
@@ -329,15 +314,10 @@ class PlannerNode(Node):
         # after the step has moved on, never between the model's answer and the projection.
         self._display = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="robopin-display")
         self.create_service(Instruct, "/robopin/instruct", self._on_instruct, callback_group=group)
-        self.task_server = ActionServer(
-            self,
-            ExecuteTask,
-            "/robopin/execute_task",
-            execute_callback=self._execute_task,
-            goal_callback=self._accept_task,
-            cancel_callback=self._cancel_task,
-            callback_group=group,
-        )
+        self.task_server = self.guard.serve(
+            self, ExecuteTask, "/robopin/execute_task", self._execute_task,
+            lambda message: ExecuteTask.Result(reason=BUSY_REASON, message=message),
+            accepting=lambda: not self._shutting_down, cancel_callback=self._cancel_task, callback_group=group)
         # Instruct runs its task as a goal of our own action, so clients can watch or cancel it there.
         self.task_client = ActionClient(self, ExecuteTask, "/robopin/execute_task", callback_group=group)
         self.get_logger().info(f"planner ready: views {self.views}, backend {self._backend!r}")
@@ -399,7 +379,7 @@ class PlannerNode(Node):
             return response
         goal_uuid = uuid.uuid4()
         task_id = goal_uuid.hex[:8]
-        holder = self.guard.try_acquire(task_id)  # reserved now so a second Instruct is refused at once
+        holder = self.guard.try_acquire(goal_uuid.hex)  # reserved now so a second Instruct is refused at once
         if holder is not None:
             response.accepted, response.message = False, self.guard.busy_message(holder)
             return response
@@ -407,7 +387,7 @@ class PlannerNode(Node):
             instruction=request.instruction, mode=request.mode, dry_run=request.dry_run, max_steps=request.max_steps
         )
         future = self.task_client.send_goal_async(goal, goal_uuid=UUID(uuid=list(goal_uuid.bytes)))
-        future.add_done_callback(lambda f: self._on_own_goal_response(f, task_id))
+        future.add_done_callback(lambda f: self._on_own_goal_response(f, goal_uuid.hex))
         response.accepted, response.task_id = True, task_id
         response.goal_id = UUID(uuid=list(goal_uuid.bytes))
         response.message = f"task {task_id} started: {request.instruction.strip()!r} in mode {mode}" + (
@@ -416,22 +396,17 @@ class PlannerNode(Node):
         self.get_logger().info(response.message)
         return response
 
-    def _on_own_goal_response(self, future, task_id: str) -> None:
+    def _on_own_goal_response(self, future, key: str) -> None:
         """Release the reservation if our own goal did not start."""
         handle = future.result() if future.exception() is None else None
         if handle is None or not handle.accepted:
-            self.guard.release(task_id)
-            self.get_logger().error(f"task {task_id} could not start as an ExecuteTask goal")
+            self.guard.release(key)
+            self.get_logger().error(f"task {key[:8]} could not start as an ExecuteTask goal")
 
     # ------------------------------------------------------------------ ExecuteTask
-    def _accept_task(self, goal_request) -> GoalResponse:
-        """Accept every task until shutdown; a second one while one runs is aborted with reason 'busy'."""
-        del goal_request
-        return GoalResponse.REJECT if self._shutting_down else GoalResponse.ACCEPT
-
     def _cancel_task(self, goal_handle) -> CancelResponse:
         """Accept the cancel; abandon a model request in flight at once (the loop then stops the arm)."""
-        if self.guard.active == bytes(goal_handle.goal_id.uuid).hex()[:8]:
+        if self.guard.active == goal_key(goal_handle):
             # The action server marks the goal canceling only after this callback returns. Abandoning the
             # model call right here could end the task before that, as aborted instead of canceled.
             threading.Thread(target=self._cancel_model_once_canceling, args=(goal_handle,),
@@ -453,13 +428,8 @@ class PlannerNode(Node):
 
     def _execute_task(self, goal_handle) -> ExecuteTask.Result:
         """Run one task through the reasoning loop with feedback, honouring cancel and single-goal."""
-        task_id = bytes(goal_handle.goal_id.uuid).hex()[:8]
+        task_id = goal_key(goal_handle)[:8]
         result = ExecuteTask.Result(task_id=task_id)
-        holder = self.guard.try_acquire(task_id)
-        if holder is not None:
-            result.reason, result.message = BUSY_REASON, self.guard.busy_message(holder)
-            goal_handle.abort()
-            return result
         try:
             with self._config_lock:
                 config, backend = self._config, self._backend
@@ -491,16 +461,13 @@ class PlannerNode(Node):
             result.success, result.reason, result.message = False, "internal_error", f"{type(error).__name__}: {error}"
         if result.reason == "canceled" and self._shutting_down and not goal_handle.is_cancel_requested:
             result.reason, result.message = "shutdown", f"the stack is shutting down: {result.message}"
-        try:
-            if result.success:
-                goal_handle.succeed()
-            elif result.reason == "canceled" and goal_handle.is_cancel_requested:
-                goal_handle.canceled()
-            else:
-                goal_handle.abort()
-            return result
-        finally:
-            self.guard.release(task_id)
+        if result.success:
+            goal_handle.succeed()
+        elif result.reason == "canceled" and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        else:
+            goal_handle.abort()
+        return result
 
     def _fill_result(self, result: ExecuteTask.Result, outcome: TaskResult, messages: list[PinnedReasoning]) -> None:
         result.success = outcome.success
@@ -587,7 +554,7 @@ class PlannerNode(Node):
     def busy(self) -> list[str]:
         """The task still running (empty when idle)."""
         active = self.guard.active
-        return [] if active is None else [f"task {active}"]
+        return [] if active is None else [f"task {active[:8]}"]
 
     def destroy_node(self, drain_s: float = 3.0) -> None:
         self.stop_tasks()

@@ -37,6 +37,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
 from robopin.calibration import load_mount_for_view
+from robopin.cameras.pairing import StampPairer
 from robopin.geometry import (
     CalibrationError,
     CameraMount,
@@ -86,44 +87,22 @@ class _ViewStreams:
         self.sync_color = sync_color
         self.unaligned = unaligned
         self.lock = threading.Lock()
-        self.pending: dict[str, collections.deque] = {
-            k: collections.deque(maxlen=keep) for k in ("depth", "info", "color", "depth_info")
-        }
+        partners = ["info"] + (["color"] if sync_color else []) + (["depth_info"] if unaligned else [])
+        self.pairer = StampPairer("depth", partners, tolerance_s, keep)
         self.keep = keep
         self.frames: collections.deque[_SyncedFrame] = collections.deque()
 
     def add(self, kind: str, msg: Any) -> None:
         stamp = conversions.stamp_to_seconds(msg.header.stamp)
         with self.lock:
-            self.pending[kind].append((stamp, msg))
-            self._match()
-
-    def _nearest(self, kind: str, stamp: float):
-        best = min(self.pending[kind], key=lambda item: abs(item[0] - stamp), default=None)
-        return best if best is not None and abs(best[0] - stamp) <= self.tolerance_s else None
-
-    def _match(self) -> None:
-        for entry in list(self.pending["depth"]):
-            stamp, depth = entry
-            info = self._nearest("info", stamp)
-            color = self._nearest("color", stamp) if self.sync_color else None
-            depth_info = self._nearest("depth_info", stamp) if self.unaligned else None
-            if info is None or (self.sync_color and color is None) or (self.unaligned and depth_info is None):
-                continue
-            self.pending["depth"].remove(entry)
-            self.frames.append(
-                _SyncedFrame(
-                    stamp,
-                    depth,
-                    info[1],
-                    None if color is None else color[1],
-                    None if depth_info is None else depth_info[1],
-                )
-            )
-        # Keep ``history_s`` of frames (at least ``keep``): a request names the frame its points were drawn
-        # on, taken before the model answered, seconds ago.
-        while len(self.frames) > self.keep and self.frames[0].stamp_s < self.frames[-1].stamp_s - self.history_s:
-            self.frames.popleft()
+            for group in self.pairer.add(kind, stamp, msg):
+                items = group.items
+                self.frames.append(_SyncedFrame(group.stamp_s, items["depth"], items["info"], items.get("color"),
+                                                items.get("depth_info")))
+            # Keep ``history_s`` of frames (at least ``keep``): a request names the frame its points were
+            # drawn on, taken before the model answered, seconds ago.
+            while len(self.frames) > self.keep and self.frames[0].stamp_s < self.frames[-1].stamp_s - self.history_s:
+                self.frames.popleft()
 
     def pick(self, stamp_s: float | None, tolerance_s: float | None = None) -> _SyncedFrame | None:
         """The newest synced frame; with ``stamp_s``, the newest one stamped at or before it (within tolerance).

@@ -46,6 +46,7 @@ from robopin.bags.recorder import (
 )
 from robopin.bags.typestore import trim_cdr
 from robopin_ros import conversions
+from robopin_ros.actions import TERMINAL_STATUSES
 from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 
@@ -60,7 +61,6 @@ DEFAULT_TOPICS = [
 # on <action>/_action/result): one JointTrajectory per planned phase and the tool path as markers.
 PLANNED_TRAJECTORY_TOPIC = "/robopin/planned_trajectory"
 PLANNED_PATH_MARKERS_TOPIC = "/robopin/planned_trajectory/markers"
-_TERMINAL = {4, 5, 6}  # action_msgs/GoalStatus SUCCEEDED, CANCELED, ABORTED
 _ACTIVE = {1, 2, 3}  # ACCEPTED, EXECUTING, CANCELING
 
 # Our camera node publishes reliably; a reliable subscriber with 100 frames of history (about 0.8 s of
@@ -248,9 +248,9 @@ class RecorderNode(Node):
                 if is_task and goal.status in _ACTIVE and not self.recorder.recording and goal_id not in fetched:
                     self._auto_goal = goal_id
                     self.recorder.start(f"task-{goal_id[:12]}")
-                elif is_task and goal.status in _TERMINAL and goal_id == self._auto_goal:
+                elif is_task and goal.status in TERMINAL_STATUSES and goal_id == self._auto_goal:
                     ends_task = True
-            if goal.status in _TERMINAL and goal_id not in fetched:
+            if goal.status in TERMINAL_STATUSES and goal_id not in fetched:
                 fetched.add(goal_id)
                 self._fetch_result(topic, goal.goal_info.goal_id, stop_after=ends_task)
 

@@ -23,7 +23,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
@@ -44,6 +45,20 @@ SHUTDOWN_DRAIN_S = 6.0
 SHUTDOWN_EXIT_S = 10.0
 # After the last goal ended: time for clients to fetch its result (they ask once they see the final status).
 SHUTDOWN_RESULT_GRACE_S = 1.0
+
+
+@contextmanager
+def stop_signals(on_signal: Callable[[int], None]) -> Iterator[None]:
+    """Call ``on_signal(signum)`` on SIGINT or SIGTERM while the block runs; the previous handlers return after.
+
+    The one place robopin processes (a node, ``robopin up``, ``robopin instruct``) take Ctrl-C and SIGTERM.
+    """
+    previous = {sig: signal.signal(sig, lambda signum, _frame: on_signal(signum)) for sig in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def stop_nodes(nodes: Iterable[Node], timeout_s: float = SHUTDOWN_DRAIN_S) -> list[str]:
@@ -114,7 +129,11 @@ def run_node(node_factory: Callable[..., Node], args: Sequence[str] | None = Non
     # `kill -USR1 <pid>` prints every thread's stack: the first tool for a node that hangs.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
+    with stop_signals(lambda _signum: stop.set()):
+        return _run(node_factory, args, threads, stop)
+
+
+def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads: int, stop: threading.Event) -> int:
     rclpy.init(args=list(args) if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
     executor = MultiThreadedExecutor(num_threads=threads)
     node: Node | None = None
@@ -155,8 +174,6 @@ def run_node(node_factory: Callable[..., Node], args: Sequence[str] | None = Non
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if failure:
         raise failure[0]
     return 0

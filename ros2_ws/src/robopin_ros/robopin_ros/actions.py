@@ -1,0 +1,172 @@
+"""Action plumbing every robopin server and client shares: one goal at a time, waits, goals followed to their end.
+
+:class:`SingleGoalGuard` is the policy every action server follows: one goal runs, a second is refused
+with a reason (ARCHITECTURE.md, safety rules: never interleave). :func:`wait_future` is the one wait on
+an rclpy future spun by other executor threads; :func:`follow_goal` sends a goal, follows it and
+cancels it when its time is up or the caller stops it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from action_msgs.msg import GoalStatus
+from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+
+BUSY_REASON = "busy"
+TERMINAL_STATUSES = frozenset({GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED})
+STATUS_NAMES = {GoalStatus.STATUS_UNKNOWN: "unknown", GoalStatus.STATUS_ACCEPTED: "accepted",
+                GoalStatus.STATUS_EXECUTING: "executing", GoalStatus.STATUS_CANCELING: "canceling",
+                GoalStatus.STATUS_SUCCEEDED: "succeeded", GoalStatus.STATUS_CANCELED: "canceled",
+                GoalStatus.STATUS_ABORTED: "aborted"}
+
+
+def goal_key(goal_handle: Any) -> str:
+    """The goal's full UUID as 32 hex digits (server or client goal handle alike)."""
+    return bytes(goal_handle.goal_id.uuid).hex()
+
+
+def wait_future(future: Any, timeout_s: float, should_stop: Callable[[], bool] | None = None) -> bool:
+    """Wait for an rclpy future spun by the executor's other threads; False on timeout or once should_stop()."""
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    deadline = time.monotonic() + timeout_s
+    while not done.wait(0.02 if should_stop is not None else max(0.0, min(0.5, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline or (should_stop is not None and should_stop()):
+            return False
+    return True
+
+
+def future_result(future: Any, timeout_s: float) -> Any:
+    """The future's result, or None when it did not complete within ``timeout_s``."""
+    return future.result() if wait_future(future, timeout_s) else None
+
+
+class SingleGoalGuard:
+    """The one slot for a running goal, shared by the action servers that may not run at the same time.
+
+    The decision sits where ros2/examples' ``server_single_goal.py`` puts it: in the server's
+    ``handle_accepted_callback`` under a lock, before the goal executes. That example aborts the goal
+    already running in favour of the newcomer; robopin never replaces a motion under way without a
+    cancel, so the newcomer is refused instead. ROS goal responses cannot carry a reason, so the
+    newcomer is accepted and aborted at once with reason ``busy`` and the ID of the goal holding the slot.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active: str | None = None
+        self._refused: dict[str, str] = {}  # goal key -> key of the goal that held the slot when it came
+
+    @property
+    def active(self) -> str | None:
+        """Key of the goal holding the slot (see :func:`goal_key`), or None."""
+        with self._lock:
+            return self._active
+
+    def try_acquire(self, goal_id: str) -> str | None:
+        """Take the slot for goal_id; return None on success or the key of the goal already holding it."""
+        with self._lock:
+            if self._active is not None and self._active != goal_id:
+                return self._active
+            self._active = goal_id
+            return None
+
+    def release(self, goal_id: str) -> None:
+        """Free the slot if goal_id holds it (releasing someone else's slot is a no-op)."""
+        with self._lock:
+            if self._active == goal_id:
+                self._active = None
+
+    def busy_message(self, holder: str) -> str:
+        """Human-readable refusal naming the goal that holds the server."""
+        return f"another goal is running ({holder}); wait for it to finish or cancel it first"
+
+    def serve(self, node: Any, action_type: Any, name: str, execute: Callable[[Any], Any],
+              busy_result: Callable[[str], Any], *, accepting: Callable[[], bool],
+              cancel_callback: Callable[[Any], CancelResponse] | None = None,
+              callback_group: Any = None) -> ActionServer:
+        """An ActionServer whose goals take this slot: ``execute(goal_handle)`` runs only while it holds it.
+
+        ``accepting()`` false (the node is stopping) rejects new goals outright. A goal that finds the slot
+        taken is aborted at once with ``busy_result(message)``; the slot is freed when ``execute`` returns.
+        """
+        def on_goal(_request: Any) -> GoalResponse:
+            return GoalResponse.ACCEPT if accepting() else GoalResponse.REJECT
+
+        def on_accepted(goal_handle: Any) -> None:
+            key = goal_key(goal_handle)
+            holder = self.try_acquire(key)
+            if holder is not None:
+                with self._lock:
+                    self._refused[key] = holder
+            goal_handle.execute()
+
+        def on_execute(goal_handle: Any) -> Any:
+            key = goal_key(goal_handle)
+            with self._lock:
+                holder = self._refused.pop(key, None)
+            if holder is not None:
+                goal_handle.abort()
+                return busy_result(self.busy_message(holder))
+            try:
+                return execute(goal_handle)
+            finally:
+                self.release(key)
+
+        return ActionServer(node, action_type, name, execute_callback=on_execute, goal_callback=on_goal,
+                            handle_accepted_callback=on_accepted,
+                            cancel_callback=cancel_callback or (lambda _goal: CancelResponse.ACCEPT),
+                            callback_group=callback_group)
+
+
+@dataclasses.dataclass
+class GoalOutcome:
+    """How a goal sent with :func:`follow_goal` ended.
+
+    ``ending``: ``finished`` (the server gave a final status; ``status`` and ``result`` hold it),
+    ``unanswered`` (no goal response in time), ``rejected``, ``timed_out`` or ``stopped`` (canceled by us;
+    ``result`` is the server's answer to the cancel when it came in time, else None).
+    """
+
+    ending: str
+    status: int = GoalStatus.STATUS_UNKNOWN
+    result: Any = None
+    handle: Any = None
+
+    @property
+    def finished(self) -> bool:
+        return self.ending == "finished"
+
+
+def follow_goal(client: ActionClient, goal: Any, *, answer_timeout_s: float, timeout_s: float,
+                feedback: Callable[[Any], None] | None = None, should_stop: Callable[[], bool] | None = None,
+                cancel_wait_s: float = 5.0, goal_uuid: Any = None,
+                on_answer: Callable[[Any], None] | None = None) -> GoalOutcome:
+    """Send ``goal`` and wait for its end; cancel it after ``timeout_s`` or once ``should_stop()``.
+
+    A goal sent is followed until the server answers it even when the caller stops meanwhile: a goal
+    accepted after we stopped waiting would run (move the arm) with nobody to cancel it. A canceled goal
+    is waited on for up to ``cancel_wait_s`` so the caller learns the arm was told to stop.
+    ``on_answer(handle)`` sees the goal handle as soon as the server answered.
+    """
+    sent = client.send_goal_async(goal, feedback_callback=feedback, goal_uuid=goal_uuid)
+    if not wait_future(sent, answer_timeout_s):
+        return GoalOutcome("unanswered")
+    handle = sent.result()
+    if on_answer is not None:
+        on_answer(handle)
+    if not handle.accepted:
+        return GoalOutcome("rejected", handle=handle)
+    result_future = handle.get_result_async()
+    if wait_future(result_future, timeout_s, should_stop):
+        answer = result_future.result()
+        return GoalOutcome("finished", answer.status, answer.result, handle)
+    stopped = should_stop is not None and should_stop()
+    wait_future(handle.cancel_goal_async(), cancel_wait_s)
+    answer = future_result(result_future, cancel_wait_s)
+    return GoalOutcome("stopped" if stopped else "timed_out", answer.status if answer is not None else 0,
+                       answer.result if answer is not None else None, handle)
