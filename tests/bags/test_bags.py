@@ -77,7 +77,8 @@ def test_sim_trial_bag_holds_every_topic_with_its_messages_intact(sim_trial):
             for suffix in ("color/image_raw", "color/camera_info", "aligned_depth_to_color/image_raw"):
                 assert topics[f"/cameras/{view}/{suffix}"].count == 3
             assert topics[f"/cameras/{view}/color/pinned_annotations"].count == 1
-        assert topics["/robopin/reasoning"].count == 1 and topics["/robopin/targets"].count == 2
+        # One step's targets: pick and place, then the other views' pins of their IDs (the cross-view check).
+        assert topics["/robopin/reasoning"].count == 1 and topics["/robopin/targets"].count >= 2
         assert topics["/tf_static"].count == 1
         color = next(bag.decoded(["/cameras/static/color/image_raw"]))[1]
         rendered = scene.world.render("static").color
