@@ -158,6 +158,11 @@ def _support_plane(pcd, cfg: CrossViewConfig, up: NDArray[np.float64]) -> NDArra
     return plane
 
 
+def warm_up() -> None:
+    """Import open3d now (2-4 s the first time in a process), so the first step's projection does not pay it."""
+    import open3d  # noqa: F401
+
+
 def same_object(
     pins_base: ArrayLike,
     pins_uv: ArrayLike,

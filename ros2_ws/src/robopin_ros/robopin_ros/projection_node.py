@@ -210,6 +210,10 @@ class ProjectionNode(Node):
         self.cloud_img_idx = {i for i, name in enumerate(self.view_names) if not cloud_views or name in cloud_views}
         self.poses = PoseBuffer()
         self.projector = Projector(views, config, self.poses)
+        if config.cross_view.rule == "object_extent":
+            from robopin.geometry.crossview import warm_up
+
+            warm_up()
 
         unknown = sorted(set(unaligned) - set(self.view_names))
         if unknown:
