@@ -121,3 +121,17 @@ def test_the_imperfect_type_is_the_oracle_with_robopins_errors(scene):
     backend = make_backend({"type": "imperfect", "world": scene.world.name, "views": list(VIEWS), "seed": 3})
     assert backend.rates == PRESETS["robopin"]
     assert _samples(scene, backend, 4) == _samples(scene, _backend(scene, "robopin", seed=3), 4)
+
+
+def test_fresh_backends_on_other_layouts_draw_other_errors():
+    # A trial batch makes one backend per trial with the default seed: the layout's seed must vary its draws.
+    drawn = []
+    for layout_seed in range(4):
+        scene = build_scene("spatial", layout_seed, world_name=unique_world_name(f"imperfect-layout{layout_seed}"))
+        try:
+            backend = _backend(scene, "robopin", seed=0)
+            _samples(scene, backend, 1)
+            drawn.append(float(backend._rng.random()))
+        finally:
+            scene.close()
+    assert len(set(drawn)) == len(drawn)

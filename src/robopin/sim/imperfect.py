@@ -147,7 +147,10 @@ class ImperfectBackend(OracleBackend):
 
 def draw_errors(backend, oracle, seed: int) -> None:
     """Start the error draws of one sample: its own generator, and the pin noise on the oracle."""
-    backend._rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, backend._calls])
+    # The layout's seed joins the backend's: a batch of trials (one fresh backend each, seed 0 by default)
+    # draws other errors on every layout instead of the same first draws each time.
+    layout_seed = int(getattr(oracle.scene, "seed", 0))
+    backend._rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, layout_seed & 0xFFFFFFFF, backend._calls])
     rates = backend.rates
     oracle.errors = replace(oracle.errors, point_jitter_px=max(oracle.errors.point_jitter_px, rates.pin_noise_px))
 
