@@ -20,7 +20,7 @@ the mistakes RoboPIN measures, each one named and drawn from its own rate with a
 - ``early_done``: the answer says ``done`` while a goal remains.
 - ``verifier_error``: ``score_yes_no`` (E-TTS's reasoning verifier) gives the wrong verdict.
 
-Presets (``preset``) come from RoboPIN's figures (seed 000, Tables 3-5): ``robopin`` — anchor
+Presets (``preset``) come from the RoboPIN paper's Tables 3-5: ``robopin`` — anchor
 correctness 89.1 %, cross-step ID coverage 99.9 %, anchor coverage 100 %, shared-ID transfer
 86.3 %, answer error 13.2 % with correct anchors and 29.2 % with a faulty one; ``without_rft``
 (RoboPIN before reinforcement fine-tuning) — anchor correctness 87.0 %, cross-step ID coverage
@@ -103,7 +103,7 @@ class ModelErrorRates:
 
 PRESETS: dict[str, ModelErrorRates] = {
     "oracle": ModelErrorRates(),
-    # RoboPIN (seed 000): Table 3 AC 89.1 %, CS-IDCov 99.9 %, A-Cov 100 %; Table 5 ID-Trans 86.3 %;
+    # RoboPIN paper, Table 3 AC 89.1 %, CS-IDCov 99.9 %, A-Cov 100 %; Table 5 ID-Trans 86.3 %;
     # Table 4 answer error 13.2 % (correct anchors) vs 29.2 % (faulty anchor).
     "robopin": ModelErrorRates(
         anchor_error=1 - 0.891,
@@ -112,7 +112,7 @@ PRESETS: dict[str, ModelErrorRates] = {
         answer_error_correct_anchors=0.132,
         answer_error_faulty_anchor=0.292,
     ),
-    # RoboPIN w/o RFT (seed 000): Table 3 AC 87.0 %, CS-IDCov 18.8 %, A-Cov 96.3 %; Table 5 ID-Trans 60.6 %.
+    # RoboPIN paper, w/o RFT: Table 3 AC 87.0 %, CS-IDCov 18.8 %, A-Cov 96.3 %; Table 5 ID-Trans 60.6 %.
     "without_rft": ModelErrorRates(
         anchor_error=1 - 0.870,
         step_id_drop=1 - 0.188,
@@ -147,8 +147,8 @@ class ImperfectBackend(OracleBackend):
 
 def draw_errors(backend, oracle, seed: int) -> None:
     """Start the error draws of one sample: its own generator, and the pin noise on the oracle."""
-    # The layout's seed joins the backend's: a batch of trials (one fresh backend each, seed 0 by default)
-    # draws other errors on every layout instead of the same first draws each time.
+    # The layout's seed joins the backend's, so each layout of a batch (a fresh backend per trial, all with
+    # the same configured seed) gets draws of its own.
     layout_seed = int(getattr(oracle.scene, "seed", 0))
     backend._rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, layout_seed & 0xFFFFFFFF, backend._calls])
     rates = backend.rates

@@ -1,9 +1,9 @@
 """The oracle's own R^3 subtask responses and RoboGPT-R1 plans, so every reasoning mode runs in simulation.
 
-- :func:`subtask_response`: R^3's high-level step (seed 001): short reasoning about what the images
+- :func:`subtask_response`: R^3's high-level step (the R^3 paper): short reasoning about what the images
   show now, then one ``Instruction:`` line in an allowed skill format naming the next goal's object
   and place so that they ground to exactly those (:mod:`robopin.sim.grounding`), or ``done``.
-- :func:`plan_response`: RoboGPT-R1's plan (seed 003): the four JSON sections with an
+- :func:`plan_response`: RoboGPT-R1's plan (the RoboGPT-R1 paper): the four JSON sections with an
   ``executable_plan`` of the action dictionary's entries that carry out the remaining goals in order.
 
 Both read only what the request gives (the allowed formats, the action dictionary) and the scene's

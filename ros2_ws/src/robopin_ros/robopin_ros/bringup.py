@@ -206,7 +206,7 @@ class Bringup:
                 waiting.append(f"{name}: arm not connected/enabled ({getattr(node, 'last_error', '') or 'starting'})")
             if hasattr(node, "frames_published") and node.frames_published == 0:
                 waiting.append(f"{name}: no camera frame yet ({getattr(node, 'last_error', '') or 'starting'})")
-            if hasattr(node, "recorder"):  # recorder_node: every camera heard, so the first step's frames are kept
+            if callable(getattr(node, "not_ready", None)):  # a node's own readiness (recorder: every camera heard)
                 waiting += [f"{name}: {reason}" for reason in node.not_ready()]
             model = node.model_not_ready() if self.check_model and hasattr(node, "model_not_ready") else ""
             if model:
