@@ -32,18 +32,28 @@ def _console(args: argparse.Namespace) -> int:
         views = views or list(system.views)
         for node in system.nodes_running("arm_driver_node"):
             prefix = prefix or str(node.parameters.get("prefix", ""))
-    views, prefix = views or ["static", "wrist"], prefix or "/robopin/arm"
+        namespace = args.namespace if args.namespace is not None else system.namespace
+    else:
+        namespace = args.namespace or ""
+    views, prefix = views or ["static", "wrist"], prefix or "robopin/arm"
     apply_ros_environment()
     from robopin_ros.operator_console import open_console_link
 
-    link = open_console_link(views, arm_prefix=prefix)
+    from robopin.system.names import NamespaceError, normalize_namespace
+
+    try:
+        namespace = normalize_namespace(namespace)
+    except NamespaceError as error:
+        print(f"robopin console: {error}", file=sys.stderr)
+        return 2
+    link = open_console_link(views, arm_prefix=prefix, namespace=namespace)
     try:
         try:
             server = ConsoleServer(link.link, None, host=args.host, port=args.port).start()
         except ConsoleError as error:
             print(f"robopin console: {error}", file=sys.stderr)
             return 2
-        print(f"robopin console: {server.url} (views {views}, stop service {prefix}/stop, "
+        print(f"robopin console: {server.url} (views {views}, stop service {link.link.stop_client.srv_name}, "
               f"ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}); Ctrl-C ends it", flush=True)
         if not args.no_browser:
             server.open_in_browser()
@@ -66,7 +76,9 @@ def register(subparsers) -> None:
     parser.add_argument("--system", default=None, help="system file or name: its views and arm driver prefix")
     parser.add_argument("--views", nargs="+", default=None, help="camera views (default: the system's, or "
                                                                  "static wrist)")
-    parser.add_argument("--arm-prefix", default="", help="the arm driver's prefix (default /robopin/arm)")
+    parser.add_argument("--arm-prefix", default="", help="the arm driver's prefix (default robopin/arm)")
+    parser.add_argument("--namespace", default=None,
+                        help="the robot's ROS namespace (default: the system file's, else the root namespace)")
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to serve on")
     parser.add_argument("--port", type=int, default=8765, help="port (0: any free port)")
     parser.add_argument("--no-browser", action="store_true",

@@ -27,6 +27,8 @@ def load_cli_system(args: argparse.Namespace):
                                  ("seed", getattr(args, "seed", None))) if v is not None}
     if changes:
         system = system.with_sim(**changes)
+    if getattr(args, "namespace", None) is not None:
+        system = system.with_namespace(args.namespace)
     return system
 
 
@@ -145,7 +147,8 @@ def _run(args: argparse.Namespace, system) -> int:
         print(f"  report:    {html}")
         return 0 if outcome.success else 1
     with Bringup(system, client=False, check_model=not args.no_model_check) as bringup:
-        print(f"robopin up {system.name}: nodes {[n.name for n in system.nodes]} running; Ctrl-C to stop",
+        where = f" in namespace {system.namespace}" if system.namespace else ""
+        print(f"robopin up {system.name}: nodes {[n.name for n in system.nodes]} running{where}; Ctrl-C to stop",
               flush=True)
         if args.ready_timeout > 0:
             bringup.wait_ready(args.ready_timeout)
@@ -189,6 +192,8 @@ def add_system_arguments(parser: argparse.ArgumentParser, *, system_required: bo
 
 def register(subparsers) -> None:
     """Add ``robopin up``."""
+    from robopin.cli.instruct import ros_namespace
+
     parser = subparsers.add_parser("up", help="run every node of a system file in one process",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_system_arguments(parser)
@@ -202,4 +207,7 @@ def register(subparsers) -> None:
                              "wait; the model server's answer is printed when it comes)")
     parser.add_argument("--no-model-check", action="store_true",
                         help="do not ask the VLM server for its model list (readiness then ignores the model)")
+    parser.add_argument("--namespace", type=ros_namespace, default=None,
+                        help="run every node in this ROS namespace (default: the system file's namespace:, else the "
+                             "root namespace); two robots share one graph under two namespaces")
     parser.set_defaults(func=_up)

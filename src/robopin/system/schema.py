@@ -6,6 +6,9 @@ node in one executor). It holds:
 
 - ``name``, ``description``, ``robot`` (the arm description every node shares) and ``views``
   (camera views in ``img_idx`` order);
+- ``namespace`` (optional, default empty: the root namespace): the ROS namespace every node of the system
+  runs in, so two robots share one graph (``left``: ``/left/robopin/instruct``, ``/left/tf``; see
+  :mod:`robopin.system.names`);
 - ``nodes``: node name -> ``{executable, parameters}``; ``executable`` is a ``robopin_ros``
   console script (``camera_node``, ``planner_node``, ...). Parameter values that are mappings become
   YAML strings when handed to ROS (the nodes parse ``vlm``, ``options``, ``workspace``... themselves);
@@ -30,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from robopin.system.names import NamespaceError, normalize_namespace
 
 __all__ = [
     "NODE_EXECUTABLES",
@@ -60,7 +65,7 @@ NODE_EXECUTABLES = (
 )
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _ARGUMENT = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_]*):=(?P<value>.*)$")
-_TOP_LEVEL = {"name", "description", "robot", "views", "nodes", "arguments", "sim", "task"}
+_TOP_LEVEL = {"name", "description", "robot", "views", "namespace", "nodes", "arguments", "sim", "task"}
 
 
 class SystemFileError(ValueError):
@@ -224,10 +229,29 @@ class SystemFile:
     sim: SimSpec | None = None
     task: TaskSpec = dataclasses.field(default_factory=TaskSpec)
     source: Path | None = None
+    namespace: str = ""  # normalized: '' (root) or '/left'
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "namespace", normalize_namespace(self.namespace))
+        except NamespaceError as error:
+            raise SystemFileError(f"system {self.name!r}: {error}") from None
 
     @property
     def is_sim(self) -> bool:
         return self.sim is not None
+
+    def with_namespace(self, namespace: str) -> SystemFile:
+        """A copy whose nodes run in ``namespace`` (``robopin up --namespace``, the launch file's namespace:=)."""
+        from robopin.system.checks import check_system
+
+        system = dataclasses.replace(self, namespace=namespace)
+        check_system(system)  # names a namespace changes the meaning of (absolute robopin names) are refused
+        return system
+
+    def node_fqn(self, name: str) -> str:
+        """A node's fully qualified ROS name in this system's namespace (``/left/planner_node``)."""
+        return f"{self.namespace}/{name}"
 
     def node(self, name: str) -> NodeSpec:
         """The node called ``name`` (SystemFileError naming the known ones otherwise)."""
@@ -281,7 +305,10 @@ class SystemFile:
         """The ROS 2 parameters file of the whole system: ``{node: {ros__parameters: {...}}}``."""
         if self.arguments:
             raise SystemFileError(f"system {self.name!r}: apply its arguments (with_arguments) before exporting")
-        return {n.name: {"ros__parameters": n.ros_parameters()} for n in self.nodes}
+        # Keyed by the fully qualified name: rcl matches a parameters file's node keys against the node's
+        # namespace and name, so a bare name would not reach a node in a namespace.
+        return {self.node_fqn(n.name) if self.namespace else n.name: {"ros__parameters": n.ros_parameters()}
+                for n in self.nodes}
 
     def scenario_path(self) -> str:
         """The sim scenario as load_scenario takes it: a name, or a path resolved against the file."""
@@ -388,10 +415,17 @@ def system_from_dict(data: Mapping[str, Any], *, source: str | Path = "<dict>") 
         task = TaskSpec(**raw_task)
     except SystemFileError as error:
         raise SystemFileError(f"{where}: {error}") from None
-    system = SystemFile(
-        name=name, robot=robot, views=views, nodes=tuple(nodes), description=str(data.get("description", "")),
-        arguments=tuple(arguments), sim=sim, task=task, source=Path(source) if isinstance(source, Path) else None,
-    )
+    namespace = data.get("namespace") or ""
+    if not isinstance(namespace, str):
+        raise SystemFileError(f"{where}: namespace must be a ROS namespace (e.g. left), got {namespace!r}")
+    try:
+        system = SystemFile(
+            name=name, robot=robot, views=views, nodes=tuple(nodes), description=str(data.get("description", "")),
+            arguments=tuple(arguments), sim=sim, task=task, source=Path(source) if isinstance(source, Path) else None,
+            namespace=namespace,
+        )
+    except SystemFileError as error:
+        raise SystemFileError(f"{where}: {error}") from None
     from robopin.system.checks import check_system
 
     check_system(system)

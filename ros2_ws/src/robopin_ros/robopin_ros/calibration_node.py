@@ -109,7 +109,7 @@ class CalibrationNode(Node):
             )
         prefix = str(p("camera_topic_prefix", "",
                        "topic prefix of the camera's color image and info (empty: "
-                       "/cameras/<name>)")) or f"/cameras/{self.view}"
+                       "cameras/<name>)")) or f"cameras/{self.view}"
         self.board = BoardConfig.from_dict(self._yaml("board", p("board", "{}",
                                                                  "YAML mapping of the calibration board (type, "
                                                                  "squares_x, square_length_m, ...)")))
@@ -183,7 +183,7 @@ class CalibrationNode(Node):
             self.planner = make_capture_planner(self.arm, planner_settings, table_height_m=table)
         else:
             self.arm = _PoseOnlyArm()
-            topic = str(p("ee_pose_topic", "/robopin/arm/ee_pose", "end-effector pose topic in manual capture"))
+            topic = str(p("ee_pose_topic", "robopin/arm/ee_pose", "end-effector pose topic in manual capture"))
             self.create_subscription(PoseStamped, topic, self.arm.update, 10, callback_group=streams)
         self.create_subscription(Image, f"{prefix}/color/image_raw", self._on_image, IMAGE_QOS, callback_group=streams)
         self.create_subscription(

@@ -30,6 +30,7 @@ from sensor_msgs.msg import CameraInfo, Image
 
 from robopin.cameras import Camera, CameraError, CameraTimeoutError, camera_config_from_dict, make_camera
 from robopin.cameras.memory import retain_freed_image_memory
+from robopin.system.names import DIAGNOSTICS_TOPIC, namespaced_label
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import IMAGE_QOS
 from robopin_ros.parameters import declare
@@ -77,7 +78,7 @@ class CameraNode(Node):
         self.camera = self._make_camera()
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
-        prefix = f"/cameras/{self.camera_name}"
+        prefix = f"cameras/{self.camera_name}"
         self.color_pub = self.create_publisher(Image, f"{prefix}/color/image_raw", IMAGE_QOS)
         self.info_pub = self.create_publisher(CameraInfo, f"{prefix}/color/camera_info", IMAGE_QOS)
         self.depth_pub = self.create_publisher(Image, f"{prefix}/aligned_depth_to_color/image_raw", IMAGE_QOS)
@@ -86,7 +87,7 @@ class CameraNode(Node):
         if not getattr(self.camera.config, "align_depth", True):  # the parameter, or options: {align_depth: false}
             self.raw_depth_pub = self.create_publisher(Image, f"{prefix}/depth/image_rect_raw", IMAGE_QOS)
             self.raw_depth_info_pub = self.create_publisher(CameraInfo, f"{prefix}/depth/camera_info", IMAGE_QOS)
-        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
 
         self._stats_lock = threading.Lock()
         self._publish_times: collections.deque[float] = collections.deque(maxlen=300)
@@ -251,7 +252,8 @@ class CameraNode(Node):
             level, message = DiagnosticStatus.WARN, f"rate {rate_hz:.1f} Hz below {expected_hz:.0f} Hz"
         else:
             level, message = DiagnosticStatus.OK, "streaming"
-        status = DiagnosticStatus(level=level, name=f"camera_node: {self.camera_name}", message=message,
+        status = DiagnosticStatus(level=level, message=message,
+                                  name=namespaced_label(f"camera_node: {self.camera_name}", self.get_namespace()),
                                   hardware_id=self._serial,
                                   values=[KeyValue(key=k, value=v) for k, v in values.items()])
         array = DiagnosticArray(status=[status])

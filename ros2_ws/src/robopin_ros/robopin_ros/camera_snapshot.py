@@ -37,9 +37,9 @@ IMAGE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=Rel
 
 
 def view_topics(view: str, *, unaligned: bool = False) -> dict[str, str]:
-    """The realsense-ros topic names of ``view`` under ``/cameras/<view>`` (``unaligned``: depth in the
+    """The realsense-ros topic names of ``view`` under ``cameras/<view>`` (``unaligned``: depth in the
     depth imager's frame, as camera_node publishes it with ``align_depth:=false``, with its own info)."""
-    prefix = f"/cameras/{view}"
+    prefix = f"cameras/{view}"
     topics = {
         "color": f"{prefix}/color/image_raw",
         "info": f"{prefix}/color/camera_info",

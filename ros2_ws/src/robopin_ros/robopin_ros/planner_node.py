@@ -262,10 +262,10 @@ class PlannerNode(Node):
                                               "(0: the motion planner's default)", min=0.0, max=1.0))
         self.publish_images = bool(read_only("publish_images", True,
                                              "publish the PinCoT drawn on each view on "
-                                             "/robopin/reasoning/<view>/image"))
-        self.project_service = str(read_only("project_service", "/robopin/project_points",
+                                             "robopin/reasoning/<view>/image"))
+        self.project_service = str(read_only("project_service", "robopin/project_points",
                                              "ProjectPoints service of the projection node"))
-        self.pick_place_action = str(read_only("pick_place_action", "/robopin/motion/pick_place",
+        self.pick_place_action = str(read_only("pick_place_action", "robopin/motion/pick_place",
                                                "PickPlace action of the motion planner"))
         snapshot = SnapshotConfig(
             tuple(self.views),
@@ -306,20 +306,20 @@ class PlannerNode(Node):
         )
         self.project_client = self.create_client(ProjectPoints, self.project_service, callback_group=group)
         self.pick_place_client = ActionClient(self, PickPlace, self.pick_place_action, callback_group=group)
-        self.reasoning_pub = self.create_publisher(PinnedReasoning, "/robopin/reasoning", 10)
-        self.markers_pub = self.create_publisher(MarkerArray, "/robopin/reasoning/markers", 10)
-        self.targets_pub = self.create_publisher(Target3D, "/robopin/targets", 10)
-        self.image_pubs = {v: self.create_publisher(Image, f"/robopin/reasoning/{v}/image", 2) for v in self.views}
+        self.reasoning_pub = self.create_publisher(PinnedReasoning, "robopin/reasoning", 10)
+        self.markers_pub = self.create_publisher(MarkerArray, "robopin/reasoning/markers", 10)
+        self.targets_pub = self.create_publisher(Target3D, "robopin/targets", 10)
+        self.image_pubs = {v: self.create_publisher(Image, f"robopin/reasoning/{v}/image", 2) for v in self.views}
         # Annotated images and target markers are for people watching: drawn and published on this worker
         # after the step has moved on, never between the model's answer and the projection.
         self._display = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="robopin-display")
-        self.create_service(Instruct, "/robopin/instruct", self._on_instruct, callback_group=group)
+        self.create_service(Instruct, "robopin/instruct", self._on_instruct, callback_group=group)
         self.task_server = self.guard.serve(
-            self, ExecuteTask, "/robopin/execute_task", self._execute_task,
+            self, ExecuteTask, "robopin/execute_task", self._execute_task,
             lambda message: ExecuteTask.Result(reason=BUSY_REASON, message=message),
             accepting=lambda: not self._shutting_down, cancel_callback=self._cancel_task, callback_group=group)
         # Instruct runs its task as a goal of our own action, so clients can watch or cancel it there.
-        self.task_client = ActionClient(self, ExecuteTask, "/robopin/execute_task", callback_group=group)
+        self.task_client = ActionClient(self, ExecuteTask, "robopin/execute_task", callback_group=group)
         self.get_logger().info(f"planner ready: views {self.views}, backend {self._backend!r}")
 
     # ------------------------------------------------------------------ configuration

@@ -128,7 +128,7 @@ class ProjectionNode(Node):
         p = self._declare
         self.view_names = [v for v in p("views", ["static"], "camera view names in img_idx order (0, 1, ...)") if v]
         self.target_frame = str(p("target_frame", "base", "frame the 3D targets are expressed in"))
-        camera_prefix = str(p("camera_prefix", "/cameras",
+        camera_prefix = str(p("camera_prefix", "cameras",
                               "topic prefix of the camera views (<prefix>/<view>/...)")).rstrip("/")
         calibration_dir = Path(str(p("calibration_dir", "calibration",
                                      "folder of <view>.yaml camera mounts, used for views missing from calibrations")))
@@ -151,9 +151,9 @@ class ProjectionNode(Node):
         self.frame_history_s = float(p("frame_history_s", 10.0,
                                        "seconds of frames kept for requests that name a stamp", min=0.0))
         sync_color = bool(p("sync_color", False, "also require a color image synced to each depth frame"))
-        ee_pose_topic = str(p("ee_pose_topic", "/robopin/arm/ee_pose",
+        ee_pose_topic = str(p("ee_pose_topic", "robopin/arm/ee_pose",
                               "topic of the end-effector pose in the base frame (wrist view poses)"))
-        joint_states_topic = str(p("joint_states_topic", "/joint_states", "topic of the arm's joint states"))
+        joint_states_topic = str(p("joint_states_topic", "joint_states", "topic of the arm's joint states"))
         robot_description = str(p("robot_description", "",
                                   "robot description name (panda, xarm6, ...) whose kinematics give wrist poses from "
                                   "joint states (empty: ee_pose only)"))
@@ -259,12 +259,12 @@ class ProjectionNode(Node):
             self.create_subscription(JointState, joint_states_topic, self._on_joint_state, 50)
 
         self._camera_models: dict[tuple, Any] = {}
-        self.markers_pub = self.create_publisher(MarkerArray, "/robopin/targets/markers", 10)
-        self.cloud_pub = self.create_publisher(PointCloud2, "/robopin/workspace_cloud", 2)
+        self.markers_pub = self.create_publisher(MarkerArray, "robopin/targets/markers", 10)
+        self.cloud_pub = self.create_publisher(PointCloud2, "robopin/workspace_cloud", 2)
         # The service gets its own group so it runs while subscriptions keep filling the buffers.
         self.create_service(
             ProjectPoints,
-            "/robopin/project_points",
+            "robopin/project_points",
             self._on_project_points,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
