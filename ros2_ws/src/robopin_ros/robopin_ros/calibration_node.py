@@ -1,10 +1,10 @@
 """calibration_node: capture board views with arm poses, solve a camera mount, store and verify it.
 
 Subscribes to one camera's ``<camera_topic_prefix>/color/image_raw`` and ``.../color/camera_info``
-(realsense-ros names; default prefix ``/cameras/<name>``). The arm pose comes from the configured arm
-backend (``arm`` parameter, the same backends as the arm driver; used for guided capture) or, for a
-manual capture next to a running arm_driver_node, from its ``geometry_msgs/PoseStamped`` topic
-(``ee_pose_topic``, default ``/robopin/arm/ee_pose``).
+(realsense-ros names; default prefix ``cameras/<name>``, relative like every name here). The arm pose comes
+from the configured arm backend (``arm`` parameter, the same backends as the arm driver; used for guided
+capture) or, for a manual capture next to a running arm_driver_node, from its ``geometry_msgs/PoseStamped`` topic
+(``ee_pose_topic``, default ``robopin/arm/ee_pose``).
 Services (all in the node's namespace):
 
 * ``~/capture`` (std_srvs/Trigger): record one view now (manual mode: the operator moved the arm);
