@@ -32,8 +32,9 @@ COMMON_LAUNCH_ARGUMENTS = {
 """Arguments the launch file declares up front (isaac_ros_cumotion style); a system may declare more,
 and any argument the chosen system declares can be given on the command line."""
 NAMESPACE_ARGUMENT = "namespace"
-"""The launch file's own ``namespace:=`` (nav2_bringup and xarm_ros2 declare one too): every node of the system
-in that namespace; empty leaves the system file's ``namespace`` (the root namespace when it has none)."""
+"""The launch file's own ``namespace:=``, as nav2_bringup declares ``namespace`` (default '', navigation2
+nav2_bringup/launch/navigation_launch.py) and xarm_ros2's driver ``ns`` (xarm_api/launch/xarm6_driver.launch.py):
+every node of the system in that namespace; empty leaves the system file's ``namespace`` (root when it has none)."""
 
 
 @dataclasses.dataclass(frozen=True)
