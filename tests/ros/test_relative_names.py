@@ -4,7 +4,8 @@ Read from the node modules' source: every string literal (docstrings aside) and 
 f-string. A name with a leading '/' is allowed only where it must be global: ``/diagnostics``
 (diagnostic_updater's one topic per graph, :data:`robopin.system.names.DIAGNOSTICS_TOPIC`). rcl's own
 ``/rosout`` and ``/parameter_events`` never appear in our code. The running graph of two namespaced stacks is
-checked in ``tests/integration/test_two_robots_by_namespace.py``.
+checked in ``tests/integration/test_two_robots_by_namespace.py``; the nodes that need no device are created
+here in a namespace and their endpoints read back from the graph.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+
+import pytest
+from rclpy.parameter import Parameter
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_PACKAGE = ROOT / "ros2_ws" / "src" / "robopin_ros" / "robopin_ros"
@@ -78,3 +82,32 @@ def test_the_shipped_system_files_name_robopin_topics_relative():
             code = line.split("#", 1)[0]
             for value in re.findall(r"(?:^|[\s:\-\[,])(/[A-Za-z_][\w/*]*)", code):
                 assert not _OWN_NAME.match(value), f"{path.name}:{number}: {value} is absolute"
+
+
+@pytest.mark.ros
+def test_nodes_created_in_a_namespace_create_every_name_under_it(ros_context, tmp_path):
+    """The nodes that need no device, created as Bringup and launch create them: each endpoint under /unit."""
+    from robopin_ros.operator_console import ConsoleRosLink
+    from robopin_ros.recorder_node import RecorderNode
+    from robopin_ros.state_publisher_node import StatePublisherNode
+    from robopin_ros.task_client import TaskClient
+
+    from robopin.system.names import GLOBAL_NAMES
+
+    options = {"context": ros_context, "namespace": "/unit"}
+    nodes = [StatePublisherNode(**options, parameter_overrides=[Parameter("views", value=[""])]),
+             RecorderNode(**options, parameter_overrides=[Parameter("output_dir", value=str(tmp_path))]),
+             TaskClient(["static", "wrist"], **options), ConsoleRosLink(["static", "wrist"], **options)]
+    try:
+        outside = {}
+        for node in nodes:
+            name = node.get_name()
+            queries = (node.get_publisher_names_and_types_by_node, node.get_subscriber_names_and_types_by_node,
+                       node.get_service_names_and_types_by_node, node.get_client_names_and_types_by_node)
+            found = {topic for query in queries for topic, _ in query(name, "/unit")}
+            assert found, name
+            outside[name] = sorted(t for t in found if not t.startswith("/unit/") and t not in GLOBAL_NAMES)
+        assert all(not names for names in outside.values()), outside
+    finally:
+        for node in nodes:
+            node.destroy_node()
