@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robopin.robots.errors import Reason
+from robopin.robots.errors import ArmFault, Reason
 
 
 def _readonly(values: object, name: str) -> np.ndarray:

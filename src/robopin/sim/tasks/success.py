@@ -6,8 +6,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from robopin.sim.world import TABLE_TOP_Z, SimWorld
 
 
