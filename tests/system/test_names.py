@@ -12,6 +12,7 @@ from robopin.bags import TrialBag
 from robopin.bags.recorder import TrialRecorder
 from robopin.system import SystemFileError, load_system
 from robopin.system.launching import declared_arguments, launch_entries
+from robopin.system.loading import in_namespace
 from robopin.system.names import (
     GLOBAL_NAMES,
     NamespaceError,
@@ -55,7 +56,7 @@ def test_the_default_system_is_in_the_root_namespace_and_keys_parameters_by_bare
 
 
 def test_a_namespaced_system_keys_its_parameters_file_by_fully_qualified_name():
-    system = load_system("sim_panda", {}).with_namespace("left")
+    system = in_namespace(load_system("sim_panda", {}), "left")
     assert system.namespace == "/left"
     params = system.ros_parameters_file()
     assert set(params) == {f"/left/{n.name}" for n in system.nodes}
@@ -73,7 +74,7 @@ def test_a_system_file_namespace_key_is_read_and_validated(tmp_path):
     with pytest.raises(SystemFileError, match=r"left\.yaml.*not a ROS namespace"):
         load_system(path)
     with pytest.raises(SystemFileError, match="not a ROS namespace"):
-        load_system("sim_panda").with_namespace("a b")
+        in_namespace(load_system("sim_panda"), "a b")
 
 
 def test_a_namespaced_system_refuses_an_absolute_robopin_name(tmp_path):

@@ -34,18 +34,11 @@ def _console(args: argparse.Namespace) -> int:
             prefix = prefix or str(node.parameters.get("prefix", ""))
         namespace = args.namespace if args.namespace is not None else system.namespace
     else:
-        namespace = args.namespace or ""
+        namespace = args.namespace or ""  # ros_namespace has normalized and checked it
     views, prefix = views or ["static", "wrist"], prefix or "robopin/arm"
     apply_ros_environment()
     from robopin_ros.operator_console import open_console_link
 
-    from robopin.system.names import NamespaceError, normalize_namespace
-
-    try:
-        namespace = normalize_namespace(namespace)
-    except NamespaceError as error:
-        print(f"robopin console: {error}", file=sys.stderr)
-        return 2
     link = open_console_link(views, arm_prefix=prefix, namespace=namespace)
     try:
         try:
@@ -71,13 +64,15 @@ def _console(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     """Add ``robopin console``."""
+    from robopin.cli.up import ros_namespace
+
     parser = subparsers.add_parser("console", help="the operator console (browser) for a running stack",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--system", default=None, help="system file or name: its views and arm driver prefix")
     parser.add_argument("--views", nargs="+", default=None, help="camera views (default: the system's, or "
                                                                  "static wrist)")
     parser.add_argument("--arm-prefix", default="", help="the arm driver's prefix (default robopin/arm)")
-    parser.add_argument("--namespace", default=None,
+    parser.add_argument("--namespace", type=ros_namespace, default=None,
                         help="the robot's ROS namespace (default: the system file's, else the root namespace)")
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to serve on")
     parser.add_argument("--port", type=int, default=8765, help="port (0: any free port)")

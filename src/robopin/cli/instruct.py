@@ -35,22 +35,6 @@ def _utf8_instruction(text: str) -> str:
     return text
 
 
-def ros_namespace(text: str) -> str:
-    """A ``--namespace`` value: a ROS namespace (``left``, ``/lab/left``), normalized; refused by name otherwise."""
-    from robopin.system.names import NamespaceError, normalize_namespace
-
-    try:
-        return normalize_namespace(text)
-    except NamespaceError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def add_namespace_argument(parser: argparse.ArgumentParser) -> None:
-    """``--namespace``: the robot's ROS namespace (its system file's ``namespace``)."""
-    parser.add_argument("--namespace", type=ros_namespace, default="",
-                        help="the stack's ROS namespace, as its system file's namespace: (default: the root namespace)")
-
-
 def _instruct(args: argparse.Namespace) -> int:
     from robopin_ros.runtime import stop_signals
     from robopin_ros.task_client import instruct_running_stack
@@ -102,6 +86,8 @@ def _cancel(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     """Add ``robopin instruct`` and ``robopin cancel``."""
+    from robopin.cli.up import add_namespace_argument
+
     parser = subparsers.add_parser("instruct", help="give a running stack a language instruction",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("instruction", type=_utf8_instruction, help="what the robot should do, in plain language")

@@ -28,7 +28,9 @@ def load_cli_system(args: argparse.Namespace):
     if changes:
         system = system.with_sim(**changes)
     if getattr(args, "namespace", None) is not None:
-        system = system.with_namespace(args.namespace)
+        from robopin.system.loading import in_namespace
+
+        system = in_namespace(system, args.namespace)
     return system
 
 
@@ -190,10 +192,24 @@ def add_system_arguments(parser: argparse.ArgumentParser, *, system_required: bo
                         help="arguments the system file declares (robot_ip:=..., vlm_url:=..., dry_run:=true)")
 
 
+def ros_namespace(text: str) -> str:
+    """A ``--namespace`` value: a ROS namespace (``left``, ``/lab/left``), normalized; refused by name otherwise."""
+    from robopin.system.names import NamespaceError, normalize_namespace
+
+    try:
+        return normalize_namespace(text)
+    except NamespaceError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_namespace_argument(parser: argparse.ArgumentParser) -> None:
+    """``--namespace``: the robot's ROS namespace (its system file's ``namespace``)."""
+    parser.add_argument("--namespace", type=ros_namespace, default="",
+                        help="the stack's ROS namespace, as its system file's namespace: (default: the root namespace)")
+
+
 def register(subparsers) -> None:
     """Add ``robopin up``."""
-    from robopin.cli.instruct import ros_namespace
-
     parser = subparsers.add_parser("up", help="run every node of a system file in one process",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_system_arguments(parser)

@@ -9,14 +9,12 @@ a simulated backend in a system without a simulated workcell (or one pointing at
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from robopin.system.names import absolute_name
-
-if TYPE_CHECKING:
-    from robopin.system.schema import NodeSpec, SystemFile
+from robopin.system.schema import NodeSpec, SystemFile, SystemFileError
 
 __all__ = ["check_system", "mapping_parameter"]
 
@@ -27,8 +25,6 @@ _OWN_PREFIXES = ("/robopin/", "/cameras/", "/joint_states", "/tf", "/robot_descr
 
 def mapping_parameter(node: NodeSpec, key: str) -> dict[str, Any]:
     """A parameter that holds a mapping, whether written as a mapping or as a YAML string."""
-    from robopin.system.schema import SystemFileError
-
     value = node.parameters.get(key, {})
     if isinstance(value, str):
         try:
@@ -42,8 +38,6 @@ def mapping_parameter(node: NodeSpec, key: str) -> dict[str, Any]:
 
 def check_system(system: SystemFile) -> None:
     """Raise SystemFileError naming the first disagreement between the nodes of ``system``."""
-    from robopin.system.schema import SystemFileError
-
     where = f"system {system.name!r}"
     sim_world = system.sim.world if system.sim is not None else None
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from robopin.system.schema import SystemFile, load_system, resolve_system_path
+from robopin.system.loading import in_namespace, load_system
+from robopin.system.schema import SystemFile, resolve_system_path
 
 __all__ = ["COMMON_LAUNCH_ARGUMENTS", "NAMESPACE_ARGUMENT", "DeclaredArgument", "LaunchEntry", "declared_arguments",
            "launch_entries", "show_arguments"]
@@ -129,7 +130,7 @@ def launch_entries(system_path: str | Path, launch_configurations: Mapping[str, 
     system = load_system(path)
     namespace = str(launch_configurations.get(NAMESPACE_ARGUMENT, "") or "")
     if namespace:
-        system = system.with_namespace(namespace)
+        system = in_namespace(system, namespace)
     declared = {a.name for a in system.arguments}
     overrides = {k: str(v) for k, v in launch_configurations.items() if k in declared and str(v) != ""}
     if system.is_sim:

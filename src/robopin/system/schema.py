@@ -44,10 +44,9 @@ __all__ = [
     "SystemFile",
     "SystemFileError",
     "TaskSpec",
-    "load_system",
     "parse_argument_overrides",
+    "parse_system",
     "resolve_system_path",
-    "system_from_dict",
 ]
 
 # The console scripts of robopin_ros a system may name (every *_node.py with a main()); checked
@@ -242,12 +241,8 @@ class SystemFile:
         return self.sim is not None
 
     def with_namespace(self, namespace: str) -> SystemFile:
-        """A copy whose nodes run in ``namespace`` (``robopin up --namespace``, the launch file's namespace:=)."""
-        from robopin.system.checks import check_system
-
-        system = dataclasses.replace(self, namespace=namespace)
-        check_system(system)  # names a namespace changes the meaning of (absolute robopin names) are refused
-        return system
+        """A copy whose nodes run in ``namespace``, unchecked (callers use ``robopin.system.loading.in_namespace``)."""
+        return dataclasses.replace(self, namespace=namespace)
 
     def node_fqn(self, name: str) -> str:
         """A node's fully qualified ROS name in this system's namespace (``/left/planner_node``)."""
@@ -352,8 +347,11 @@ def _require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], s
     return value
 
 
-def system_from_dict(data: Mapping[str, Any], *, source: str | Path = "<dict>") -> SystemFile:
-    """Build and validate a :class:`SystemFile` from parsed YAML; errors name ``source`` and the key."""
+def parse_system(data: Mapping[str, Any], *, source: str | Path = "<dict>") -> SystemFile:
+    """Build a :class:`SystemFile` from parsed YAML, each key validated; errors name ``source`` and the key.
+
+    The checks across nodes are :mod:`robopin.system.checks`'; :func:`robopin.system.load_system` runs both.
+    """
     where = str(source)
     if not isinstance(data, Mapping):
         raise SystemFileError(f"{where}: a system file must be a mapping, got {type(data).__name__}")
@@ -419,17 +417,13 @@ def system_from_dict(data: Mapping[str, Any], *, source: str | Path = "<dict>") 
     if not isinstance(namespace, str):
         raise SystemFileError(f"{where}: namespace must be a ROS namespace (e.g. left), got {namespace!r}")
     try:
-        system = SystemFile(
+        return SystemFile(
             name=name, robot=robot, views=views, nodes=tuple(nodes), description=str(data.get("description", "")),
             arguments=tuple(arguments), sim=sim, task=task, source=Path(source) if isinstance(source, Path) else None,
             namespace=namespace,
         )
     except SystemFileError as error:
         raise SystemFileError(f"{where}: {error}") from None
-    from robopin.system.checks import check_system
-
-    check_system(system)
-    return system
 
 
 def resolve_system_path(name_or_path: str | Path, config_dir: Path | None = None) -> Path:
@@ -444,17 +438,6 @@ def resolve_system_path(name_or_path: str | Path, config_dir: Path | None = None
         if candidate.is_file():
             return candidate
     raise SystemFileError(f"system file {str(name_or_path)!r} does not exist (give a path or a name in config/)")
-
-
-def load_system(name_or_path: str | Path, overrides: Mapping[str, str] | None = None) -> SystemFile:
-    """Read, validate and (when ``overrides`` is given) apply the arguments of a system file."""
-    path = resolve_system_path(name_or_path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        raise SystemFileError(f"{path}: not valid YAML: {error}") from None
-    system = system_from_dict(data, source=path.resolve())
-    return system if overrides is None else system.with_arguments(overrides)
 
 
 def parse_argument_overrides(items: Sequence[str]) -> dict[str, str]:
