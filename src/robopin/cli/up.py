@@ -205,7 +205,7 @@ def ros_namespace(text: str) -> str:
 def add_namespace_argument(parser: argparse.ArgumentParser) -> None:
     """``--namespace``: the robot's ROS namespace (its system file's ``namespace``)."""
     parser.add_argument("--namespace", type=ros_namespace, default="",
-                        help="the stack's ROS namespace, as its system file's namespace: (default: the root namespace)")
+                        help="the robot's ROS namespace, as its system file's namespace: (default: the root namespace)")
 
 
 def register(subparsers) -> None:
