@@ -1,9 +1,9 @@
-"""Renders drawn in a worker process (render_worker.py) are the world's own renders, bit for bit.
+"""Renders drawn in a worker process (render_worker.py) or reused for a still scene are the world's own renders.
 
 Each test compares the worker's frame with TinyRenderer run on the world's own client at the same state;
 moving bodies (the arm after a motion, settled objects) go through the worker's state mirroring. Bodies the
 worker cannot know (created on the world's client directly) and a worker that died make the world render
-in its own process again, with the same frames.
+in its own process again, with the same frames. A scene in which nothing moved reuses its last render.
 """
 
 from __future__ import annotations
@@ -71,12 +71,19 @@ def test_worker_frames_are_bit_identical_after_the_arm_and_objects_moved(world):
     world.settle(0.5)
     for camera in ("static", "wrist"):
         _assert_same_frame(world, camera)
-    assert world._render_worker is not None and world._render_worker.bodies == len(world._body_states())
+    assert world._render_worker is not None and world._render_worker.bodies == len(world._body_states()[0])
 
 
 def test_a_render_does_not_hold_the_world_or_the_interpreter(world):
+    import pybullet as p
+
     world.start_render_worker()
     world.render("static")  # warm
+    # Moved by a millimetre: the next render cannot reuse the last one.
+    cube = world.object("cube").body_id
+    with world.lock:
+        xyz, quat = p.getBasePositionAndOrientation(cube, physicsClientId=world.client)
+        p.resetBasePositionAndOrientation(cube, [xyz[0] + 0.001, xyz[1], xyz[2]], quat, physicsClientId=world.client)
     ticks: list[float] = []
     done = threading.Event()
 
@@ -97,6 +104,27 @@ def test_a_render_does_not_hold_the_world_or_the_interpreter(world):
         ticker.join()
     # In this process a render holds the lock and the GIL throughout: no tick could land inside it.
     assert sum(started < t < ended for t in ticks) >= 2
+
+
+def test_a_still_scene_reuses_its_last_render_and_a_moved_one_does_not(world):
+    import pybullet as p
+
+    world.render("wrist")
+    first = world._render_cache["wrist"][1]
+    _assert_same_frame(world, "wrist")  # nothing moved: the same buffers, equal to a fresh render
+    assert world._render_cache["wrist"][1] is first
+    q = world.joint_positions()
+    q[0] += 0.01
+    world.reset_arm(q)  # the wrist camera moved with the arm
+    _assert_same_frame(world, "wrist")
+    assert world._render_cache["wrist"][1] is not first
+    second = world._render_cache["wrist"][1]
+    cube = world.object("cube").body_id
+    with world.lock:
+        xyz, quat = p.getBasePositionAndOrientation(cube, physicsClientId=world.client)
+        p.resetBasePositionAndOrientation(cube, [xyz[0], xyz[1] + 0.002, xyz[2]], quat, physicsClientId=world.client)
+    _assert_same_frame(world, "wrist")
+    assert world._render_cache["wrist"][1] is not second
 
 
 def test_bodies_made_outside_add_object_render_in_this_process(world):

@@ -30,7 +30,7 @@ from robopin.geometry.transforms import (
     transform_to_xyz_quaternion,
 )
 from robopin.sim.assets import asset, color_rgba
-from robopin.sim.render import RenderedView, SimCameraSpec, render, view_from_buffers
+from robopin.sim.render import RenderedView, SimCameraSpec, camera_buffers, view_from_buffers
 from robopin.sim.render_worker import BodyState, Recipe, RenderWorker, RenderWorkerError
 from robopin.sim.robot_models import SimRobotModel, robot_model
 
@@ -123,7 +123,8 @@ class SimWorld:
         self._render_worker: RenderWorker | None = None
         self._worker_recipe = 0  # how much of the recipe the worker has replayed
         self._render_lock = threading.Lock()  # orders worker renders and their depth-noise draws
-        self._movable_joints: dict[int, list[int]] = {}
+        self._movable_joints: dict[int, tuple[int, list[int]]] = {}  # body -> (joint count, movable joints)
+        self._render_cache: dict[str, tuple[tuple, tuple]] = {}  # camera -> (state key, raw buffers)
 
         p.setAdditionalSearchPath(pybullet_data.getDataPath(), physicsClientId=self.client)
         p.setGravity(0, 0, -9.81, physicsClientId=self.client)
@@ -606,19 +607,42 @@ class SimWorld:
     def render(self, name: str) -> RenderedView:
         """Render camera ``name`` at the current state.
 
-        In this process the render holds the lock (physics pauses) and, inside pybullet, the GIL. With a
-        render worker running (:meth:`start_render_worker`) the lock is held only to read the bodies'
-        state, and the image is drawn in the worker's process, bit-identical (tests/sim/test_render_worker.py).
+        TinyRenderer is deterministic: a camera whose pose and every body's state (base poses, joint
+        positions, the bodies themselves) are exactly those of its last render gets that render's buffers
+        again, so a still scene costs one render per camera, not one per frame (the oracle's own renders
+        included). Depth noise is drawn afresh each time, as before. Otherwise the render is drawn in this
+        process, holding the lock (physics pauses) and, inside pybullet, the GIL; or, with a render worker
+        running (:meth:`start_render_worker`), in the worker's process while the world and this process go
+        on. Frames are bit-identical on every path (tests/sim/test_render_worker.py).
         """
         spec = self.camera(name)
-        if self._render_worker is not None:
-            view = self._render_in_worker(spec)
-            if view is not None:
-                return view
-        with self.lock:
-            self._check_open()
-            return render(self.client, spec, self.camera_pose(name), self.sim_time_s, self.rng,
-                          captured_at_s=time.time())
+        with self._render_lock:
+            with self.lock:
+                self._check_open()
+                ids, states = self._body_states()
+                T_base_cam = self.camera_pose(name)
+                stamp_s, captured_at_s = self.sim_time_s, time.time()
+                key = (id(spec), len(self._recipe), T_base_cam.tobytes(), ids, states)
+                cached = self._render_cache.get(name)
+                buffers = cached[1] if cached is not None and cached[0] == key else None
+                worker = self._worker_for(ids) if buffers is None else None
+                if buffers is None and worker is None:
+                    buffers = camera_buffers(self.client, spec, T_base_cam)
+            if buffers is None:
+                # The world is free from here: physics steps and every other thread runs while the worker draws.
+                try:
+                    buffers = worker.render(states, spec, T_base_cam)
+                except RenderWorkerError as error:
+                    self._worker_failed(error)
+                    with self.lock:
+                        self._check_open()
+                        ids, states = self._body_states()
+                        T_base_cam = self.camera_pose(name)
+                        stamp_s, captured_at_s = self.sim_time_s, time.time()
+                        key = (id(spec), len(self._recipe), T_base_cam.tobytes(), ids, states)
+                        buffers = camera_buffers(self.client, spec, T_base_cam)
+            self._render_cache[name] = (key, buffers)
+            return view_from_buffers(spec, T_base_cam, stamp_s, buffers, rng=self.rng, captured_at_s=captured_at_s)
 
     def start_render_worker(self, timeout_s: float = 60.0, *, background: bool = False) -> None:
         """Draw this world's renders in a child process from now on (see :mod:`robopin.sim.render_worker`).
@@ -658,50 +682,38 @@ class SimWorld:
         if worker is not None:
             worker.close()
 
-    def _body_states(self) -> list[BodyState]:
-        """Base pose and movable joint positions of every body, by body id; the caller holds the lock."""
+    def _body_states(self) -> tuple[tuple[int, ...], list[BodyState]]:
+        """Body ids, and each body's base pose and movable joint positions; the caller holds the lock."""
         p, client = self._p, self.client
+        ids = tuple(p.getBodyUniqueId(i, physicsClientId=client) for i in range(p.getNumBodies(physicsClientId=client)))
         states = []
-        for body in range(p.getNumBodies(physicsClientId=client)):
-            if body not in self._movable_joints:
-                self._movable_joints[body] = [
-                    j for j in range(p.getNumJoints(body, physicsClientId=client))
-                    if p.getJointInfo(body, j, physicsClientId=client)[2] != p.JOINT_FIXED
-                ]
-            joints = self._movable_joints[body]
+        for body in ids:
+            count = p.getNumJoints(body, physicsClientId=client)
+            if self._movable_joints.get(body, (None,))[0] != count:
+                movable = [j for j in range(count)
+                           if p.getJointInfo(body, j, physicsClientId=client)[2] != p.JOINT_FIXED]
+                self._movable_joints[body] = (count, movable)
+            joints = self._movable_joints[body][1]
             position, orientation = p.getBasePositionAndOrientation(body, physicsClientId=client)
             values = tuple(s[0] for s in p.getJointStates(body, joints, physicsClientId=client)) if joints else ()
             states.append((tuple(position), tuple(orientation), values))
-        return states
+        return ids, states
 
-    def _render_in_worker(self, spec: SimCameraSpec) -> RenderedView | None:
-        """The view drawn by the worker, or None when this process must draw it (unknown bodies, worker gone)."""
-        with self._render_lock:
-            worker = self._render_worker
-            if worker is None:
-                return None
-            with self.lock:
-                self._check_open()
-                if len(self._recipe) != self._worker_recipe:  # add_object since the last render
-                    try:
-                        worker.extend(self._recipe[self._worker_recipe:])
-                    except RenderWorkerError as error:
-                        return self._worker_failed(error)
-                    self._worker_recipe = len(self._recipe)
-                bodies = self._p.getNumBodies(physicsClientId=self.client)
-                if bodies != worker.bodies or any(
-                    self._p.getBodyUniqueId(i, physicsClientId=self.client) != i for i in range(bodies)
-                ):
-                    return None  # bodies made outside add_object (a calibration board): not in the mirror
-                states = self._body_states()
-                T_base_cam = self.camera_pose(spec.name)
-                stamp_s, captured_at_s = self.sim_time_s, time.time()
-            # The world is free from here: physics steps and every other thread runs while the worker draws.
+    def _worker_for(self, ids: tuple[int, ...]) -> RenderWorker | None:
+        """The worker, its mirror brought up to date, if it can draw bodies ``ids``; the caller holds both locks."""
+        worker = self._render_worker
+        if worker is None:
+            return None
+        if len(self._recipe) != self._worker_recipe:  # add_object since the last render
             try:
-                buffers = worker.render(states, spec, T_base_cam)
+                worker.extend(self._recipe[self._worker_recipe:])
             except RenderWorkerError as error:
-                return self._worker_failed(error)
-            return view_from_buffers(spec, T_base_cam, stamp_s, buffers, rng=self.rng, captured_at_s=captured_at_s)
+                self._worker_failed(error)
+                return None
+            self._worker_recipe = len(self._recipe)
+        if ids != tuple(range(worker.bodies)):
+            return None  # bodies made outside add_object (a calibration board): not in the mirror
+        return worker
 
     def _worker_failed(self, error: RenderWorkerError) -> None:
         """Stop using a failed worker (the caller holds the render lock); renders continue in this process."""
