@@ -130,6 +130,7 @@ class MotionPlannerNode(Node):
         self._shutting_down = False
         self._plan_lock = threading.Lock()  # planners are not thread-safe
         self._plan_stages_s: dict[str, float] = {}  # the last goal's planning stages (logged with the plan)
+        self._last_cloud: tuple[np.ndarray, np.ndarray] | None = None  # (points, joint state) last masked
         self._state_lock = threading.Lock()
         self._joint_history: collections.deque[tuple[float, np.ndarray]] = collections.deque(maxlen=200)
         group = ReentrantCallbackGroup()
@@ -194,7 +195,15 @@ class MotionPlannerNode(Node):
         with self._state_lock:
             history = list(self._joint_history)
         q = min(history, key=lambda item: abs(item[0] - stamp))[1] if history else None
-        self.scene.update_cloud(conversions.point_cloud_msg_to_points(msg), q, stamp)
+        points = conversions.point_cloud_msg_to_points(msg)
+        # A still scene sends the same cloud every period: masking the robot out of it again (tens of ms
+        # holding the interpreter, while a goal may be planning) would give the same points.
+        last = self._last_cloud
+        if last is not None and q is not None and np.array_equal(last[1], q) and np.array_equal(last[0], points):
+            self.scene.restamp_cloud(stamp)
+            return
+        self.scene.update_cloud(points, q, stamp)
+        self._last_cloud = (points, q) if q is not None else None
 
     def _current_q(self) -> np.ndarray:
         with self._state_lock:
