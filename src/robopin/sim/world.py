@@ -613,7 +613,9 @@ class SimWorld:
         included). Depth noise is drawn afresh each time, as before. Otherwise the render is drawn in this
         process, holding the lock (physics pauses) and, inside pybullet, the GIL; or, with a render worker
         running (:meth:`start_render_worker`), in the worker's process while the world and this process go
-        on. Frames are bit-identical on every path (tests/sim/test_render_worker.py).
+        on. Frames are bit-identical on every path (tests/sim/test_render_worker.py). Call it without
+        holding :attr:`lock` (renders are ordered by their own lock, taken first), and change bodies'
+        looks only through this class (a colour set on :attr:`client` directly is not seen by the reuse).
         """
         spec = self.camera(name)
         with self._render_lock:
