@@ -23,7 +23,7 @@ NODES = ROOT / "ros2_ws" / "src" / "robopin_ros" / "robopin_ros"
 SYSTEM_FILES = sorted(p for p in (ROOT / "config").glob("*.yaml") if "nodes" in (yaml.safe_load(p.read_text()) or {}))
 # Calls through which the nodes declare their parameters (rclpy's, or the nodes' small wrappers).
 _DECLARING_CALLS = {"declare_parameter", "declare", "_declare", "_parameter", "_declare_read_only", "read_only",
-                    "p"}
+                    "p", "declare_nested"}
 
 
 def node_scripts() -> set[str]:
@@ -46,7 +46,7 @@ def declared_parameters(executable: str) -> set[str]:
         func = call.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         # robopin_ros.parameters.declare(node, name, default, description, ...) names the node first.
-        first = call.args[1] if name == "declare" and len(call.args) > 1 else call.args[0]
+        first = call.args[1] if name in ("declare", "declare_nested") and len(call.args) > 1 else call.args[0]
         if name in _DECLARING_CALLS and isinstance(first, ast.Constant) and isinstance(first.value, str):
             names.add(first.value)
     return names

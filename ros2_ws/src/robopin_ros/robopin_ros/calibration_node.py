@@ -37,7 +37,6 @@ import yaml
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 from std_srvs.srv import SetBool, Trigger
 
@@ -62,12 +61,12 @@ from robopin.calibration import (
     verify_calibration,
 )
 from robopin.calibration.capture import make_capture_planner
+from robopin.cameras.topics import view_topics
 from robopin.geometry.extrinsics import mount_from_dict
 from robopin_ros import conversions
+from robopin_ros.camera_snapshot import camera_qos, declare_view_topics
 from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
-
-IMAGE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2, reliability=ReliabilityPolicy.RELIABLE)
 
 
 class _PoseOnlyArm:
@@ -108,8 +107,12 @@ class CalibrationNode(Node):
                 f"kind must be eye_in_hand (wrist camera) or eye_to_hand (static camera), got {self.kind!r}"
             )
         prefix = str(p("camera_topic_prefix", "",
-                       "topic prefix of the camera's color image and info (empty: "
-                       "/cameras/<name>)")) or f"/cameras/{self.view}"
+                       "topic prefix of the camera's color image and info (empty: cameras.<name>.prefix, "
+                       "else the driver's: /cameras/<name>)"))
+        topics = declare_view_topics(self, [self.view])[self.view]
+        if prefix:
+            topics = view_topics(self.view, topics.driver, prefix, topics.qos)
+        image_qos = camera_qos(topics.qos, depth=2)
         self.board = BoardConfig.from_dict(self._yaml("board", p("board", "{}",
                                                                  "YAML mapping of the calibration board (type, "
                                                                  "squares_x, square_length_m, ...)")))
@@ -185,10 +188,8 @@ class CalibrationNode(Node):
             self.arm = _PoseOnlyArm()
             topic = str(p("ee_pose_topic", "/robopin/arm/ee_pose", "end-effector pose topic in manual capture"))
             self.create_subscription(PoseStamped, topic, self.arm.update, 10, callback_group=streams)
-        self.create_subscription(Image, f"{prefix}/color/image_raw", self._on_image, IMAGE_QOS, callback_group=streams)
-        self.create_subscription(
-            CameraInfo, f"{prefix}/color/camera_info", self._on_info, IMAGE_QOS, callback_group=streams
-        )
+        self.create_subscription(Image, topics.color, self._on_image, image_qos, callback_group=streams)
+        self.create_subscription(CameraInfo, topics.info, self._on_info, image_qos, callback_group=streams)
         services = MutuallyExclusiveCallbackGroup()
         self.create_service(Trigger, "~/capture", self._on_capture, callback_group=services)
         self.create_service(SetBool, "~/run_guided", self._on_run_guided, callback_group=services)
