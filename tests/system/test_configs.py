@@ -102,7 +102,7 @@ def test_launch_entries_write_one_parameters_file_for_a_real_system(tmp_path):
     assert [e.executable for e in entries] == [n.executable for n in system.nodes]
     params = yaml.safe_load(Path(entries[0].parameters_file).read_text())
     assert set(params) == {e.name for e in entries}
-    assert yaml.safe_load(params["arm_driver"]["ros__parameters"]["options"])["ip"] == "10.1.2.3"
+    assert params["arm_driver"]["ros__parameters"]["options.ip"] == "10.1.2.3"
     assert params["camera_wrist"]["ros__parameters"]["serial"] == ""  # empty = the file's value
 
 
@@ -174,7 +174,7 @@ def test_launch_file_starts_every_node_of_a_real_system_with_stand_in_launch(lau
         (params_file,) = node.kwargs["parameters"]
         assert node.kwargs["name"] in yaml.safe_load(Path(params_file).read_text())
     params = yaml.safe_load(Path(nodes[0].kwargs["parameters"][0]).read_text())
-    assert yaml.safe_load(params["arm_driver"]["ros__parameters"]["options"])["ip"] == "172.16.0.9"
+    assert params["arm_driver"]["ros__parameters"]["options.ip"] == "172.16.0.9"
 
 
 def test_launch_file_runs_a_simulated_system_as_one_process(launch_file):

@@ -33,4 +33,5 @@ def test_the_planners_settings_of_a_shipped_system_are_dotted_and_the_others_kee
     assert planner["reasoning.view_roles.static"].startswith("static camera")
     assert planner["workspace.max_xyz"] == [0.9, 0.5, 0.6]
     assert not {"vlm", "reasoning", "workspace"} & set(planner)
-    assert isinstance(params["arm_driver"]["ros__parameters"]["options"], str)  # not converted yet: YAML text
+    assert params["arm_driver"]["ros__parameters"]["options.reduced_mode"] is True
+    assert isinstance(params["projection_node"]["ros__parameters"]["workspace"], str)  # not converted: YAML text

@@ -94,7 +94,9 @@ def test_ros_parameters_turn_mappings_into_yaml_strings_the_nodes_parse():
     exported = build().with_arguments({}).ros_parameters_file()
     assert set(exported) == {"camera_static", "camera_wrist", "arm", "projection_node", "motion_planner_node",
                              "planner_node"}
-    assert yaml.safe_load(exported["arm"]["ros__parameters"]["options"])["world"] == "cell"
+    # Settings their node declares dotted (robopin.system.nested) arrive as one parameter per key.
+    assert exported["arm"]["ros__parameters"]["options.world"] == "cell"
+    assert exported["camera_wrist"]["ros__parameters"]["options.world"] == "cell"  # written as YAML text
 
 
 def test_ros_parameter_lists_are_typed_the_way_ros_needs():

@@ -21,6 +21,8 @@ __all__ = ["NESTED_PARAMETERS", "flatten_setting", "nest_setting", "ros_leaf"]
 
 NESTED_PARAMETERS: dict[str, tuple[str, ...]] = {
     "planner_node": ("vlm", "reasoning", "workspace"),
+    "camera_node": ("options",),
+    "arm_driver_node": ("options",),
 }
 """Executable -> the settings its node declares as dotted parameters (robopin_ros.parameters.declare_nested)."""
 

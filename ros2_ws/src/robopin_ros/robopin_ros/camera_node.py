@@ -24,7 +24,6 @@ import time
 from typing import Any
 
 import numpy as np
-import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
@@ -34,7 +33,7 @@ from robopin.cameras import Camera, CameraError, CameraTimeoutError, camera_conf
 from robopin.cameras.memory import retain_freed_image_memory
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
-from robopin_ros.parameters import declare
+from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import run_node
 
 # Parameters that, when set, are copied into the backend config (only if that backend has the field).
@@ -65,7 +64,8 @@ class CameraNode(Node):
                 "RealSense .db3 (or .bag) recording played instead of a device (empty: a live device)")
         declare(self, "bag_path", "", "bag backend: the bag directory or .mcap/.db3 file frames are read from")
         declare(self, "topic_prefix", "", "bag backend: topic prefix of the view in the bag (empty: /cameras/<name>)")
-        declare(self, "options", "{}", "YAML mapping of any other backend option")
+        # Nested: options.<key> for any other backend option (or the older one YAML string `options`).
+        self.options = declare_nested(self, "options", {}, "any other option of the camera backend")
         # realsense-ros's align_depth.enable: false publishes depth/image_rect_raw + depth/camera_info in
         # the depth imager's frame instead of registering every frame to color (RealSense backend only).
         declare(self, "align_depth", True,
@@ -121,9 +121,7 @@ class CameraNode(Node):
 
     def _make_camera(self) -> Camera:
         """Build the camera config from parameters (validated by the backend's config class)."""
-        options = yaml.safe_load(str(self.get_parameter("options").value)) or {}
-        if not isinstance(options, dict):
-            raise ValueError(f"parameter options must be a YAML mapping, got {options!r}")
+        options = dict(self.options)
         data: dict[str, Any] = {
             "type": str(self.get_parameter("backend").value),
             "name": self.camera_name,
