@@ -11,6 +11,9 @@ refusal says so by name (``camera_qos_mismatch``) on both sides instead of a sil
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -25,10 +28,12 @@ from robopin_interfaces.msg import Anchor
 from robopin_interfaces.srv import ProjectPoints
 from robopin_ros.camera_snapshot import CameraViewsSubscriber, declare_view_topics
 
+from robopin.bags import TrialBag
 from robopin.cameras import Frame, SnapshotConfig, SnapshotError
 from robopin.cameras.bag import write_camera_bag
 from robopin.cameras.synthetic import SyntheticScene
 from robopin.cameras.topics import view_topics
+from robopin.env import REPO_ROOT
 from robopin.geometry.camera_model import CameraModel
 from tests.ros.rostest_utils import SpunNode, start_process, stop_process, wait_for, wait_future
 
@@ -153,3 +158,25 @@ def test_a_reliable_reader_of_a_sensor_data_camera_is_refused_as_camera_qos_mism
     finally:
         views.close()
         spun.close()
+
+
+def test_a_sim_task_runs_with_every_view_under_realsense_names_and_sensor_data_qos(tmp_path):
+    """The whole stack (``robopin up --demo``, every node over DDS) on sim_panda with a ``cameras:`` section:
+    the camera nodes publish as realsense-ros would, the planner, projection, recorder and task client read
+    those topics, the task succeeds and the bag holds the views under their realsense-ros names."""
+    system = yaml.safe_load((REPO_ROOT / "config" / "sim_panda.yaml").read_text(encoding="utf-8"))
+    system["name"] = "sim_panda_realsense"
+    system["cameras"] = {"static": dict(REALSENSE), "wrist": {"driver": "realsense", "qos": "sensor_data"}}
+    path = tmp_path / "sim_panda_realsense.yaml"
+    path.write_text(yaml.safe_dump(system, sort_keys=False), encoding="utf-8")
+    command = [sys.executable, "-m", "robopin.cli", "up", str(path), "--demo", "--out", str(tmp_path / "demo")]
+    result = subprocess.run(command, cwd=tmp_path, env=dict(os.environ), capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "camera_qos_mismatch" not in result.stdout + result.stderr
+    (bag,) = {p.parent for p in (tmp_path / "demo").rglob("metadata.yaml")}
+    topics = TrialBag(bag).topics
+    for prefix in ("/camera/camera", "/camera/wrist"):
+        assert {f"{prefix}/color/image_raw", f"{prefix}/color/camera_info",
+                f"{prefix}/aligned_depth_to_color/image_raw"} <= set(topics), sorted(topics)
+    assert not any(t.startswith("/cameras/") and t.endswith("/image_raw") for t in topics), sorted(topics)
