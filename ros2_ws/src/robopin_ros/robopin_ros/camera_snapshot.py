@@ -33,6 +33,7 @@ from robopin.cameras.topics import ViewTopics
 from robopin.cameras.topics import view_topics as core_view_topics
 from robopin_ros import conversions
 from robopin_ros.parameters import declare
+from robopin_ros.runtime import shutdown_executor
 
 # The QoS of a view's topics, publisher (camera_node) and subscribers alike, by the view's ``qos`` setting
 # (robopin.cameras.topics.CAMERA_QOS). Reliable: a few frames of history let a subscriber that is briefly
@@ -237,9 +238,7 @@ class CameraViewsSubscriber:
     def close(self) -> None:
         """Remove the subscriptions from the node (with ``own_executor``: stop its thread, destroy the child node)."""
         if self._executor is not None:
-            self._executor.shutdown()
-            if self._spinner is not None:
-                self._spinner.join(timeout=5.0)
+            shutdown_executor(self._executor, self._spinner)
             self._executor = self._spinner = None
             self.node.destroy_node()
             self.subscriptions = []
