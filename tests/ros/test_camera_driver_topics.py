@@ -74,7 +74,9 @@ def test_snapshot_and_projection_read_realsense_names_with_sensor_data_qos(ros_c
     topics = declare_view_topics(host, ["static"])
     assert topics["static"].color == "/camera/camera/color/image_raw"
     assert topics["static"].depth == "/camera/camera/aligned_depth_to_color/image_raw"
-    views = CameraViewsSubscriber(spun.node, SnapshotConfig(views=("static",), max_age_s=0.5), topics=topics)
+    # own_executor, as the planner runs it: close() stops its spinning before the subscriptions go.
+    views = CameraViewsSubscriber(spun.node, SnapshotConfig(views=("static",), max_age_s=0.5), topics=topics,
+                                  own_executor=True)
 
     from robopin_ros.projection_node import ProjectionNode
 
@@ -145,7 +147,7 @@ def test_a_reliable_reader_of_a_sensor_data_camera_is_refused_as_camera_qos_mism
     spun.node.create_subscription(Log, "/rosout", logged.append, 100)
     wrong = view_topics("static", "realsense", "/camera/camera", "reliable")  # the driver publishes best effort
     views = CameraViewsSubscriber(spun.node, SnapshotConfig(views=("static",), max_age_s=0.5),
-                                  topics={"static": wrong})
+                                  topics={"static": wrong}, own_executor=True)
     try:
         wait_for(lambda: "static" in views.qos_watch.mismatches, 30, "the incompatible-QoS event of the view")
         # The publisher's side names it too, in camera_node's log.
@@ -166,7 +168,9 @@ def test_a_sim_task_runs_with_every_view_under_realsense_names_and_sensor_data_q
     those topics, the task succeeds and the bag holds the views under their realsense-ros names."""
     system = yaml.safe_load((REPO_ROOT / "config" / "sim_panda.yaml").read_text(encoding="utf-8"))
     system["name"] = "sim_panda_realsense"
-    system["cameras"] = {"static": dict(REALSENSE), "wrist": {"driver": "realsense", "qos": "sensor_data"}}
+    # realsense-ros launched with camera_name:=static / wrist (the preset's /camera/<view>): /camera/camera is
+    # this module's camera_node, which may still be running.
+    system["cameras"] = {view: {"driver": "realsense", "qos": "sensor_data"} for view in ("static", "wrist")}
     path = tmp_path / "sim_panda_realsense.yaml"
     path.write_text(yaml.safe_dump(system, sort_keys=False), encoding="utf-8")
     command = [sys.executable, "-m", "robopin.cli", "up", str(path), "--demo", "--out", str(tmp_path / "demo")]
@@ -176,7 +180,7 @@ def test_a_sim_task_runs_with_every_view_under_realsense_names_and_sensor_data_q
     assert "camera_qos_mismatch" not in result.stdout + result.stderr
     (bag,) = {p.parent for p in (tmp_path / "demo").rglob("metadata.yaml")}
     topics = TrialBag(bag).topics
-    for prefix in ("/camera/camera", "/camera/wrist"):
+    for prefix in ("/camera/static", "/camera/wrist"):
         assert {f"{prefix}/color/image_raw", f"{prefix}/color/camera_info",
                 f"{prefix}/aligned_depth_to_color/image_raw"} <= set(topics), sorted(topics)
     assert not any(t.startswith("/cameras/") and t.endswith("/image_raw") for t in topics), sorted(topics)
