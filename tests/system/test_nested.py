@@ -34,4 +34,4 @@ def test_the_planners_settings_of_a_shipped_system_are_dotted_and_the_others_kee
     assert planner["workspace.max_xyz"] == [0.9, 0.5, 0.6]
     assert not {"vlm", "reasoning", "workspace"} & set(planner)
     assert params["arm_driver"]["ros__parameters"]["options.reduced_mode"] is True
-    assert isinstance(params["projection_node"]["ros__parameters"]["workspace"], str)  # not converted: YAML text
+    assert isinstance(params["motion_planner_node"]["ros__parameters"]["planner"], str)  # not converted: YAML text

@@ -17,12 +17,13 @@ from typing import Any
 
 import yaml
 
-__all__ = ["NESTED_PARAMETERS", "flatten_setting", "nest_setting", "ros_leaf"]
+__all__ = ["NESTED_PARAMETERS", "flatten_setting", "nest_setting", "ros_leaf", "setting_from_parameters"]
 
 NESTED_PARAMETERS: dict[str, tuple[str, ...]] = {
     "planner_node": ("vlm", "reasoning", "workspace"),
     "camera_node": ("options",),
     "arm_driver_node": ("options",),
+    "projection_node": ("workspace", "calibrations", "unaligned_depth"),
 }
 """Executable -> the settings its node declares as dotted parameters (robopin_ros.parameters.declare_nested)."""
 
@@ -95,6 +96,28 @@ def nest_setting(name: str, flat: Mapping[str, Any]) -> dict[str, Any]:
             raise ValueError(f"parameter {dotted} is both a value and a mapping")
         node[leaf] = _leaf_value(flat[dotted])
     return nested
+
+
+def setting_from_parameters(name: str, values: Mapping[str, Any], changed: Mapping[str, Any] | None = None
+                            ) -> dict[str, Any]:
+    """The setting ``name`` from a node's parameter values (``changed``: values about to be set).
+
+    The older one-YAML-string form ``name``, when not empty, is the whole setting (as before dotted
+    parameters existed) and a dotted key changed while it is in use is refused rather than ignored;
+    otherwise the ``name.*`` values are nested. Raises ValueError naming the parameter.
+    """
+    changed = dict(changed or {})
+    text = str(changed.get(name, values.get(name, "")) or "")
+    dotted_changes = sorted(key for key in changed if key.startswith(f"{name}."))
+    if text.strip():
+        if dotted_changes:
+            raise ValueError(f"parameter {name} is set as one YAML mapping, so {dotted_changes} would be ignored; "
+                             f"change them there, or set {name} to '' to use the {name}.<key> parameters")
+        whole = yaml.safe_load(text)
+        if not isinstance(whole, dict):
+            raise ValueError(f"parameter {name} must be a YAML mapping, got {text!r}")
+        return whole
+    return nest_setting(name, {**values, **{key: changed[key] for key in dotted_changes}})
 
 
 def _plain(value: Any) -> Any:

@@ -12,12 +12,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.exceptions import InvalidParameterValueException
 from rclpy.node import Node
 
-from robopin.system.nested import flatten_setting, nest_setting
+from robopin.system.nested import flatten_setting, setting_from_parameters
 
 # rcl_interfaces IntegerRange holds int64 bounds.
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -86,23 +85,8 @@ def declare_nested(node: Node, name: str, default: Mapping[str, Any], descriptio
 
 
 def nested_value(node: Node, name: str, changed: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The setting ``name`` from its dotted parameters, with ``changed`` applied (values about to be set).
-
-    The older one-YAML-string form ``name``, when not empty, is the whole setting instead (as before
-    dotted parameters existed); a dotted key set while it is in use is refused, named, rather than ignored.
-    Raises ValueError naming the parameter whose YAML is not a mapping.
-    """
-    changed = dict(changed or {})
-    text = str(changed.get(name, node.get_parameter(name).value))
-    dotted_changes = sorted(key for key in changed if key.startswith(f"{name}."))
-    if text.strip():
-        if dotted_changes:
-            raise ValueError(f"parameter {name} is set as one YAML mapping, so {dotted_changes} would be ignored; "
-                             f"change them there, or set {name} to '' to use the {name}.<key> parameters")
-        whole = yaml.safe_load(text)
-        if not isinstance(whole, dict):
-            raise ValueError(f"parameter {name} must be a YAML mapping, got {text!r}")
-        return whole
-    flat = {f"{name}.{key}": parameter.value for key, parameter in node.get_parameters_by_prefix(name).items()}
-    flat.update({key: changed[key] for key in dotted_changes})
-    return nest_setting(name, flat)
+    """The setting ``name`` from the node's parameters, with ``changed`` applied (values about to be set);
+    see :func:`robopin.system.nested.setting_from_parameters` (the one-YAML-string form, when not empty, wins)."""
+    values = {f"{name}.{key}": parameter.value for key, parameter in node.get_parameters_by_prefix(name).items()}
+    values[name] = node.get_parameter(name).value
+    return setting_from_parameters(name, values, changed)

@@ -7,15 +7,16 @@ Subscribes per configured view (``views[i]`` is ``img_idx`` i) to realsense-ros 
 frames. Arm poses for wrist views come from a ``geometry_msgs/PoseStamped`` of the end effector in
 base (``ee_pose_topic``) and/or ``sensor_msgs/JointState`` through the forward kinematics of
 ``robot_description``. Camera mounts come from ``<calibration_dir>/<view>.yaml`` or the
-``calibrations`` parameter (YAML mapping view -> mount). A view listed in ``unaligned_depth`` (YAML
-mapping view -> ``T_color_depth``) reads ``.../depth/image_rect_raw`` and ``.../depth/camera_info``
+``calibrations`` parameters (view -> mount: ``calibrations.<view>.parent_frame``, ...). A view listed in
+``unaligned_depth`` (view -> ``T_color_depth``) reads ``.../depth/image_rect_raw`` and ``.../depth/camera_info``
 instead and registers depth to color on demand. Serves ``/robopin/project_points`` and draws the
 targets on ``/robopin/targets/markers``; with ``cloud_period_s`` > 0 publishes the workspace point cloud
 (``/robopin/workspace_cloud``, base frame, cropped to ``workspace``) from the views in ``cloud_views``
 (default: every calibrated view; a static-only list keeps a moving wrist camera out of the obstacles).
 
     ros2 run robopin_ros projection_node --ros-args -p views:="['static', 'wrist']" \\
-        -p calibration_dir:=calibration -p workspace:="{min_xyz: [0.1, -0.5, -0.02], max_xyz: [0.9, 0.5, 0.6]}"
+        -p calibration_dir:=calibration -p workspace.min_xyz:="[0.1, -0.5, -0.02]" \\
+        -p workspace.max_xyz:="[0.9, 0.5, 0.6]"
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
@@ -58,7 +58,7 @@ from robopin.geometry import (
 from robopin.geometry.pointcloud import PointCloud
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
-from robopin_ros.parameters import declare
+from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import run_node
 
 
@@ -130,15 +130,16 @@ class ProjectionNode(Node):
                               "topic prefix of the camera views (<prefix>/<view>/...)")).rstrip("/")
         calibration_dir = Path(str(p("calibration_dir", "calibration",
                                      "folder of <view>.yaml camera mounts, used for views missing from calibrations")))
-        calibrations = yaml.safe_load(str(p("calibrations", "{}",
-                                            "YAML mapping view -> camera mount; overrides calibration_dir"))) or {}
-        workspace = yaml.safe_load(str(p("workspace", "",
-                                         "YAML workspace box {min_xyz, max_xyz} in target_frame, metres; "
-                                         "points outside are refused"))) or None
+        # Nested settings, one dotted parameter per key (calibrations.<view>.parent_frame, workspace.min_xyz,
+        # ...), or the older one YAML string each.
+        calibrations = declare_nested(self, "calibrations", {},
+                                      "view -> camera mount {parent_frame, matrix | translation + rpy}; overrides "
+                                      "calibration_dir")
+        workspace = declare_nested(self, "workspace", {}, "workspace box {min_xyz, max_xyz} in target_frame, metres; "
+                                   "points outside are refused (none: no box)") or None
         # view -> T_color_depth (same keys as a calibration) for cameras whose depth is not aligned to color
-        unaligned = yaml.safe_load(str(p("unaligned_depth", "{}",
-                                         "YAML mapping view -> T_color_depth for cameras whose depth is not "
-                                         "aligned to color"))) or {}
+        unaligned = declare_nested(self, "unaligned_depth", {},
+                                   "view -> T_color_depth for cameras whose depth is not aligned to color")
         self.sync_tolerance_s = float(p("sync_tolerance_s", 0.02,
                                         "largest stamp difference between a view's depth, camera_info and "
                                         "color, seconds", min=0.0))
