@@ -24,6 +24,7 @@ NESTED_PARAMETERS: dict[str, tuple[str, ...]] = {
     "camera_node": ("options",),
     "arm_driver_node": ("options",),
     "projection_node": ("workspace", "calibrations", "unaligned_depth"),
+    "state_publisher_node": ("calibrations", "unaligned_depth"),
 }
 """Executable -> the settings its node declares as dotted parameters (robopin_ros.parameters.declare_nested)."""
 
