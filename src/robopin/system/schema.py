@@ -105,19 +105,17 @@ class NodeSpec:
         for key, value in self.parameters.items():
             where = f"{self.name}.{key}"
             if key in nested:
-                mapping = _nested_mapping(value, where)
-                if mapping is not None:
-                    try:
-                        parameters.update(flatten_setting(key, mapping))
-                    except ValueError as error:
-                        raise SystemFileError(str(error)) from None
-                    continue
+                try:
+                    parameters.update(flatten_setting(key, _nested_mapping(value, where)))
+                except ValueError as error:
+                    raise SystemFileError(str(error)) from None
+                continue
             parameters[key] = _to_ros_value(value, where)
         return parameters
 
 
-def _nested_mapping(value: Any, where: str) -> Mapping[str, Any] | None:
-    """A nested setting's mapping, given as a mapping or as YAML text; None for "none" ('' or null)."""
+def _nested_mapping(value: Any, where: str) -> Mapping[str, Any]:
+    """A nested setting's mapping, given as a mapping or as YAML text; empty for "none" ('' or null)."""
     if isinstance(value, str):
         try:
             value = yaml.safe_load(value) if value.strip() else None
