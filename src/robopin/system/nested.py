@@ -25,6 +25,7 @@ NESTED_PARAMETERS: dict[str, tuple[str, ...]] = {
     "arm_driver_node": ("options",),
     "projection_node": ("workspace", "calibrations", "unaligned_depth"),
     "state_publisher_node": ("calibrations", "unaligned_depth"),
+    "calibration_node": ("board", "detection", "board_pose", "nominal_mount", "arm", "planner"),
 }
 """Executable -> the settings its node declares as dotted parameters (robopin_ros.parameters.declare_nested)."""
 
