@@ -142,6 +142,8 @@ class Bringup:
         sim = system.sim
         assert sim is not None
         self.scene = build_scene(system.scenario_path(), sim.seed, world_name=sim.world, robot=system.robot)
+        # Every node shares this interpreter, and pybullet keeps the GIL through a render: draw them in a child.
+        self.scene.world.start_render_worker(background=True)
         if sim.real_time_factor > 0:
             self.scene.world.start(sim.real_time_factor)
         if sim.ground_truth_calibration:
