@@ -110,7 +110,7 @@ def test_the_installed_launch_starts_existing_nodes_and_reaches_an_external_cont
     planner = params["motion_planner_node"]["ros__parameters"]
     assert planner["execute_action"] == "/xarm6_traj_controller/follow_joint_trajectory"
     assert planner["gripper_action"] == "robopin/arm/gripper_cmd"  # relative: under namespace:=
-    assert yaml.safe_load(params["arm_driver"]["ros__parameters"]["options"])["ip"] == "192.168.1.200"
+    assert params["arm_driver"]["ros__parameters"]["options.ip"] == "192.168.1.200"
 
 
 def test_show_args_lists_the_real_defaults(prefix, monkeypatch):

@@ -22,14 +22,14 @@ def _console(args: argparse.Namespace) -> int:
     from robopin.system import SystemFileError, load_system
     from robopin.trials.console import ConsoleError, ConsoleServer
 
-    views, prefix = list(args.views or []), args.arm_prefix
+    views, prefix, topics = list(args.views or []), args.arm_prefix, None
     if args.system:
         try:
             system = load_system(args.system)
         except SystemFileError as error:
             print(f"robopin console: {error}", file=sys.stderr)
             return 2
-        views = views or list(system.views)
+        views, topics = views or list(system.views), system.view_topics()
         for node in system.nodes_running("arm_driver_node"):
             prefix = prefix or str(node.parameters.get("prefix", ""))
         namespace = args.namespace if args.namespace is not None else system.namespace
@@ -39,7 +39,7 @@ def _console(args: argparse.Namespace) -> int:
     apply_ros_environment()
     from robopin_ros.operator_console import open_console_link
 
-    link = open_console_link(views, arm_prefix=prefix, namespace=namespace)
+    link = open_console_link(views, arm_prefix=prefix, namespace=namespace, topics=topics)
     try:
         try:
             server = ConsoleServer(link.link, None, host=args.host, port=args.port).start()

@@ -166,7 +166,8 @@ class _Batch:
 
         # The console's link keeps the live views; the trial runner takes each trial's initial views from it.
         self.link = open_console_link(views, arm_prefix=_arm_prefix(plan[0].system),
-                                      namespace=plan[0].system.namespace, initialize_logging=False)
+                                      namespace=plan[0].system.namespace, initialize_logging=False,
+                                      topics=plan[0].system.view_topics())
         try:
             self._open_front_ends(args, out, answers)
         except BaseException:

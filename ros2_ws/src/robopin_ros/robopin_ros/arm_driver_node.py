@@ -24,7 +24,6 @@ import time
 from typing import Any
 
 import numpy as np
-import yaml
 from control_msgs.action import FollowJointTrajectory, GripperCommand
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
@@ -40,7 +39,7 @@ from robopin.robots.errors import Reason, TrajectoryError
 from robopin.system.names import DIAGNOSTICS_TOPIC, namespaced_label
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, goal_key
-from robopin_ros.parameters import declare
+from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import run_node
 
 
@@ -74,9 +73,8 @@ class ArmDriverNode(Node):
         super().__init__("arm_driver", **node_options)
         p = self._parameter
         backend = str(p("backend", "sim", "arm backend: sim, xarm or franka"))
-        options = yaml.safe_load(str(p("options", "{}", "YAML mapping of the backend's arm config"))) or {}
-        if not isinstance(options, dict):
-            raise ValueError(f"parameter options must be a YAML mapping, got {options!r}")
+        # Nested: options.robot, options.ip, options.dry_run, ... (or the older one YAML string `options`).
+        options = declare_nested(self, "options", {}, "the backend's arm config (robot, ip, gripper, dry_run, ...)")
         prefix = str(p("prefix", "robopin/arm",
                        "name prefix of the driver's actions, services and ee_pose topic")).rstrip("/")
         self.base_frame = str(p("base_frame", "base", "frame_id of the published end-effector pose"))

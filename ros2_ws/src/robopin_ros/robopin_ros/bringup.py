@@ -132,7 +132,7 @@ class Bringup:
                 self.nodes[spec.name] = self._create(spec.name, spec.executable)
                 self.executor.add_node(self.nodes[spec.name])
             if self.want_client:
-                self.client = TaskClient(system.views)
+                self.client = TaskClient(system.views, topics=system.view_topics())
                 self.executor.add_node(self.client)
             self._spinner = threading.Thread(target=self._spin, name="robopin-up-executor", daemon=True)
             self._spinner.start()

@@ -48,6 +48,7 @@ from robopin.bags.typestore import trim_cdr
 from robopin.system.names import absolute_name, strip_namespace
 from robopin_ros import conversions
 from robopin_ros.actions import TERMINAL_STATUSES
+from robopin_ros.camera_snapshot import camera_qos, declare_view_topics
 from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 
@@ -130,6 +131,11 @@ class RecorderNode(Node):
             self.sensor_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=30,
                                          reliability=ReliabilityPolicy.BEST_EFFORT)
         self.patterns = [absolute_name(str(p), self.namespace) for p in self.get_parameter("topics").value if p]
+        # Views whose topics a system names (cameras.<view>.*: a driver's own names and QoS) are recorded
+        # with the rest; cameras/<view>/... of our camera_node stays recognised without them.
+        declare(self, "views", [""], "camera views whose topics (cameras.<view>.*) are recorded (empty: cameras/*)")
+        self.camera_topics = {absolute_name(topic, self.namespace): topics for topics in declare_view_topics(
+            self, [v for v in self.get_parameter("views").value if v]).values() for topic in topics.all_names()}
         self.recorder = TrialRecorder(str(self.get_parameter("output_dir").value), namespace=self.namespace,
                                       queue_size=int(self.get_parameter("queue_size").value),
                                       flush_interval_s=float(self.get_parameter("flush_interval_s").value))
@@ -153,7 +159,17 @@ class RecorderNode(Node):
         self._discover()
 
     def _wanted(self, topic: str) -> bool:
-        return any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.patterns)
+        return topic in self.camera_topics or any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.patterns)
+
+    def _is_camera_topic(self, topic: str) -> bool:
+        return topic in self.camera_topics or strip_namespace(topic, self.namespace).startswith("/cameras/")
+
+    def _camera_qos(self, topic: str) -> QoSProfile:
+        """A camera topic's subscription QoS: its view's (history 100), unless sensor_reliability says best effort."""
+        topics = self.camera_topics.get(topic)
+        if topics is None or self.sensor_qos.reliability == ReliabilityPolicy.BEST_EFFORT:
+            return self.sensor_qos
+        return camera_qos(topics.qos, depth=self.sensor_qos.depth)
 
     def _discover(self) -> None:
         """Subscribe to configured topics that appeared in the graph since the last look."""
@@ -167,9 +183,8 @@ class RecorderNode(Node):
                 self.unsupported[topic] = type_name
                 self.get_logger().warning(f"cannot record {topic} ({type_name}): {error}")
                 continue
-            root = strip_namespace(topic, self.namespace)
-            qos = _LATCHED_QOS if root in (TF_STATIC_TOPIC, *LATCHED_TOPICS) else (
-                self.sensor_qos if root.startswith("/cameras/") else _RELIABLE_QOS)
+            qos = _LATCHED_QOS if strip_namespace(topic, self.namespace) in (TF_STATIC_TOPIC, *LATCHED_TOPICS) else (
+                self._camera_qos(topic) if self._is_camera_topic(topic) else _RELIABLE_QOS)
             self._subscribed[topic] = self.create_subscription(
                 cls, topic, self._make_callback(topic, type_name), qos, raw=True)
             self.get_logger().info(f"recording {topic} ({type_name})")
@@ -364,9 +379,10 @@ class RecorderNode(Node):
         write a bag that cannot be replayed, so bring-up waits for this before the first task.
         """
         waiting = []
-        for topic, _ in self.get_topic_names_and_types():
-            if strip_namespace(topic, self.namespace).startswith("/cameras/") and topic.endswith("/image_raw") \
-                    and self._wanted(topic) \
+        for topic, types in self.get_topic_names_and_types():
+            image = (topic in self.camera_topics and "sensor_msgs/msg/Image" in types) or (
+                self._is_camera_topic(topic) and topic.endswith("/image_raw"))
+            if image and self._wanted(topic) \
                     and topic not in self.unsupported and topic not in self._heard:
                 waiting.append(f"no message recorded yet on {topic}")
         return waiting

@@ -17,7 +17,7 @@ import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,12 +33,15 @@ from sensor_msgs.msg import Image
 from unique_identifier_msgs.msg import UUID
 from visualization_msgs.msg import MarkerArray
 
+from robopin.cameras.topics import ViewTopics
+from robopin.cameras.topics import view_topics as core_view_topics
 from robopin.env import apply_ros_environment
 from robopin.system.names import absolute_name
 from robopin.system.task_run import TaskRun
 from robopin.system.timing import FeedbackEvent
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, STATUS_NAMES, TERMINAL_STATUSES, follow_goal, future_result
+from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.runtime import shutdown_executor
 
 __all__ = ["TASK_ACTION", "CancelOutcome", "TaskClient", "TaskRun", "cancel_running_tasks", "instruct_running_stack"]
@@ -61,7 +64,9 @@ def _rgb(msg: Image) -> np.ndarray | None:
 class TaskClient(Node):
     """Runs, cancels and reads tasks through the ExecuteTask action; keeps the views each step reasoned on."""
 
-    def __init__(self, views: Sequence[str], **node_options: Any) -> None:
+    def __init__(self, views: Sequence[str], *, topics: Mapping[str, ViewTopics] | None = None,
+                 **node_options: Any) -> None:
+        """``topics``: view -> where its color image is and its QoS (default: our camera_node's names)."""
         super().__init__("robopin_task_client", **node_options)
         self.views = tuple(views)
         self._lock = threading.Lock()
@@ -76,8 +81,9 @@ class TaskClient(Node):
         self._status_sub = self.create_subscription(GoalStatusArray, f"{TASK_ACTION}/_action/status",
                                                     self._on_status, qos_profile_action_status_default)
         for view in self.views:
-            self.create_subscription(Image, f"cameras/{view}/color/image_raw",
-                                     lambda msg, v=view: self._on_image(v, msg), 2)
+            view_topics = (topics or {}).get(view) or core_view_topics(view)
+            self.create_subscription(Image, view_topics.color, lambda msg, v=view: self._on_image(v, msg),
+                                     camera_qos(view_topics.qos, depth=2))
         self.create_subscription(MarkerArray, "robopin/targets/markers", self._on_targets, 10)
 
     def not_ready(self) -> list[str]:
