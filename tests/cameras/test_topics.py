@@ -15,10 +15,10 @@ from tests.system.test_schema import SIM
 
 def test_the_default_is_camera_nodes_names_exactly():
     topics = view_topics("wrist")
-    assert topics.names() == {"color": "/cameras/wrist/color/image_raw", "info": "/cameras/wrist/color/camera_info",
-                              "depth": "/cameras/wrist/aligned_depth_to_color/image_raw"}
-    assert topics.names(unaligned=True)["depth"] == "/cameras/wrist/depth/image_rect_raw"
-    assert topics.names(unaligned=True)["depth_info"] == "/cameras/wrist/depth/camera_info"
+    assert topics.names() == {"color": "cameras/wrist/color/image_raw", "info": "cameras/wrist/color/camera_info",
+                              "depth": "cameras/wrist/aligned_depth_to_color/image_raw"}
+    assert topics.names(unaligned=True)["depth"] == "cameras/wrist/depth/image_rect_raw"
+    assert topics.names(unaligned=True)["depth_info"] == "cameras/wrist/depth/camera_info"
     assert topics.qos == "reliable"
 
 
@@ -77,7 +77,7 @@ def test_a_system_hands_each_view_setting_to_every_node_that_uses_the_topics():
     for node in ("camera_wrist", "arm", "motion_planner_node"):
         assert not any(key.startswith("cameras.") for key in params[node]), node
     assert system.view_topics()["static"].color == "/camera/camera/color/image_raw"
-    assert system.view_topics()["wrist"].color == "/cameras/wrist/color/image_raw"
+    assert system.view_topics()["wrist"].color == "cameras/wrist/color/image_raw"
 
 
 def test_a_system_without_cameras_passes_exactly_the_parameters_it_did():

@@ -26,7 +26,7 @@ def test_a_key_that_is_both_a_value_and_a_mapping_is_refused_by_name():
         nest_setting("vlm", {"vlm.roles": "x", "vlm.roles.static": "y"})
 
 
-def test_the_planners_settings_of_a_shipped_system_are_dotted_and_the_others_keep_their_form():
+def test_the_planners_settings_of_a_shipped_system_are_dotted():
     params = load_system("real_xarm6").with_arguments({"vlm_url": "http://gpu:8000/v1"}, {}).ros_parameters_file()
     planner = params["planner_node"]["ros__parameters"]
     assert planner["vlm.base_url"] == "http://gpu:8000/v1"  # the launch argument reached the dotted key
@@ -34,4 +34,6 @@ def test_the_planners_settings_of_a_shipped_system_are_dotted_and_the_others_kee
     assert planner["workspace.max_xyz"] == [0.9, 0.5, 0.6]
     assert not {"vlm", "reasoning", "workspace"} & set(planner)
     assert params["arm_driver"]["ros__parameters"]["options.reduced_mode"] is True
-    assert isinstance(params["motion_planner_node"]["ros__parameters"]["planner"], str)  # not converted: YAML text
+    motion = params["motion_planner_node"]["ros__parameters"]
+    assert motion["planner.type"] == "curobo" and "planner" not in motion
+    assert motion["workspace.min_xyz"] == [0.1, -0.5, -0.02]

@@ -21,6 +21,7 @@ __all__ = ["NESTED_PARAMETERS", "flatten_setting", "nest_setting", "ros_leaf", "
 
 NESTED_PARAMETERS: dict[str, tuple[str, ...]] = {
     "planner_node": ("vlm", "reasoning", "workspace"),
+    "motion_planner_node": ("planner", "workspace"),
     "camera_node": ("options",),
     "arm_driver_node": ("options",),
     "projection_node": ("workspace", "calibrations", "unaligned_depth"),

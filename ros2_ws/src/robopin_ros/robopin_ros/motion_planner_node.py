@@ -23,7 +23,6 @@ import time
 from typing import Any
 
 import numpy as np
-import yaml
 from control_msgs.action import FollowJointTrajectory, GripperCommand
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -38,7 +37,7 @@ from robopin.motion.grasps import GraspConfig
 from robopin.motion.scene import SceneConfig, SceneKeeper, StaleWorldError
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, follow_goal
-from robopin_ros.parameters import declare
+from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import run_node
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
@@ -60,18 +59,17 @@ class MotionPlannerNode(Node):
         super().__init__("motion_planner_node", **node_options)
         p = self._declare
         robot = str(p("robot", "panda", "robot description name (panda, fr3, xarm6, ...)"))
-        planner_values = yaml.safe_load(str(p("planner", "{type: roboplan}",
-                                              "YAML mapping of the motion planner config; type: roboplan, "
-                                              "ompl (CPU) or curobo (GPU)"))) or {}
+        # Nested settings as dotted parameters (planner.type, workspace.min_xyz, ...) or the older one YAML
+        # string each.
+        planner_values = declare_nested(self, "planner", {"type": "roboplan"},
+                                        "motion planner config; type: roboplan, ompl (CPU) or curobo (GPU)")
         planner_values.setdefault("type", "roboplan")
         planner_values["robot"] = robot
         self.planner = make_planner(planner_config_from_dict(planner_values))
         self.planner.warmup()
-        workspace = WorkspaceBox.from_dict(
-            yaml.safe_load(str(p("workspace", "{min_xyz: [0.1, -0.6, -0.05], max_xyz: [0.9, 0.6, 0.8]}",
-                                 "YAML workspace box {min_xyz, max_xyz} in the base frame, metres; targets outside "
-                                 "are refused")))
-        )
+        workspace = WorkspaceBox.from_dict(declare_nested(
+            self, "workspace", {"min_xyz": [0.1, -0.6, -0.05], "max_xyz": [0.9, 0.6, 0.8]},
+            "workspace box {min_xyz, max_xyz} in the base frame, metres; targets outside are refused"))
         table = float(p("table_height_m", 0.0,
                         "table surface height in the base frame, metres (nan: no table collision plane)"))
         self.scene = SceneKeeper(
