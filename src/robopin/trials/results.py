@@ -22,8 +22,12 @@ __all__ = [
 ]  # fmt: skip
 
 REASONING_MEASURES = (("format", "format_score"), ("consistency", "identity_consistency"),
-                      ("anchor_coverage", "anchor_coverage"))  # fmt: skip
+                      ("anchor_coverage", "anchor_coverage"), ("cross_step_id_coverage", "cross_step_id_coverage"),
+                      ("pin_accuracy", "pin_accuracy"), ("answer_accuracy", "answer_accuracy"),
+                      ("instruction_validity", "instruction_validity"), ("plan_accuracy", "plan_accuracy"))  # fmt: skip
 """Run-time measures of each published reasoning step (PinnedReasoning field → summary key)."""
+_MEASURE_TITLES = {"consistency": "identity consistency", "cross_step_id_coverage": "cross-step ID coverage",
+                   "plan_accuracy": "plan LCS accuracy"}
 
 
 def _judge(summary: TrialSummary) -> str:
@@ -122,7 +126,7 @@ def reasoning_measures(message: Any) -> dict[str, Any]:
     that does not apply (NaN: no anchors in an R^3 or RoboGPT-R1 response) is None."""
     values: dict[str, Any] = {"step": int(message.step), "valid": bool(message.valid)}
     for key, field_name in REASONING_MEASURES:
-        value = float(getattr(message, field_name))
+        value = float(getattr(message, field_name, math.nan))  # a bag recorded before the field existed
         values[key] = value if math.isfinite(value) else None
     return values
 
@@ -143,7 +147,8 @@ def reasoning_quality(summaries: Sequence[TrialSummary]) -> str:
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     if not lines:
         return "No reasoning steps recorded."
-    head = ["| method | valid steps | format | identity consistency | anchor coverage |", "|---|---|---|---|---|"]
+    names = [_MEASURE_TITLES.get(key, key.replace("_", " ")) for key, _ in REASONING_MEASURES]
+    head = ["| method | valid steps | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
     return "\n".join(head + lines)
 
 

@@ -53,6 +53,7 @@ from robopin.reasoning import (
     TaskRequest,
     TaskResult,
 )
+from robopin.reasoning.ground_truth import make_ground_truth
 from robopin.reasoning.inprocess import SnapshotObserver
 from robopin.vlm import VLMBackend, make_backend
 from robopin.vlm.errors import VLMRequestError
@@ -281,6 +282,10 @@ class PlannerNode(Node):
                 read_only=False)
         declare(self, "workspace", "", "YAML workspace box {min_xyz, max_xyz} in target_frame, metres (empty: none)",
                 read_only=False)
+        # Simulated systems only: the loop's pin, answer and plan accuracy against the world's ground truth.
+        self.ground_truth = make_ground_truth(yaml.safe_load(str(read_only(
+            "ground_truth", "", "YAML mapping of a ground-truth source, e.g. {type: sim, world: workcell} "
+                                "(empty: none, as on a real cell)")) or "") or None)
         self._backend: VLMBackend | None = None
         self._config: ReasoningConfig | None = None
         self._config_lock = threading.Lock()
@@ -433,7 +438,8 @@ class PlannerNode(Node):
         try:
             with self._config_lock:
                 config, backend = self._config, self._backend
-            loop = ReasoningLoop(config, backend, self.observer, _RosProjector(self), _RosActor(self))
+            loop = ReasoningLoop(config, backend, self.observer, _RosProjector(self), _RosActor(self),
+                                 ground_truth=self.ground_truth)
             should_stop = lambda: goal_handle.is_cancel_requested or self._shutting_down  # noqa: E731
             self.observer.stopped = should_stop  # one task at a time (single-goal policy)
             goal = goal_handle.request
