@@ -104,7 +104,8 @@ def main() -> None:
     print(f"{len(runs)} trial(s) to run ({len(done)} already in {log})", flush=True)
     started = time.monotonic()
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=context, max_tasks_per_child=8) as pool, \
+    # No max_tasks_per_child: on Python 3.11 the pool stops replacing workers that retire (every job hangs).
+    with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=context) as pool, \
             log.open("a", encoding="utf-8") as sink:
         futures = {pool.submit(_run, args.system, *run): run for run in runs}
         for index, future in enumerate(concurrent.futures.as_completed(futures), start=1):

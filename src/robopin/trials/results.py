@@ -17,8 +17,8 @@ from robopin.system.results import TASK_TITLES, success_table, timing_summary
 from robopin.trials.log import TrialSummary
 
 __all__ = [
-    "agreement", "failures_by_reason", "judged_results_markdown", "reasoning_measures", "reasoning_quality",
-    "subgoal_progress",
+    "agreement", "failures_by_reason", "judged_results_markdown", "model_errors", "reasoning_measures",
+    "reasoning_quality", "subgoal_progress",
 ]  # fmt: skip
 
 REASONING_MEASURES = (("format", "format_score"), ("consistency", "identity_consistency"),
@@ -152,6 +152,23 @@ def reasoning_quality(summaries: Sequence[TrialSummary]) -> str:
     return "\n".join(head + lines)
 
 
+def model_errors(summaries: Sequence[TrialSummary]) -> str:
+    """Per method: the simulated model's samples and the errors it drew, by kind (robopin.sim.model_errors)."""
+    by_method: dict[str, collections.Counter] = {}
+    samples: collections.Counter = collections.Counter()
+    for s in summaries:
+        counts = by_method.setdefault(s.method, collections.Counter())
+        counts.update(s.extra.get("model_errors") or {})
+        samples[s.method] += int(s.extra.get("model_samples") or 0)
+    kinds = sorted({k for c in by_method.values() for k in c})
+    if not any(samples.values()):
+        return "No simulated model errors (the oracle, or a real model)."
+    lines = ["| method | samples | " + " | ".join(kinds or ["none"]) + " |", "|---|---|" + "---|" * max(len(kinds), 1)]
+    for method, counts in by_method.items():
+        lines.append(f"| {method} | {samples[method]} | " + " | ".join(str(counts.get(k, 0)) for k in kinds) + " |")
+    return "\n".join(lines)
+
+
 def judged_results_markdown(summaries: Sequence[TrialSummary], *, title: str = "robopin trials",
                             command: str = "") -> str:
     """The whole batch as Markdown (see the module docstring)."""
@@ -167,6 +184,7 @@ def judged_results_markdown(summaries: Sequence[TrialSummary], *, title: str = "
               "## Judge and stack agreement", "", agreement(summaries), "",
               "## Sub-goal progress (long-horizon)", "", subgoal_progress(summaries), "",
               "## Reasoning quality at run time (every model call)", "", reasoning_quality(summaries), "",
+              "## Simulated model errors drawn", "", model_errors(summaries), "",
               "## Timing per step (seconds)", ""]
     for method in dict.fromkeys(s.method for s in summaries):
         parts += [f"### {method}", "", "```", timing_summary([s for s in summaries if s.method == method]).table(),

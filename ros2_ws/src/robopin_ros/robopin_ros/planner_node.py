@@ -548,6 +548,11 @@ class PlannerNode(Node):
                 return
             time.sleep(_MODEL_CHECK_PERIOD_S)
 
+    def drawn_model_errors(self) -> list[tuple[str, ...]]:
+        """The named errors a simulated model drew per sample so far (empty for any other backend)."""
+        with self._config_lock:
+            return list(getattr(self._backend, "injected", ()))
+
     def stop_tasks(self) -> None:
         """End the running task at its next check (the arm is told to stop) and start no new one."""
         self._shutting_down = True
