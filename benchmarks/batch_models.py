@@ -2,9 +2,9 @@
 
 Rows, in this order (the most telling first, so a batch cut short still has them):
 
-1. point mode, single sample: ``--models`` × ``--tasks`` × ``--seeds``;
-2. long-horizon task in plan (RoboGPT-R1) and subtask (R^3) modes: ``--models`` × ``--seeds``;
-3. point mode with E-TTS (``tts:=etts``): ``--models`` × ``--tasks`` × ``--seeds``.
+1. ``point``: point mode, single sample: ``--models`` × ``--tasks`` × ``--seeds``;
+2. ``modes``: long-horizon task in plan (RoboGPT-R1) and subtask (R^3) modes: ``--models`` × ``--seeds``;
+3. ``tts``: point mode with E-TTS (``tts:=etts``): ``--models`` × ``--tasks`` × ``--seeds``.
 
 Each trial is one line of ``<out>/trials.jsonl`` as soon as it ends (``--resume`` skips the ones there);
 ``<out>/results.md`` is rewritten after each trial: success per task and preset, named failures,
@@ -29,15 +29,16 @@ from pathlib import Path
 
 def _plan(args) -> list[tuple[str, int, dict[str, str]]]:
     runs = []
-    for model in args.models:
-        for task in args.tasks:
-            runs += [(task, seed, {"model": model, "mode": "point", "tts": "single"}) for seed in range(args.seeds)]
-    if "long_horizon" in args.tasks:
+    if "point" in args.rows:
+        for model in args.models:
+            for task in args.tasks:
+                runs += [(task, seed, {"model": model, "mode": "point", "tts": "single"}) for seed in range(args.seeds)]
+    if "long_horizon" in args.tasks and "modes" in args.rows:
         for mode in args.long_horizon_modes:
             for model in args.models:
                 runs += [("long_horizon", seed, {"model": model, "mode": mode, "tts": "single"})
                          for seed in range(args.seeds)]
-    if not args.no_tts:
+    if "tts" in args.rows:
         for model in args.models:
             for task in args.tasks:
                 runs += [(task, seed, {"model": model, "mode": "point", "tts": "etts"}) for seed in range(args.seeds)]
@@ -88,7 +89,10 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["oracle", "robopin", "without_rft"])
     parser.add_argument("--long-horizon-modes", nargs="*", default=["plan", "subtask"])
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--no-tts", action="store_true", help="leave out the E-TTS rows")
+    parser.add_argument("--rows", nargs="+", choices=["point", "modes", "tts"], default=["point", "modes", "tts"],
+                        help="which rows to run (several processes can share a batch: one --out each, then "
+                             "--results-only over the joined trials.jsonl)")
+    parser.add_argument("--results-only", action="store_true", help="write results.md from trials.jsonl and stop")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", required=True)
     parser.add_argument("--resume", action="store_true")
@@ -99,6 +103,10 @@ def main() -> None:
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if args.resume and \
         log.exists() else []
     done = {_key(r["task"], r["seed"], r["arguments"]) for r in rows}
+    if args.results_only:
+        _write_results(out, rows, "python benchmarks/batch_models.py " + " ".join(sys.argv[1:]))
+        print(f"results: {out / 'results.md'} ({len(rows)} trials)")
+        return
     runs = [r for r in _plan(args) if _key(*r) not in done]
     command = "python benchmarks/batch_models.py " + " ".join(sys.argv[1:])
     print(f"{len(runs)} trial(s) to run ({len(done)} already in {log})", flush=True)
