@@ -92,6 +92,8 @@ def main() -> None:
     parser.add_argument("--rows", nargs="+", choices=["point", "modes", "tts"], default=["point", "modes", "tts"],
                         help="which rows to run (several processes can share a batch: one --out each, then "
                              "--results-only over the joined trials.jsonl)")
+    parser.add_argument("--reverse", action="store_true", help="run the rows' trials last first (a second process "
+                        "working the same rows from the other end)")
     parser.add_argument("--results-only", action="store_true", help="write results.md from trials.jsonl and stop")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", required=True)
@@ -102,12 +104,15 @@ def main() -> None:
     log = out / "trials.jsonl"
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if args.resume and \
         log.exists() else []
+    rows = list({_key(r["task"], r["seed"], r["arguments"]): r for r in rows}.values())  # joined logs: once each
     done = {_key(r["task"], r["seed"], r["arguments"]) for r in rows}
     if args.results_only:
         _write_results(out, rows, "python benchmarks/batch_models.py " + " ".join(sys.argv[1:]))
         print(f"results: {out / 'results.md'} ({len(rows)} trials)")
         return
     runs = [r for r in _plan(args) if _key(*r) not in done]
+    if args.reverse:
+        runs.reverse()
     command = "python benchmarks/batch_models.py " + " ".join(sys.argv[1:])
     print(f"{len(runs)} trial(s) to run ({len(done)} already in {log})", flush=True)
     started = time.monotonic()
