@@ -8,7 +8,7 @@ first frames that librealsense's repeat playback skips when it loops; camera_dro
 itself saw, from camera_node's diagnostics), capture→snapshot-ready latency
 p50/p95 (and p50 of capture→subscriber callback, before message conversion), snapshot success rate.
 Baseline, same run: the same two cameras read in this process (``async_read``, no DDS, no conversion).
-Goal from the issue: 30 Hz per view, no drops, p95 < 10 ms.
+Goal: 30 Hz per view, no drops, p95 < 10 ms.
 
 Run: ``.venv/bin/python benchmarks/bench_cameras.py [--seconds 10]`` (about a minute).
 """
@@ -453,7 +453,7 @@ def main() -> int:
         wait = sum(run["run_queue_wait_ms_per_s"].values())
         print(f"{number:<6}{run['load']['start']:>5.1f} → {run['load']['end']:<4.1f}{cells}{cpu:>18.0f}{wait:>15.0f}"
               f"{'met' if meets_goal(run) else 'no':>7}")
-    print("\ngoal (issue 6): 30 Hz per view, 0 drops, p95 < 10 ms capture→snapshot")
+    print("\ngoal: 30 Hz per view, 0 drops, p95 < 10 ms capture→snapshot")
     return 0
 
 

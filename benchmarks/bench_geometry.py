@@ -2,7 +2,7 @@
 
 Each figure is printed with its ratio to a baseline measured in the same run on the same data, so
 results from different machines compare by ratio. Figures are reported, never judged pass/fail.
-Goals from the issue: one target (depth window + normal + transform) under 1 ms; a 640x480 frame
+Goals: one target (depth window + normal + transform) under 1 ms; a 640x480 frame
 to a cropped, voxel-downsampled cloud under 30 ms.
 
 Run: ``python benchmarks/bench_geometry.py``

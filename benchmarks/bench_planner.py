@@ -8,7 +8,7 @@ place points with ``robopin.geometry`` → a motion stage that records only. Pri
 per-stage timings (median over steps), and each component timed alone (image encoding, request body,
 HTTP round trip, parse+validate, projection), each with its ratio to a baseline measured in the same
 run: the irreducible work of a step (copy both views once, parse the answer with ``pincot.parse``).
-The total is also compared with the issue's goal (30 ms) and RoboPIN's 0.281 s model time per sample
+The total is also compared with the goal (30 ms) and RoboPIN's 0.281 s model time per sample
 (a published figure, not measured here). Nothing passes or fails.
 
 The camera → DDS → snapshot path of the node is measured by bench_cameras.py; here the snapshot is

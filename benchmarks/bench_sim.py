@@ -2,7 +2,7 @@
 time, and the ground-truth self-check success rate per RoboPIN task.
 
 Run: ``.venv/bin/python benchmarks/bench_sim.py`` (a couple of seeds per task, under 2 minutes) or
-``--seeds 20`` for the full self-check rate (the issue's figure; several minutes). Every time is
+``--seeds 20`` for the full self-check rate (the rate to quote; several minutes). Every time is
 printed with its ratio to a reference workload timed in the same run (sorting 10^6 floats), so
 figures from differently loaded machines can be compared. Nothing here passes or fails.
 """

@@ -19,7 +19,7 @@ from robopin.motion.curobo.robot_config import (
     CuroboKinematics,
     check_robot_config,
     prepare_robot_config,
-    read_urdf,
+    read_urdf_tree,
 )
 from robopin.motion.curobo.spheres import (
     OVERHANGS_M,
@@ -54,7 +54,7 @@ def _urdf(robot: str) -> Path:
 def test_shipped_config_loads_by_curobos_rules(robot):
     kinematics = _kinematics(robot)
     check_robot_config(kinematics, _urdf(robot))
-    _, joints = read_urdf(_urdf(robot))
+    joints = read_urdf_tree(_urdf(robot)).joints
     for name in kinematics["lock_joints"]:
         assert joints[name].mimic_of is None  # cuRobo knows a mimic joint only by its leader's name
     # Every gripper joint robopin holds still is either locked or the mimic of a locked one.
@@ -292,7 +292,7 @@ def test_fr3_plans_inside_its_own_limits(tmp_path):
     """cuRobo reads limits from the URDF: the one it loads carries FR3's (stricter than the Panda URDF's)."""
     model = robot_model("fr3")
     prepared = prepare_robot_config(robot_config_path("fr3"), model, work_dir=tmp_path)
-    _, joints = read_urdf(prepared.urdf_path)
+    joints = read_urdf_tree(prepared.urdf_path).joints
     for name, lower, upper in zip(model.joint_names, model.lower, model.upper, strict=True):
         assert (joints[name].lower, joints[name].upper) == pytest.approx((lower, upper))
     assert joints["panda_joint6"].lower > 0.4  # FR3 datasheet: 0.4398 rad (the Panda URDF: -0.0873)

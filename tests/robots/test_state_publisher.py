@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from robopin.robots.description import load_description
-from robopin.robots.state_publisher import UrdfTree, UrdfTreeError, robopin_frame_transforms
+from robopin.robots.state_publisher import robopin_frame_transforms
+from robopin.robots.urdf import UrdfTree, UrdfTreeError
 
 
 def _compose(edges, child: str, root: str) -> np.ndarray:

@@ -34,7 +34,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from robopin.bags import TrialBag
-from robopin.robots.state import ArmFault
+from robopin.robots.errors import ArmFault
 from robopin.sim.world import SimWorld
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]

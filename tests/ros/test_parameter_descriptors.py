@@ -26,7 +26,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 
 from robopin.env import REPO_ROOT
-from robopin.system.schema import load_system
+from robopin.system import load_system
 from tests.ros.rostest_utils import SpunNode, wait_future
 
 pytestmark = pytest.mark.ros

@@ -11,8 +11,7 @@ import pytest
 
 from robopin.cameras.base import CameraNotFoundError, camera_config_from_dict, make_camera
 from robopin.robots.base import ArmConnectionError, ArmFaultError, make_arm, make_arm_config
-from robopin.robots.errors import Reason
-from robopin.robots.state import ArmFault
+from robopin.robots.errors import ArmFault, Reason
 from robopin.sim.scripted import grasp_pose, move_linear, move_to_pose
 from robopin.sim.tasks import build_scene
 from robopin.vlm.base import ChatMessage, SamplingParams, ViewImage, config_from_dict, make_backend

@@ -28,6 +28,7 @@ from robopin.robots.errors import (
     ArmConfigError,
     ArmConnectionError,
     ArmError,
+    ArmFault,
     ArmFaultError,
     ArmNotConnectedError,
     ArmNotEnabledError,
@@ -39,7 +40,6 @@ from robopin.robots.errors import (
 )
 from robopin.robots.safety import SafetyChecker, SafetyConfig, Watchdog
 from robopin.robots.state import (
-    ArmFault,
     ExecutionProgress,
     ExecutionResult,
     GripperResult,

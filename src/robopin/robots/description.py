@@ -12,6 +12,7 @@ import numpy as np
 from robopin.geometry.transforms import make_transform
 from robopin.robots.errors import ArmConfigError
 from robopin.robots.kinematics import ArmKinematics
+from robopin.robots.urdf import UrdfTree
 
 
 class UnknownRobotDescriptionError(ArmConfigError):
@@ -48,6 +49,11 @@ class RobotDescription:
     gripper_closed_position: float
     gripper_links: tuple[str, ...]
     kinematics: ArmKinematics = field(repr=False)
+
+    @functools.cached_property
+    def urdf_tree(self) -> UrdfTree:
+        """Every link and joint of the URDF (fixed ones too), read once: TF publishing and cuRobo's config use it."""
+        return UrdfTree.from_file(self.urdf_path)
 
     @property
     def dof(self) -> int:

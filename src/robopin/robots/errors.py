@@ -1,4 +1,4 @@
-"""Named exceptions and refusal reasons of the arm layer.
+"""Named exceptions, refusal reasons and controller faults of the arm layer.
 
 Every refusal or stop carries a :class:`Reason` so the driver node, the logs and the action results
 all say the same word for the same cause ("joint_limit", "stale_state", ...).
@@ -6,13 +6,10 @@ all say the same word for the same cause ("joint_limit", "stale_state", ...).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
 
 from robopin.registry import UnknownTypeError
-
-if TYPE_CHECKING:
-    from robopin.robots.state import ArmFault
 
 
 class Reason(str, Enum):
@@ -44,6 +41,16 @@ class Reason(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+@dataclass(frozen=True)
+class ArmFault:
+    """A controller fault mapped to a name; ``code`` is the controller's own number where it has one."""
+
+    name: str
+    message: str
+    code: int | None = None
+    recoverable: bool = True
 
 
 class ArmError(Exception):

@@ -20,9 +20,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from robopin.robots.base import Arm, ArmConfig, Execution
-from robopin.robots.errors import ArmConfigError, ArmConnectionError, ArmFaultError, GripperError
+from robopin.robots.errors import ArmConfigError, ArmConnectionError, ArmFault, ArmFaultError, GripperError
 from robopin.robots.scheduling import caller_scheduling_kept
-from robopin.robots.state import ArmFault, GripperResult, GripperState, JointState
+from robopin.robots.state import GripperResult, GripperState, JointState
 from robopin.robots.trajectory import JointTrajectory
 
 logger = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Plain value types the arm layer reports: joint and gripper state, faults, execution progress."""
+"""Plain value types the arm layer reports: joint and gripper state, execution progress."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robopin.robots.errors import Reason
+from robopin.robots.errors import ArmFault, Reason
 
 
 def _readonly(values: object, name: str) -> np.ndarray:
@@ -67,16 +67,6 @@ class GripperResult:
     effort_n: float
     stalled: bool
     reached_goal: bool
-
-
-@dataclass(frozen=True)
-class ArmFault:
-    """A controller fault mapped to a name; ``code`` is the controller's own number where it has one."""
-
-    name: str
-    message: str
-    code: int | None = None
-    recoverable: bool = True
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,11 @@ from robopin.robots.errors import (
     ArmConfigError,
     ArmConnectionError,
     ArmError,
+    ArmFault,
     ArmFaultError,
     GripperError,
 )
-from robopin.robots.state import ArmFault, GripperResult, GripperState, JointState
+from robopin.robots.state import GripperResult, GripperState, JointState
 from robopin.robots.trajectory import JointTrajectory
 
 logger = logging.getLogger(__name__)

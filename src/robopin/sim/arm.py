@@ -19,7 +19,8 @@ from typing import ClassVar
 import numpy as np
 
 from robopin.robots.base import Arm, ArmConfig, ArmConfigError, ArmConnectionError, Execution
-from robopin.robots.state import ArmFault, GripperResult, GripperState, JointState
+from robopin.robots.errors import ArmFault
+from robopin.robots.state import GripperResult, GripperState, JointState
 from robopin.robots.trajectory import JointTrajectory
 from robopin.sim.world import SimWorld, UnknownNameError, get_world
 

@@ -9,20 +9,17 @@ a simulated backend in a system without a simulated workcell (or one pointing at
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-if TYPE_CHECKING:
-    from robopin.system.schema import NodeSpec, SystemFile
+from robopin.system.schema import NodeSpec, SystemFile, SystemFileError
 
 __all__ = ["check_system", "mapping_parameter"]
 
 
 def mapping_parameter(node: NodeSpec, key: str) -> dict[str, Any]:
     """A parameter that holds a mapping, whether written as a mapping or as a YAML string."""
-    from robopin.system.schema import SystemFileError
-
     value = node.parameters.get(key, {})
     if isinstance(value, str):
         try:
@@ -36,8 +33,6 @@ def mapping_parameter(node: NodeSpec, key: str) -> dict[str, Any]:
 
 def check_system(system: SystemFile) -> None:
     """Raise SystemFileError naming the first disagreement between the nodes of ``system``."""
-    from robopin.system.schema import SystemFileError
-
     where = f"system {system.name!r}"
     sim_world = system.sim.world if system.sim is not None else None
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from robopin.system.schema import SystemFile, load_system, resolve_system_path
+from robopin.system.loading import load_system
+from robopin.system.schema import SystemFile, resolve_system_path
 
 __all__ = ["COMMON_LAUNCH_ARGUMENTS", "DeclaredArgument", "LaunchEntry", "declared_arguments", "launch_entries",
            "show_arguments"]

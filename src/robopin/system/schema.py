@@ -39,10 +39,9 @@ __all__ = [
     "SystemFile",
     "SystemFileError",
     "TaskSpec",
-    "load_system",
     "parse_argument_overrides",
+    "parse_system",
     "resolve_system_path",
-    "system_from_dict",
 ]
 
 # The console scripts of robopin_ros a system may name (every *_node.py with a main()); checked
@@ -325,8 +324,11 @@ def _require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], s
     return value
 
 
-def system_from_dict(data: Mapping[str, Any], *, source: str | Path = "<dict>") -> SystemFile:
-    """Build and validate a :class:`SystemFile` from parsed YAML; errors name ``source`` and the key."""
+def parse_system(data: Mapping[str, Any], *, source: str | Path = "<dict>") -> SystemFile:
+    """Build a :class:`SystemFile` from parsed YAML, each key validated; errors name ``source`` and the key.
+
+    The checks across nodes are :mod:`robopin.system.checks`'; :func:`robopin.system.load_system` runs both.
+    """
     where = str(source)
     if not isinstance(data, Mapping):
         raise SystemFileError(f"{where}: a system file must be a mapping, got {type(data).__name__}")
@@ -388,14 +390,10 @@ def system_from_dict(data: Mapping[str, Any], *, source: str | Path = "<dict>") 
         task = TaskSpec(**raw_task)
     except SystemFileError as error:
         raise SystemFileError(f"{where}: {error}") from None
-    system = SystemFile(
+    return SystemFile(
         name=name, robot=robot, views=views, nodes=tuple(nodes), description=str(data.get("description", "")),
         arguments=tuple(arguments), sim=sim, task=task, source=Path(source) if isinstance(source, Path) else None,
     )
-    from robopin.system.checks import check_system
-
-    check_system(system)
-    return system
 
 
 def resolve_system_path(name_or_path: str | Path, config_dir: Path | None = None) -> Path:
@@ -410,17 +408,6 @@ def resolve_system_path(name_or_path: str | Path, config_dir: Path | None = None
         if candidate.is_file():
             return candidate
     raise SystemFileError(f"system file {str(name_or_path)!r} does not exist (give a path or a name in config/)")
-
-
-def load_system(name_or_path: str | Path, overrides: Mapping[str, str] | None = None) -> SystemFile:
-    """Read, validate and (when ``overrides`` is given) apply the arguments of a system file."""
-    path = resolve_system_path(name_or_path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        raise SystemFileError(f"{path}: not valid YAML: {error}") from None
-    system = system_from_dict(data, source=path.resolve())
-    return system if overrides is None else system.with_arguments(overrides)
 
 
 def parse_argument_overrides(items: Sequence[str]) -> dict[str, str]:

@@ -30,7 +30,7 @@ from rclpy.signals import SignalHandlerOptions
 from robopin.env import apply_ros_environment
 from robopin.system import SystemFile, SystemFileError
 from robopin.system.task_run import BringupError
-from robopin_ros.runtime import exit_watchdog, stop_nodes, stop_signals
+from robopin_ros.runtime import exit_watchdog, shutdown_executor, stop_nodes, stop_signals
 from robopin_ros.task_client import TaskClient
 
 logger = logging.getLogger(__name__)
@@ -226,9 +226,7 @@ class Bringup:
         if self.executor is not None and self.running and self.nodes:
             stop_nodes(self.nodes.values())
         if self.executor is not None:
-            self.executor.shutdown(timeout_sec=5.0)
-        if self._spinner is not None:
-            self._spinner.join(timeout=10.0)
+            shutdown_executor(self.executor, self._spinner, timeout_s=10.0)
         executables = {spec.name: spec.executable for spec in self.system.nodes}
         nodes = sorted(self.nodes.items(), key=lambda item: _DESTROY_ORDER.get(executables.get(item[0], ""), 5))
         nodes = ([self.client] if self.client is not None else []) + [node for _, node in nodes]

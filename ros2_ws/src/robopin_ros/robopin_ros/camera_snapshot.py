@@ -29,6 +29,7 @@ from robopin.cameras.memory import retain_freed_image_memory
 from robopin.cameras.pairing import StampPairer
 from robopin.cameras.snapshot import PoseSource
 from robopin_ros import conversions
+from robopin_ros.runtime import shutdown_executor
 
 # The camera topics' QoS, publisher (camera_node) and subscribers alike. Reliable publishers serve both
 # reliable and best-effort subscribers; a few frames of history let a subscriber that is briefly late
@@ -156,9 +157,7 @@ class CameraViewsSubscriber:
     def close(self) -> None:
         """Remove the subscriptions from the node (with ``own_executor``: stop its thread, destroy the child node)."""
         if self._executor is not None:
-            self._executor.shutdown()
-            if self._spinner is not None:
-                self._spinner.join(timeout=5.0)
+            shutdown_executor(self._executor, self._spinner)
             self._executor = self._spinner = None
             self.node.destroy_node()
             self.subscriptions = []

@@ -33,6 +33,7 @@ from std_srvs.srv import Trigger
 from robopin.trials.log import encode_png
 from robopin_ros import conversions
 from robopin_ros.actions import STATUS_NAMES, future_result
+from robopin_ros.runtime import shutdown_executor
 
 __all__ = ["ConsoleRosLink", "open_console_link"]
 
@@ -161,8 +162,7 @@ class _LinkHandle:
         self.link, self._executor, self._context, self._thread = link, executor, context, thread
 
     def close(self) -> None:
-        self._executor.shutdown(timeout_sec=2.0)
-        self._thread.join(timeout=5.0)
+        shutdown_executor(self._executor, self._thread)
         self.link.destroy_node()
         self._context.try_shutdown()
 

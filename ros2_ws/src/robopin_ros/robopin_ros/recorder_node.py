@@ -66,8 +66,7 @@ _ACTIVE = {1, 2, 3}  # ACCEPTED, EXECUTING, CANCELING
 # Our camera node publishes reliably; a reliable subscriber with 100 frames of history (about 0.8 s of
 # two camera pairs at 30 Hz) rides out scheduling stalls of a loaded machine without loss, where 30
 # frames lost up to a quarter of them in bench_bags. realsense-ros publishers that are best-effort
-# need sensor_reliability:=best_effort.
-_SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
+# need sensor_reliability:=best_effort. Every other topic is recorded with the same profile.
 _RELIABLE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
 _LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE,
                           durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -122,7 +121,7 @@ class RecorderNode(Node):
         self.result_wait_s = float(self.get_parameter("result_wait_s").value)
         self._fetches = threading.Condition()
         self._pending_fetches = 0
-        self.sensor_qos = _SENSOR_QOS
+        self.sensor_qos = _RELIABLE_QOS
         if str(self.get_parameter("sensor_reliability").value) == "best_effort":
             self.sensor_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=30,
                                          reliability=ReliabilityPolicy.BEST_EFFORT)

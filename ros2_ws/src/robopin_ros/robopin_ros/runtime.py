@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
@@ -91,6 +91,30 @@ def stop_nodes(nodes: Iterable[Node], timeout_s: float = SHUTDOWN_DRAIN_S) -> li
                 time.sleep(SHUTDOWN_RESULT_GRACE_S)
             return running
         time.sleep(0.02)
+
+
+def shutdown_executor(executor: Executor, spinner: threading.Thread | None = None, timeout_s: float = 5.0) -> bool:
+    """Stop ``executor`` and wait (up to ``timeout_s``) until no callback of it runs; True when none does.
+
+    Nodes are destroyed right after this, and a callback still running then fails on its destroyed
+    publisher or timer ("cannot use Destroyable because destruction was requested", printed at exit
+    as an exception never retrieved). rclpy 7.1 (Jazzy) ``Executor.shutdown`` waits for nothing: it
+    sets ``_is_shutdown`` and then tests ``if not self._is_shutdown`` before waiting on its work
+    tracker, and ``MultiThreadedExecutor`` never shuts its thread pool down. So: stop spinning, drop the
+    handlers the pool has not started, then wait on the executor's own work tracker (entered around
+    every callback it runs).
+    """
+    executor.shutdown(timeout_sec=0)
+    deadline = time.monotonic() + timeout_s
+    if spinner is not None:
+        spinner.join(timeout=timeout_s)
+    pool = getattr(executor, "_executor", None)  # MultiThreadedExecutor's ThreadPoolExecutor
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+    tracker = getattr(executor, "_work_tracker", None)
+    if tracker is None:
+        return True
+    return tracker.wait(max(0.0, deadline - time.monotonic()))
 
 
 def _busy(node: Node) -> list[str]:
@@ -168,8 +192,7 @@ def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads:
             pass
         exit_watchdog()
         stop_nodes([node])
-        executor.shutdown(timeout_sec=5.0)
-        spinner.join(timeout=5.0)
+        shutdown_executor(executor, spinner)
     finally:
         if node is not None:
             node.destroy_node()

@@ -30,7 +30,7 @@ from tf2_msgs.msg import TFMessage
 from robopin.calibration import load_mount_for_view
 from robopin.geometry import CalibrationError, CameraMount, mount_from_dict
 from robopin.robots.description import load_description
-from robopin.robots.state_publisher import UrdfTree, robopin_frame_transforms
+from robopin.robots.state_publisher import robopin_frame_transforms
 from robopin_ros import conversions
 from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
@@ -63,7 +63,7 @@ class StatePublisherNode(Node):
         joint_states_topic = str(p("joint_states_topic", "/joint_states", "topic of the arm's joint states"))
         description = load_description(robot)
         urdf_text = description.urdf_path.read_text(encoding="utf-8")
-        self.tree = UrdfTree.from_urdf(urdf_text)
+        self.tree = description.urdf_tree
         mounts = []
         for view in views:
             mount = self._mount(view, calibrations, sim_world, calibration_dir)

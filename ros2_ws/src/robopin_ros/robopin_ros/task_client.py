@@ -38,6 +38,7 @@ from robopin.system.task_run import TaskRun
 from robopin.system.timing import FeedbackEvent
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, STATUS_NAMES, TERMINAL_STATUSES, follow_goal, future_result
+from robopin_ros.runtime import shutdown_executor
 
 __all__ = ["TASK_ACTION", "CancelOutcome", "TaskClient", "TaskRun", "cancel_running_tasks", "instruct_running_stack"]
 
@@ -270,7 +271,6 @@ def _client_process(views: Sequence[str]) -> Iterator[TaskClient]:
     try:
         yield client
     finally:
-        executor.shutdown(timeout_sec=2.0)
-        spinner.join(timeout=5.0)
+        shutdown_executor(executor, spinner)
         client.destroy_node()
         rclpy.try_shutdown()

@@ -16,8 +16,9 @@ read in NVlabs/curobo ``src/curobo/cuda_robot_model/urdf_kinematics_parser.py`` 
 - attached-object spheres are computed in the ee_link frame (``MotionGen.attach_external_objects_to_robot``
   multiplies by ``ee_pose.inverse()``), so the ``attached_object`` link must sit on ``ee_link`` at identity.
 
-:class:`CuroboKinematics` is a forward-kinematics model built from the URDF by those rules (not by
-pinocchio), so tests can hold cuRobo's reading of a config against robopin's pinocchio model.
+:class:`CuroboKinematics` is a forward-kinematics model of the URDF's tree
+(:class:`robopin.robots.urdf.UrdfTree`) composed by those rules (not by pinocchio), so tests can hold
+cuRobo's reading of a config against robopin's pinocchio model.
 """
 
 from __future__ import annotations
@@ -35,79 +36,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from robopin.motion.errors import MotionConfigError
+from robopin.robots.urdf import UrdfJoint, UrdfTree, UrdfTreeError
 
 ATTACHED_OBJECT_LINK = "attached_object"
 
 
-@dataclass(frozen=True)
-class UrdfJoint:
-    """One URDF joint as cuRobo's parser sees it."""
-
-    name: str
-    type: str  # revolute | continuous | prismatic | fixed
-    parent: str
-    child: str
-    origin: NDArray[np.float64]  # 4x4 parent → joint frame
-    axis: NDArray[np.float64]
-    lower: float
-    upper: float
-    mimic_of: str | None = None
-    multiplier: float = 1.0
-    offset: float = 0.0
-
-    @property
-    def movable(self) -> bool:
-        return self.type != "fixed"
-
-
-def _rpy_matrix(roll: float, pitch: float, yaw: float) -> NDArray[np.float64]:
-    cr, sr, cp, sp, cy, sy = np.cos(roll), np.sin(roll), np.cos(pitch), np.sin(pitch), np.cos(yaw), np.sin(yaw)
-    return np.array(
-        [
-            [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-            [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-            [-sp, cp * sr, cp * cr],
-        ]
-    )
-
-
-def _axis_rotation(axis: NDArray[np.float64], angle: float) -> NDArray[np.float64]:
-    k = np.asarray(axis, dtype=np.float64) / np.linalg.norm(axis)
-    K = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
-    return np.eye(3) + np.sin(angle) * K + (1.0 - np.cos(angle)) * (K @ K)
-
-
-def read_urdf(path: Path) -> tuple[set[str], dict[str, UrdfJoint]]:
-    """Link names and joints (keyed by name) of a URDF file."""
-    root = ET.parse(path).getroot()
-    links = {link.get("name") for link in root.findall("link")}
-    joints: dict[str, UrdfJoint] = {}
-    for element in root.findall("joint"):
-        origin = np.eye(4)
-        node = element.find("origin")
-        if node is not None:
-            origin[:3, 3] = [float(v) for v in node.get("xyz", "0 0 0").split()]
-            origin[:3, :3] = _rpy_matrix(*[float(v) for v in node.get("rpy", "0 0 0").split()])
-        axis_node = element.find("axis")
-        axis = np.array([float(v) for v in (axis_node.get("xyz") if axis_node is not None else "1 0 0").split()])
-        limit = element.find("limit")
-        lower = float(limit.get("lower", "-inf")) if limit is not None else -np.inf
-        upper = float(limit.get("upper", "inf")) if limit is not None else np.inf
-        mimic = element.find("mimic")
-        joints[element.get("name")] = UrdfJoint(
-            name=element.get("name"),
-            type=element.get("type"),
-            parent=element.find("parent").get("link"),
-            child=element.find("child").get("link"),
-            origin=origin,
-            axis=axis,
-            lower=lower,
-            upper=upper,
-            mimic_of=mimic.get("joint") if mimic is not None else None,
-            multiplier=float(mimic.get("multiplier", "1")) if mimic is not None else 1.0,
-            offset=float(mimic.get("offset", "0")) if mimic is not None else 0.0,
-        )
-    return links, joints
+def read_urdf_tree(path: Path) -> UrdfTree:
+    """The link and joint tree of the URDF file cuRobo loads (robopin's one URDF reader)."""
+    try:
+        return UrdfTree.from_file(path)
+    except UrdfTreeError as error:
+        raise MotionConfigError(f"cuRobo config: {Path(path).name}: {error}") from None
 
 
 def _pose7_matrix(pose: list[float]) -> NDArray[np.float64]:
@@ -121,12 +60,12 @@ class CuroboKinematics:
 
     def __init__(self, kinematics: dict[str, Any], urdf_path: Path) -> None:
         self.kinematics = kinematics
-        self.links, self.joints = read_urdf(urdf_path)
+        self.tree = read_urdf_tree(urdf_path)
+        self.joints = self.tree.joints
         self.base_link = kinematics["base_link"]
         self.ee_link = kinematics["ee_link"]
         self.lock = {str(k): float(v) for k, v in (kinematics.get("lock_joints") or {}).items()}
         self.joint_names = list(kinematics["cspace"]["joint_names"])
-        self._joint_of_child = {j.child: j for j in self.joints.values()}
         self.extra_links = dict(kinematics.get("extra_links") or {})
 
     def _joint_value(self, joint: UrdfJoint, free: dict[str, float]) -> float:
@@ -149,16 +88,10 @@ class CuroboKinematics:
                 extra = self.extra_links[link]
                 T = pose(extra["parent_link_name"]) @ _pose7_matrix(extra["fixed_transform"])
             else:
-                joint = self._joint_of_child.get(link)
+                joint = self.tree.joint_of(link)
                 if joint is None:
                     raise MotionConfigError(f"link {link!r} is not below base_link {self.base_link!r}")
-                motion = np.eye(4)
-                if joint.movable:
-                    value = self._joint_value(joint, free)
-                    if joint.type == "prismatic":
-                        motion[:3, 3] = joint.axis / np.linalg.norm(joint.axis) * value
-                    else:
-                        motion[:3, :3] = _axis_rotation(joint.axis, value)
+                motion = joint.motion(self._joint_value(joint, free)) if joint.movable else np.eye(4)
                 T = pose(joint.parent) @ joint.origin @ motion
             cache[link] = T
             return T
@@ -201,9 +134,10 @@ class CuroboKinematics:
 
 def check_robot_config(kinematics: dict[str, Any], urdf_path: Path) -> None:
     """Raise :class:`MotionConfigError` for what cuRobo v0.7.8 would reject or misread in ``kinematics``."""
-    links, joints = read_urdf(urdf_path)
+    tree = read_urdf_tree(urdf_path)
+    joints = tree.joints
     extra = dict(kinematics.get("extra_links") or {})
-    known_links = links | set(extra)
+    known_links = tree.links | set(extra)
     for key in ("base_link", "ee_link"):
         if kinematics.get(key) not in known_links:
             raise MotionConfigError(f"cuRobo config: {key} {kinematics.get(key)!r} is not a link of {urdf_path.name}")
@@ -242,7 +176,7 @@ def check_robot_config(kinematics: dict[str, Any], urdf_path: Path) -> None:
             if node in extra:
                 node = extra[node]["parent_link_name"]
                 continue
-            joint = kin._joint_of_child.get(node)
+            joint = kin.tree.joint_of(node)
             if joint is None:
                 raise MotionConfigError(f"cuRobo config: link {link!r} is not below base_link {kin.base_link!r}")
             if joint.movable and joint.mimic_of is None and joint.name not in kin.lock:
@@ -370,9 +304,8 @@ __all__ = [
     "ATTACHED_OBJECT_LINK",
     "CuroboKinematics",
     "PreparedRobotConfig",
-    "UrdfJoint",
     "check_robot_config",
     "prepare_robot_config",
-    "read_urdf",
+    "read_urdf_tree",
     "tool_offset",
 ]

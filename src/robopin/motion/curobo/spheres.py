@@ -364,15 +364,11 @@ def curobo_robot_config(robot, spheres: RobotSpheres) -> dict[str, object]:
     the planner converts TCP goals with the offset between them. Only joints cuRobo knows by name are
     locked (a mimic joint follows the joint it copies).
     """
-    from robopin.motion.curobo.robot_config import ATTACHED_OBJECT_LINK, read_urdf
+    from robopin.motion.curobo.robot_config import ATTACHED_OBJECT_LINK, read_urdf_tree
 
     spec = robot.spec
-    links, joints = read_urdf(spec.resolve(spec.urdf))
-    children = {j.child for j in joints.values()}
-    roots = sorted(links - children)
-    if len(roots) != 1:
-        raise MotionConfigError(f"robot {spec.name!r}: URDF has {len(roots)} root links {roots}")
-    lock = {name: float(v) for name, v in spec.locked_joints.items() if joints[name].mimic_of is None}
+    tree = read_urdf_tree(spec.resolve(spec.urdf))
+    lock = {name: float(v) for name, v in spec.locked_joints.items() if tree.joints[name].mimic_of is None}
     collision_links = [*sorted(spheres.spheres), ATTACHED_OBJECT_LINK]
     # The pairs robopin's own mesh check leaves out, and nothing else (see self_collision_buffers).
     pairs = {frozenset(p) for p in robot.ignored_self_collision_links()}
@@ -392,7 +388,7 @@ def curobo_robot_config(robot, spheres: RobotSpheres) -> dict[str, object]:
             "kinematics": {
                 "urdf_path": spec.urdf,
                 "asset_root_path": spec.package_dir,
-                "base_link": roots[0],
+                "base_link": tree.root_link,
                 "ee_link": spec.tcp_link,
                 "collision_link_names": collision_links,
                 "collision_spheres": spheres.to_curobo_spheres(),

@@ -55,7 +55,7 @@ logger = logging.getLogger(__name__)
 TTS_REFUSALS = {
     "tts_rejected": "E-TTS rejected every batch (no pair scored above the threshold) and is set to refuse",
 }
-"""Reasons an E-TTS step can end without an action, beyond the loop's own (see the issue note)."""
+"""Reasons an E-TTS step can end without an action, beyond the loop's own."""
 
 
 @dataclass

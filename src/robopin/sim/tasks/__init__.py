@@ -10,7 +10,7 @@ from robopin.sim.tasks.layouts import (
     Placement,
     layout_reach_m,
 )
-from robopin.sim.tasks.scene import Scene, build_scene, get_scene, observation_configuration
+from robopin.sim.tasks.scene import Scene, build_scene, check_success, get_scene, observation_configuration
 from robopin.sim.tasks.spec import (
     SCENARIO_DIR,
     TASK_TYPES,
@@ -21,7 +21,7 @@ from robopin.sim.tasks.spec import (
     load_scenario,
     scenario_from_dict,
 )
-from robopin.sim.tasks.success import GoalResult, PlaceGoal, SuccessReport, TaskSpec, check_success, on_plate
+from robopin.sim.tasks.success import GoalResult, PlaceGoal, SuccessReport, TaskSpec, on_plate
 
 __all__ = [
     "LAYOUTS",

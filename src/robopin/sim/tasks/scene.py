@@ -1,4 +1,4 @@
-"""Build a scenario with a seed into a populated world, and find the scene a world was built for."""
+"""Build a scenario with a seed into a populated world, find the scene a world was built for, judge it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from robopin.sim.render import DepthNoiseConfig, SimCameraSpec
 from robopin.sim.tasks.errors import LayoutError, ScenarioError
 from robopin.sim.tasks.layouts import LAYOUTS, Layout, layout_reach_m
 from robopin.sim.tasks.spec import ScenarioSpec, WristCameraConfig, load_scenario
-from robopin.sim.tasks.success import TaskSpec, on_plate
+from robopin.sim.tasks.success import GoalResult, SuccessReport, TaskSpec, on_plate
 from robopin.sim.world import TABLE_TOP_Z, SimWorld, look_at
 
 
@@ -162,3 +162,27 @@ def observation_configuration(world: SimWorld, wrist: WristCameraConfig) -> NDAr
     if np.linalg.norm(reached[:3, 3] - T_base_ee[:3, 3]) > 0.02:
         raise ScenarioError(f"{world.model.name} cannot reach the wrist observation pose at {wrist.observe_eye}")
     return q
+
+
+def check_success(scene: Scene) -> SuccessReport:
+    """Judge the scene's current state against its task."""
+    world, task = scene.world, scene.task
+    results = []
+    for goal in task.goals:
+        ok, reason = on_plate(world, goal.object, goal.target)
+        results.append(GoalResult(goal, ok, reason))
+    violations = []
+    for name in task.must_stay:
+        moved = float(np.linalg.norm(world.object_center(name)[:2] - scene.initial_positions[name][:2]))
+        if moved > task.stay_tolerance_m:
+            violations.append(f"{name} moved {moved:.3f} m (must stay within {task.stay_tolerance_m} m)")
+    goal_objects = {g.object for g in task.goals}
+    for goal in task.goals:
+        for obj in world.objects.values():
+            if obj.graspable and obj.name not in goal_objects and obj.name not in task.must_stay:
+                ok, _ = on_plate(world, obj.name, goal.target)
+                was = scene.initial_positions[obj.name]
+                if ok and np.linalg.norm(world.object_center(obj.name)[:2] - was[:2]) > task.stay_tolerance_m:
+                    violations.append(f"{obj.name} was put on {goal.target} but is not part of the task")
+    success = all(r.ok for r in results) and not violations
+    return SuccessReport(success, tuple(results), tuple(dict.fromkeys(violations)))

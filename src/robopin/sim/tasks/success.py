@@ -1,18 +1,12 @@
-"""What a simulated task asks for and how a final world state is judged against it."""
+"""What a simulated task asks for, what its judged result holds, and when an object rests on a plate."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-import numpy as np
 
 from robopin.sim.world import TABLE_TOP_Z, SimWorld
-
-if TYPE_CHECKING:
-    from robopin.sim.tasks.scene import Scene
 
 
 @dataclass(frozen=True)
@@ -83,27 +77,3 @@ def on_plate(world: SimWorld, object_name: str, plate_name: str) -> tuple[bool, 
     if world.grasped_object() == object_name:
         return False, "still held by the gripper"
     return True, ""
-
-
-def check_success(scene: Scene) -> SuccessReport:
-    """Judge the scene's current state against its task."""
-    world, task = scene.world, scene.task
-    results = []
-    for goal in task.goals:
-        ok, reason = on_plate(world, goal.object, goal.target)
-        results.append(GoalResult(goal, ok, reason))
-    violations = []
-    for name in task.must_stay:
-        moved = float(np.linalg.norm(world.object_center(name)[:2] - scene.initial_positions[name][:2]))
-        if moved > task.stay_tolerance_m:
-            violations.append(f"{name} moved {moved:.3f} m (must stay within {task.stay_tolerance_m} m)")
-    goal_objects = {g.object for g in task.goals}
-    for goal in task.goals:
-        for obj in world.objects.values():
-            if obj.graspable and obj.name not in goal_objects and obj.name not in task.must_stay:
-                ok, _ = on_plate(world, obj.name, goal.target)
-                was = scene.initial_positions[obj.name]
-                if ok and np.linalg.norm(world.object_center(obj.name)[:2] - was[:2]) > task.stay_tolerance_m:
-                    violations.append(f"{obj.name} was put on {goal.target} but is not part of the task")
-    success = all(r.ok for r in results) and not violations
-    return SuccessReport(success, tuple(results), tuple(dict.fromkeys(violations)))

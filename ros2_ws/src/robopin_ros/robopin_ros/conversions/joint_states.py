@@ -39,7 +39,7 @@ def joint_state_positions(msg: JointStateMsg) -> dict[str, float]:
 
 
 def frame_transforms_to_tf_message(edges, stamp: Time):
-    """``robopin.robots.state_publisher.FrameTransform`` edges as one tf2_msgs/TFMessage stamped ``stamp``."""
+    """``robopin.robots.urdf.FrameTransform`` edges as one tf2_msgs/TFMessage stamped ``stamp``."""
     stamped = []
     for edge in edges:
         T = np.asarray(edge.T_parent_child, dtype=np.float64)
