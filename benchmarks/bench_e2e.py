@@ -10,7 +10,9 @@ ahead of the stack's observe), projection by ``robopin.geometry`` and no planner
 Then pick-and-place planning in-process (``plan_pick_place`` with the node's planner, on the first
 pick-and-place of the spatial, multi-view and long-horizon tasks' ``--seeds``, posed as the node poses
 them) next to a single roboplan plan on ``bench_motion.py``'s tabletop problems, both in this run.
-Printed: bring-up time, each stage's median for both paths and their ratio, the non-model overhead
+Printed: bring-up time, where the sim renders are drawn, each stage's median for both paths and their ratio
+and how long the stack's interpreter stalled inside it (a thread that wakes every 2 ms records wake-ups
+more than 20 ms late: a pybullet render keeps the GIL throughout), the non-model overhead
 before planning (median and mean) and its ratio, that overhead as a ratio of RoboPIN's 0.281 s
 per-sample model time (a published figure), and the planning times (median, p95) and their ratio.
 The oracle's "model" time is its own rendering of both views. Nothing passes or fails; on a shared
@@ -31,6 +33,58 @@ import numpy as np
 from robopin.env import apply_ros_environment, test_domain_id
 
 STAGES = ("observe", "reason", "validate", "project", "plan")
+
+
+class StallMonitor:
+    """A thread that asks for the interpreter every ``period_s`` and records how late it got it.
+
+    A wake-up later than ``threshold_s`` is a stall: some thread held the GIL (a pybullet render keeps it
+    for the whole TinyRenderer pass) or the CPU was taken. ``stalled_s(a, b)`` sums the lateness inside [a, b]
+    on the monotonic clock the task client stamps feedback with.
+    """
+
+    def __init__(self, period_s: float = 0.002, threshold_s: float = 0.02) -> None:
+        import threading
+
+        self.period_s, self.threshold_s = period_s, threshold_s
+        self.stalls: list[tuple[float, float]] = []  # (start, end) of each stall
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stall-monitor", daemon=True)
+
+    def __enter__(self) -> StallMonitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        last = time.monotonic()
+        while not self._stop.is_set():
+            time.sleep(self.period_s)
+            now = time.monotonic()
+            if now - last - self.period_s > self.threshold_s:
+                self.stalls.append((last + self.period_s, now))
+            last = now
+
+    def stalled_s(self, start: float, end: float) -> float:
+        return sum(max(0.0, min(b, end) - max(a, start)) for a, b in self.stalls)
+
+
+def _stage_stalls(run, monitor: StallMonitor) -> dict[str, float]:
+    """Seconds of stall inside each stage of a task's feedback (windows as system.timing.step_timings cuts them)."""
+    from robopin.system.timing import FEEDBACK_STAGES
+
+    events = sorted(run.events, key=lambda e: e.time_s)
+    stalls: dict[str, float] = {}
+    for index, event in enumerate(events):
+        stage = FEEDBACK_STAGES.get(event.stage)
+        if stage is None:
+            continue
+        end = events[index + 1].time_s if index + 1 < len(events) else run.end_s
+        stalls[stage] = stalls.get(stage, 0.0) + monitor.stalled_s(event.time_s, end)
+    return stalls
 
 
 def _in_process_baseline(scene, system, steps: int) -> dict[str, list[float]]:
@@ -133,23 +187,32 @@ def main() -> None:
     with Bringup(system) as bringup:
         bringup.wait_ready(600)
         bringup_s = time.perf_counter() - started
-        timings = []
-        for _ in range(args.steps):
-            run = bringup.client.run_task(bringup.scene.spec.instruction, dry_run=True, timeout_s=600)
-            if not run.success:
-                print(f"dry run failed: {run.reason}: {run.message}")
-            timings += run.timings()
+        timings, stalls = [], []
+        with StallMonitor() as monitor:
+            for _ in range(args.steps):
+                run = bringup.client.run_task(bringup.scene.spec.instruction, dry_run=True, timeout_s=600)
+                if not run.success:
+                    print(f"dry run failed: {run.reason}: {run.message}")
+                timings += run.timings()
+                stalls.append(_stage_stalls(run, monitor))
+            steps_s = monitor.stalled_s(-1.0, time.monotonic())
+        worker = getattr(bringup.scene.world, "_render_worker", None)
+        renders_where = f"worker process {worker.pid}" if worker is not None else "this process"
         baseline = _in_process_baseline(bringup.scene, system, args.steps)
     pick_place_s, planned = _pick_place_planning(args.seeds)
     single_s = _single_plans()
     stack = summarize_timings(timings)
     print(f"bring-up of {len(system.nodes)} nodes (scene, planner warm-up, first camera frames): {bringup_s:.1f} s")
-    print(f"{'stage':<16}{'stack s':>10}{'in-process s':>14}{'ratio':>8}   (median of {args.steps} dry-run steps)")
+    print(f"sim renders drawn in {renders_where}; interpreter stalls > 20 ms during the stack's steps: "
+          f"{steps_s:.2f} s in all")
+    print(f"{'stage':<16}{'stack s':>10}{'in-process s':>14}{'ratio':>8}{'stall s':>9}   "
+          f"(median of {args.steps} dry-run steps; stall: the stack's interpreter stalled inside the stage)")
     for stage in (*STAGES, "model", "reason_overhead"):
         ours = stack.median_s.get(stage)
         base = statistics.median(baseline[stage]) if baseline.get(stage) else None
+        stall = statistics.median([s.get(stage, 0.0) for s in stalls]) if stage in STAGES else float("nan")
         print(f"{stage:<16}{ours if ours is not None else float('nan'):>10.3f}"
-              f"{base if base is not None else float('nan'):>14.3f}{_ratio(ours, base)}")
+              f"{base if base is not None else float('nan'):>14.3f}{_ratio(ours, base)}{stall:>9.3f}")
     overheads = [t.overhead_s for t in timings if "project" in t.durations_s]
     stack_median = statistics.median(overheads) if overheads else float("nan")
     base_steps = [o + r + p for o, r, p in zip(baseline["observe"], baseline["reason_overhead"], baseline["project"],
@@ -162,9 +225,11 @@ def main() -> None:
     print(f"  = {stack.overhead_ratio:.2f} x RoboPIN's {ROBOPIN_MODEL_TIME_S} s model time per sample "
           f"(with planning: {stack.overhead_with_planning_ratio:.2f} x)")
     median, p95 = statistics.median(pick_place_s), float(np.percentile(pick_place_s, 95))
+    node_plans = [t.durations_s["plan"] for t in timings if "plan" in t.durations_s]
+    node_p95 = float(np.percentile(node_plans, 95)) if node_plans else float("nan")
     print(f"pick-and-place planning, in-process, {planned}/{len(pick_place_s)} planned (3 tasks x {args.seeds} seeds): "
-          f"median {median:.3f} s, p95 {p95:.3f} s; through the node (plan stage above, median) "
-          f"{stack.median_s.get('plan', float('nan')):.3f} s")
+          f"median {median:.3f} s, p95 {p95:.3f} s; through the node (plan stage above, {len(node_plans)} steps) "
+          f"median {stack.median_s.get('plan', float('nan')):.3f} s, p95 {node_p95:.3f} s")
     print(f"single roboplan plan (bench_motion.py --quick problems, Panda): median {single_s[0]:.3f} s, "
           f"p95 {single_s[1]:.3f} s; a pick-and-place is {median / single_s[0]:.1f} single plans (medians)")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

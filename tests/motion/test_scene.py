@@ -118,3 +118,18 @@ def test_a_cloud_from_before_the_arm_last_moved_is_stale():
     finally:
         delivery.join()
     assert len(world.points) == 2
+
+
+def test_a_restamped_cloud_is_the_last_one_captured_later():
+    keeper = _keeper(max_cloud_age_s=1.0, require_cloud=True, cloud_wait_s=0.0)
+    with pytest.raises(ValueError, match="before any update_cloud"):
+        keeper.restamp_cloud(1.0)
+    q_rest = keeper.robot.home.copy()
+    keeper.update_joint_state(1.0, q_rest)
+    keeper.update_cloud(np.array([[0.5, 0.0, 0.2], [0.6, 0.1, 0.2]]), q_rest, stamp_s=2.0)
+    with pytest.raises(StaleWorldError, match="old"):
+        keeper.world(now_s=5.0)
+    keeper.restamp_cloud(4.5)  # the same points seen again at 4.5 s: fresh, the same points
+    assert len(keeper.world(now_s=5.0).points) == 2
+    keeper.restamp_cloud(3.0)  # an older capture never makes the cloud older
+    assert keeper.cloud_age_s(5.0) == pytest.approx(0.5)

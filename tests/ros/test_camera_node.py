@@ -113,14 +113,15 @@ def test_topics_follow_realsense_ros_names_and_share_the_optical_frame(subscribe
 
     topics = view_topics("wrist")
     spun.node.create_subscription(Image, topics["color"], lambda m: keep("color", m), 5)
-    spun.node.create_subscription(Image, topics["depth"], lambda m: keep("depth", m), 5)
+    depth = spun.node.create_subscription(Image, topics["depth"], lambda m: keep("depth", m), 5)
+    depth_topic = depth.topic_name  # resolved: the names are relative, here in the root namespace
     try:
         assert got.wait(20), f"no images on {topics['color']} and {topics['depth']}"
     finally:
         spun.close()
     assert seen["color"].encoding == "rgb8" and seen["depth"].encoding == "16UC1"
     assert seen["color"].header.frame_id == seen["depth"].header.frame_id == "wrist_optical"
-    assert topics["depth"] == "/cameras/wrist/aligned_depth_to_color/image_raw"
+    assert depth_topic == "/cameras/wrist/aligned_depth_to_color/image_raw"
 
 
 def test_own_executor_delivers_frames_without_the_callers_node_spinning(ros_context, two_views):

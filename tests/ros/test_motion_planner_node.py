@@ -128,8 +128,9 @@ def test_pick_and_place_through_the_node_moves_the_cube(cell):
     world, _, _, planner, client = cell
     _wait_for_joint_state(planner)
     # The planner executes through the standard ros2_control actions, served by the arm driver (over DDS).
-    assert planner.execute_action == "/robopin/arm/follow_joint_trajectory"
-    assert planner.gripper_action == "/robopin/arm/gripper_cmd"
+    # Relative names: /robopin/arm/... here in the root namespace, /left/robopin/arm/... in namespace left.
+    assert planner.execute_action == "robopin/arm/follow_joint_trajectory"
+    assert planner.gripper_action == "robopin/arm/gripper_cmd"
     finished: dict[bytes, int] = {}
     for action in (planner.execute_action, planner.gripper_action):
         client.create_subscription(GoalStatusArray, f"{action}/_action/status", lambda m, a=action: finished.update(

@@ -35,7 +35,10 @@ pytestmark = pytest.mark.ros
 # start_type_description_service); they are ROS's, not robopin's.
 ROS_OWN = {"use_sim_time", "start_type_description_service"}
 # What each node's set-parameters callback applies while it runs; every other parameter is read-only.
-DYNAMIC = {"planner_node": {"vlm", "reasoning", "workspace"}, "camera_node": {"reconnect_period_s"}}
+# The planner's nested settings are dotted parameters: one per key given (and vlm.type, its default), next to
+# the older one-YAML-string form of each.
+DYNAMIC = {"planner_node": {"vlm", "reasoning", "workspace", "vlm.type", "vlm.texts", "vlm.delay_s"},
+           "camera_node": {"reconnect_period_s"}}
 CALL_TIMEOUT_S = 20.0
 
 
@@ -109,8 +112,9 @@ def _planner(context, tmp, cleanups):
     from robopin.vlm import register_backend
 
     register_backend("scripted", "tests.reasoning.stages")
-    return PlannerNode(context=context, parameter_overrides=_overrides(
-        vlm="{type: scripted, texts: ['<think>x</think><answer>[]</answer>']}", views=["static"]))
+    return PlannerNode(context=context, parameter_overrides=[
+        Parameter("vlm.type", value="scripted"), Parameter("vlm.texts", value=["<think>x</think><answer>[]</answer>"]),
+        Parameter("vlm.delay_s", value=0.0), Parameter("views", value=["static"])])
 
 
 def _state_publisher(context, tmp, cleanups):
@@ -235,3 +239,68 @@ def test_a_value_outside_its_range_stops_the_node_naming_the_bound(ros_context):
 
     with pytest.raises(ValueError, match=r"^parameter rate must be >= 0.0, got -1.0$"):
         ReplayNode(context=ros_context, parameter_overrides=_overrides(rate=-1.0))
+
+
+def _planner_from_parameters_file(context, tmp: Path, source: str):
+    """planner_node started from real_xarm6's parameters file as bringup and the launch file write it, or from
+    the hand-written config/planner.yaml (rcl flattens its nested mappings)."""
+    from robopin_ros.planner_node import PlannerNode
+
+    params = REPO_ROOT / "config" / "planner.yaml"
+    if source == "system_file":
+        params = tmp / "real_xarm6.params.yaml"
+        params.write_text(yaml.safe_dump(load_system("real_xarm6").with_arguments({}, {}).ros_parameters_file()))
+    return PlannerNode(context=context, cli_args=["--ros-args", "--params-file", str(params)])
+
+
+@pytest.mark.parametrize("source", ["system_file", "planner_yaml"])
+def test_nested_settings_arrive_as_dotted_parameters_with_descriptors(ros_context, tmp_path, source):
+    node = _planner_from_parameters_file(ros_context, tmp_path, source)
+    try:
+        values = {name: node.get_parameter(name).value for name in
+                  ("vlm.type", "vlm.base_url", "vlm.model", "vlm.timeout_s", "reasoning.max_steps",
+                   "reasoning.view_roles.wrist", "workspace.min_xyz")}
+        assert values["vlm.type"] == "openai" and values["vlm.base_url"] == "http://127.0.0.1:8000/v1"
+        assert values["vlm.timeout_s"] == 60.0 and values["reasoning.max_steps"] == 8
+        assert values["reasoning.view_roles.wrist"].startswith("camera on the robot's wrist")
+        assert list(values["workspace.min_xyz"]) == [0.1, -0.5, -0.02]
+        assert node.get_parameter("vlm").value == ""  # nothing travels as a YAML string any more
+        descriptor = node.describe_parameter("vlm.base_url")
+        assert "VLM backend" in descriptor.description and not descriptor.read_only
+        assert node._config.max_steps == 8 and node._config.workspace is not None
+    finally:
+        node.destroy_node()
+
+
+def test_a_dotted_vlm_key_set_at_run_time_rebuilds_the_backend_and_a_bad_one_is_refused(ros_context):
+    from robopin.vlm import register_backend
+
+    register_backend("scripted", "tests.reasoning.stages")
+    node = _planner(ros_context, None, [])
+    executor = SingleThreadedExecutor(context=ros_context)
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    client = SpunNode("nested_parameter_client", ros_context)
+    try:
+        before = node._backend
+        answer = "<think>y</think><answer>[]</answer>"
+        value = ParameterMsg(name="vlm.texts").value
+        value.type, value.string_array_value = ParameterType.PARAMETER_STRING_ARRAY, [answer]
+        result = _call(client, SetParameters, f"/{node.get_name()}/set_parameters",
+                       SetParameters.Request(parameters=[ParameterMsg(name="vlm.texts", value=value)])).results[0]
+        assert result.successful, result.reason
+        assert node._backend is not before and list(node._backend.config.texts) == [answer]
+
+        bad = ParameterMsg(name="vlm.type").value
+        bad.type, bad.string_value = ParameterType.PARAMETER_STRING, "no_such_backend"
+        result = _call(client, SetParameters, f"/{node.get_name()}/set_parameters",
+                       SetParameters.Request(parameters=[ParameterMsg(name="vlm.type", value=bad)])).results[0]
+        assert not result.successful and "no_such_backend" in result.reason
+        assert node.get_parameter("vlm.type").value == "scripted"
+        assert list(node._backend.config.texts) == [answer]
+    finally:
+        client.close()
+        executor.shutdown()
+        spinner.join(timeout=5)
+        node.destroy_node()

@@ -69,3 +69,38 @@ def test_shutdown_executor_waits_for_the_running_callback_before_the_node_is_des
     node.destroy_node()
     assert node.errors == []
     assert not spinner.is_alive()
+
+
+class _BusyTimers(Node):
+    """Timers firing every millisecond on a multi-threaded executor: handlers are always in flight."""
+
+    def __init__(self, context, index: int) -> None:
+        super().__init__(f"busy_timers_{index}", context=context)
+        self.publisher = self.create_publisher(String, "busy_topic", 1)
+        self.ticks = [self.create_timer(0.001, self._tick) for _ in range(4)]
+
+    def _tick(self) -> None:
+        self.publisher.publish(String(data="tick"))
+
+
+def test_no_callback_handler_fails_on_a_destroyed_guard_condition_or_publisher(ros_context, monkeypatch):
+    import rclpy.task
+
+    failures: list[BaseException] = []
+    original = rclpy.task.Future.set_exception
+
+    def record(self, exception):
+        failures.append(exception)
+        return original(self, exception)
+
+    monkeypatch.setattr(rclpy.task.Future, "set_exception", record)
+    for index in range(10):
+        node = _BusyTimers(ros_context, index)
+        executor = MultiThreadedExecutor(num_threads=4, context=ros_context)
+        executor.add_node(node)
+        spinner = threading.Thread(target=executor.spin, daemon=True)
+        spinner.start()
+        time.sleep(0.1)
+        assert shutdown_executor(executor, spinner, timeout_s=10.0)
+        node.destroy_node()
+    assert [repr(error) for error in failures] == []

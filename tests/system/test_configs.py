@@ -23,7 +23,7 @@ NODES = ROOT / "ros2_ws" / "src" / "robopin_ros" / "robopin_ros"
 SYSTEM_FILES = sorted(p for p in (ROOT / "config").glob("*.yaml") if "nodes" in (yaml.safe_load(p.read_text()) or {}))
 # Calls through which the nodes declare their parameters (rclpy's, or the nodes' small wrappers).
 _DECLARING_CALLS = {"declare_parameter", "declare", "_declare", "_parameter", "_declare_read_only", "read_only",
-                    "p"}
+                    "p", "declare_nested"}
 
 
 def node_scripts() -> set[str]:
@@ -46,7 +46,7 @@ def declared_parameters(executable: str) -> set[str]:
         func = call.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         # robopin_ros.parameters.declare(node, name, default, description, ...) names the node first.
-        first = call.args[1] if name == "declare" and len(call.args) > 1 else call.args[0]
+        first = call.args[1] if name in ("declare", "declare_nested") and len(call.args) > 1 else call.args[0]
         if name in _DECLARING_CALLS and isinstance(first, ast.Constant) and isinstance(first.value, str):
             names.add(first.value)
     return names
@@ -102,7 +102,7 @@ def test_launch_entries_write_one_parameters_file_for_a_real_system(tmp_path):
     assert [e.executable for e in entries] == [n.executable for n in system.nodes]
     params = yaml.safe_load(Path(entries[0].parameters_file).read_text())
     assert set(params) == {e.name for e in entries}
-    assert yaml.safe_load(params["arm_driver"]["ros__parameters"]["options"])["ip"] == "10.1.2.3"
+    assert params["arm_driver"]["ros__parameters"]["options.ip"] == "10.1.2.3"
     assert params["camera_wrist"]["ros__parameters"]["serial"] == ""  # empty = the file's value
 
 
@@ -174,7 +174,7 @@ def test_launch_file_starts_every_node_of_a_real_system_with_stand_in_launch(lau
         (params_file,) = node.kwargs["parameters"]
         assert node.kwargs["name"] in yaml.safe_load(Path(params_file).read_text())
     params = yaml.safe_load(Path(nodes[0].kwargs["parameters"][0]).read_text())
-    assert yaml.safe_load(params["arm_driver"]["ros__parameters"]["options"])["ip"] == "172.16.0.9"
+    assert params["arm_driver"]["ros__parameters"]["options.ip"] == "172.16.0.9"
 
 
 def test_launch_file_runs_a_simulated_system_as_one_process(launch_file):

@@ -81,6 +81,7 @@ def test_every_system_argument_is_declared_with_its_real_default(launch_file):
     description = launch_file.generate_launch_description()
     declared = {a.args[0]: a.kwargs for a in description if type(a).__name__ == "DeclareLaunchArgument"}
     assert declared.pop("system")["default_value"] == "sim_panda"
+    assert declared.pop("namespace")["default_value"] == ""  # the launch file's own (nav2's namespace:=)
     files = {path.stem: {a.name: a for a in load_system(path).arguments} for path in SYSTEM_FILES}
     assert set(declared) == {name for arguments in files.values() for name in arguments}
     for name, kwargs in declared.items():
@@ -108,8 +109,8 @@ def test_the_installed_launch_starts_existing_nodes_and_reaches_an_external_cont
     params = yaml.safe_load(Path(nodes[0].kwargs["parameters"][0]).read_text())
     planner = params["motion_planner_node"]["ros__parameters"]
     assert planner["execute_action"] == "/xarm6_traj_controller/follow_joint_trajectory"
-    assert planner["gripper_action"] == "/robopin/arm/gripper_cmd"
-    assert yaml.safe_load(params["arm_driver"]["ros__parameters"]["options"])["ip"] == "192.168.1.200"
+    assert planner["gripper_action"] == "robopin/arm/gripper_cmd"  # relative: under namespace:=
+    assert params["arm_driver"]["ros__parameters"]["options.ip"] == "192.168.1.200"
 
 
 def test_show_args_lists_the_real_defaults(prefix, monkeypatch):

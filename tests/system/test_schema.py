@@ -88,13 +88,15 @@ def test_mistakes_are_refused_naming_the_bad_value(changes, message):
 
 def test_ros_parameters_turn_mappings_into_yaml_strings_the_nodes_parse():
     parameters = build().node("projection_node").ros_parameters()
-    assert isinstance(parameters["workspace"], str)
-    assert yaml.safe_load(parameters["workspace"]) == {"min_xyz": [0.1, -0.5, 0], "max_xyz": [0.9, 0.5, 0.6]}
+    # projection_node declares workspace dotted (robopin.system.nested): one parameter per key.
+    assert parameters["workspace.min_xyz"] == [0.1, -0.5, 0.0] and parameters["workspace.max_xyz"] == [0.9, 0.5, 0.6]
     assert parameters["views"] == ["static", "wrist"]
     exported = build().with_arguments({}).ros_parameters_file()
     assert set(exported) == {"camera_static", "camera_wrist", "arm", "projection_node", "motion_planner_node",
                              "planner_node"}
-    assert yaml.safe_load(exported["arm"]["ros__parameters"]["options"])["world"] == "cell"
+    # Settings their node declares dotted (robopin.system.nested) arrive as one parameter per key.
+    assert exported["arm"]["ros__parameters"]["options.world"] == "cell"
+    assert exported["camera_wrist"]["ros__parameters"]["options.world"] == "cell"  # written as YAML text
 
 
 def test_ros_parameter_lists_are_typed_the_way_ros_needs():

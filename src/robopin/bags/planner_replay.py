@@ -200,14 +200,14 @@ def projection_config_from_parameters(values: Mapping[str, Any]) -> ProjectionCo
     The names and defaults are projection_node's own (ros2_ws/src/robopin_ros/robopin_ros/projection_node.py);
     a recorder bag carries the live node's values on ``/robopin/parameters/projection_node``.
     """
-    import yaml
-
     from robopin.geometry import DepthConfig, WorkspaceBox
+    from robopin.system.nested import setting_from_parameters
 
     def get(name: str, default: Any) -> Any:
         return values.get(name, default)
 
-    workspace = yaml.safe_load(str(get("workspace", ""))) or None
+    # Dotted workspace.* parameters, or the one YAML string older bags carry.
+    workspace = setting_from_parameters("workspace", values) or None
     depth = DepthConfig(window_px=int(get("window_px", 7)), min_depth_m=float(get("min_depth_m", 0.1)),
                         max_depth_m=float(get("max_depth_m", 3.0)),
                         min_valid_fraction=float(get("min_valid_fraction", 0.3)),

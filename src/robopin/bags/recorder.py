@@ -26,6 +26,7 @@ import numpy as np
 from robopin.bags.annotations import annotation_topic, reasoning_to_annotations
 from robopin.bags.typestore import message_definition, robopin_typestore
 from robopin.geometry.transforms import matrix_to_quaternion
+from robopin.system.names import normalize_namespace, strip_namespace
 
 __all__ = [
     "DEFAULT_FLUSH_INTERVAL_S",
@@ -267,18 +268,22 @@ class TrialRecorder:
     frames a first observation may take, a second or more old with 1 Hz cameras, and the arm poses
     around them) and the newest message of each goes in however old it is. ``/tf_static``, the latched
     :data:`LATCHED_TOPICS` and recorded node parameters are always remembered and written first. MCAP
-    chunks are closed every ``flush_interval_s`` (see :class:`BagWriter`).
+    chunks are closed every ``flush_interval_s`` (see :class:`BagWriter`). ``namespace``: the recording
+    node's ROS namespace; topics in it are written as the root namespace names them
+    (:func:`robopin.system.names.strip_namespace`: ``/left/tf`` -> ``/tf``), so every reader, replay and
+    report reads a namespaced robot's bag as any other.
     """
 
     def __init__(self, root: str | Path, *, static_transforms: Sequence[StaticTransform] = (),
                  typestore: Any = None, queue_size: int = 2000, annotate: bool = True, preroll_s: float = 1.0,
                  preroll_bytes: int = 256 * 2**20, flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
-                 state_preroll_s: float = 3.0) -> None:
+                 state_preroll_s: float = 3.0, namespace: str = "") -> None:
         if not preroll_s >= 0:
             raise RecorderError(f"preroll_s must be >= 0 seconds, got {preroll_s!r}")
         if not state_preroll_s >= 0:
             raise RecorderError(f"state_preroll_s must be >= 0 seconds, got {state_preroll_s!r}")
         self.state_preroll_s = state_preroll_s
+        self.namespace = normalize_namespace(namespace)
         self.root = Path(root)
         self.preroll_s = preroll_s
         self.preroll_bytes = preroll_bytes
@@ -373,6 +378,7 @@ class TrialRecorder:
 
     def record(self, topic: str, msgtype: str, data: bytes | memoryview, stamp_ns: int | None = None) -> bool:
         """Record one serialized message into the current task's bag; False when none runs or it was dropped."""
+        topic = strip_namespace(topic, self.namespace)
         if msgtype == TF_TYPE and topic == TF_STATIC_TOPIC:
             self._remember_static(data)
         elif is_latched_topic(topic):

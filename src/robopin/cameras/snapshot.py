@@ -8,7 +8,9 @@ reason, rather than hand the planner views of two different worlds:
 
 * ``stale_frame`` — a view has no frame, or the frames are older than ``max_age_s``;
 * ``views_out_of_sync`` — the views are fresh but no set lies within ``sync_tolerance_s``;
-* ``stale_arm_pose`` — no arm pose lies within ``arm_pose_tolerance_s`` of a frame's time.
+* ``stale_arm_pose`` — no arm pose lies within ``arm_pose_tolerance_s`` of a frame's time;
+* ``camera_qos_mismatch`` — raised by a topic subscriber (robopin_ros.camera_snapshot) for a view without
+  frames whose publisher offers a QoS its subscription cannot match.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ __all__ = [
     "SnapshotSynchronizer",
 ]
 
-SNAPSHOT_REFUSALS = ("stale_frame", "views_out_of_sync", "stale_arm_pose")
+SNAPSHOT_REFUSALS = ("stale_frame", "views_out_of_sync", "stale_arm_pose", "camera_qos_mismatch")
 
 
 class SnapshotError(CameraError):

@@ -122,10 +122,11 @@ def _xyz(point) -> str:
     return "(" + ", ".join(f"{c:.4f}" for c in point) + ") m"
 
 
-def _ros_node(module: str, params: list[str]) -> int:
+def _ros_node(module: str, params: list[str], namespace: str = "") -> int:
     # The CLI lives in the rclpy-free core; the node module is only imported when asked for.
     node = importlib.import_module(f"robopin_ros.{module}")
-    return int(node.main([sys.argv[0], "--ros-args", *[p for kv in params for p in ("-p", kv)]]) or 0)
+    remap = ["-r", f"__ns:={namespace}"] if namespace else []  # its relative names go under the robot's namespace
+    return int(node.main([sys.argv[0], "--ros-args", *remap, *[p for kv in params for p in ("-p", kv)]]) or 0)
 
 
 def _play(args: argparse.Namespace) -> int:
@@ -135,18 +136,20 @@ def _play(args: argparse.Namespace) -> int:
         params.append(f"topics:={json.dumps(args.topics)}")
     if args.exclude:
         params.append(f"exclude:={json.dumps(args.exclude)}")
-    return _ros_node("replay_node", params)
+    return _ros_node("replay_node", params, args.namespace)
 
 
 def _record(args: argparse.Namespace) -> int:
     params = [f"output_dir:={args.output}", f"flush_interval_s:={args.flush_interval_s}"]
     if args.topics:
         params.append(f"topics:={json.dumps(args.topics)}")
-    return _ros_node("recorder_node", params)
+    return _ros_node("recorder_node", params, args.namespace)
 
 
 def register(subparsers) -> None:
     """Add ``robopin bag …``."""
+    from robopin.cli.up import add_namespace_argument
+
     parser = subparsers.add_parser("bag", help="inspect, step through, re-plan, record and play trial bags")
     commands = parser.add_subparsers(dest="bag_command", metavar="BAG_COMMAND", required=True)
     info = commands.add_parser("info", help="topics, types, counts and duration of a bag")
@@ -181,10 +184,12 @@ def register(subparsers) -> None:
     play.add_argument("--start", type=float, default=0.0, metavar="SECONDS", help="skip the first SECONDS")
     play.add_argument("--topics", nargs="*", default=[], help="shell patterns of topics to play")
     play.add_argument("--exclude", nargs="*", default=[], help="shell patterns of topics to leave out")
+    add_namespace_argument(play)
     play.set_defaults(func=_play)
     record = commands.add_parser("record", help="run the recorder node: one bag per task (needs ROS 2)")
     record.add_argument("--output", default="trials/bags")
     record.add_argument("--topics", nargs="*", default=[], help="shell patterns (default: the trial topics)")
     record.add_argument("--flush-interval-s", type=float, default=1.0,
                         help="close the MCAP chunk this often: the most a killed recorder loses (see bag recover)")
+    add_namespace_argument(record)
     record.set_defaults(func=_record)

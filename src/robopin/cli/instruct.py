@@ -6,7 +6,8 @@ too), then prints each stage of the task and its result. The task belongs to thi
 SIGTERM or ``--timeout`` cancel it, the planner stops the arm, and the command waits for the task's
 final status before it exits (130 when interrupted). ``cancel`` cancels a running task by its id (or
 every running task) from any shell. The stack runs elsewhere (``robopin up`` or ``ros2 launch``) in the
-same ROS domain. Exit code 0 when the task succeeded (``instruct``) or was canceled (``cancel``).
+same ROS domain; ``--namespace left`` reaches a stack whose system file says ``namespace: left``
+(``/left/robopin/execute_task``). Exit code 0 when the task succeeded (``instruct``) or was canceled (``cancel``).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def _instruct(args: argparse.Namespace) -> int:
     with stop_signals(request_stop):
         run = instruct_running_stack(args.instruction, views=args.views, mode=args.mode, dry_run=args.dry_run,
                                      max_steps=args.max_steps, timeout_s=args.timeout, wait_s=args.wait,
-                                     on_event=stage_printer(), stop=stop)
+                                     on_event=stage_printer(), stop=stop, namespace=args.namespace)
     if not run.accepted:
         if stop.is_set():
             return 130
@@ -74,7 +75,7 @@ def _instruct(args: argparse.Namespace) -> int:
 def _cancel(args: argparse.Namespace) -> int:
     from robopin_ros.task_client import cancel_running_tasks
 
-    outcome = cancel_running_tasks(args.task, wait_s=args.wait)
+    outcome = cancel_running_tasks(args.task, wait_s=args.wait, namespace=args.namespace)
     if not outcome.requested:
         print(outcome.message)
         return 1
@@ -85,6 +86,8 @@ def _cancel(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     """Add ``robopin instruct`` and ``robopin cancel``."""
+    from robopin.cli.up import add_namespace_argument
+
     parser = subparsers.add_parser("instruct", help="give a running stack a language instruction",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("instruction", type=_utf8_instruction, help="what the robot should do, in plain language")
@@ -95,6 +98,7 @@ def register(subparsers) -> None:
                         help="cancel the task (the arm stops) after this many seconds")
     parser.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the planner's task action")
     parser.add_argument("--views", nargs="+", default=["static", "wrist"], help="camera views to watch")
+    add_namespace_argument(parser)
     parser.set_defaults(func=_instruct)
 
     cancel = subparsers.add_parser("cancel", help="cancel the running task (the arm stops first)",
@@ -102,4 +106,5 @@ def register(subparsers) -> None:
     cancel.add_argument("task", nargs="?", default="", help="the task id `instruct` printed (a prefix is enough); "
                                                             "empty: every running task")
     cancel.add_argument("--wait", type=float, default=10.0, help="seconds to wait for each task's final status")
+    add_namespace_argument(cancel)
     cancel.set_defaults(func=_cancel)

@@ -78,8 +78,8 @@ def _method(system: Any) -> str:
 
 def _arm_prefix(system: Any) -> str:
     for node in system.nodes_running("arm_driver_node"):
-        return str(node.parameters.get("prefix", "/robopin/arm"))
-    return "/robopin/arm"
+        return str(node.parameters.get("prefix", "robopin/arm"))
+    return "robopin/arm"
 
 
 def _trial(args: argparse.Namespace) -> int:
@@ -174,7 +174,9 @@ class _Batch:
         from robopin_ros.operator_console import open_console_link
 
         # The console's link keeps the live views; the trial runner takes each trial's initial views from it.
-        self.link = open_console_link(views, arm_prefix=_arm_prefix(plan[0].system), initialize_logging=False)
+        self.link = open_console_link(views, arm_prefix=_arm_prefix(plan[0].system),
+                                      namespace=plan[0].system.namespace, initialize_logging=False,
+                                      topics=plan[0].system.view_topics())
         try:
             self._open_front_ends(args, out, answers)
         except BaseException:

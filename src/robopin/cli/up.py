@@ -27,6 +27,10 @@ def load_cli_system(args: argparse.Namespace):
                                  ("seed", getattr(args, "seed", None))) if v is not None}
     if changes:
         system = system.with_sim(**changes)
+    if getattr(args, "namespace", None) is not None:
+        from robopin.system.loading import in_namespace
+
+        system = in_namespace(system, args.namespace)
     return system
 
 
@@ -145,7 +149,8 @@ def _run(args: argparse.Namespace, system) -> int:
         print(f"  report:    {html}")
         return 0 if outcome.success else 1
     with Bringup(system, client=False, check_model=not args.no_model_check) as bringup:
-        print(f"robopin up {system.name}: nodes {[n.name for n in system.nodes]} running; Ctrl-C to stop",
+        where = f" in namespace {system.namespace}" if system.namespace else ""
+        print(f"robopin up {system.name}: nodes {[n.name for n in system.nodes]} running{where}; Ctrl-C to stop",
               flush=True)
         if args.ready_timeout > 0:
             bringup.wait_ready(args.ready_timeout)
@@ -187,6 +192,22 @@ def add_system_arguments(parser: argparse.ArgumentParser, *, system_required: bo
                         help="arguments the system file declares (robot_ip:=..., vlm_url:=..., dry_run:=true)")
 
 
+def ros_namespace(text: str) -> str:
+    """A ``--namespace`` value: a ROS namespace (``left``, ``/lab/left``), normalized; refused by name otherwise."""
+    from robopin.system.names import NamespaceError, normalize_namespace
+
+    try:
+        return normalize_namespace(text)
+    except NamespaceError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_namespace_argument(parser: argparse.ArgumentParser) -> None:
+    """``--namespace``: the robot's ROS namespace (its system file's ``namespace``)."""
+    parser.add_argument("--namespace", type=ros_namespace, default="",
+                        help="the robot's ROS namespace, as its system file's namespace: (default: the root namespace)")
+
+
 def register(subparsers) -> None:
     """Add ``robopin up``."""
     parser = subparsers.add_parser("up", help="run every node of a system file in one process",
@@ -202,4 +223,7 @@ def register(subparsers) -> None:
                              "wait; the model server's answer is printed when it comes)")
     parser.add_argument("--no-model-check", action="store_true",
                         help="do not ask the VLM server for its model list (readiness then ignores the model)")
+    parser.add_argument("--namespace", type=ros_namespace, default=None,
+                        help="run every node in this ROS namespace (default: the system file's namespace:, else the "
+                             "root namespace); two robots share one graph under two namespaces")
     parser.set_defaults(func=_up)

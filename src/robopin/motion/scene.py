@@ -99,6 +99,15 @@ class SceneKeeper:
             self._cloud_arrived.notify_all()
         return len(array)
 
+    def restamp_cloud(self, stamp_s: float) -> None:
+        """The last cloud again, captured at ``stamp_s``: the caller saw the same points at the same joint state
+        (a still scene), whose cropping and robot masking would give the same points."""
+        with self._lock:
+            if self._stamp_s is None:
+                raise ValueError("restamp_cloud before any update_cloud")
+            self._stamp_s = max(self._stamp_s, float(stamp_s))
+            self._cloud_arrived.notify_all()
+
     def cloud_age_s(self, now_s: float) -> float | None:
         """Seconds since the last cloud was captured, None before the first."""
         with self._lock:

@@ -19,6 +19,8 @@ REFUSAL_REASONS: dict[str, str] = {
     "stale_frame": "a view has no frame or its frames are older than the allowed age",
     "views_out_of_sync": "the views are fresh but not taken at the same time",
     "stale_arm_pose": "no arm pose near a frame's timestamp",
+    "camera_qos_mismatch": "a camera publishes with a QoS the subscriber cannot match (best effort vs reliable): "
+                           "no frame of that view can arrive",
     "vlm_timeout": "the model did not answer within its timeout",
     "vlm_unavailable": "the model server cannot be reached or the model does not exist",
     "vlm_error": "the model request failed (bad request, server error, unusable response)",

@@ -117,11 +117,13 @@ class SimCamera(Camera):
         self._next_due = max(self._next_due + 1.0 / self.config.fps, time.monotonic())
         depth = view.depth_m.copy()
         depth[depth <= 0] = np.nan  # the camera contract marks invalid depth with NaN
+        # The capture time is when the drawn state was read (a render worker draws it while the world moves on).
+        captured_s = view.captured_at_s if view.captured_at_s is not None else time.time()
         frame = Frame(
             view.color,
             depth.astype(np.float32),
             view.model,
-            time.time(),
+            captured_s,
             serial=f"{self.config.world}/{self.config.camera_in_world}",
             index=self._index,
             camera_name=self.config.name,

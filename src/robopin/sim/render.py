@@ -133,7 +133,7 @@ class SimCameraSpec:
 class RenderedView:
     """One rendered RGB-D frame: color (H, W, 3) uint8, depth_m (H, W) float32 with 0 = no reading,
     segmentation (H, W) int32 body ids (-1 background), the intrinsics, the optical-frame pose in
-    ``base`` and the simulated time it was taken at."""
+    ``base``, the simulated time it was taken at and (when known) the host wall-clock time of that state."""
 
     camera: str
     color: NDArray[np.uint8]
@@ -142,6 +142,8 @@ class RenderedView:
     model: CameraModel
     T_base_cam: NDArray[np.float64]
     stamp_s: float
+    captured_at_s: float | None = None
+    """Host wall-clock time (``time.time()``) of the state drawn; None when the renderer did not say."""
 
     @property
     def K(self) -> NDArray[np.float64]:
@@ -161,28 +163,45 @@ def linearize_depth(buffer: NDArray[np.floating], near_m: float, far_m: float) -
     return (far_m * near_m / (far_m - (far_m - near_m) * z)).astype(np.float32)
 
 
-def render(
-    client: int,
-    spec: SimCameraSpec,
-    T_base_cam: NDArray[np.float64],
-    stamp_s: float,
-    rng: np.random.Generator | None = None,
-) -> RenderedView:
-    """Render one view with TinyRenderer; the caller holds the world lock."""
+def camera_buffers(
+    client: int, spec: SimCameraSpec, T_base_cam: NDArray[np.float64]
+) -> tuple[NDArray[np.uint8], NDArray[np.float32], NDArray[np.int32]]:
+    """TinyRenderer's raw buffers of one view: RGBA (H, W, 4), OpenGL depth in [0, 1], segmentation.
+
+    pybullet keeps the GIL for the whole pass (0.1-0.7 s at 640x480 on this machine kind): in a process
+    that runs other threads, call it from :mod:`robopin.sim.render_worker`'s process instead.
+    """
     import pybullet as p
 
-    projection = spec.projection_matrix()
     _, _, rgba, depth_buffer, segmentation = p.getCameraImage(
         spec.width,
         spec.height,
         viewMatrix=view_matrix(T_base_cam),
-        projectionMatrix=projection,
+        projectionMatrix=spec.projection_matrix(),
         renderer=p.ER_TINY_RENDERER,
         physicsClientId=client,
     )
-    rgba = np.asarray(rgba, dtype=np.uint8).reshape(spec.height, spec.width, 4)
-    depth = linearize_depth(np.asarray(depth_buffer).reshape(spec.height, spec.width), spec.near_m, spec.far_m)
-    seg = np.asarray(segmentation, dtype=np.int64).reshape(spec.height, spec.width)
+    # pybullet built with numpy (the wheel is) returns arrays of these dtypes already: no copy then.
+    return (
+        np.asarray(rgba, dtype=np.uint8).reshape(spec.height, spec.width, 4),
+        np.asarray(depth_buffer, dtype=np.float32).reshape(spec.height, spec.width),
+        np.asarray(segmentation, dtype=np.int32).reshape(spec.height, spec.width),
+    )
+
+
+def view_from_buffers(
+    spec: SimCameraSpec,
+    T_base_cam: NDArray[np.float64],
+    stamp_s: float,
+    buffers: tuple[NDArray[np.uint8], NDArray[np.float32], NDArray[np.int32]],
+    *,
+    rng: np.random.Generator | None = None,
+    captured_at_s: float | None = None,
+) -> RenderedView:
+    """The :class:`RenderedView` of raw buffers: metric depth, body-id segmentation, optional noise."""
+    rgba, depth_buffer, segmentation = buffers
+    depth = linearize_depth(depth_buffer, spec.near_m, spec.far_m)
+    seg = segmentation.astype(np.int64)
     # Low 24 bits carry the body id when link indices are encoded; background stays -1.
     seg = np.where(seg >= 0, seg & ((1 << 24) - 1), -1).astype(np.int32)
     depth[depth >= spec.far_m * 0.999] = 0.0
@@ -196,7 +215,22 @@ def render(
         spec.camera_model(),
         np.array(T_base_cam, dtype=np.float64),
         stamp_s,
+        captured_at_s,
     )
+
+
+def render(
+    client: int,
+    spec: SimCameraSpec,
+    T_base_cam: NDArray[np.float64],
+    stamp_s: float,
+    rng: np.random.Generator | None = None,
+    *,
+    captured_at_s: float | None = None,
+) -> RenderedView:
+    """Render one view with TinyRenderer in this process; the caller holds the world lock."""
+    return view_from_buffers(spec, T_base_cam, stamp_s, camera_buffers(client, spec, T_base_cam), rng=rng,
+                             captured_at_s=captured_at_s)
 
 
 def apply_depth_noise(

@@ -30,7 +30,8 @@ from robopin.geometry.transforms import (
     transform_to_xyz_quaternion,
 )
 from robopin.sim.assets import asset, color_rgba
-from robopin.sim.render import RenderedView, SimCameraSpec, render
+from robopin.sim.render import RenderedView, SimCameraSpec, camera_buffers, view_from_buffers
+from robopin.sim.render_worker import BodyState, Recipe, RenderWorker, RenderWorkerError
 from robopin.sim.robot_models import SimRobotModel, robot_model
 
 logger = logging.getLogger(__name__)
@@ -117,18 +118,25 @@ class SimWorld:
         self.objects: dict[str, SimObject] = {}
         self._objects_by_body: dict[int, SimObject] = {}
         self.cameras: dict[str, SimCameraSpec] = {}
+        # Every body-creation call, in order, so a render worker can build the same bodies (render_worker.py).
+        self._recipe: Recipe = []
+        self._render_worker: RenderWorker | None = None
+        self._worker_recipe = 0  # how much of the recipe the worker has replayed
+        self._render_lock = threading.Lock()  # orders worker renders and their depth-noise draws
+        self._movable_joints: dict[int, tuple[int, list[int]]] = {}  # body -> (joint count, movable joints)
+        self._render_cache: dict[str, tuple[tuple, tuple]] = {}  # camera -> (state key, raw buffers)
 
         p.setAdditionalSearchPath(pybullet_data.getDataPath(), physicsClientId=self.client)
         p.setGravity(0, 0, -9.81, physicsClientId=self.client)
         p.setTimeStep(self.time_step_s, physicsClientId=self.client)
         # Deterministic contact ordering so one seed gives one outcome.
         p.setPhysicsEngineParameter(deterministicOverlappingPairs=1, physicsClientId=self.client)
-        self.plane_id = p.loadURDF("plane.urdf", [0, 0, -_TABLE_URDF_TOP], physicsClientId=self.client)
-        self.table_id = p.loadURDF(
+        self.plane_id = self._create("loadURDF", "plane.urdf", [0, 0, -_TABLE_URDF_TOP])
+        self.table_id = self._create(
+            "loadURDF",
             "table/table.urdf",
             [TABLE_CENTER_X, 0, -_TABLE_URDF_TOP],
             useFixedBase=True,
-            physicsClientId=self.client,
         )
         self.model: SimRobotModel = robot_model(robot)
         self._load_robot()
@@ -144,15 +152,21 @@ class SimWorld:
     def __repr__(self) -> str:
         return f"SimWorld({self.name!r}, robot={self.model.name!r}, objects={len(self.objects)})"
 
+    def _create(self, name: str, *args, **kwargs):
+        """Call pybullet's body-creation function ``name`` on this world's client and record the call."""
+        value = getattr(self._p, name)(*args, physicsClientId=self.client, **kwargs)
+        self._recipe.append((name, args, kwargs, value))
+        return value
+
     # ------------------------------------------------------------------ robot
     def _load_robot(self) -> None:
         p = self._p
-        self.robot_id = p.loadURDF(
+        self.robot_id = self._create(
+            "loadURDF",
             self.model.urdf,
             [0, 0, 0],
             useFixedBase=True,
             flags=p.URDF_USE_SELF_COLLISION_EXCLUDE_PARENT,
-            physicsClientId=self.client,
         )
         joints = {}
         links = {}
@@ -451,41 +465,33 @@ class SimWorld:
                         raise ValueError(f"radius_m only applies to cylinder objects, not {kind!r}")
                     size[0] = size[1] = float(radius_m)
                 if spec.primitive == "box":
-                    collision = p.createCollisionShape(
-                        p.GEOM_BOX, halfExtents=(size / 2).tolist(), physicsClientId=self.client
-                    )
-                    visual = p.createVisualShape(
-                        p.GEOM_BOX, halfExtents=(size / 2).tolist(), physicsClientId=self.client
-                    )
+                    collision = self._create("createCollisionShape", p.GEOM_BOX, halfExtents=(size / 2).tolist())
+                    visual = self._create("createVisualShape", p.GEOM_BOX, halfExtents=(size / 2).tolist())
                     height, radius = size[2], float(np.hypot(size[0], size[1]) / 2)
                     local_extent = (size[0], size[1])
                 else:
-                    collision = p.createCollisionShape(
-                        p.GEOM_CYLINDER, radius=size[0], height=size[2], physicsClientId=self.client
-                    )
-                    visual = p.createVisualShape(
-                        p.GEOM_CYLINDER, radius=size[0], length=size[2], physicsClientId=self.client
-                    )
+                    collision = self._create("createCollisionShape", p.GEOM_CYLINDER, radius=size[0], height=size[2])
+                    visual = self._create("createVisualShape", p.GEOM_CYLINDER, radius=size[0], length=size[2])
                     height, radius = size[2], float(size[0])
                     local_extent = (2 * size[0], 2 * size[0])
                 z = TABLE_TOP_Z + height / 2 + 0.0005 if z_m is None else z_m
-                body = p.createMultiBody(
+                body = self._create(
+                    "createMultiBody",
                     spec.mass_kg,
                     collision,
                     visual,
                     [xy[0], xy[1], z],
                     p.getQuaternionFromEuler([0, 0, yaw_rad]),
-                    physicsClientId=self.client,
                 )
             else:
                 orientation = p.getQuaternionFromEuler([spec.base_rpy[0], spec.base_rpy[1], spec.base_rpy[2] + yaw_rad])
-                body = p.loadURDF(
+                body = self._create(
+                    "loadURDF",
                     spec.urdf,
                     [0.0, 0.0, 0.3],
                     orientation,
                     globalScaling=spec.scale,
                     useFixedBase=not spec.graspable,
-                    physicsClientId=self.client,
                 )
                 # Some meshes (the teddy) sit far from their link origin: move the body until its
                 # bounding box is centred on xy with its bottom on the table (AABBs of fixed bodies
@@ -508,7 +514,7 @@ class SimWorld:
                 if spec.graspable:
                     p.changeDynamics(body, -1, mass=spec.mass_kg, physicsClientId=self.client)
             if color is not None:
-                p.changeVisualShape(body, -1, rgbaColor=list(color_rgba(color)), physicsClientId=self.client)
+                self._create("changeVisualShape", body, -1, rgbaColor=list(color_rgba(color)))
             p.changeDynamics(
                 body,
                 -1,
@@ -599,11 +605,124 @@ class SimWorld:
         return spec.T_mount_cam if spec.mount == "world" else self.ee_pose() @ spec.T_mount_cam
 
     def render(self, name: str) -> RenderedView:
-        """Render camera ``name`` at the current state (holds the lock: physics pauses meanwhile)."""
+        """Render camera ``name`` at the current state.
+
+        TinyRenderer is deterministic: a camera whose pose and every body's state (base poses, joint
+        positions, the bodies themselves) are exactly those of its last render gets that render's buffers
+        again, so a still scene costs one render per camera, not one per frame (the oracle's own renders
+        included). Depth noise is drawn afresh each time, as before. Otherwise the render is drawn in this
+        process, holding the lock (physics pauses) and, inside pybullet, the GIL; or, with a render worker
+        running (:meth:`start_render_worker`), in the worker's process while the world and this process go
+        on. Frames are bit-identical on every path (tests/sim/test_render_worker.py). Call it without
+        holding :attr:`lock` (renders are ordered by their own lock, taken first), and change bodies'
+        looks only through this class (a colour set on :attr:`client` directly is not seen by the reuse).
+        """
         spec = self.camera(name)
+        with self._render_lock:
+            with self.lock:
+                self._check_open()
+                ids, states = self._body_states()
+                T_base_cam = self.camera_pose(name)
+                stamp_s, captured_at_s = self.sim_time_s, time.time()
+                key = (id(spec), len(self._recipe), T_base_cam.tobytes(), ids, states)
+                cached = self._render_cache.get(name)
+                buffers = cached[1] if cached is not None and cached[0] == key else None
+                worker = self._worker_for(ids) if buffers is None else None
+                if buffers is None and worker is None:
+                    buffers = camera_buffers(self.client, spec, T_base_cam)
+            if buffers is None:
+                # The world is free from here: physics steps and every other thread runs while the worker draws.
+                try:
+                    buffers = worker.render(states, spec, T_base_cam)
+                except RenderWorkerError as error:
+                    self._worker_failed(error)
+                    with self.lock:
+                        self._check_open()
+                        ids, states = self._body_states()
+                        T_base_cam = self.camera_pose(name)
+                        stamp_s, captured_at_s = self.sim_time_s, time.time()
+                        key = (id(spec), len(self._recipe), T_base_cam.tobytes(), ids, states)
+                        buffers = camera_buffers(self.client, spec, T_base_cam)
+            self._render_cache[name] = (key, buffers)
+            return view_from_buffers(spec, T_base_cam, stamp_s, buffers, rng=self.rng, captured_at_s=captured_at_s)
+
+    def start_render_worker(self, timeout_s: float = 60.0, *, background: bool = False) -> None:
+        """Draw this world's renders in a child process from now on (see :mod:`robopin.sim.render_worker`).
+
+        Bodies added later by :meth:`add_object` join the worker's mirror; a body created on :attr:`client`
+        by anyone else makes renders fall back to this process until it is gone. ``background`` returns at
+        once: renders stay in this process until the worker has started (its pybullet import takes seconds).
+        """
+        self._check_open()
+        if self._render_worker is not None:
+            return
+        if background:
+            threading.Thread(target=self._start_worker, args=(timeout_s,), name=f"render-worker-{self.name}",
+                             daemon=True).start()
+        else:
+            self._start_worker(timeout_s)
+
+    def _start_worker(self, timeout_s: float) -> None:
         with self.lock:
-            self._check_open()
-            return render(self.client, spec, self.camera_pose(name), self.sim_time_s, self.rng)
+            recipe = list(self._recipe)
+        try:
+            worker = RenderWorker(recipe, timeout_s=timeout_s)
+        except (RenderWorkerError, OSError) as error:
+            logger.warning("%s: no render worker (%s); rendering in this process", self, error)
+            return
+        with self._render_lock:
+            if self._closed or self._render_worker is not None:
+                worker.close()
+                return
+            self._render_worker, self._worker_recipe = worker, len(recipe)
+        logger.info("%s: renders drawn in worker process %d (%d bodies)", self, worker.pid, worker.bodies)
+
+    def stop_render_worker(self) -> None:
+        """Render in this process again (idempotent)."""
+        with self._render_lock:
+            worker, self._render_worker = self._render_worker, None
+        if worker is not None:
+            worker.close()
+
+    def _body_states(self) -> tuple[tuple[int, ...], list[BodyState]]:
+        """Body ids, and each body's base pose and movable joint positions; the caller holds the lock."""
+        p, client = self._p, self.client
+        ids = tuple(p.getBodyUniqueId(i, physicsClientId=client) for i in range(p.getNumBodies(physicsClientId=client)))
+        states = []
+        for body in ids:
+            count = p.getNumJoints(body, physicsClientId=client)
+            if self._movable_joints.get(body, (None,))[0] != count:
+                movable = [j for j in range(count)
+                           if p.getJointInfo(body, j, physicsClientId=client)[2] != p.JOINT_FIXED]
+                self._movable_joints[body] = (count, movable)
+            joints = self._movable_joints[body][1]
+            position, orientation = p.getBasePositionAndOrientation(body, physicsClientId=client)
+            values = tuple(s[0] for s in p.getJointStates(body, joints, physicsClientId=client)) if joints else ()
+            states.append((tuple(position), tuple(orientation), values))
+        return ids, states
+
+    def _worker_for(self, ids: tuple[int, ...]) -> RenderWorker | None:
+        """The worker, its mirror brought up to date, if it can draw bodies ``ids``; the caller holds both locks."""
+        worker = self._render_worker
+        if worker is None:
+            return None
+        if len(self._recipe) != self._worker_recipe:  # add_object since the last render
+            try:
+                worker.extend(self._recipe[self._worker_recipe:])
+            except RenderWorkerError as error:
+                self._worker_failed(error)
+                return None
+            self._worker_recipe = len(self._recipe)
+        if ids != tuple(range(worker.bodies)):
+            return None  # bodies made outside add_object (a calibration board): not in the mirror
+        return worker
+
+    def _worker_failed(self, error: RenderWorkerError) -> None:
+        """Stop using a failed worker (the caller holds the render lock); renders continue in this process."""
+        logger.warning("%s: render worker failed (%s); rendering in this process from now on", self, error)
+        worker, self._render_worker = self._render_worker, None
+        if worker is not None:
+            threading.Thread(target=worker.close, name="render-worker-close", daemon=True).start()
 
     # ---------------------------------------------------------------- stepping
     def add_step_callback(self, callback: Callable[[float], None]) -> None:
@@ -698,12 +817,13 @@ class SimWorld:
             raise SimWorldError(f"simulated world {self.name!r} is closed")
 
     def close(self) -> None:
-        """Stop physics, disconnect pybullet and unregister the world (idempotent)."""
+        """Stop physics and the render worker, disconnect pybullet and unregister the world (idempotent)."""
         self.stop()
         with self.lock:
             if not self._closed:
                 self._closed = True
                 self._p.disconnect(physicsClientId=self.client)
+        self.stop_render_worker()  # after _closed: a worker still starting in the background sees it
         if self._registered:
             with _WORLDS_LOCK:
                 if _WORLDS.get(self.name) is self:

@@ -13,9 +13,14 @@ from typing import Any
 
 import yaml
 
+from robopin.system.names import absolute_name
 from robopin.system.schema import NodeSpec, SystemFile, SystemFileError
 
 __all__ = ["check_system", "mapping_parameter"]
+
+# Names robopin's own nodes create (robopin.system.names): given absolute in a namespaced system they
+# would reach the root namespace's robot instead of this one.
+_OWN_PREFIXES = ("/robopin/", "/cameras/", "/joint_states", "/tf", "/robot_description")
 
 
 def mapping_parameter(node: NodeSpec, key: str) -> dict[str, Any]:
@@ -61,9 +66,12 @@ def check_system(system: SystemFile) -> None:
             fail(f"node {node.name!r} has views {views}, but the system's views (img_idx order) are "
                  f"{list(system.views)}")
     if not replaying:
-        missing = [v for v in system.views if v not in published_views]
+        # A view whose topics another driver publishes (cameras: {view: {driver: realsense}}) needs no camera_node.
+        external = {v for v, settings in system.cameras.items() if settings.get("driver", "robopin") != "robopin"}
+        missing = [v for v in system.views if v not in published_views and v not in external]
         if missing:
-            fail(f"no camera_node publishes view(s) {missing}; camera nodes publish {sorted(published_views)}")
+            fail(f"no camera_node publishes view(s) {missing}; camera nodes publish {sorted(published_views)} "
+                 "(a view published by another driver needs its cameras: entry)")
 
     ee_pose_topics = set()
     for driver in system.nodes_running("arm_driver_node"):
@@ -73,14 +81,14 @@ def check_system(system: SystemFile) -> None:
             fail(f"node {driver.name!r} drives robot {robot!r}, but the system's robot is {system.robot!r}")
         if driver.parameters.get("backend", "sim") == "sim":
             check_world(driver, options.get("world"))
-        prefix = str(driver.parameters.get("prefix", "/robopin/arm")).rstrip("/")
-        ee_pose_topics.add(str(driver.parameters.get("ee_pose_topic", f"{prefix}/ee_pose")))
+        prefix = str(driver.parameters.get("prefix", "robopin/arm")).rstrip("/")
+        ee_pose_topics.add(absolute_name(str(driver.parameters.get("ee_pose_topic", f"{prefix}/ee_pose"))))
     for motion in system.nodes_running("motion_planner_node"):
         robot = motion.parameters.get("robot", "panda")
         if robot != system.robot:
             fail(f"node {motion.name!r} plans for robot {robot!r}, but the system's robot is {system.robot!r}")
     for projection in system.nodes_running("projection_node"):
-        topic = str(projection.parameters.get("ee_pose_topic", "/robopin/arm/ee_pose"))
+        topic = absolute_name(str(projection.parameters.get("ee_pose_topic", "robopin/arm/ee_pose")))
         if ee_pose_topics and topic not in ee_pose_topics:
             fail(f"node {projection.name!r} reads the arm pose on {topic!r}, but the arm driver publishes it on "
                  f"{sorted(ee_pose_topics)}")
@@ -94,6 +102,14 @@ def check_system(system: SystemFile) -> None:
             if views != system.views:
                 fail(f"node {planner.name!r}: the oracle answers for views {list(views)}, the system has "
                      f"{list(system.views)}")
+    if system.namespace:
+        for node in system.nodes:
+            for key, value in node.parameters.items():
+                for name in (value if isinstance(value, (list, tuple)) else [value]):
+                    if isinstance(name, str) and name.startswith(_OWN_PREFIXES):
+                        fail(f"node {node.name!r}: parameter {key!r} names {name!r}, outside the system's namespace "
+                             f"{system.namespace!r} (another robot's, in one graph); write it relative: "
+                             f"{name.lstrip('/')!r}")
     names = [n.name for n in system.nodes]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import yaml
 
-from robopin.system.loading import load_system
+from robopin.system.loading import in_namespace, load_system
 from robopin.system.schema import SystemFile, resolve_system_path
 
-__all__ = ["COMMON_LAUNCH_ARGUMENTS", "DeclaredArgument", "LaunchEntry", "declared_arguments", "launch_entries",
-           "show_arguments"]
+__all__ = ["COMMON_LAUNCH_ARGUMENTS", "NAMESPACE_ARGUMENT", "DeclaredArgument", "LaunchEntry", "declared_arguments",
+           "launch_entries", "show_arguments"]
 
 COMMON_LAUNCH_ARGUMENTS = {
     "robot_ip": "address of the arm's controller (xArm) or control unit (Franka)",
@@ -32,6 +32,10 @@ COMMON_LAUNCH_ARGUMENTS = {
 }
 """Arguments the launch file declares up front (isaac_ros_cumotion style); a system may declare more,
 and any argument the chosen system declares can be given on the command line."""
+NAMESPACE_ARGUMENT = "namespace"
+"""The launch file's own ``namespace:=``, as nav2_bringup declares ``namespace`` (default '', navigation2
+nav2_bringup/launch/navigation_launch.py) and xarm_ros2's driver ``ns`` (xarm_api/launch/xarm6_driver.launch.py):
+every node of the system in that namespace; empty leaves the system file's ``namespace`` (root when it has none)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +72,9 @@ def declared_arguments(config_dir: str | Path, environ: Mapping[str, str] | None
     names = [s.name for s in systems]
     default_system = "sim_panda" if "sim_panda" in names else (names[0] if names else "")
     result = [DeclaredArgument("system", default_system,
-                               f"system file (a path, or a name in {config_dir}: {', '.join(names)})")]
+                               f"system file (a path, or a name in {config_dir}: {', '.join(names)})"),
+              DeclaredArgument(NAMESPACE_ARGUMENT, "", "ROS namespace of every node of the system (two robots in one "
+                               "graph); empty: the system file's namespace:, else the root namespace")]
     by_name: dict[str, list[tuple[str, str, str]]] = {}
     for system in systems:
         for argument in system.arguments:
@@ -103,6 +109,7 @@ class LaunchEntry:
     executable: str = ""
     parameters_file: str = ""
     cmd: tuple[str, ...] = ()
+    namespace: str = ""  # the node's ROS namespace ('' root, '/left'); launch_ros Node(namespace=...)
 
     @property
     def is_node(self) -> bool:
@@ -115,15 +122,21 @@ def launch_entries(system_path: str | Path, launch_configurations: Mapping[str, 
 
     ``launch_configurations`` holds every ``name:=value`` of the command line; values that are empty
     (the launch file's "not given") and names the system does not declare are left out. The
-    parameters file is written into ``params_dir``. A system given by name (``real_xarm6``) is looked up
+    parameters file is written into ``params_dir``. ``namespace:=`` (when not empty) puts every node in that
+    namespace instead of the system file's. A system given by name (``real_xarm6``) is looked up
     in ``config_dir`` (the package share's config/ under ros2 launch), else in the checkout's config/.
     """
     path = resolve_system_path(system_path, Path(config_dir) if config_dir else None)
     system = load_system(path)
+    namespace = str(launch_configurations.get(NAMESPACE_ARGUMENT, "") or "")
+    if namespace:
+        system = in_namespace(system, namespace)
     declared = {a.name for a in system.arguments}
     overrides = {k: str(v) for k, v in launch_configurations.items() if k in declared and str(v) != ""}
     if system.is_sim:
         arguments = [f"{k}:={v}" for k, v in overrides.items()]
+        if namespace:
+            arguments += ["--namespace", system.namespace]
         robopin = str(Path(sys.executable).with_name("robopin"))
         command = robopin if Path(robopin).is_file() else "robopin"
         system.with_arguments(overrides)  # fail here, in the launch, on a bad value
@@ -132,4 +145,4 @@ def launch_entries(system_path: str | Path, launch_configurations: Mapping[str, 
     params = Path(params_dir) / f"{system.name}.params.yaml"
     params.parent.mkdir(parents=True, exist_ok=True)
     params.write_text(yaml.safe_dump(system.ros_parameters_file(), sort_keys=False), encoding="utf-8")
-    return system, [LaunchEntry(n.name, n.executable, str(params)) for n in system.nodes]
+    return system, [LaunchEntry(n.name, n.executable, str(params), namespace=system.namespace) for n in system.nodes]

@@ -11,7 +11,7 @@ import yaml
 from robopin.system.checks import check_system
 from robopin.system.schema import SystemFile, SystemFileError, parse_system, resolve_system_path
 
-__all__ = ["load_system", "system_from_dict"]
+__all__ = ["in_namespace", "load_system", "system_from_dict"]
 
 
 def system_from_dict(data: Mapping[str, Any], *, source: str | Path = "<dict>") -> SystemFile:
@@ -30,3 +30,11 @@ def load_system(name_or_path: str | Path, overrides: Mapping[str, str] | None = 
         raise SystemFileError(f"{path}: not valid YAML: {error}") from None
     system = system_from_dict(data, source=path.resolve())
     return system if overrides is None else system.with_arguments(overrides)
+
+
+def in_namespace(system: SystemFile, namespace: str) -> SystemFile:
+    """``system`` with every node in ``namespace`` (``robopin up --namespace``, the launch file's ``namespace:=``),
+    checked again: a parameter naming a robopin topic absolutely would now reach another robot's."""
+    moved = system.with_namespace(namespace)
+    check_system(moved)
+    return moved

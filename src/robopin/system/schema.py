@@ -6,6 +6,12 @@ node in one executor). It holds:
 
 - ``name``, ``description``, ``robot`` (the arm description every node shares) and ``views``
   (camera views in ``img_idx`` order);
+- ``namespace`` (optional, default empty: the root namespace): the ROS namespace every node of the system
+  runs in, so two robots share one graph (``left``: ``/left/robopin/instruct``, ``/left/tf``; see
+  :mod:`robopin.system.names`);
+- ``cameras`` (optional): view -> ``{driver, prefix, qos, color, info, depth}``, where a view's topics
+  are and the QoS they are published with (robopin.cameras.topics: ``driver: realsense`` reads
+  realsense-ros's names), handed as ``cameras.<view>.<key>`` parameters to every node that uses them;
 - ``nodes``: node name -> ``{executable, parameters}``; ``executable`` is a ``robopin_ros``
   console script (``camera_node``, ``planner_node``, ...). Parameter values that are mappings become
   YAML strings when handed to ROS (the nodes parse ``vlm``, ``options``, ``workspace``... themselves);
@@ -30,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from robopin.system.names import NamespaceError, normalize_namespace
+from robopin.system.nested import NESTED_PARAMETERS, flatten_setting
 
 __all__ = [
     "NODE_EXECUTABLES",
@@ -59,7 +68,11 @@ NODE_EXECUTABLES = (
 )
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _ARGUMENT = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_]*):=(?P<value>.*)$")
-_TOP_LEVEL = {"name", "description", "robot", "views", "nodes", "arguments", "sim", "task"}
+_TOP_LEVEL = {"name", "description", "robot", "views", "namespace", "cameras", "nodes", "arguments", "sim", "task"}
+# Executables that read or write camera topics, and so take each view's cameras.<view>.* parameters;
+# the ones naming a single view take only that view's (their ``name`` parameter).
+_CAMERA_TOPIC_USERS = {"planner_node": "views", "projection_node": "views", "recorder_node": "views",
+                       "camera_node": "name", "calibration_node": "name"}
 
 
 class SystemFileError(ValueError):
@@ -89,8 +102,34 @@ class NodeSpec:
                 raise SystemFileError(f"node {self.name!r}: parameter names must be strings, got {key!r}")
 
     def ros_parameters(self) -> dict[str, Any]:
-        """Parameters as ROS takes them: mappings become YAML strings, lists of mappings too."""
-        return {key: _to_ros_value(value, f"{self.name}.{key}") for key, value in self.parameters.items()}
+        """Parameters as ROS takes them: a nested setting its node declares dotted (robopin.system.nested)
+        becomes ``key.sub`` parameters; other mappings become YAML strings, lists of mappings too."""
+        nested = NESTED_PARAMETERS.get(self.executable, ())
+        parameters: dict[str, Any] = {}
+        for key, value in self.parameters.items():
+            where = f"{self.name}.{key}"
+            if key in nested:
+                try:
+                    parameters.update(flatten_setting(key, _nested_mapping(value, where)))
+                except ValueError as error:
+                    raise SystemFileError(str(error)) from None
+                continue
+            parameters[key] = _to_ros_value(value, where)
+        return parameters
+
+
+def _nested_mapping(value: Any, where: str) -> Mapping[str, Any]:
+    """A nested setting's mapping, given as a mapping or as YAML text; empty for "none" ('' or null)."""
+    if isinstance(value, str):
+        try:
+            value = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError as error:
+            raise SystemFileError(f"parameter {where} is not valid YAML: {error}") from None
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SystemFileError(f"parameter {where} must be a mapping, got {value!r}")
+    return value
 
 
 def _to_ros_value(value: Any, where: str) -> Any:
@@ -223,10 +262,26 @@ class SystemFile:
     sim: SimSpec | None = None
     task: TaskSpec = dataclasses.field(default_factory=TaskSpec)
     source: Path | None = None
+    namespace: str = ""  # normalized: '' (root) or '/left'
+    cameras: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "namespace", normalize_namespace(self.namespace))
+        except NamespaceError as error:
+            raise SystemFileError(f"system {self.name!r}: {error}") from None
 
     @property
     def is_sim(self) -> bool:
         return self.sim is not None
+
+    def with_namespace(self, namespace: str) -> SystemFile:
+        """A copy whose nodes run in ``namespace``, unchecked (callers use ``robopin.system.loading.in_namespace``)."""
+        return dataclasses.replace(self, namespace=namespace)
+
+    def node_fqn(self, name: str) -> str:
+        """A node's fully qualified ROS name in this system's namespace (``/left/planner_node``)."""
+        return f"{self.namespace}/{name}"
 
     def node(self, name: str) -> NodeSpec:
         """The node called ``name`` (SystemFileError naming the known ones otherwise)."""
@@ -280,7 +335,32 @@ class SystemFile:
         """The ROS 2 parameters file of the whole system: ``{node: {ros__parameters: {...}}}``."""
         if self.arguments:
             raise SystemFileError(f"system {self.name!r}: apply its arguments (with_arguments) before exporting")
-        return {n.name: {"ros__parameters": n.ros_parameters()} for n in self.nodes}
+        # Keyed by the fully qualified name: rcl matches a parameters file's node keys against the node's
+        # namespace and name, so a bare name would not reach a node in a namespace.
+        return {self.node_fqn(n.name) if self.namespace else n.name:
+                {"ros__parameters": {**n.ros_parameters(), **self._camera_parameters(n)}} for n in self.nodes}
+
+    def view_topics(self) -> dict[str, Any]:
+        """Each view's topics and QoS (robopin.cameras.topics.ViewTopics), as the nodes resolve them."""
+        from robopin.cameras.topics import view_topics
+
+        return {view: view_topics(view, **self.cameras.get(view, {})) for view in self.views}
+
+    def _camera_parameters(self, node: NodeSpec) -> dict[str, Any]:
+        """The ``cameras.<view>.<key>`` parameters (and a recorder's ``views``) of ``node`` from ``cameras:``."""
+        which = _CAMERA_TOPIC_USERS.get(node.executable)
+        if which is None or not self.cameras:
+            return {}
+        if which == "name":
+            own = node.parameters.get("name")
+            views = [own] if own in self.cameras else []
+        else:
+            views = [v for v in (node.parameters.get("views") or self.views) if v in self.cameras]
+        parameters: dict[str, Any] = {f"cameras.{view}.{key}": value
+                                      for view in views for key, value in self.cameras[view].items()}
+        if node.executable == "recorder_node" and "views" not in node.parameters:
+            parameters["views"] = list(self.views)
+        return parameters
 
     def scenario_path(self) -> str:
         """The sim scenario as load_scenario takes it: a name, or a path resolved against the file."""
@@ -390,10 +470,23 @@ def parse_system(data: Mapping[str, Any], *, source: str | Path = "<dict>") -> S
         task = TaskSpec(**raw_task)
     except SystemFileError as error:
         raise SystemFileError(f"{where}: {error}") from None
-    return SystemFile(
-        name=name, robot=robot, views=views, nodes=tuple(nodes), description=str(data.get("description", "")),
-        arguments=tuple(arguments), sim=sim, task=task, source=Path(source) if isinstance(source, Path) else None,
-    )
+    from robopin.cameras.topics import CameraTopicsError, camera_topic_settings
+
+    try:
+        cameras = camera_topic_settings(data.get("cameras") or {}, views)
+    except CameraTopicsError as error:
+        raise SystemFileError(f"{where}: {error}") from None
+    namespace = data.get("namespace") or ""
+    if not isinstance(namespace, str):
+        raise SystemFileError(f"{where}: namespace must be a ROS namespace (e.g. left), got {namespace!r}")
+    try:
+        return SystemFile(
+            name=name, robot=robot, views=views, nodes=tuple(nodes), description=str(data.get("description", "")),
+            arguments=tuple(arguments), sim=sim, task=task, source=Path(source) if isinstance(source, Path) else None,
+            namespace=namespace, cameras=cameras,
+        )
+    except SystemFileError as error:
+        raise SystemFileError(f"{where}: {error}") from None
 
 
 def resolve_system_path(name_or_path: str | Path, config_dir: Path | None = None) -> Path:

@@ -4,6 +4,7 @@
     ros2 launch robopin_ros robopin.launch.py system:=real_xarm6 robot_ip:=192.168.1.200 \
         vlm_url:=http://gpu-server:8000/v1 static_serial:="'f1230000'" wrist_serial:="'123456789012'"
     ros2 launch robopin_ros robopin.launch.py system:=sim_panda      # runs `robopin up` (one process)
+    ros2 launch robopin_ros robopin.launch.py system:=sim_xarm6 namespace:=right   # a second robot, same graph
     ros2 launch robopin_ros robopin.launch.py --show-args
 
 ``system:=`` names a system file: a path, or a name in the config/ beside the robopin library (a checkout, or
@@ -46,8 +47,10 @@ def _launch_system(context, *args, **kwargs):
     actions = [LogInfo(msg=f"robopin system {system.name}: {', '.join(e.name for e in entries)}")]
     for entry in entries:
         if entry.is_node:
+            # Relative names under namespace:= (nav2_bringup's way; robopin.system.names says which stay global).
             actions.append(Node(package="robopin_ros", executable=entry.executable, name=entry.name,
-                                parameters=[entry.parameters_file], output="screen", emulate_tty=True))
+                                namespace=entry.namespace or "", parameters=[entry.parameters_file], output="screen",
+                                emulate_tty=True))
         else:
             # Simulated systems: the shared pybullet world must live in one process.
             actions.append(ExecuteProcess(cmd=list(entry.cmd), name=entry.name, output="screen",

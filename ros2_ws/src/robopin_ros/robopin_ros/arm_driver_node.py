@@ -24,7 +24,6 @@ import time
 from typing import Any
 
 import numpy as np
-import yaml
 from control_msgs.action import FollowJointTrajectory, GripperCommand
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
@@ -37,9 +36,10 @@ from std_srvs.srv import SetBool, Trigger
 
 from robopin.robots import Arm, ArmError, make_arm, make_arm_config
 from robopin.robots.errors import Reason, TrajectoryError
+from robopin.system.names import DIAGNOSTICS_TOPIC, namespaced_label
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, goal_key
-from robopin_ros.parameters import declare
+from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import run_node
 
 
@@ -73,10 +73,9 @@ class ArmDriverNode(Node):
         super().__init__("arm_driver", **node_options)
         p = self._parameter
         backend = str(p("backend", "sim", "arm backend: sim, xarm or franka"))
-        options = yaml.safe_load(str(p("options", "{}", "YAML mapping of the backend's arm config"))) or {}
-        if not isinstance(options, dict):
-            raise ValueError(f"parameter options must be a YAML mapping, got {options!r}")
-        prefix = str(p("prefix", "/robopin/arm",
+        # Nested: options.robot, options.ip, options.dry_run, ... (or the older one YAML string `options`).
+        options = declare_nested(self, "options", {}, "the backend's arm config (robot, ip, gripper, dry_run, ...)")
+        prefix = str(p("prefix", "robopin/arm",
                        "name prefix of the driver's actions, services and ee_pose topic")).rstrip("/")
         self.base_frame = str(p("base_frame", "base", "frame_id of the published end-effector pose"))
         self.enable_on_connect = bool(p("enable_on_connect", True, "enable the arm (servo on) after each connect"))
@@ -98,11 +97,11 @@ class ArmDriverNode(Node):
         # Actions and services may block for seconds; state publishing must not wait behind them.
         actions = ReentrantCallbackGroup()
         state = MutuallyExclusiveCallbackGroup()
-        self.joint_state_pub = self.create_publisher(JointState, str(p("joint_states_topic", "/joint_states",
+        self.joint_state_pub = self.create_publisher(JointState, str(p("joint_states_topic", "joint_states",
                                                                        "topic the joint states are published on")), 10)
         self.ee_pose_pub = self.create_publisher(PoseStamped, str(p("ee_pose_topic", f"{prefix}/ee_pose",
                                                                     "topic the TCP pose is published on")), 10)
-        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
         accepting = lambda: not self._shutting_down  # noqa: E731
         self.execute_server = self.execute_guard.serve(
             self, ExecuteTrajectory, f"{prefix}/execute_trajectory", self._run_trajectory,
@@ -196,7 +195,7 @@ class ArmDriverNode(Node):
         }
         status = DiagnosticStatus(
             level=level,
-            name=f"robopin arm_driver: {self.arm.config.name}",
+            name=namespaced_label(f"robopin arm_driver: {self.arm.config.name}", self.get_namespace()),
             message=message,
             hardware_id=type(self.arm).__name__,
             values=[KeyValue(key=k, value=str(v)) for k, v in values.items()],

@@ -4,9 +4,10 @@
 simulated systems everywhere (the pybullet world the sim camera, arm and oracle backends share lives
 in one process). :class:`Bringup` builds the simulated scene when the system has one, writes the
 system's parameters to a ROS 2 parameters file handed to the context (so each node reads exactly what
-``ros2 launch`` would give it), creates the nodes and spins them; :func:`spin_until_signal` waits for
-Ctrl-C or SIGTERM with :func:`robopin_ros.runtime.stop_signals`, as a single node does. The task
-client is :class:`robopin_ros.task_client.TaskClient`; one judged trial is :func:`robopin.trials.stack_trial.run_trial`.
+``ros2 launch`` would give it), creates the nodes in the system's ``namespace`` and spins them;
+:func:`spin_until_signal` waits for Ctrl-C or SIGTERM with :func:`robopin_ros.runtime.stop_signals`, as a single
+node does. The task client is :class:`robopin_ros.task_client.TaskClient`; one judged trial is
+:func:`robopin.trials.stack_trial.run_trial`.
 """
 
 from __future__ import annotations
@@ -115,6 +116,11 @@ class Bringup:
             # The parameters file goes to the context: nodes whose constructors take no options (arm
             # driver, projection) read their parameters from there, matched by node name.
             ros_args = ["robopin_up", "--ros-args", "--params-file", str(params)]
+            if system.namespace:
+                # A global remap of the context puts every node of this process (the task client too) in the
+                # system's namespace, as `ros2 run ... --ros-args -r __ns:=/left` does for one node; the
+                # nodes' relative names then resolve under it (robopin.system.names).
+                ros_args += ["-r", f"__ns:={system.namespace}"]
             if self.log_level:
                 ros_args += ["--log-level", self.log_level]
             rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
@@ -126,7 +132,7 @@ class Bringup:
                 self.nodes[spec.name] = self._create(spec.name, spec.executable)
                 self.executor.add_node(self.nodes[spec.name])
             if self.want_client:
-                self.client = TaskClient(system.views)
+                self.client = TaskClient(system.views, topics=system.view_topics())
                 self.executor.add_node(self.client)
             self._spinner = threading.Thread(target=self._spin, name="robopin-up-executor", daemon=True)
             self._spinner.start()
@@ -142,6 +148,8 @@ class Bringup:
         sim = system.sim
         assert sim is not None
         self.scene = build_scene(system.scenario_path(), sim.seed, world_name=sim.world, robot=system.robot)
+        # Every node shares this interpreter, and pybullet keeps the GIL through a render: draw them in a child.
+        self.scene.world.start_render_worker(background=True)
         if sim.real_time_factor > 0:
             self.scene.world.start(sim.real_time_factor)
         if sim.ground_truth_calibration:

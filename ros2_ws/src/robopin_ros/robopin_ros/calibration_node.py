@@ -1,10 +1,10 @@
 """calibration_node: capture board views with arm poses, solve a camera mount, store and verify it.
 
 Subscribes to one camera's ``<camera_topic_prefix>/color/image_raw`` and ``.../color/camera_info``
-(realsense-ros names; default prefix ``/cameras/<name>``). The arm pose comes from the configured arm
-backend (``arm`` parameter, the same backends as the arm driver; used for guided capture) or, for a
-manual capture next to a running arm_driver_node, from its ``geometry_msgs/PoseStamped`` topic
-(``ee_pose_topic``, default ``/robopin/arm/ee_pose``).
+(realsense-ros names; default prefix ``cameras/<name>``, relative like every name here). The arm pose comes
+from the configured arm backend (``arm`` parameter, the same backends as the arm driver; used for guided
+capture) or, for a manual capture next to a running arm_driver_node, from its ``geometry_msgs/PoseStamped`` topic
+(``ee_pose_topic``, default ``robopin/arm/ee_pose``).
 Services (all in the node's namespace):
 
 * ``~/capture`` (std_srvs/Trigger): record one view now (manual mode: the operator moved the arm);
@@ -33,11 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 from std_srvs.srv import SetBool, Trigger
 
@@ -62,12 +60,12 @@ from robopin.calibration import (
     verify_calibration,
 )
 from robopin.calibration.capture import make_capture_planner
+from robopin.cameras.topics import view_topics
 from robopin.geometry.extrinsics import mount_from_dict
 from robopin_ros import conversions
-from robopin_ros.parameters import declare
+from robopin_ros.camera_snapshot import camera_qos, declare_view_topics
+from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import run_node
-
-IMAGE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2, reliability=ReliabilityPolicy.RELIABLE)
 
 
 class _PoseOnlyArm:
@@ -108,15 +106,18 @@ class CalibrationNode(Node):
                 f"kind must be eye_in_hand (wrist camera) or eye_to_hand (static camera), got {self.kind!r}"
             )
         prefix = str(p("camera_topic_prefix", "",
-                       "topic prefix of the camera's color image and info (empty: "
-                       "/cameras/<name>)")) or f"/cameras/{self.view}"
-        self.board = BoardConfig.from_dict(self._yaml("board", p("board", "{}",
-                                                                 "YAML mapping of the calibration board (type, "
-                                                                 "squares_x, square_length_m, ...)")))
+                       "topic prefix of the camera's color image and info (empty: cameras.<name>.prefix, "
+                       "else the driver's: cameras/<name>)"))
+        topics = declare_view_topics(self, [self.view])[self.view]
+        if prefix:
+            topics = view_topics(self.view, topics.driver, prefix, topics.qos)
+        image_qos = camera_qos(topics.qos, depth=2)
+        # Nested settings, one dotted parameter per key (board.type, board.squares_x, arm.type, ...), or the
+        # older one YAML string each.
+        self.board = BoardConfig.from_dict(declare_nested(self, "board", {}, "the calibration board (type, squares_x, "
+                                                          "square_length_m, ...)"))
         self.detector = BoardDetector(
-            self.board, DetectionConfig(**self._yaml("detection", p("detection", "{}",
-                                                                    "YAML mapping of the board detection settings")))
-        )
+            self.board, DetectionConfig(**declare_nested(self, "detection", {}, "the board detection settings")))
         self.solver = SolverConfig(method=str(p("method", "auto",
                                                 "hand-eye method: auto or tsai, park, horaud, andreff, daniilidis, "
                                                 "shah, li")))
@@ -147,18 +148,16 @@ class CalibrationNode(Node):
         self.min_center_height_m = float(p("min_center_height_m", 0.2,
                                            "eye_to_hand: generated board centres lower than this base z are drawn "
                                            "again, metres"))
-        board_pose = self._yaml("board_pose", p("board_pose", "", "guided capture: YAML board pose {translation, rpy}, "
-                                                 "T_base_board (eye_in_hand) or T_ee_board (eye_to_hand)"))
-        nominal = self._yaml("nominal_mount", p("nominal_mount", "", "guided capture: YAML nominal camera mount, "
-                                                "T_ee_cam (eye_in_hand) or T_base_cam (eye_to_hand)"))
+        board_pose = declare_nested(self, "board_pose", {}, "guided capture: board pose {translation, rpy}, "
+                                    "T_base_board (eye_in_hand) or T_ee_board (eye_to_hand)")
+        nominal = declare_nested(self, "nominal_mount", {}, "guided capture: nominal camera mount, "
+                                 "T_ee_cam (eye_in_hand) or T_base_cam (eye_to_hand)")
         self.T_board = mount_from_dict(board_pose, source="board_pose").T_parent_cam if board_pose else None
         self.T_nominal = mount_from_dict(nominal, source="nominal_mount").T_parent_cam if nominal else None
-        arm_settings = self._yaml("arm", p("arm", "",
-                                           "YAML arm backend config {type, ...} for guided capture (empty: manual, "
-                                           "poses from ee_pose_topic)"))
-        planner_settings = self._yaml("planner", p("planner", "{}",
-                                                   "YAML motion planner settings of the guided capture (type "
-                                                   "defaults to roboplan)"))
+        arm_settings = declare_nested(self, "arm", {}, "arm backend config {type, ...} for guided capture (none: "
+                                      "manual, poses from ee_pose_topic)")
+        planner_settings = declare_nested(self, "planner", {}, "motion planner settings of the guided capture (type "
+                                          "defaults to roboplan)")
         table = p("table_height_m", 0.0, "table height in the base frame, metres: an obstacle for guided moves")
 
         self.samples: list[CaptureSample] = []
@@ -183,12 +182,10 @@ class CalibrationNode(Node):
             self.planner = make_capture_planner(self.arm, planner_settings, table_height_m=table)
         else:
             self.arm = _PoseOnlyArm()
-            topic = str(p("ee_pose_topic", "/robopin/arm/ee_pose", "end-effector pose topic in manual capture"))
+            topic = str(p("ee_pose_topic", "robopin/arm/ee_pose", "end-effector pose topic in manual capture"))
             self.create_subscription(PoseStamped, topic, self.arm.update, 10, callback_group=streams)
-        self.create_subscription(Image, f"{prefix}/color/image_raw", self._on_image, IMAGE_QOS, callback_group=streams)
-        self.create_subscription(
-            CameraInfo, f"{prefix}/color/camera_info", self._on_info, IMAGE_QOS, callback_group=streams
-        )
+        self.create_subscription(Image, topics.color, self._on_image, image_qos, callback_group=streams)
+        self.create_subscription(CameraInfo, topics.info, self._on_info, image_qos, callback_group=streams)
         services = MutuallyExclusiveCallbackGroup()
         self.create_service(Trigger, "~/capture", self._on_capture, callback_group=services)
         self.create_service(SetBool, "~/run_guided", self._on_run_guided, callback_group=services)
@@ -206,15 +203,6 @@ class CalibrationNode(Node):
     # ------------------------------------------------------------------ helpers
     def _declare(self, name: str, default: Any, description: str, **range_: float) -> Any:
         return declare(self, name, default, description, **range_)
-
-    @staticmethod
-    def _yaml(name: str, text: Any) -> dict[str, Any]:
-        value = yaml.safe_load(str(text)) if str(text).strip() else {}
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise ValueError(f"parameter {name} must be a YAML mapping, got {text!r}")
-        return value
 
     def _on_image(self, msg: Image) -> None:
         """Keep the newest colour images with their capture stamps."""

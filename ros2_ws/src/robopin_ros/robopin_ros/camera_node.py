@@ -8,7 +8,9 @@ frame's capture time and the frame id ``<name>_optical``, plus health on ``/diag
 as realsense-ros publishes it, and projection_node aligns the one frame a request uses
 (its ``unaligned_depth`` parameter holds the depth → color extrinsics the node logs at connect). A capture
 thread reads the camera; when it fails (unplugged, end of recording) the node keeps running, reports
-the failure and reconnects every ``reconnect_period_s``. Run one node per camera, e.g.::
+the failure and reconnects every ``reconnect_period_s``. ``cameras.<name>.driver`` / ``prefix`` / ``qos`` publish
+under another driver's layout and QoS instead (robopin.cameras.topics: realsense-ros, zed-ros2-wrapper), as
+the system file's ``cameras:`` section sets them for every node. Run one node per camera, e.g.::
 
     ros2 run robopin_ros camera_node --ros-args -r __node:=camera_wrist \\
         -p name:=wrist -p backend:=realsense -p serial:="'123456789'" -p filters:="['hole_filling']"
@@ -22,7 +24,6 @@ import time
 from typing import Any
 
 import numpy as np
-import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
@@ -30,9 +31,10 @@ from sensor_msgs.msg import CameraInfo, Image
 
 from robopin.cameras import Camera, CameraError, CameraTimeoutError, camera_config_from_dict, make_camera
 from robopin.cameras.memory import retain_freed_image_memory
+from robopin.system.names import DIAGNOSTICS_TOPIC, namespaced_label
 from robopin_ros import conversions
-from robopin_ros.camera_snapshot import IMAGE_QOS
-from robopin_ros.parameters import declare
+from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
+from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import run_node
 
 # Parameters that, when set, are copied into the backend config (only if that backend has the field).
@@ -63,7 +65,8 @@ class CameraNode(Node):
                 "RealSense .db3 (or .bag) recording played instead of a device (empty: a live device)")
         declare(self, "bag_path", "", "bag backend: the bag directory or .mcap/.db3 file frames are read from")
         declare(self, "topic_prefix", "", "bag backend: topic prefix of the view in the bag (empty: /cameras/<name>)")
-        declare(self, "options", "{}", "YAML mapping of any other backend option")
+        # Nested: options.<key> for any other backend option (or the older one YAML string `options`).
+        self.options = declare_nested(self, "options", {}, "any other option of the camera backend")
         # realsense-ros's align_depth.enable: false publishes depth/image_rect_raw + depth/camera_info in
         # the depth imager's frame instead of registering every frame to color (RealSense backend only).
         declare(self, "align_depth", True,
@@ -77,16 +80,26 @@ class CameraNode(Node):
         self.camera = self._make_camera()
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
-        prefix = f"/cameras/{self.camera_name}"
-        self.color_pub = self.create_publisher(Image, f"{prefix}/color/image_raw", IMAGE_QOS)
-        self.info_pub = self.create_publisher(CameraInfo, f"{prefix}/color/camera_info", IMAGE_QOS)
-        self.depth_pub = self.create_publisher(Image, f"{prefix}/aligned_depth_to_color/image_raw", IMAGE_QOS)
+        # Where and how this view publishes: our names by default, or a driver's (cameras.<name>.*), so a
+        # stack configured for realsense-ros or zed-ros2-wrapper topics can run on this node unchanged.
+        self.topics = declare_view_topics(self, [self.camera_name])[self.camera_name]
+        self.qos_watch = QosMismatchWatch(self)
+        qos = camera_qos(self.topics.qos)
+
+        def publisher(msg_type, topic: str):
+            return self.create_publisher(msg_type, topic, qos,
+                                         event_callbacks=self.qos_watch.publisher_events(self.topics, topic))
+
+        self.color_pub = publisher(Image, self.topics.color)
+        self.info_pub = publisher(CameraInfo, self.topics.info)
+        self.depth_pub = publisher(Image, self.topics.depth)
         self.raw_depth_pub = self.raw_depth_info_pub = None
         self._logged_extrinsics = None
         if not getattr(self.camera.config, "align_depth", True):  # the parameter, or options: {align_depth: false}
-            self.raw_depth_pub = self.create_publisher(Image, f"{prefix}/depth/image_rect_raw", IMAGE_QOS)
-            self.raw_depth_info_pub = self.create_publisher(CameraInfo, f"{prefix}/depth/camera_info", IMAGE_QOS)
-        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+            unaligned = self.topics.names(unaligned=True)
+            self.raw_depth_pub = publisher(Image, unaligned["depth"])
+            self.raw_depth_info_pub = publisher(CameraInfo, unaligned["depth_info"])
+        self.diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
 
         self._stats_lock = threading.Lock()
         self._publish_times: collections.deque[float] = collections.deque(maxlen=300)
@@ -109,9 +122,7 @@ class CameraNode(Node):
 
     def _make_camera(self) -> Camera:
         """Build the camera config from parameters (validated by the backend's config class)."""
-        options = yaml.safe_load(str(self.get_parameter("options").value)) or {}
-        if not isinstance(options, dict):
-            raise ValueError(f"parameter options must be a YAML mapping, got {options!r}")
+        options = dict(self.options)
         data: dict[str, Any] = {
             "type": str(self.get_parameter("backend").value),
             "name": self.camera_name,
@@ -251,7 +262,8 @@ class CameraNode(Node):
             level, message = DiagnosticStatus.WARN, f"rate {rate_hz:.1f} Hz below {expected_hz:.0f} Hz"
         else:
             level, message = DiagnosticStatus.OK, "streaming"
-        status = DiagnosticStatus(level=level, name=f"camera_node: {self.camera_name}", message=message,
+        status = DiagnosticStatus(level=level, message=message,
+                                  name=namespaced_label(f"camera_node: {self.camera_name}", self.get_namespace()),
                                   hardware_id=self._serial,
                                   values=[KeyValue(key=k, value=v) for k, v in values.items()])
         array = DiagnosticArray(status=[status])

@@ -19,6 +19,7 @@ import collections
 import math
 import re
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -128,37 +129,39 @@ class MotionPlannerNode(Node):
         self.guard = SingleGoalGuard()
         self._shutting_down = False
         self._plan_lock = threading.Lock()  # planners are not thread-safe
+        self._plan_stages_s: dict[str, float] = {}  # the last goal's planning stages (logged with the plan)
+        self._last_cloud: tuple[np.ndarray, np.ndarray] | None = None  # (points, joint state) last masked
         self._state_lock = threading.Lock()
         self._joint_history: collections.deque[tuple[float, np.ndarray]] = collections.deque(maxlen=200)
         group = ReentrantCallbackGroup()
         self.create_subscription(
             JointState,
-            str(p("joint_states_topic", "/joint_states", "topic of the arm's joint states")),
+            str(p("joint_states_topic", "joint_states", "topic of the arm's joint states")),
             self._on_joint_state,
             STATE_QOS,
             callback_group=group,
         )
         self.create_subscription(
             PointCloud2,
-            str(p("cloud_topic", "/robopin/workspace_cloud", "topic of the workspace obstacle cloud (PointCloud2)")),
+            str(p("cloud_topic", "robopin/workspace_cloud", "topic of the workspace obstacle cloud (PointCloud2)")),
             self._on_cloud,
             SENSOR_QOS,
             callback_group=group,
         )
-        self.execute_action = str(p("execute_action", "/robopin/arm/follow_joint_trajectory",
+        self.execute_action = str(p("execute_action", "robopin/arm/follow_joint_trajectory",
                                     "FollowJointTrajectory action the trajectories are sent to"))
-        self.gripper_action = str(p("gripper_action", "/robopin/arm/gripper_cmd",
+        self.gripper_action = str(p("gripper_action", "robopin/arm/gripper_cmd",
                                     "GripperCommand action the gripper goals are sent to"))
         self.execute_client = ActionClient(self, FollowJointTrajectory, self.execute_action, callback_group=group)
         self.gripper_client = ActionClient(self, GripperCommand, self.gripper_action, callback_group=group)
         # One goal at a time across both actions; cancelling one cancels the running phase's driver goal.
         accepting = lambda: not self._shutting_down  # noqa: E731
         self.pick_place_server = self.guard.serve(
-            self, PickPlace, "/robopin/motion/pick_place", self._execute_pick_place,
+            self, PickPlace, "robopin/motion/pick_place", self._execute_pick_place,
             lambda message: PickPlace.Result(status=BUSY_REASON, message=message), accepting=accepting,
             callback_group=group)
         self.move_server = self.guard.serve(
-            self, MoveToPose, "/robopin/motion/move_to_pose", self._execute_move_to_pose,
+            self, MoveToPose, "robopin/motion/move_to_pose", self._execute_move_to_pose,
             lambda message: MoveToPose.Result(status=BUSY_REASON, message=message), accepting=accepting,
             callback_group=group)
         self.get_logger().info(f"motion planner ready: {self.planner!r}, workspace {workspace}")
@@ -192,7 +195,15 @@ class MotionPlannerNode(Node):
         with self._state_lock:
             history = list(self._joint_history)
         q = min(history, key=lambda item: abs(item[0] - stamp))[1] if history else None
-        self.scene.update_cloud(conversions.point_cloud_msg_to_points(msg), q, stamp)
+        points = conversions.point_cloud_msg_to_points(msg)
+        # A still scene sends the same cloud every period: masking the robot out of it again (tens of ms
+        # holding the interpreter, while a goal may be planning) would give the same points.
+        last = self._last_cloud
+        if last is not None and q is not None and np.array_equal(last[1], q) and np.array_equal(last[0], points):
+            self.scene.restamp_cloud(stamp)
+            return
+        self.scene.update_cloud(points, q, stamp)
+        self._last_cloud = (points, q) if q is not None else None
 
     def _current_q(self) -> np.ndarray:
         with self._state_lock:
@@ -308,16 +319,21 @@ class MotionPlannerNode(Node):
                     )
             goal_handle.publish_feedback(PickPlace.Feedback(stage="planning", progress=0.0))
             q_start = self._current_q()
+            started = time.perf_counter()
             plan = self._plan_pick_place(request, q_start, pick, place, normal=normal)
+            planned = time.perf_counter()
             result.planning_time_s = plan.planning_time_s
             result.trajectories = [conversions.motion_trajectory_to_msg(ph.result.trajectory) for ph in plan.phases]
+            stages = {**self._plan_stages_s, "plan": plan.planning_time_s,
+                      "goal_to_plan": planned - started, "messages": time.perf_counter() - planned}
             if not plan.success:
                 raise _RefusalError(plan.status.value, plan.message)
             grasp = plan.grasp.T_base_grasp
             self.get_logger().info(
                 f"pick-and-place planned in {plan.planning_time_s:.2f} s: grasp TCP at "
                 f"{np.round(grasp[:3, 3], 3).tolist()} yaw {math.degrees(plan.grasp.yaw_rad):.0f}° "
-                f"(pick point {np.round(pick, 3).tolist()}), place at {np.round(plan.place_point, 3).tolist()}"
+                f"(pick point {np.round(pick, 3).tolist()}), place at {np.round(plan.place_point, 3).tolist()}; "
+                + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stages.items())
             )
             if plan.place_offset_m > 0.0:
                 self.get_logger().info(plan.message)
@@ -347,12 +363,15 @@ class MotionPlannerNode(Node):
         )
         yaw = None if math.isnan(request.grasp_yaw) else float(request.grasp_yaw)
         with self._plan_lock:
+            started = time.perf_counter()
             world = self._world()
             object_points = None
             if world.points is not None and len(world.points):
                 near = np.linalg.norm(world.points[:, :2] - pick[:2], axis=1) <= config.target_clearance_radius_m
                 object_points = world.points[near] if near.sum() >= 3 else None
+            world_s = time.perf_counter()
             self.planner.update_world(world)
+            self._plan_stages_s = {"world": world_s - started, "collision_model": time.perf_counter() - world_s}
             return plan_pick_place(
                 self.planner,
                 q_start,

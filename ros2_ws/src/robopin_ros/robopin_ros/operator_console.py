@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,21 +30,26 @@ from robopin_interfaces.srv import Instruct
 from sensor_msgs.msg import Image
 from std_srvs.srv import Trigger
 
+from robopin.cameras.topics import ViewTopics
+from robopin.cameras.topics import view_topics as core_view_topics
 from robopin.trials.log import encode_png
 from robopin_ros import conversions
 from robopin_ros.actions import STATUS_NAMES, future_result
+from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.runtime import shutdown_executor
 
 __all__ = ["ConsoleRosLink", "open_console_link"]
 
-_TASK_ACTION = "/robopin/execute_task"
+_TASK_ACTION = "robopin/execute_task"
 _KINDS = ("camera", "reasoning")
 
 
 class ConsoleRosLink(Node):
     """Subscribes to the views and the task, calls Instruct, cancel and stop (see the module docstring)."""
 
-    def __init__(self, views: Sequence[str], *, arm_prefix: str = "/robopin/arm", **node_options: Any) -> None:
+    def __init__(self, views: Sequence[str], *, arm_prefix: str = "robopin/arm",
+                 topics: Mapping[str, ViewTopics] | None = None, **node_options: Any) -> None:
+        """``topics``: view -> its camera topics and QoS (a system's ``view_topics()``; default: camera_node's)."""
         super().__init__("robopin_operator_console", **node_options)
         self.view_names = tuple(views)
         self.arm_prefix = arm_prefix.rstrip("/")
@@ -53,13 +58,14 @@ class ConsoleRosLink(Node):
         self._png: dict[tuple[str, str], tuple[int, bytes]] = {}
         self._feedback: dict[str, Any] = {}
         self._status: dict[bytes, int] = {}
-        self.instruct_client = self.create_client(Instruct, "/robopin/instruct")
+        self.instruct_client = self.create_client(Instruct, "robopin/instruct")
         self.cancel_client = self.create_client(CancelGoal, f"{_TASK_ACTION}/_action/cancel_goal")
         self.stop_client = self.create_client(Trigger, f"{self.arm_prefix}/stop")
         for view in self.view_names:
-            self.create_subscription(Image, f"/cameras/{view}/color/image_raw",
-                                     lambda msg, v=view: self._on_image("camera", v, msg), 2)
-            self.create_subscription(Image, f"/robopin/reasoning/{view}/image",
+            camera = (topics or {}).get(view) or core_view_topics(view)
+            self.create_subscription(Image, camera.color, lambda msg, v=view: self._on_image("camera", v, msg),
+                                     camera_qos(camera.qos, depth=2))
+            self.create_subscription(Image, f"robopin/reasoning/{view}/image",
                                      lambda msg, v=view: self._on_image("reasoning", v, msg), 2)
         self.create_subscription(ExecuteTask.Impl.FeedbackMessage, f"{_TASK_ACTION}/_action/feedback",
                                  self._on_feedback, 20)
@@ -123,11 +129,13 @@ class ConsoleRosLink(Node):
     def instruct(self, instruction: str, dry_run: bool = False) -> dict[str, Any]:
         """The same call as ``robopin instruct``: the planner validates and answers at once."""
         if not self.instruct_client.wait_for_service(timeout_sec=5.0):
-            return {"accepted": False, "task_id": "", "message": "/robopin/instruct is not available: is the stack up?"}
+            return {"accepted": False, "task_id": "",
+                    "message": f"{self.instruct_client.srv_name} is not available: is the stack up?"}
         request = Instruct.Request(instruction=instruction, dry_run=dry_run)
         response = future_result(self.instruct_client.call_async(request), 30.0)
         if response is None:
-            return {"accepted": False, "task_id": "", "message": "/robopin/instruct did not answer within 30 s"}
+            return {"accepted": False, "task_id": "",
+                    "message": f"{self.instruct_client.srv_name} did not answer within 30 s"}
         return {"accepted": bool(response.accepted), "task_id": response.task_id, "message": response.message}
 
     def stop(self) -> dict[str, Any]:
@@ -167,10 +175,11 @@ class _LinkHandle:
         self._context.try_shutdown()
 
 
-def open_console_link(views: Sequence[str], *, arm_prefix: str = "/robopin/arm",
-                      initialize_logging: bool = True) -> _LinkHandle:
+def open_console_link(views: Sequence[str], *, arm_prefix: str = "robopin/arm", namespace: str = "",
+                      initialize_logging: bool = True, topics: Mapping[str, ViewTopics] | None = None) -> _LinkHandle:
     """Start a :class:`ConsoleRosLink` spinning in a context and thread of its own.
 
+    ``namespace``: the robot's (its system file's ``namespace``), where the link's relative names resolve.
     ``initialize_logging=False`` where the process brings stacks up and down in the default context
     (``robopin trial``): rclpy configures logging once per process and finalizes it with the last
     context, so a console context holding it would keep the first stack's rosout publishers alive
@@ -182,7 +191,7 @@ def open_console_link(views: Sequence[str], *, arm_prefix: str = "/robopin/arm",
     context = Context()
     context.init(["robopin_console"], initialize_logging=initialize_logging)  # no signal handlers: ours
     try:
-        link = ConsoleRosLink(views, arm_prefix=arm_prefix, context=context)
+        link = ConsoleRosLink(views, arm_prefix=arm_prefix, topics=topics, context=context, namespace=namespace)
         executor = MultiThreadedExecutor(num_threads=3, context=context)
         executor.add_node(link)
     except BaseException:

@@ -2,17 +2,21 @@
 
 Every node declares through :func:`declare`, so each parameter carries a description, is read-only
 unless its node's set-parameters callback really applies a change at run time, and carries the range
-rclpy enforces (on the override at start and on every later set) where one holds.
+rclpy enforces (on the override at start and on every later set) where one holds. Nested settings
+(``vlm``, ``reasoning``, ...) are declared by :func:`declare_nested` as dotted parameters, one per key.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.exceptions import InvalidParameterValueException
 from rclpy.node import Node
+
+from robopin.system.nested import flatten_setting, setting_from_parameters
 
 # rcl_interfaces IntegerRange holds int64 bounds.
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -54,3 +58,35 @@ def declare(node: Node, name: str, default: Any, description: str, *, read_only:
         bound = f"in [{min}, {max}]" if min is not None and max is not None else (
             f">= {min}" if min is not None else f"<= {max}")
         raise ParameterRangeError(f"parameter {name} must be {bound}, got {value!r}") from None
+
+
+def declare_nested(node: Node, name: str, default: Mapping[str, Any], description: str, *,
+                   read_only: bool = True) -> dict[str, Any]:
+    """Declare the nested setting ``name`` as dotted parameters (``name.key``) and return it as a mapping.
+
+    Every leaf of ``default`` and every ``name.*`` override given at start (a parameters file nests
+    them, rcl flattens them) becomes a parameter of its own, typed by the backend config that reads
+    it (dynamic typing: the core validates). ``name`` itself stays declared as one YAML string, the
+    older form, empty by default (see :func:`nested_value`). Use :func:`nested_value` to read it again.
+    """
+    declare(node, name, "", f"{description}, as one YAML mapping (older form; when not empty it is the whole "
+                            f"setting and the {name}.<key> parameters are unused)", read_only=read_only)
+    flat_default = flatten_setting(name, default)
+    # Overrides rcl parsed for this node (--params-file, -p, parameter_overrides): rclpy has no public
+    # accessor for overrides of parameters not declared yet, and the keys of a backend's mapping are
+    # only known from what the user gave.
+    given = {key: parameter.value for key, parameter in node._parameter_overrides.items()
+             if key.startswith(f"{name}.")}
+    for dotted in sorted(set(flat_default) | set(given)):
+        leaf_default = flat_default.get(dotted, given.get(dotted))
+        declare(node, dotted, leaf_default, f"{description}: {dotted[len(name) + 1:]}", read_only=read_only,
+                dynamic_typing=True)
+    return nested_value(node, name)
+
+
+def nested_value(node: Node, name: str, changed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The setting ``name`` from the node's parameters, with ``changed`` applied (values about to be set);
+    see :func:`robopin.system.nested.setting_from_parameters` (the one-YAML-string form, when not empty, wins)."""
+    values = {f"{name}.{key}": parameter.value for key, parameter in node.get_parameters_by_prefix(name).items()}
+    values[name] = node.get_parameter(name).value
+    return setting_from_parameters(name, values, changed)

@@ -4,15 +4,16 @@ Serves ``/robopin/instruct`` (srv Instruct: validates the instruction, answers a
 id, rejects while a task runs) and ``/robopin/execute_task`` (action ExecuteTask, one goal at a time:
 a second goal is aborted with reason ``busy``; cancel stops the reasoning and cancels the PickPlace
 goal, which stops the arm). Each task runs :class:`robopin.reasoning.ReasoningLoop` with ROS stages:
-a multi-view snapshot from the camera topics (``/cameras/<view>/color/...``), the configured VLM
-backend, the projection node's ``/robopin/project_points`` and the motion planner's
-``/robopin/motion/pick_place``. Publishes every reasoning step on ``/robopin/reasoning``
+a multi-view snapshot from the camera topics (``/cameras/<view>/color/...``, or a driver's own set by
+``cameras.<view>.*``), the configured VLM backend, the projection node's ``/robopin/project_points``
+and the motion planner's ``/robopin/motion/pick_place``. Publishes every reasoning step on ``/robopin/reasoning``
 (PinnedReasoning), the PinCoT drawn on each view on ``/robopin/reasoning/<view>/image`` and the
 chosen targets on ``/robopin/reasoning/markers``; feedback stages are observing, reasoning,
 validating, projecting, planning, executing, done.
 
     ros2 run robopin_ros planner_node --ros-args -p views:="['static', 'wrist']" \\
-        -p vlm:="{type: openai, base_url: 'http://gpu-server:8000/v1', model: vlm}"
+        -p vlm.type:=openai -p vlm.base_url:=http://gpu-server:8000/v1 -p vlm.model:=vlm
+    ros2 param set /planner_node vlm.base_url http://other-server:8000/v1   # applied between tasks
     ros2 service call /robopin/instruct robopin_interfaces/srv/Instruct "{instruction: 'put the duck on the plate'}"
 """
 
@@ -26,7 +27,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import yaml
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionClient, CancelResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -60,12 +60,12 @@ from robopin.vlm.errors import VLMRequestError
 from robopin.vlm.prompts import check_instruction
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, follow_goal, goal_key, wait_future
-from robopin_ros.camera_snapshot import CameraViewsSubscriber
-from robopin_ros.parameters import declare
+from robopin_ros.camera_snapshot import CameraViewsSubscriber, declare_view_topics
+from robopin_ros.parameters import declare, declare_nested, nested_value
 from robopin_ros.runtime import run_node
 
 # Parameters a running node accepts changes to (checked by building what they configure).
-_DYNAMIC = ("vlm", "reasoning", "workspace")
+_NESTED = ("vlm", "reasoning", "workspace")  # nested settings, dotted parameters, applied at run time
 
 
 _MODEL_CHECK_PERIOD_S = 2.0
@@ -263,10 +263,10 @@ class PlannerNode(Node):
                                               "(0: the motion planner's default)", min=0.0, max=1.0))
         self.publish_images = bool(read_only("publish_images", True,
                                              "publish the PinCoT drawn on each view on "
-                                             "/robopin/reasoning/<view>/image"))
-        self.project_service = str(read_only("project_service", "/robopin/project_points",
+                                             "robopin/reasoning/<view>/image"))
+        self.project_service = str(read_only("project_service", "robopin/project_points",
                                              "ProjectPoints service of the projection node"))
-        self.pick_place_action = str(read_only("pick_place_action", "/robopin/motion/pick_place",
+        self.pick_place_action = str(read_only("pick_place_action", "robopin/motion/pick_place",
                                                "PickPlace action of the motion planner"))
         snapshot = SnapshotConfig(
             tuple(self.views),
@@ -275,31 +275,32 @@ class PlannerNode(Node):
             max_age_s=float(read_only("max_frame_age_s", 0.5,
                                       "frames older than this many seconds refuse the task with stale_frame", min=0.0)),
         )
-        # Dynamic: _on_set_parameters rebuilds the backend and config while no task runs.
-        declare(self, "vlm", "{type: openai}", "YAML mapping of the VLM backend, with its type (openai, oracle, ...)",
-                read_only=False)
-        declare(self, "reasoning", "{}", "YAML mapping of the reasoning config (mode, max_steps, reasoner, ...)",
-                read_only=False)
-        declare(self, "workspace", "", "YAML workspace box {min_xyz, max_xyz} in target_frame, metres (empty: none)",
-                read_only=False)
+        # Dynamic: _on_set_parameters rebuilds the backend and config while no task runs. Each is a nested
+        # setting declared as dotted parameters (vlm.base_url, reasoning.max_steps, workspace.min_xyz, ...).
+        declare_nested(self, "vlm", {"type": "openai"}, "VLM backend config, with its type (openai, oracle, ...)",
+                       read_only=False)
+        declare_nested(self, "reasoning", {}, "reasoning config (mode, max_steps, reasoner, ...)", read_only=False)
+        declare_nested(self, "workspace", {}, "workspace box {min_xyz, max_xyz} in target_frame, metres (none: no box)",
+                       read_only=False)
         # Simulated systems only: the loop's pin, answer and plan accuracy against the world's ground truth.
-        self.ground_truth = make_ground_truth(yaml.safe_load(str(read_only(
-            "ground_truth", "", "YAML mapping of a ground-truth source, e.g. {type: sim, world: workcell} "
-                                "(empty: none, as on a real cell)")) or "") or None)
+        self.ground_truth = make_ground_truth(declare_nested(
+            self, "ground_truth", {}, "ground-truth source, e.g. {type: sim, world: workcell} (none: a real cell)")
+            or None)
         self._backend: VLMBackend | None = None
         self._config: ReasoningConfig | None = None
         self._config_lock = threading.Lock()
         self._model_check_lock = threading.Lock()
         self._model_check_thread: threading.Thread | None = None
         self._model_status = ""
-        self._configure({name: self.get_parameter(name).value for name in _DYNAMIC})
+        self._configure({name: nested_value(self, name) for name in _NESTED})
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
         self.guard = SingleGoalGuard()
         group = ReentrantCallbackGroup()
         # Image callbacks on a child node with a single-threaded executor of their own: the planner's
         # multi-threaded executor costs 10-18 % of a core more per 30 Hz view (benchmarks/bench_cameras.py).
-        self.cameras = CameraViewsSubscriber(self, snapshot, require_depth=False, own_executor=True)
+        self.cameras = CameraViewsSubscriber(self, snapshot, require_depth=False, own_executor=True,
+                                             topics=declare_view_topics(self, self.views))
         self._shutting_down = False
         self.observer = _RosObserver(
             self.cameras,
@@ -311,39 +312,33 @@ class PlannerNode(Node):
         )
         self.project_client = self.create_client(ProjectPoints, self.project_service, callback_group=group)
         self.pick_place_client = ActionClient(self, PickPlace, self.pick_place_action, callback_group=group)
-        self.reasoning_pub = self.create_publisher(PinnedReasoning, "/robopin/reasoning", 10)
-        self.markers_pub = self.create_publisher(MarkerArray, "/robopin/reasoning/markers", 10)
-        self.targets_pub = self.create_publisher(Target3D, "/robopin/targets", 10)
-        self.image_pubs = {v: self.create_publisher(Image, f"/robopin/reasoning/{v}/image", 2) for v in self.views}
+        self.reasoning_pub = self.create_publisher(PinnedReasoning, "robopin/reasoning", 10)
+        self.markers_pub = self.create_publisher(MarkerArray, "robopin/reasoning/markers", 10)
+        self.targets_pub = self.create_publisher(Target3D, "robopin/targets", 10)
+        self.image_pubs = {v: self.create_publisher(Image, f"robopin/reasoning/{v}/image", 2) for v in self.views}
         # Annotated images and target markers are for people watching: drawn and published on this worker
         # after the step has moved on, never between the model's answer and the projection.
         self._display = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="robopin-display")
-        self.create_service(Instruct, "/robopin/instruct", self._on_instruct, callback_group=group)
+        self.create_service(Instruct, "robopin/instruct", self._on_instruct, callback_group=group)
         self.task_server = self.guard.serve(
-            self, ExecuteTask, "/robopin/execute_task", self._execute_task,
+            self, ExecuteTask, "robopin/execute_task", self._execute_task,
             lambda message: ExecuteTask.Result(reason=BUSY_REASON, message=message),
             accepting=lambda: not self._shutting_down, cancel_callback=self._cancel_task, callback_group=group)
         # Instruct runs its task as a goal of our own action, so clients can watch or cancel it there.
-        self.task_client = ActionClient(self, ExecuteTask, "/robopin/execute_task", callback_group=group)
+        self.task_client = ActionClient(self, ExecuteTask, "robopin/execute_task", callback_group=group)
         self.get_logger().info(f"planner ready: views {self.views}, backend {self._backend!r}")
 
     # ------------------------------------------------------------------ configuration
     def _declare_read_only(self, name: str, default: Any, description: str, **range_: float) -> Any:
         return declare(self, name, default, description, **range_)
 
-    def _configure(self, values: dict[str, Any]) -> None:
-        """Build the reasoning config and backend from parameter values (raises naming the bad one)."""
-        reasoning = yaml.safe_load(str(values["reasoning"]) or "{}") or {}
-        workspace = yaml.safe_load(str(values["workspace"]) or "") or None
-        if not isinstance(reasoning, dict):
-            raise ValueError(f"parameter reasoning must be a YAML mapping, got {values['reasoning']!r}")
-        if workspace is not None:
-            reasoning["workspace"] = WorkspaceBox.from_dict(workspace)
+    def _configure(self, values: dict[str, dict[str, Any]]) -> None:
+        """Build the reasoning config and backend from the vlm, reasoning and workspace mappings (raises, named)."""
+        reasoning = dict(values["reasoning"])
+        if values["workspace"]:
+            reasoning["workspace"] = WorkspaceBox.from_dict(values["workspace"])
         config = ReasoningConfig.from_dict(reasoning)
-        vlm = yaml.safe_load(str(values["vlm"]))
-        if not isinstance(vlm, dict):
-            raise ValueError(f"parameter vlm must be a YAML mapping with a 'type', got {values['vlm']!r}")
-        backend = make_backend(vlm)
+        backend = make_backend(values["vlm"])
         # Build a loop once so a bad reasoner setting fails here, not in the first task.
         ReasoningLoop(config, backend, None, None, None)  # type: ignore[arg-type]
         with self._config_lock:
@@ -353,15 +348,13 @@ class PlannerNode(Node):
 
     def _on_set_parameters(self, parameters) -> SetParametersResult:
         """Accept vlm / reasoning / workspace changes only when they build; never during a task."""
-        changed = {p.name: p.value for p in parameters if p.name in _DYNAMIC}
+        changed = {p.name: p.value for p in parameters if p.name.split(".", 1)[0] in _NESTED}
         if not changed:
             return SetParametersResult(successful=True)
         if self.guard.active is not None:
             return SetParametersResult(successful=False, reason=f"a task is running ({self.guard.active})")
-        values = {name: self.get_parameter(name).value for name in _DYNAMIC}
-        values.update(changed)
         try:
-            self._configure(values)
+            self._configure({name: nested_value(self, name, changed) for name in _NESTED})
         except Exception as error:  # every config error must reach the caller, named
             return SetParametersResult(successful=False, reason=f"{type(error).__name__}: {error}")
         self.get_logger().info(f"reconfigured {sorted(changed)}: backend {self._backend!r}")

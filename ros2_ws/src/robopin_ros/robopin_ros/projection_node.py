@@ -2,19 +2,21 @@
 
 Subscribes per configured view (``views[i]`` is ``img_idx`` i) to realsense-ros style topics
 ``<camera_prefix>/<view>/aligned_depth_to_color/image_raw`` and ``.../color/camera_info`` (and
-``.../color/image_raw`` when ``sync_color``), pairs them by stamp, and keeps the last few synced
+``.../color/image_raw`` when ``sync_color``), or another driver's names and QoS set by ``cameras.<view>.*``
+(robopin.cameras.topics), pairs them by stamp, and keeps the last few synced
 frames. Arm poses for wrist views come from a ``geometry_msgs/PoseStamped`` of the end effector in
 base (``ee_pose_topic``) and/or ``sensor_msgs/JointState`` through the forward kinematics of
 ``robot_description``. Camera mounts come from ``<calibration_dir>/<view>.yaml`` or the
-``calibrations`` parameter (YAML mapping view -> mount). A view listed in ``unaligned_depth`` (YAML
-mapping view -> ``T_color_depth``) reads ``.../depth/image_rect_raw`` and ``.../depth/camera_info``
+``calibrations`` parameters (view -> mount: ``calibrations.<view>.parent_frame``, ...). A view listed in
+``unaligned_depth`` (view -> ``T_color_depth``) reads ``.../depth/image_rect_raw`` and ``.../depth/camera_info``
 instead and registers depth to color on demand. Serves ``/robopin/project_points`` and draws the
 targets on ``/robopin/targets/markers``; with ``cloud_period_s`` > 0 publishes the workspace point cloud
 (``/robopin/workspace_cloud``, base frame, cropped to ``workspace``) from the views in ``cloud_views``
 (default: every calibrated view; a static-only list keeps a moving wrist camera out of the obstacles).
 
     ros2 run robopin_ros projection_node --ros-args -p views:="['static', 'wrist']" \\
-        -p calibration_dir:=calibration -p workspace:="{min_xyz: [0.1, -0.5, -0.02], max_xyz: [0.9, 0.5, 0.6]}"
+        -p calibration_dir:=calibration -p workspace.min_xyz:="[0.1, -0.5, -0.02]" \\
+        -p workspace.max_xyz:="[0.9, 0.5, 0.6]"
 """
 
 from __future__ import annotations
@@ -27,11 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from robopin_interfaces.srv import ProjectPoints
 from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
@@ -57,11 +57,9 @@ from robopin.geometry import (
 )
 from robopin.geometry.pointcloud import PointCloud
 from robopin_ros import conversions
-from robopin_ros.parameters import declare
+from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
+from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import run_node
-
-# Best effort matches both reliable publishers (camera_node) and realsense-ros's sensor-data QoS.
-SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
 
 
 @dataclass
@@ -128,19 +126,20 @@ class ProjectionNode(Node):
         p = self._declare
         self.view_names = [v for v in p("views", ["static"], "camera view names in img_idx order (0, 1, ...)") if v]
         self.target_frame = str(p("target_frame", "base", "frame the 3D targets are expressed in"))
-        camera_prefix = str(p("camera_prefix", "/cameras",
+        camera_prefix = str(p("camera_prefix", "cameras",
                               "topic prefix of the camera views (<prefix>/<view>/...)")).rstrip("/")
         calibration_dir = Path(str(p("calibration_dir", "calibration",
                                      "folder of <view>.yaml camera mounts, used for views missing from calibrations")))
-        calibrations = yaml.safe_load(str(p("calibrations", "{}",
-                                            "YAML mapping view -> camera mount; overrides calibration_dir"))) or {}
-        workspace = yaml.safe_load(str(p("workspace", "",
-                                         "YAML workspace box {min_xyz, max_xyz} in target_frame, metres; "
-                                         "points outside are refused"))) or None
+        # Nested settings, one dotted parameter per key (calibrations.<view>.parent_frame, workspace.min_xyz,
+        # ...), or the older one YAML string each.
+        calibrations = declare_nested(self, "calibrations", {},
+                                      "view -> camera mount {parent_frame, matrix | translation + rpy}; overrides "
+                                      "calibration_dir")
+        workspace = declare_nested(self, "workspace", {}, "workspace box {min_xyz, max_xyz} in target_frame, metres; "
+                                   "points outside are refused (none: no box)") or None
         # view -> T_color_depth (same keys as a calibration) for cameras whose depth is not aligned to color
-        unaligned = yaml.safe_load(str(p("unaligned_depth", "{}",
-                                         "YAML mapping view -> T_color_depth for cameras whose depth is not "
-                                         "aligned to color"))) or {}
+        unaligned = declare_nested(self, "unaligned_depth", {},
+                                   "view -> T_color_depth for cameras whose depth is not aligned to color")
         self.sync_tolerance_s = float(p("sync_tolerance_s", 0.02,
                                         "largest stamp difference between a view's depth, camera_info and "
                                         "color, seconds", min=0.0))
@@ -151,9 +150,9 @@ class ProjectionNode(Node):
         self.frame_history_s = float(p("frame_history_s", 10.0,
                                        "seconds of frames kept for requests that name a stamp", min=0.0))
         sync_color = bool(p("sync_color", False, "also require a color image synced to each depth frame"))
-        ee_pose_topic = str(p("ee_pose_topic", "/robopin/arm/ee_pose",
+        ee_pose_topic = str(p("ee_pose_topic", "robopin/arm/ee_pose",
                               "topic of the end-effector pose in the base frame (wrist view poses)"))
-        joint_states_topic = str(p("joint_states_topic", "/joint_states", "topic of the arm's joint states"))
+        joint_states_topic = str(p("joint_states_topic", "joint_states", "topic of the arm's joint states"))
         robot_description = str(p("robot_description", "",
                                   "robot description name (panda, xarm6, ...) whose kinematics give wrist poses from "
                                   "joint states (empty: ee_pose only)"))
@@ -223,33 +222,21 @@ class ProjectionNode(Node):
             for v, d in unaligned.items()
         }
         self.streams: dict[int, _ViewStreams] = {}
+        self.camera_topics = declare_view_topics(self, self.view_names, robopin_root=camera_prefix)
+        self.qos_watch = QosMismatchWatch(self)
         for i, name in enumerate(self.view_names):
             streams = _ViewStreams(self.sync_tolerance_s, 10, sync_color, unaligned=i in self.T_color_depth,
                                    history_s=self.frame_history_s)
             self.streams[i] = streams
-            base = f"{camera_prefix}/{name}"
-            if streams.unaligned:
-                # realsense-ros names without align_depth: the depth stream in its own camera.
+            topics = self.camera_topics[name]
+            # realsense-ros names without align_depth: the depth stream in its own camera, with its own info.
+            names = topics.names(unaligned=streams.unaligned)
+            kinds = [("depth", Image), ("info", CameraInfo)] + ([("depth_info", CameraInfo)] if streams.unaligned
+                                                                else []) + ([("color", Image)] if sync_color else [])
+            for kind, msg_type in kinds:
                 self.create_subscription(
-                    Image, f"{base}/depth/image_rect_raw", lambda m, s=streams: s.add("depth", m), SENSOR_QOS
-                )
-                self.create_subscription(
-                    CameraInfo, f"{base}/depth/camera_info", lambda m, s=streams: s.add("depth_info", m), SENSOR_QOS
-                )
-            else:
-                self.create_subscription(
-                    Image,
-                    f"{base}/aligned_depth_to_color/image_raw",
-                    lambda m, s=streams: s.add("depth", m),
-                    SENSOR_QOS,
-                )
-            self.create_subscription(
-                CameraInfo, f"{base}/color/camera_info", lambda m, s=streams: s.add("info", m), SENSOR_QOS
-            )
-            if sync_color:
-                self.create_subscription(
-                    Image, f"{base}/color/image_raw", lambda m, s=streams: s.add("color", m), SENSOR_QOS
-                )
+                    msg_type, names[kind], lambda m, s=streams, k=kind: s.add(k, m), camera_qos(topics.qos),
+                    event_callbacks=self.qos_watch.subscription_events(topics, names[kind]))
         self.create_subscription(PoseStamped, ee_pose_topic, self._on_ee_pose, 50)
         self._description = None
         if robot_description:
@@ -259,16 +246,18 @@ class ProjectionNode(Node):
             self.create_subscription(JointState, joint_states_topic, self._on_joint_state, 50)
 
         self._camera_models: dict[tuple, Any] = {}
-        self.markers_pub = self.create_publisher(MarkerArray, "/robopin/targets/markers", 10)
-        self.cloud_pub = self.create_publisher(PointCloud2, "/robopin/workspace_cloud", 2)
+        self.markers_pub = self.create_publisher(MarkerArray, "robopin/targets/markers", 10)
+        self.cloud_pub = self.create_publisher(PointCloud2, "robopin/workspace_cloud", 2)
         # The service gets its own group so it runs while subscriptions keep filling the buffers.
         self.create_service(
             ProjectPoints,
-            "/robopin/project_points",
+            "robopin/project_points",
             self._on_project_points,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
         self._cloud_source: tuple = ()  # (img_idx, frame stamp) of the frames the last cloud was built from
+        self._view_clouds: dict[int, tuple] = {}  # img_idx -> (depth_m, T_base_cam, points, camera) of its last cloud
+        self._merged_cloud: tuple = ((), None)  # (the views' clouds, their merged downsampled points)
         if cloud_period_s > 0:
             self.create_timer(cloud_period_s, self._publish_cloud, callback_group=MutuallyExclusiveCallbackGroup())
         mounts = ", ".join(f"{v.img_idx}={v.name} ({v.mount.kind if v.mount else 'uncalibrated'})" for v in views)
@@ -357,6 +346,8 @@ class ProjectionNode(Node):
         else:
             near = "" if stamp_s is None else f" near t={stamp_s:.3f} s"
             response.message = f"no synced depth + camera_info frames{near} from views {self.view_names}"
+            if self.qos_watch.mismatches:
+                response.message += "; " + "; ".join(self.qos_watch.mismatches.values())
         self.markers_pub.publish(
             conversions.targets_to_marker_array(targets, target_frame, self.get_clock().now().to_msg())
         )
@@ -389,22 +380,35 @@ class ProjectionNode(Node):
             except StalePoseError:
                 continue
             depth = self.projector.config.depth
-            clouds.append(
-                depth_to_point_cloud(
-                    data.depth_m,
-                    data.camera,
-                    T_base_cam,
-                    workspace=self.workspace,
-                    voxel_size_m=self.cloud_voxel_m,
-                    min_depth_m=depth.min_depth_m,
-                    max_depth_m=depth.max_depth_m,
-                ).points
-            )
+            # A still scene (a simulated camera, a static view between motions) sends the same depth from
+            # the same pose frame after frame: its cloud is the last one's (a ~1 ms comparison, not a build).
+            last = self._view_clouds.get(img_idx)
+            if last is not None and last[3] is data.camera and np.array_equal(last[1], T_base_cam) and np.array_equal(
+                    last[0], data.depth_m, equal_nan=True):
+                clouds.append(last[2])
+            else:
+                clouds.append(
+                    depth_to_point_cloud(
+                        data.depth_m,
+                        data.camera,
+                        T_base_cam,
+                        workspace=self.workspace,
+                        voxel_size_m=self.cloud_voxel_m,
+                        min_depth_m=depth.min_depth_m,
+                        max_depth_m=depth.max_depth_m,
+                    ).points
+                )
+                self._view_clouds[img_idx] = (data.depth_m, T_base_cam, clouds[-1], data.camera)
             # Stamped with its oldest view: the cloud is only as recent as the oldest depth in it.
             stamp = data.stamp_s if stamp is None else min(stamp, data.stamp_s)
         if not clouds:
             return
-        points, _ = voxel_downsample(np.concatenate(clouds), self.cloud_voxel_m)
+        previous, merged = self._merged_cloud
+        if len(clouds) == len(previous) and all(a is b for a, b in zip(clouds, previous, strict=True)):
+            points = merged
+        else:
+            points, _ = voxel_downsample(np.concatenate(clouds), self.cloud_voxel_m)
+            self._merged_cloud = (tuple(clouds), points)
         header = conversions.make_header(
             stamp if stamp is not None and math.isfinite(stamp) else 0.0, self.target_frame
         )

@@ -45,22 +45,25 @@ from robopin.bags.recorder import (
     TrialRecorder,
 )
 from robopin.bags.typestore import trim_cdr
+from robopin.system.names import absolute_name, strip_namespace
 from robopin_ros import conversions
 from robopin_ros.actions import TERMINAL_STATUSES
+from robopin_ros.camera_snapshot import camera_qos, declare_view_topics
 from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 
+# Relative to the recorder's namespace, as the nodes name them (a leading '/' would record outside it).
 DEFAULT_TOPICS = [
-    "/cameras/*/color/image_raw", "/cameras/*/color/camera_info", "/cameras/*/aligned_depth_to_color/image_raw",
-    "/cameras/*/depth/image_rect_raw", "/cameras/*/depth/camera_info",  # views with align_depth:=false
-    "/joint_states", "/robopin/arm/ee_pose", "/robopin/reasoning", "/robopin/reasoning/*/image",
-    "/robopin/reasoning/markers", "/robopin/targets", "/robopin/targets/markers", "/robopin/workspace_cloud",
-    "*/_action/feedback", "*/_action/status", TF_STATIC_TOPIC, TF_TOPIC, *LATCHED_TOPICS,
+    "cameras/*/color/image_raw", "cameras/*/color/camera_info", "cameras/*/aligned_depth_to_color/image_raw",
+    "cameras/*/depth/image_rect_raw", "cameras/*/depth/camera_info",  # views with align_depth:=false
+    "joint_states", "robopin/arm/ee_pose", "robopin/reasoning", "robopin/reasoning/*/image",
+    "robopin/reasoning/markers", "robopin/targets", "robopin/targets/markers", "robopin/workspace_cloud",
+    "*/_action/feedback", "*/_action/status", *(t.lstrip("/") for t in (TF_STATIC_TOPIC, TF_TOPIC, *LATCHED_TOPICS)),
 ]
-# Written by this node from each PickPlace result (a topic every ROS tool reads; the result itself is
-# on <action>/_action/result): one JointTrajectory per planned phase and the tool path as markers.
-PLANNED_TRAJECTORY_TOPIC = "/robopin/planned_trajectory"
-PLANNED_PATH_MARKERS_TOPIC = "/robopin/planned_trajectory/markers"
+# Written by this node from each PickPlace result, named as if it published them (a topic every ROS tool reads;
+# the result itself is on <action>/_action/result): one JointTrajectory per planned phase and the tool path as markers.
+PLANNED_TRAJECTORY_TOPIC = "robopin/planned_trajectory"
+PLANNED_PATH_MARKERS_TOPIC = "robopin/planned_trajectory/markers"
 _ACTIVE = {1, 2, 3}  # ACCEPTED, EXECUTING, CANCELING
 
 # Our camera node publishes reliably; a reliable subscriber with 100 frames of history (about 0.8 s of
@@ -99,7 +102,7 @@ class RecorderNode(Node):
         super().__init__("recorder_node", **kwargs)
         declare(self, "output_dir", "trials/bags", "folder the per-task bags are written to")
         declare(self, "topics", DEFAULT_TOPICS, "topic names or glob patterns recorded")
-        declare(self, "task_status_topic", "/robopin/execute_task/_action/status",
+        declare(self, "task_status_topic", "robopin/execute_task/_action/status",
                 "action status topic whose goals start and end a task's bag")
         declare(self, "discovery_period_s", 0.5, "seconds between searches for new matching topics (> 0)", min=0.0)
         declare(self, "queue_size", 2000, "messages buffered for the bag writer thread (0: unbounded)", min=0)
@@ -110,9 +113,11 @@ class RecorderNode(Node):
                 min=0.0)
         declare(self, "robot", "",
                 "robot description name (panda, xarm6, ...) for the tool path of planned trajectories (empty: none)")
-        declare(self, "parameter_nodes", ["/projection_node"],
+        declare(self, "parameter_nodes", ["projection_node"],
                 "nodes whose parameters every bag carries (what a replay needs to project as the live node did)")
-        self.parameter_nodes = [str(n) if str(n).startswith("/") else f"/{n}"
+        # The graph gives absolute names; the bag keeps them as the root namespace has them (TrialRecorder).
+        self.namespace = self.get_namespace()
+        self.parameter_nodes = [absolute_name(str(n), self.namespace)
                                 for n in self.get_parameter("parameter_nodes").value if n]
         self._parameter_clients: dict[str, Any] = {}
         declare(self, "result_wait_s", 5.0,
@@ -125,8 +130,13 @@ class RecorderNode(Node):
         if str(self.get_parameter("sensor_reliability").value) == "best_effort":
             self.sensor_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=30,
                                          reliability=ReliabilityPolicy.BEST_EFFORT)
-        self.patterns = [str(p) for p in self.get_parameter("topics").value]
-        self.recorder = TrialRecorder(str(self.get_parameter("output_dir").value),
+        self.patterns = [absolute_name(str(p), self.namespace) for p in self.get_parameter("topics").value if p]
+        # Views whose topics a system names (cameras.<view>.*: a driver's own names and QoS) are recorded
+        # with the rest; cameras/<view>/... of our camera_node stays recognised without them.
+        declare(self, "views", [""], "camera views whose topics (cameras.<view>.*) are recorded (empty: cameras/*)")
+        self.camera_topics = {absolute_name(topic, self.namespace): topics for topics in declare_view_topics(
+            self, [v for v in self.get_parameter("views").value if v]).values() for topic in topics.all_names()}
+        self.recorder = TrialRecorder(str(self.get_parameter("output_dir").value), namespace=self.namespace,
                                       queue_size=int(self.get_parameter("queue_size").value),
                                       flush_interval_s=float(self.get_parameter("flush_interval_s").value))
         robot = str(self.get_parameter("robot").value)
@@ -135,7 +145,7 @@ class RecorderNode(Node):
             from robopin.robots.description import load_description
 
             self.description = load_description(robot)
-        self.task_status_topic = str(self.get_parameter("task_status_topic").value)
+        self.task_status_topic = absolute_name(str(self.get_parameter("task_status_topic").value), self.namespace)
         self._subscribed: dict[str, Any] = {}
         self._heard: set[str] = set()  # topics that delivered a message (set.add: atomic under the GIL)
         self._lock = threading.Lock()
@@ -149,7 +159,17 @@ class RecorderNode(Node):
         self._discover()
 
     def _wanted(self, topic: str) -> bool:
-        return any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.patterns)
+        return topic in self.camera_topics or any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.patterns)
+
+    def _is_camera_topic(self, topic: str) -> bool:
+        return topic in self.camera_topics or strip_namespace(topic, self.namespace).startswith("/cameras/")
+
+    def _camera_qos(self, topic: str) -> QoSProfile:
+        """A camera topic's subscription QoS: its view's (history 100), unless sensor_reliability says best effort."""
+        topics = self.camera_topics.get(topic)
+        if topics is None or self.sensor_qos.reliability == ReliabilityPolicy.BEST_EFFORT:
+            return self.sensor_qos
+        return camera_qos(topics.qos, depth=self.sensor_qos.depth)
 
     def _discover(self) -> None:
         """Subscribe to configured topics that appeared in the graph since the last look."""
@@ -163,8 +183,8 @@ class RecorderNode(Node):
                 self.unsupported[topic] = type_name
                 self.get_logger().warning(f"cannot record {topic} ({type_name}): {error}")
                 continue
-            qos = _LATCHED_QOS if topic in (TF_STATIC_TOPIC, *LATCHED_TOPICS) else (
-                self.sensor_qos if topic.startswith("/cameras/") else _RELIABLE_QOS)
+            qos = _LATCHED_QOS if strip_namespace(topic, self.namespace) in (TF_STATIC_TOPIC, *LATCHED_TOPICS) else (
+                self._camera_qos(topic) if self._is_camera_topic(topic) else _RELIABLE_QOS)
             self._subscribed[topic] = self.create_subscription(
                 cls, topic, self._make_callback(topic, type_name), qos, raw=True)
             self.get_logger().info(f"recording {topic} ({type_name})")
@@ -198,6 +218,7 @@ class RecorderNode(Node):
         if response is None:
             return
         values = {name: parameter_value_to_python(value) for name, value in zip(names, response.values, strict=False)}
+        node = strip_namespace(node, self.namespace)
         text = yaml.safe_dump({node.lstrip("/"): values}, sort_keys=True)
         self.recorder.record(f"{PARAMETERS_PREFIX}{node}", "std_msgs/msg/String",
                              self._exact(String(data=text), "std_msgs/msg/String"), time.time_ns())
@@ -305,12 +326,14 @@ class RecorderNode(Node):
         if not phases:
             return
         for phase in phases:
-            self.recorder.record(PLANNED_TRAJECTORY_TOPIC, "trajectory_msgs/msg/JointTrajectory",
+            self.recorder.record(absolute_name(PLANNED_TRAJECTORY_TOPIC, self.namespace),
+                                 "trajectory_msgs/msg/JointTrajectory",
                                  self._exact(phase, "trajectory_msgs/msg/JointTrajectory"), stamp_ns)
         if self.description is not None:
             paths = conversions.trajectory_tool_paths(phases, self.description)
             markers = conversions.tool_paths_to_marker_array(paths, "base", self.get_clock().now().to_msg())
-            self.recorder.record(PLANNED_PATH_MARKERS_TOPIC, "visualization_msgs/msg/MarkerArray",
+            self.recorder.record(absolute_name(PLANNED_PATH_MARKERS_TOPIC, self.namespace),
+                                 "visualization_msgs/msg/MarkerArray",
                                  self._exact(markers, "visualization_msgs/msg/MarkerArray"), stamp_ns)
 
     def _exact(self, msg: Any, type_name: str) -> bytes:
@@ -356,8 +379,10 @@ class RecorderNode(Node):
         write a bag that cannot be replayed, so bring-up waits for this before the first task.
         """
         waiting = []
-        for topic, _ in self.get_topic_names_and_types():
-            if topic.startswith("/cameras/") and topic.endswith("/image_raw") and self._wanted(topic) \
+        for topic, types in self.get_topic_names_and_types():
+            image = (topic in self.camera_topics and "sensor_msgs/msg/Image" in types) or (
+                self._is_camera_topic(topic) and topic.endswith("/image_raw"))
+            if image and self._wanted(topic) \
                     and topic not in self.unsupported and topic not in self._heard:
                 waiting.append(f"no message recorded yet on {topic}")
         return waiting

@@ -3,7 +3,8 @@
 Raw CDR bytes go straight to publishers of the recorded types (no decode); ``/tf_static``,
 ``/robot_description`` and recorded parameters are published latched (transient local) and sent first
 even with a start offset, so consumers (RViz, tf2) can place the cameras and the robot; ``/tf`` follows
-in recorded order. Topics whose type this environment cannot import are skipped and named in the log. Run::
+in recorded order. Topics whose type this environment cannot import are skipped and named in the log. Topics
+go out under the node's namespace (``/left/cameras/...`` with ``-r __ns:=/left``). Run::
 
     ros2 run robopin_ros replay_node --ros-args -p bag:=trials/bags/task-1234 -p rate:=0.5 -p loop:=true
 """
@@ -55,7 +56,8 @@ class ReplayNode(Node):
                 self.skipped[info.topic] = info.msgtype
                 continue
             qos = _LATCHED_QOS if is_latched_topic(info.topic) else _QOS
-            self.publishers_by_topic[info.topic] = self.create_publisher(cls, info.topic, qos)
+            # A bag holds root-namespace names (TrialRecorder): relative here, they land in this node's namespace.
+            self.publishers_by_topic[info.topic] = self.create_publisher(cls, info.topic.lstrip("/"), qos)
         if self.skipped:
             self.get_logger().warning(f"not replaying topics of types this environment lacks: {self.skipped}")
         self.stop = threading.Event()

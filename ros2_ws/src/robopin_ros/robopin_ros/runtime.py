@@ -94,27 +94,34 @@ def stop_nodes(nodes: Iterable[Node], timeout_s: float = SHUTDOWN_DRAIN_S) -> li
 
 
 def shutdown_executor(executor: Executor, spinner: threading.Thread | None = None, timeout_s: float = 5.0) -> bool:
-    """Stop ``executor`` and wait (up to ``timeout_s``) until no callback of it runs; True when none does.
+    """Stop ``executor`` once no callback of it runs (waiting up to ``timeout_s``); True when none did.
 
-    Nodes are destroyed right after this, and a callback still running then fails on its destroyed
-    publisher or timer ("cannot use Destroyable because destruction was requested", printed at exit
-    as an exception never retrieved). rclpy 7.1 (Jazzy) ``Executor.shutdown`` waits for nothing: it
-    sets ``_is_shutdown`` and then tests ``if not self._is_shutdown`` before waiting on its work
-    tracker, and ``MultiThreadedExecutor`` never shuts its thread pool down. So: stop spinning, drop the
-    handlers the pool has not started, then wait on the executor's own work tracker (entered around
-    every callback it runs).
+    Nodes are destroyed right after this, and two rclpy 7.1 (Jazzy) behaviours make a plain
+    ``executor.shutdown()`` unsafe then: it waits for nothing (it sets ``_is_shutdown`` and then tests
+    ``if not self._is_shutdown`` before waiting on its work tracker), so a running callback meets its
+    destroyed publisher; and it destroys the executor's guard condition, which every callback handler
+    triggers when it has taken its work, so a handler the thread pool starts a moment later fails.
+    Both print "The following exception was never retrieved: cannot use Destroyable because
+    destruction was requested". So: take the nodes out of the executor (nothing new is dispatched),
+    wait until every handler already handed out has finished, and only then shut it down.
     """
-    executor.shutdown(timeout_sec=0)
     deadline = time.monotonic() + timeout_s
+    for node in list(executor.get_nodes()):
+        executor.remove_node(node)
+    handed_out = getattr(executor, "_futures", None)  # MultiThreadedExecutor: handlers given to its pool
+    while handed_out and any(not future.done() for future in list(handed_out)):
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.005)
+    tracker = getattr(executor, "_work_tracker", None)  # entered around every callback the executor runs
+    idle = tracker.wait(max(0.0, deadline - time.monotonic())) if tracker is not None else True
+    executor.shutdown(timeout_sec=0)
     if spinner is not None:
-        spinner.join(timeout=timeout_s)
-    pool = getattr(executor, "_executor", None)  # MultiThreadedExecutor's ThreadPoolExecutor
+        spinner.join(timeout=max(0.1, deadline - time.monotonic()))
+    pool = getattr(executor, "_executor", None)  # MultiThreadedExecutor's ThreadPoolExecutor, never shut down
     if pool is not None:
         pool.shutdown(wait=False, cancel_futures=True)
-    tracker = getattr(executor, "_work_tracker", None)
-    if tracker is None:
-        return True
-    return tracker.wait(max(0.0, deadline - time.monotonic()))
+    return idle
 
 
 def _busy(node: Node) -> list[str]:

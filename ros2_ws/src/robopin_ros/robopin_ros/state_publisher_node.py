@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
@@ -32,7 +31,7 @@ from robopin.geometry import CalibrationError, CameraMount, mount_from_dict
 from robopin.robots.description import load_description
 from robopin.robots.state_publisher import robopin_frame_transforms
 from robopin_ros import conversions
-from robopin_ros.parameters import declare
+from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import run_node
 
 # ros/robot_state_publisher, src/robot_state_publisher.cpp: /robot_description with QoS(1).transient_local(),
@@ -52,15 +51,14 @@ class StatePublisherNode(Node):
         p = self._declare
         robot = str(p("robot", "panda", "robot description name (panda, fr3, xarm6, ...) whose URDF is published"))
         views = [v for v in p("views", ["static", "wrist"], "camera views whose mount frames go on /tf_static") if v]
-        calibrations = yaml.safe_load(str(p("calibrations", "{}",
-                                            "YAML mapping view -> camera mount; overrides sim_world and "
-                                            "calibration_dir"))) or {}
+        # Nested, one dotted parameter per key (calibrations.<view>.parent_frame, ...), as projection_node's.
+        calibrations = declare_nested(self, "calibrations", {},
+                                      "view -> camera mount; overrides sim_world and calibration_dir")
         calibration_dir = Path(str(p("calibration_dir", "calibration", "folder of <view>.yaml camera mounts")))
         sim_world = str(p("sim_world", "", "simulated world whose ground-truth camera mounts are used (empty: none)"))
-        unaligned = yaml.safe_load(str(p("unaligned_depth", "{}",
-                                         "YAML mapping view -> T_color_depth: <view>_depth_optical goes "
-                                         "under <view>_optical"))) or {}
-        joint_states_topic = str(p("joint_states_topic", "/joint_states", "topic of the arm's joint states"))
+        unaligned = declare_nested(self, "unaligned_depth", {},
+                                   "view -> T_color_depth: <view>_depth_optical goes under <view>_optical")
+        joint_states_topic = str(p("joint_states_topic", "joint_states", "topic of the arm's joint states"))
         description = load_description(robot)
         urdf_text = description.urdf_path.read_text(encoding="utf-8")
         self.tree = description.urdf_tree
@@ -73,9 +71,14 @@ class StatePublisherNode(Node):
                           for v, d in unaligned.items()}
         self.static_edges = self.tree.fixed_transforms() + robopin_frame_transforms(
             description.base_link, description.tcp_link, description.T_link_tcp, mounts, depth_to_color)
-        self.description_pub = self.create_publisher(String, "/robot_description", LATCHED_QOS)
-        self.static_pub = self.create_publisher(TFMessage, "/tf_static", LATCHED_QOS)
-        self.tf_pub = self.create_publisher(TFMessage, "/tf", TF_QOS)
+        self.description_pub = self.create_publisher(String, "robot_description", LATCHED_QOS)
+        # TF under the robot's namespace (/left/tf), not frame prefixes: nav2_bringup's launch files remap
+        # ('/tf', 'tf') and ('/tf_static', 'tf_static') for every namespaced node (navigation2,
+        # nav2_bringup/launch/navigation_launch.py, "there doesn't seem to be a better alternative"), so each
+        # robot keeps one tree with the frame names every robopin node and calibration file uses (base, ee,
+        # <view>_optical). Frame prefixes (xarm_ros2's prefix:=) would rename every frame the core reads.
+        self.static_pub = self.create_publisher(TFMessage, "tf_static", LATCHED_QOS)
+        self.tf_pub = self.create_publisher(TFMessage, "tf", TF_QOS)
         self.description_pub.publish(String(data=urdf_text))
         self.static_pub.publish(conversions.frame_transforms_to_tf_message(
             self.static_edges, self.get_clock().now().to_msg()))

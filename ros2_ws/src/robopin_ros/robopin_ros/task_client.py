@@ -17,7 +17,7 @@ import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,16 +33,20 @@ from sensor_msgs.msg import Image
 from unique_identifier_msgs.msg import UUID
 from visualization_msgs.msg import MarkerArray
 
+from robopin.cameras.topics import ViewTopics
+from robopin.cameras.topics import view_topics as core_view_topics
 from robopin.env import apply_ros_environment
+from robopin.system.names import absolute_name
 from robopin.system.task_run import TaskRun
 from robopin.system.timing import FeedbackEvent
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, STATUS_NAMES, TERMINAL_STATUSES, follow_goal, future_result
+from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.runtime import shutdown_executor
 
 __all__ = ["TASK_ACTION", "CancelOutcome", "TaskClient", "TaskRun", "cancel_running_tasks", "instruct_running_stack"]
 
-TASK_ACTION = "/robopin/execute_task"
+TASK_ACTION = "robopin/execute_task"  # relative: under the stack's namespace (robopin.system.names)
 # Reasons with which the planner ends a goal before any step ran (robopin.reasoning.loop's checks of the
 # request, and the single-goal refusal): the task did not start, as an Instruct rejection says.
 _NOT_STARTED = (BUSY_REASON, "invalid_instruction", "invalid_mode")
@@ -60,7 +64,9 @@ def _rgb(msg: Image) -> np.ndarray | None:
 class TaskClient(Node):
     """Runs, cancels and reads tasks through the ExecuteTask action; keeps the views each step reasoned on."""
 
-    def __init__(self, views: Sequence[str], **node_options: Any) -> None:
+    def __init__(self, views: Sequence[str], *, topics: Mapping[str, ViewTopics] | None = None,
+                 **node_options: Any) -> None:
+        """``topics``: view -> where its color image is and its QoS (default: our camera_node's names)."""
         super().__init__("robopin_task_client", **node_options)
         self.views = tuple(views)
         self._lock = threading.Lock()
@@ -69,20 +75,22 @@ class TaskClient(Node):
         self._statuses: dict[bytes, int] = {}
         self._status_received = threading.Event()
         self.action = ActionClient(self, ExecuteTask, TASK_ACTION)
+        self.task_action = absolute_name(TASK_ACTION, self.get_namespace())  # as messages name it
         # Only to learn which tasks run (`robopin cancel` from a fresh process): the action server's own
         # status QoS (transient local) hands a late subscriber the current statuses at once.
         self._status_sub = self.create_subscription(GoalStatusArray, f"{TASK_ACTION}/_action/status",
                                                     self._on_status, qos_profile_action_status_default)
         for view in self.views:
-            self.create_subscription(Image, f"/cameras/{view}/color/image_raw",
-                                     lambda msg, v=view: self._on_image(v, msg), 2)
-        self.create_subscription(MarkerArray, "/robopin/targets/markers", self._on_targets, 10)
+            view_topics = (topics or {}).get(view) or core_view_topics(view)
+            self.create_subscription(Image, view_topics.color, lambda msg, v=view: self._on_image(v, msg),
+                                     camera_qos(view_topics.qos, depth=2))
+        self.create_subscription(MarkerArray, "robopin/targets/markers", self._on_targets, 10)
 
     def not_ready(self) -> list[str]:
         """The action server and camera images this client still waits for."""
         waiting = []
         if not self.action.server_is_ready():
-            waiting.append(f"{TASK_ACTION} not available yet")
+            waiting.append(f"{self.task_action} not available yet")
         with self._lock:
             missing = [v for v in self.views if v not in self._latest]
         if missing:
@@ -100,8 +108,8 @@ class TaskClient(Node):
         """
         run = TaskRun(instruction)
         if not self.action.wait_for_server(timeout_sec=wait_s):
-            run.message = (f"no {TASK_ACTION} action server within {wait_s:.0f} s: is a stack running in this "
-                           "ROS domain?")
+            run.message = (f"no {self.task_action} action server within {wait_s:.0f} s: is a stack running in this "
+                           "ROS domain and namespace?")
             return run
         goal_uuid = uuid.uuid4()
         run.goal_id, run.task_id = goal_uuid.bytes, goal_uuid.hex[:8]
@@ -125,9 +133,9 @@ class TaskClient(Node):
                 self._run = None
         run.result = outcome.result
         if outcome.ending == "unanswered":
-            run.message = f"{TASK_ACTION} did not answer the goal within {_ANSWER_TIMEOUT_S:.0f} s"
+            run.message = f"{self.task_action} did not answer the goal within {_ANSWER_TIMEOUT_S:.0f} s"
         elif outcome.ending == "rejected":
-            run.message = f"{TASK_ACTION} rejected the goal: the planner is shutting down"
+            run.message = f"{self.task_action} rejected the goal: the planner is shutting down"
         elif outcome.result is not None and outcome.result.reason in _NOT_STARTED and not outcome.result.success:
             run.message = outcome.result.message
         else:
@@ -216,12 +224,13 @@ class TaskClient(Node):
 def instruct_running_stack(instruction: str, *, views: Sequence[str] = ("static", "wrist"), mode: str = "",
                            dry_run: bool = False, max_steps: int = 0, timeout_s: float = 600.0,
                            wait_s: float = 30.0, on_event: Callable[[FeedbackEvent], None] | None = None,
-                           stop: threading.Event | None = None) -> TaskRun:
+                           stop: threading.Event | None = None, namespace: str = "") -> TaskRun:
     """From a process of its own: give a stack running elsewhere in this ROS domain a task and follow it.
 
-    Setting ``stop`` (the CLI does on Ctrl-C and SIGTERM) cancels the task this call started.
+    Setting ``stop`` (the CLI does on Ctrl-C and SIGTERM) cancels the task this call started. ``namespace``
+    is the stack's (its system file's ``namespace``; empty: the root namespace).
     """
-    with _client_process(views) as client:
+    with _client_process(views, namespace) as client:
         return client.run_task(instruction, mode=mode, dry_run=dry_run, max_steps=max_steps, timeout_s=timeout_s,
                                on_event=on_event, stop=stop, wait_s=wait_s)
 
@@ -235,14 +244,16 @@ class CancelOutcome:
     message: str = ""
 
 
-def cancel_running_tasks(task_id: str = "", *, wait_s: float = 10.0, discover_s: float = 10.0) -> CancelOutcome:
+def cancel_running_tasks(task_id: str = "", *, wait_s: float = 10.0, discover_s: float = 10.0,
+                         namespace: str = "") -> CancelOutcome:
     """From a process of its own: cancel the running task ``task_id`` (a prefix of its id), or every one.
 
     The planner stops the arm before the goal ends ``canceled``. Waits up to ``wait_s`` for each final status.
     """
-    with _client_process(()) as client:
+    with _client_process((), namespace) as client:
         if not client.action.wait_for_server(timeout_sec=discover_s):
-            return CancelOutcome([], {}, f"no {TASK_ACTION} action server: is a stack running in this ROS domain?")
+            return CancelOutcome([], {}, f"no {client.task_action} action server: is a stack running in this ROS "
+                                         "domain and namespace?")
         if task_id:
             goals = [g for g in client.running_tasks(discover_s) if g.hex().startswith(task_id.lower())]
             statuses = {goal: status for g in goals for goal, status in client.cancel_task(g, wait_s).items()}
@@ -257,13 +268,13 @@ def cancel_running_tasks(task_id: str = "", *, wait_s: float = 10.0, discover_s:
 
 
 @contextlib.contextmanager
-def _client_process(views: Sequence[str]) -> Iterator[TaskClient]:
+def _client_process(views: Sequence[str], namespace: str = "") -> Iterator[TaskClient]:
     """rclpy context, a TaskClient and its spinning executor for a CLI process; all closed on exit."""
     import rclpy
 
     apply_ros_environment()
     rclpy.init(args=["robopin_client"], signal_handler_options=SignalHandlerOptions.NO)
-    client = TaskClient(views)
+    client = TaskClient(views, namespace=namespace)
     executor = MultiThreadedExecutor(num_threads=2)
     executor.add_node(client)
     spinner = threading.Thread(target=executor.spin, name="robopin-client", daemon=True)
