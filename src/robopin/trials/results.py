@@ -160,10 +160,10 @@ def model_errors(summaries: Sequence[TrialSummary]) -> str:
         counts = by_method.setdefault(s.method, collections.Counter())
         counts.update(s.extra.get("model_errors") or {})
         samples[s.method] += int(s.extra.get("model_samples") or 0)
-    kinds = sorted({k for c in by_method.values() for k in c})
+    kinds = sorted({k for c in by_method.values() for k in c}) or ["none"]  # samples drawn, none erred
     if not any(samples.values()):
         return "No simulated model errors (the oracle, or a real model)."
-    lines = ["| method | samples | " + " | ".join(kinds or ["none"]) + " |", "|---|---|" + "---|" * max(len(kinds), 1)]
+    lines = ["| method | samples | " + " | ".join(kinds) + " |", "|---|---|" + "---|" * len(kinds)]
     for method, counts in by_method.items():
         lines.append(f"| {method} | {samples[method]} | " + " | ".join(str(counts.get(k, 0)) for k in kinds) + " |")
     return "\n".join(lines)
