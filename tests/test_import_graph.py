@@ -11,9 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 ROOTS = (REPO / "src", REPO / "ros2_ws" / "src" / "robopin_ros")
 
 # Pairs that still import each other, to be emptied as they are untangled (no new pair may join).
-KNOWN_CYCLES: set[frozenset[str]] = {
-    frozenset({"robopin.sim.imperfect", "robopin.sim.oracle_backend"}),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 # The core modules that may import robopin_ros: the command line, which starts the ROS stack.
 ROS_IMPORTERS = {"robopin.cli.console", "robopin.cli.instruct", "robopin.cli.trial", "robopin.cli.up"}
 

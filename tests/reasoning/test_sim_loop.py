@@ -44,6 +44,22 @@ def test_spatial_task_succeeds_with_the_oracle(spatial):
     assert report.success, str(report)
 
 
+def test_with_the_simulators_ground_truth_each_record_measures_pin_and_answer_accuracy(spatial):
+    from robopin.reasoning.ground_truth import make_ground_truth
+
+    observer, projector = sim_stages(spatial)
+    truth = make_ground_truth({"type": "sim", "world": spatial.world.name})
+    loop = ReasoningLoop(ReasoningConfig(), oracle(spatial), observer, projector, SimScriptedPickPlace(spatial),
+                         ground_truth=truth)
+    result = loop.run(TaskRequest(spatial.spec.instruction, dry_run=True))
+    assert result.success, result.message
+    record = result.reasoning[0]
+    assert (record.metrics["pin_accuracy"], record.metrics["answer_accuracy"]) == (1.0, 1.0)
+    plain = ReasoningLoop(ReasoningConfig(), oracle(spatial), observer, projector, SimScriptedPickPlace(spatial))
+    measured = plain.run(TaskRequest(spatial.spec.instruction, dry_run=True)).reasoning[0].metrics
+    assert "pin_accuracy" not in measured and "format" in measured  # no ground truth: not measured
+
+
 def test_malformed_trace_stops_before_projection_and_motion(spatial):
     observer, projector = sim_stages(spatial)
     arm = SimScriptedPickPlace(spatial)

@@ -189,4 +189,24 @@ def test_trial_results_aggregate_the_published_measures_per_method():
     assert steps[1]["consistency"] is None  # a plan has no anchors: not measured, not a placeholder
     summary = TrialSummary("t", "long_horizon", "oracle / xarm6", True, extra={"reasoning": steps})
     row = reasoning_quality([summary]).splitlines()[-1]
-    assert row == f"| oracle / xarm6 | 2/2 | {(trace.metrics['format'] + 0.5) / 2:.3f} | 1.000 | 1.000 |"
+    coverage = trace.metrics["cross_step_id_coverage"]
+    # No ground truth (pin, answer accuracy), no R^3 step (instruction validity), no reference plan: "–".
+    assert row == (f"| oracle / xarm6 | 2/2 | {(trace.metrics['format'] + 0.5) / 2:.3f} | 1.000 | 1.000 | "
+                   f"{coverage:.3f} | – | – | – | – |")
+
+
+def test_ground_truth_measures_of_a_record_are_published_and_nan_without_ground_truth():
+    text = pincot_text()
+    trace = parse(text, 1)
+    measured = _record(text=text, trace=trace, think=trace.think, answer=trace.answer,
+                       metrics={**trace.metrics, "pin_accuracy": 0.5, "answer_accuracy": 1.0})
+    msg = conversions.reasoning_record_to_msg(measured)
+    assert (msg.pin_accuracy, msg.answer_accuracy) == (0.5, 1.0)
+    assert math.isclose(msg.cross_step_id_coverage, trace.metrics["cross_step_id_coverage"])
+    assert math.isnan(msg.plan_accuracy) and math.isnan(msg.instruction_validity)
+    assert conversions.msg_to_trace(msg).metrics["pin_accuracy"] == 0.5
+    bare = conversions.reasoning_record_to_msg(_record(text=text, trace=trace, think=trace.think, answer=trace.answer))
+    assert math.isnan(bare.pin_accuracy) and math.isnan(bare.answer_accuracy)
+    plan = conversions.reasoning_record_to_msg(_record(kind="plan", text="{}", metrics={"format": 1.0,
+                                                                                         "plan_accuracy": 0.75}))
+    assert plan.plan_accuracy == 0.75

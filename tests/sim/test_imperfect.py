@@ -135,3 +135,16 @@ def test_fresh_backends_on_other_layouts_draw_other_errors():
         finally:
             scene.close()
     assert len(set(drawn)) == len(drawn)
+
+
+def test_every_drawn_error_is_counted_under_its_type(scene):
+    from robopin.sim.model_errors import error_kind
+
+    rates = {"anchor_error": 1.0, "answer_error_faulty_anchor": 1.0, "wrong_view": 1.0, "view_id_change": 1.0,
+             "step_id_drop": 1.0, "anchor_drop": 0.5, "broken_tag": 1.0, "missing_answer": 1.0,
+             "hallucination": 1.0, "early_done": 0.3}
+    backend = _backend(scene, "oracle", seed=5, **rates)
+    _samples(scene, backend, 12)
+    kinds = {error_kind(name) for sample in backend.injected for name in sample}
+    assert "other" not in kinds
+    assert {"anchor_error", "answer_error", "wrong_view", "broken_tag", "missing_answer", "hallucination"} <= kinds

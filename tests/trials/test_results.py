@@ -46,3 +46,17 @@ def test_a_judged_batch_reads_as_robopins_table(tmp_path):
                  "id='subgoals'", "2/3", "judged by the operator (test): on the left plate",
                  "the stack said failure: depth_hole"):
         assert part in page, part
+
+
+def test_the_simulated_models_drawn_errors_are_counted_per_method():
+    from robopin.trials.log import TrialSummary
+    from robopin.trials.results import model_errors
+
+    erring = [TrialSummary(f"t{k}", "spatial", "robopin / xarm6", k == 0, "" if k == 0 else "goal_not_met",
+                           extra={"model_errors": {"anchor_error": k + 1, "answer_error": k}, "model_samples": 2})
+              for k in range(2)]
+    oracle = TrialSummary("o", "spatial", "oracle / xarm6", True)
+    table = model_errors([*erring, oracle])
+    assert "| method | samples | anchor_error | answer_error |" in table
+    assert "| robopin / xarm6 | 4 | 3 | 1 |" in table and "| oracle / xarm6 | 0 | 0 | 0 |" in table
+    assert model_errors([oracle]).startswith("No simulated model errors")

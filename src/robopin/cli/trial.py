@@ -51,7 +51,7 @@ class _Planned:
 
 
 def _method(system: Any) -> str:
-    """``<model> / <robot>``: the planner's VLM (the oracle, or the served model name) on this arm."""
+    """``<model>[ + E-TTS][ (mode)] / <robot>``: the planner's VLM (the oracle, or the served model) on this arm."""
     import yaml
 
     model = "vlm"
@@ -64,6 +64,15 @@ def _method(system: Any) -> str:
                 model = "oracle" if preset == "oracle" else f"imperfect:{preset}"
             else:
                 model = str(vlm.get("model") or vlm.get("type") or model)
+        # The reason stage and mode a batch row was run with (arguments tts:=, mode:=) tell rows apart too.
+        reasoning = node.parameters.get("reasoning", {})
+        reasoning = (yaml.safe_load(reasoning) or {}) if isinstance(reasoning, str) else reasoning
+        if isinstance(reasoning, dict):
+            reasoner = reasoning.get("reasoner") or {}
+            if isinstance(reasoner, dict) and reasoner.get("type") == "etts":
+                model += " + E-TTS"
+            if reasoning.get("mode") in ("point", "subtask", "plan"):
+                model += f" ({reasoning['mode']})"
     return f"{model} / {system.robot}"
 
 

@@ -36,6 +36,7 @@ from robopin.pincot.prompts import PromptTemplates, StepRecord, View, plan_promp
 from robopin.pincot.prompts import subtask_prompt as _subtask_prompt
 from robopin.reasoning.config import ReasoningConfig
 from robopin.reasoning.errors import ReasoningConfigError, TaskCanceled, TaskRefusal
+from robopin.reasoning.ground_truth import GroundTruth, plan_measures, pointing_measures
 from robopin.reasoning.interfaces import Actor, MotionOutcome, Observation, Observer, StageCallback, TargetProjector
 from robopin.reasoning.interpret import (
     PlanDecision,
@@ -95,7 +96,9 @@ class ReasoningRecord:
     """Quality of this response, measured at run time from the text alone: RoboPIN's PinCoT measures
     (``format``, ``consistency``, ``anchor_coverage``, ``cross_step_id_coverage``, …) for pointing and
     step queries; R^3's ``instruction_validity`` for subtask steps; RoboGPT-R1's ``format``
-    (0.3 sections + 0.3 types + 0.4 validity) for plans. A measure that does not apply is absent."""
+    (0.3 sections + 0.3 types + 0.4 validity) for plans. With a ground-truth source (simulation) also
+    ``pin_accuracy`` and ``answer_accuracy`` (pointing, step) and ``plan_accuracy`` (RoboGPT-R1's LCS
+    accuracy; plans). A measure that does not apply, or has no ground truth, is absent."""
 
 
 @dataclass
@@ -177,7 +180,8 @@ class ReasoningLoop:
     """Carries out :class:`TaskRequest` s with the injected stages (see the module docstring).
 
     ``backend`` supplies the point convention (and, unless ``reasoner`` is given, the reasoner built
-    from ``config.reasoner``). One loop runs one task at a time; the caller enforces that.
+    from ``config.reasoner``). ``ground_truth`` (simulation only) adds the measures that need it to each
+    record (:mod:`robopin.reasoning.ground_truth`). One loop runs one task at a time; the caller enforces that.
     """
 
     def __init__(
@@ -189,8 +193,10 @@ class ReasoningLoop:
         actor: Actor,
         *,
         reasoner: Reasoner | None = None,
+        ground_truth: GroundTruth | None = None,
     ) -> None:
         self.config = config
+        self.ground_truth = ground_truth
         self.backend = backend
         self.observer = observer
         self.projector = projector
@@ -452,6 +458,7 @@ class ReasoningLoop:
             errors, warnings = response.errors, response.warnings
             if refusal is not None and not errors:
                 errors = (Issue(refusal.reason, refusal.message),)
+        metrics.update(self._ground_truth_measures(kind, instruction, decision, trace, observation))
         return ReasoningRecord(
             task_id=task.request.task_id,
             step=step,
@@ -472,6 +479,21 @@ class ReasoningLoop:
             candidates=max(1, len(reasoning.candidates)),
             metrics=metrics,
         )
+
+    def _ground_truth_measures(self, kind: QueryKind, instruction: str, decision, trace, observation) -> dict:
+        """Pin, answer and plan accuracy against the ground-truth source (none: empty)."""
+        if self.ground_truth is None or kind == "subtask":
+            return {}
+        try:
+            if trace is not None:
+                regions = self.ground_truth.regions(observation, instruction)
+                return pointing_measures(trace, regions) if regions is not None else {}
+            if kind == "plan":
+                steps = tuple(getattr(decision, "steps", ()) or decision.response.action_names)
+                return plan_measures(steps, self.ground_truth.reference_plan(instruction, self.config.actions))
+        except Exception:  # a measurement must never end the task
+            logger.exception("ground truth %r failed to measure a %s response", self.ground_truth, kind)
+        return {}
 
     def _ground_and_act(self, task: _Task, instruction: str, observation: Observation, step: int) -> StepReport:
         """Ground a skill instruction with a pointing query on ``observation``, then pick and place."""

@@ -22,6 +22,8 @@ import numpy as np
 
 from robopin.pincot.coords import normalized_to_pixels
 from robopin.pincot.parser import parse
+from robopin.sim import model_errors
+from robopin.sim.model_errors import ModelErrorRates
 from robopin.vlm.base import (
     ChatMessage,
     GenerationResult,
@@ -81,9 +83,7 @@ class OracleBackendConfig(VLMConfig):
         self.error_rates()
 
     def error_rates(self):
-        """The model errors this backend makes (:class:`robopin.sim.imperfect.ModelErrorRates`)."""
-        from robopin.sim.imperfect import ModelErrorRates
-
+        """The model errors this backend makes (:class:`robopin.sim.model_errors.ModelErrorRates`)."""
         return ModelErrorRates.of(self.preset, self.rates)
 
 
@@ -142,7 +142,7 @@ class OracleBackend(VLMBackend):
         super().__init__(config)
         self._calls = 0
         self._verdicts = 0
-        # A preset other than the oracle makes the named model errors of robopin.sim.imperfect.
+        # A preset other than the oracle makes the named model errors of robopin.sim.model_errors.
         self.rates = config.error_rates()
         self.erring = self.rates != type(self.rates)()
         self.injected: list[tuple[str, ...]] = []
@@ -165,9 +165,7 @@ class OracleBackend(VLMBackend):
             instruction=instruction,
         )
         if self.erring:
-            from robopin.sim.imperfect import draw_errors
-
-            draw_errors(self, oracle, seed)
+            model_errors.draw_errors(self, oracle, seed)
         return oracle
 
     def _check_images(self, messages: Sequence[ChatMessage]) -> None:
@@ -200,15 +198,11 @@ class OracleBackend(VLMBackend):
 
         if kind == "pointing":
             if self.erring:
-                from robopin.sim.imperfect import degraded_pointing
-
-                return degraded_pointing(self, oracle, rendered)
+                return model_errors.degraded_pointing(self, oracle, rendered)
             return oracle.write(rendered).text
         text = (subtask_response if kind == "subtask" else plan_response)(oracle, _request_text(messages))
         if self.erring:
-            from robopin.sim.imperfect import degraded_other
-
-            return degraded_other(self, oracle, text)
+            return model_errors.degraded_other(self, oracle, text)
         return text
 
     def score_yes_no(self, messages: Sequence[ChatMessage], *, yes: str = "yes", no: str = "no") -> YesNoScore:
@@ -234,9 +228,7 @@ class OracleBackend(VLMBackend):
             )
         score = YesNoScore(0.0, _CERTAIN_NO_LOGPROB) if ok else YesNoScore(_CERTAIN_NO_LOGPROB, 0.0)
         if self.erring:
-            from robopin.sim.imperfect import degraded_verdict
-
-            return degraded_verdict(self, score)
+            return model_errors.degraded_verdict(self, score)
         return score
 
     @staticmethod

@@ -17,13 +17,17 @@ from robopin.system.results import TASK_TITLES, success_table, timing_summary
 from robopin.trials.log import TrialSummary
 
 __all__ = [
-    "agreement", "failures_by_reason", "judged_results_markdown", "reasoning_measures", "reasoning_quality",
-    "subgoal_progress",
+    "agreement", "failures_by_reason", "judged_results_markdown", "model_errors", "reasoning_measures",
+    "reasoning_quality", "subgoal_progress",
 ]  # fmt: skip
 
 REASONING_MEASURES = (("format", "format_score"), ("consistency", "identity_consistency"),
-                      ("anchor_coverage", "anchor_coverage"))  # fmt: skip
+                      ("anchor_coverage", "anchor_coverage"), ("cross_step_id_coverage", "cross_step_id_coverage"),
+                      ("pin_accuracy", "pin_accuracy"), ("answer_accuracy", "answer_accuracy"),
+                      ("instruction_validity", "instruction_validity"), ("plan_accuracy", "plan_accuracy"))  # fmt: skip
 """Run-time measures of each published reasoning step (PinnedReasoning field → summary key)."""
+_MEASURE_TITLES = {"consistency": "identity consistency", "cross_step_id_coverage": "cross-step ID coverage",
+                   "plan_accuracy": "plan LCS accuracy"}
 
 
 def _judge(summary: TrialSummary) -> str:
@@ -122,7 +126,7 @@ def reasoning_measures(message: Any) -> dict[str, Any]:
     that does not apply (NaN: no anchors in an R^3 or RoboGPT-R1 response) is None."""
     values: dict[str, Any] = {"step": int(message.step), "valid": bool(message.valid)}
     for key, field_name in REASONING_MEASURES:
-        value = float(getattr(message, field_name))
+        value = float(getattr(message, field_name, math.nan))  # a bag recorded before the field existed
         values[key] = value if math.isfinite(value) else None
     return values
 
@@ -143,8 +147,26 @@ def reasoning_quality(summaries: Sequence[TrialSummary]) -> str:
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     if not lines:
         return "No reasoning steps recorded."
-    head = ["| method | valid steps | format | identity consistency | anchor coverage |", "|---|---|---|---|---|"]
+    names = [_MEASURE_TITLES.get(key, key.replace("_", " ")) for key, _ in REASONING_MEASURES]
+    head = ["| method | valid steps | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
     return "\n".join(head + lines)
+
+
+def model_errors(summaries: Sequence[TrialSummary]) -> str:
+    """Per method: the simulated model's samples and the errors it drew, by kind (robopin.sim.model_errors)."""
+    by_method: dict[str, collections.Counter] = {}
+    samples: collections.Counter = collections.Counter()
+    for s in summaries:
+        counts = by_method.setdefault(s.method, collections.Counter())
+        counts.update(s.extra.get("model_errors") or {})
+        samples[s.method] += int(s.extra.get("model_samples") or 0)
+    kinds = sorted({k for c in by_method.values() for k in c}) or ["none"]  # samples drawn, none erred
+    if not any(samples.values()):
+        return "No simulated model errors (the oracle, or a real model)."
+    lines = ["| method | samples | " + " | ".join(kinds) + " |", "|---|---|" + "---|" * len(kinds)]
+    for method, counts in by_method.items():
+        lines.append(f"| {method} | {samples[method]} | " + " | ".join(str(counts.get(k, 0)) for k in kinds) + " |")
+    return "\n".join(lines)
 
 
 def judged_results_markdown(summaries: Sequence[TrialSummary], *, title: str = "robopin trials",
@@ -162,6 +184,7 @@ def judged_results_markdown(summaries: Sequence[TrialSummary], *, title: str = "
               "## Judge and stack agreement", "", agreement(summaries), "",
               "## Sub-goal progress (long-horizon)", "", subgoal_progress(summaries), "",
               "## Reasoning quality at run time (every model call)", "", reasoning_quality(summaries), "",
+              "## Simulated model errors drawn", "", model_errors(summaries), "",
               "## Timing per step (seconds)", ""]
     for method in dict.fromkeys(s.method for s in summaries):
         parts += [f"### {method}", "", "```", timing_summary([s for s in summaries if s.method == method]).table(),

@@ -152,7 +152,10 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
         format_score=float(trace.metrics.get("format", 0.0)),
         identity_consistency=float(trace.metrics.get("consistency", 0.0)),
         anchor_coverage=float(trace.metrics.get("anchor_coverage", 0.0)),
-        generation_time_s=float(step_record.generation_time_s))
+        generation_time_s=float(step_record.generation_time_s),
+        # The measures PinnedReasoning names, as the planner publishes them (NaN: no ground truth, not a plan).
+        **{name: float(step_record.metrics.get(name, float("nan"))) for name in (
+            "cross_step_id_coverage", "pin_accuracy", "answer_accuracy", "instruction_validity", "plan_accuracy")})
     record(topics.reasoning, reasoning, snapshot_stamp + reason_s)
     targets = list(task.steps[-1].targets) if task.steps else []
     for target in targets:

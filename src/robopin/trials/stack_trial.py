@@ -6,6 +6,7 @@ its scene); nothing here imports rclpy: the stack is reached through those objec
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import time
 from collections.abc import Callable
@@ -94,13 +95,26 @@ def run_trial(bringup: Any, root: str | Path, trial_id: str, *, method: str = ""
         extra={"system": system.name, "robot": system.robot, "task_id": run.task_id,
                "scenario": system.sim.scenario if system.sim else "", "seed": system.sim.seed if system.sim else None,
                "timings": [t.as_dict() for t in timings],
-               "reasoning": [reasoning_measures(m) for m in (run.result.reasoning_steps if run.result else ())]})
+               "reasoning": [reasoning_measures(m) for m in (run.result.reasoning_steps if run.result else ())],
+               **_model_errors(bringup)})
     # Kept before anyone is asked: a batch stopped while the operator judges loses nothing (--resume asks again).
     write_stack_verdict(log.folder, stack, summary=summary)
     judgement = (judge or sim_judgement)(stack)
     result = finish_judged_trial(log.folder, judgement)
     return TrialOutcome(trial_id, result.success, result.failure, str(result.extra.get("detail", "")), run,
                         log.folder, bag, timings, time.monotonic() - started)
+
+
+def _model_errors(bringup: Any) -> dict[str, Any]:
+    """The simulated model's drawn errors of this trial, by kind (a fresh stack per trial): empty unless one erred."""
+    samples = [e for node in bringup.nodes.values() if callable(getattr(node, "drawn_model_errors", None))
+               for e in node.drawn_model_errors()]
+    if not samples:
+        return {}
+    from robopin.sim.model_errors import error_kind
+
+    counts = collections.Counter(error_kind(name) for sample in samples for name in sample)
+    return {"model_errors": dict(counts), "model_samples": len(samples)}
 
 
 def _collect_bag(bringup: Any, task_id: str, folder: Path, timeout_s: float = 20.0) -> Path | None:

@@ -53,6 +53,7 @@ from robopin.reasoning import (
     TaskRequest,
     TaskResult,
 )
+from robopin.reasoning.ground_truth import make_ground_truth
 from robopin.reasoning.inprocess import SnapshotObserver
 from robopin.vlm import VLMBackend, make_backend
 from robopin.vlm.errors import VLMRequestError
@@ -281,6 +282,10 @@ class PlannerNode(Node):
         declare_nested(self, "reasoning", {}, "reasoning config (mode, max_steps, reasoner, ...)", read_only=False)
         declare_nested(self, "workspace", {}, "workspace box {min_xyz, max_xyz} in target_frame, metres (none: no box)",
                        read_only=False)
+        # Simulated systems only: the loop's pin, answer and plan accuracy against the world's ground truth.
+        self.ground_truth = make_ground_truth(declare_nested(
+            self, "ground_truth", {}, "ground-truth source, e.g. {type: sim, world: workcell} (none: a real cell)")
+            or None)
         self._backend: VLMBackend | None = None
         self._config: ReasoningConfig | None = None
         self._config_lock = threading.Lock()
@@ -426,7 +431,8 @@ class PlannerNode(Node):
         try:
             with self._config_lock:
                 config, backend = self._config, self._backend
-            loop = ReasoningLoop(config, backend, self.observer, _RosProjector(self), _RosActor(self))
+            loop = ReasoningLoop(config, backend, self.observer, _RosProjector(self), _RosActor(self),
+                                 ground_truth=self.ground_truth)
             should_stop = lambda: goal_handle.is_cancel_requested or self._shutting_down  # noqa: E731
             self.observer.stopped = should_stop  # one task at a time (single-goal policy)
             goal = goal_handle.request
@@ -534,6 +540,11 @@ class PlannerNode(Node):
             if not status:
                 return
             time.sleep(_MODEL_CHECK_PERIOD_S)
+
+    def drawn_model_errors(self) -> list[tuple[str, ...]]:
+        """The named errors a simulated model drew per sample so far (empty for any other backend)."""
+        with self._config_lock:
+            return list(getattr(self._backend, "injected", ()))
 
     def stop_tasks(self) -> None:
         """End the running task at its next check (the arm is told to stop) and start no new one."""

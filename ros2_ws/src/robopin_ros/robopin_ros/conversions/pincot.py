@@ -105,7 +105,17 @@ def trace_to_msg(
         identity_consistency=float(trace.metrics.get("consistency", 0.0)),
         anchor_coverage=float(trace.metrics.get("anchor_coverage", 0.0)),
         generation_time_s=float(generation_time_s),
+        **_measures(trace.metrics),
     )
+
+
+_MEASURE_FIELDS = ("cross_step_id_coverage", "pin_accuracy", "answer_accuracy", "instruction_validity", "plan_accuracy")
+"""PinnedReasoning's measure fields named as the core's metrics are: NaN where a measure does not apply
+or needs ground truth the system has none of."""
+
+
+def _measures(metrics) -> dict[str, float]:
+    return {name: float(metrics.get(name, math.nan)) for name in _MEASURE_FIELDS}
 
 
 def msg_to_trace(msg: PinnedReasoning, num_views: int | None = None) -> pincot.Trace:
@@ -151,6 +161,8 @@ def msg_to_trace(msg: PinnedReasoning, num_views: int | None = None) -> pincot.T
         references = tuple(pincot.Reference(ref, -1) for ref in msg.references)
     metrics = dict(reread.metrics)
     metrics.update(format=msg.format_score, consistency=msg.identity_consistency, anchor_coverage=msg.anchor_coverage)
+    measured = {n: float(getattr(msg, n)) for n in ("pin_accuracy", "answer_accuracy")}
+    metrics.update({n: v for n, v in measured.items() if math.isfinite(v)})
     return dataclasses.replace(
         reread,
         think=msg.think,
@@ -175,6 +187,8 @@ def reasoning_record_to_msg(record, header: Header | None = None) -> PinnedReaso
         known = {(e.code, e.message) for e in record.trace.errors}
         msg.errors.extend(issue_to_msg(e, is_error=True) for e in record.errors if (e.code, e.message) not in known)
         msg.valid = bool(record.valid)
+        for name, value in _measures({**record.trace.metrics, **record.metrics}).items():  # + ground truth's
+            setattr(msg, name, value)
         return msg
     return PinnedReasoning(
         header=header, task_id=record.task_id, step=record.step, instruction=record.instruction, model=record.model,
@@ -185,7 +199,7 @@ def reasoning_record_to_msg(record, header: Header | None = None) -> PinnedReaso
         # (not measured), and format_score is the response's own (RoboGPT-R1's, or R^3's instruction validity).
         format_score=float(record.metrics.get("format", record.metrics.get("instruction_validity", math.nan))),
         identity_consistency=math.nan, anchor_coverage=math.nan,
-        generation_time_s=float(record.generation_time_s),
+        generation_time_s=float(record.generation_time_s), **_measures(record.metrics),
     )
 
 

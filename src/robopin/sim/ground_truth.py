@@ -1,0 +1,112 @@
+"""The simulator as the loop's ground-truth source (``ground_truth: {type: sim, world: workcell}``).
+
+Only simulated systems name it; the loop then asks it where each entity truly is in the views it just
+reasoned over (the world is still between motions: the planner observes only after a motion ended) and
+which plan the instruction needs (:mod:`robopin.reasoning.ground_truth`). Regions are the bounding boxes
+of each object's segmentation mask per view, in RoboPIN's 0-1000 coordinates; an object is named by the
+words the oracle uses for it (``describe``) and a plate also as its free area, so a pin is right when it
+lies on an object so named. The next goal comes from the instruction grounded in the scene, as the oracle
+reads it; the reference plan is, for each goal not yet met in order, the first action of the dictionary that
+grounds to exactly that goal (RoboGPT-R1's per-task action dictionary).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from robopin.pincot import Box
+from robopin.pincot.coords import pixel_index_to_normalized
+from robopin.reasoning.errors import ReasoningConfigError
+from robopin.reasoning.ground_truth import GROUND_TRUTH, GroundTruthRegions
+from robopin.reasoning.interfaces import Observation
+
+__all__ = ["SimGroundTruth"]
+
+
+def _mask_box(mask: np.ndarray, view_index: int) -> Box:
+    rows, cols = np.nonzero(mask)
+    height, width = mask.shape
+    x0, y0 = pixel_index_to_normalized(int(cols.min()), int(rows.min()), (width, height))
+    x1, y1 = pixel_index_to_normalized(int(cols.max()), int(rows.max()), (width, height))
+    # A model writes integer 0-1000 points: half a unit of margin keeps a rounded pin on its pixel inside.
+    return Box(max(x0 - 0.5, 0.0), max(y0 - 0.5, 0.0), min(x1 + 0.5, 1000.0), min(y1 + 0.5, 1000.0), view_index)
+
+
+class SimGroundTruth:
+    """Ground truth from the simulated world registered as ``world`` (see the module docstring)."""
+
+    def __init__(self, world: str = "workcell", min_visible_pixels: int = 40) -> None:
+        self.world = str(world)
+        self.min_visible_pixels = int(min_visible_pixels)
+
+    def __repr__(self) -> str:
+        return f"SimGroundTruth(world={self.world!r})"
+
+    def _scene(self):
+        from robopin.sim.tasks import get_scene
+
+        return get_scene(self.world)
+
+    def regions(self, observation: Observation, instruction: str) -> GroundTruthRegions | None:
+        from robopin.sim.oracle import GroundTruthOracle, describe
+
+        scene = self._scene()
+        views = observation.view_names
+        oracle = GroundTruthOracle(scene, views, min_visible_pixels=self.min_visible_pixels, instruction=instruction)
+        entities: dict[str, list[Box]] = {}
+        by_object: dict[str, list[Box]] = {}
+        for index, name in enumerate(views):
+            segmentation = scene.world.render(name).segmentation
+            for obj in scene.world.objects.values():
+                mask = segmentation == obj.body_id
+                if int(mask.sum()) < self.min_visible_pixels:
+                    continue
+                box = _mask_box(mask, index)
+                by_object.setdefault(obj.name, []).append(box)
+                words = describe(scene, obj.name)
+                for key in (words, f"free area on the {words}", f"free area in the {words}"):
+                    entities.setdefault(key, []).append(box)
+        goal = None if oracle.grounding_error else oracle.next_goal()
+        pick = tuple(by_object.get(goal[0], ())) if goal else ()
+        place = tuple(by_object.get(goal[1], ())) if goal else ()
+        return GroundTruthRegions({k: tuple(v) for k, v in entities.items()}, pick, place)
+
+    def reference_plan(self, instruction: str, actions: Mapping[int, str]) -> tuple[str, ...] | None:
+        from robopin.sim.grounding import GroundingError, ground_instruction
+        from robopin.sim.tasks import on_plate
+
+        scene = self._scene()
+        try:
+            goals = ground_instruction(scene, instruction).goals
+        except GroundingError:
+            return None
+        names: list[str] = []
+        for goal in goals:
+            if on_plate(scene.world, goal[0], goal[1])[0]:
+                continue
+            match = next((name for _, name in sorted(actions.items()) if _grounds_to(scene, name, goal)), None)
+            if match is None:
+                return None  # the dictionary cannot say this plan: no reference to score against
+            names.append(match)
+        return tuple(names)
+
+
+def _grounds_to(scene, text: str, goal: Sequence[str]) -> bool:
+    from robopin.sim.grounding import GroundingError, ground_instruction
+
+    try:
+        return ground_instruction(scene, text).goals == (tuple(goal),)
+    except GroundingError:
+        return False
+
+
+@GROUND_TRUTH.register("sim")
+def make_sim_ground_truth(settings: Mapping[str, Any]) -> SimGroundTruth:
+    unknown = sorted(set(settings) - {"world", "min_visible_pixels"})
+    if unknown:
+        raise ReasoningConfigError(f"unknown setting(s) {unknown} for ground_truth 'sim'; expected world, "
+                                   "min_visible_pixels")
+    return SimGroundTruth(**dict(settings))
