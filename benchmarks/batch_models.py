@@ -42,7 +42,19 @@ def _plan(args) -> list[tuple[str, int, dict[str, str]]]:
         for model in args.models:
             for task in args.tasks:
                 runs += [(task, seed, {"model": model, "mode": "point", "tts": "etts"}) for seed in range(args.seeds)]
-    return runs
+    extra = _settings(args.set)
+    return [(task, seed, {**arguments, **extra}) for task, seed, arguments in runs]
+
+
+def _settings(pairs: list[str]) -> dict[str, str]:
+    """``--set name:=value`` pairs (system-file arguments, as ``robopin trial --set`` takes them)."""
+    settings = {}
+    for pair in pairs:
+        name, sep, value = pair.partition(":=")
+        if not sep or not name:
+            raise SystemExit(f"--set takes name:=value, got {pair!r}")
+        settings[name] = value
+    return settings
 
 
 def _key(task: str, seed: int, arguments: dict[str, str]) -> str:
@@ -74,11 +86,13 @@ def _write_results(out: Path, rows: list[dict], command: str) -> None:
     trials = [InProcessTrial(**{k: v for k, v in r.items() if k in fields}) for r in rows]
     point = [t for t in trials if t.arguments.get("mode") == "point"]
     modes = [t for t in trials if t.arguments.get("mode") != "point"]
+    # Arguments beyond model/mode/tts (--set) split the rows too.
+    keys = ("model", "mode", "tts", *sorted({k for t in trials for k in t.arguments} - {"model", "mode", "tts"}))
     text = [f"# Simulated models and modes ({len(trials)} trials, in-process path)", "", f"Command: `{command}`", ""]
     if point:
-        text += ["## Point mode (RoboPIN), with and without E-TTS", "", batch_markdown(point), ""]
+        text += ["## Point mode (RoboPIN), with and without E-TTS", "", batch_markdown(point, keys), ""]
     if modes:
-        text += ["## Long-horizon task: plan (RoboGPT-R1) and subtask (R^3) modes", "", batch_markdown(modes), ""]
+        text += ["## Long-horizon task: plan (RoboGPT-R1) and subtask (R^3) modes", "", batch_markdown(modes, keys), ""]
     (out / "results.md").write_text("\n".join(text), encoding="utf-8")
 
 
@@ -98,6 +112,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", required=True)
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--set", action="append", default=[], metavar="name:=value",
+                        help="a system-file argument for every trial of the batch (e.g. verifier_error:=0.2)")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
