@@ -1,8 +1,9 @@
 """Stop means stop: every way a user stops a task, measured from the stop request to the arm at rest.
 
 The real command line in processes of its own, as a user runs it in two shells: ``robopin up`` on the
-simulated Panda stack (shipped ``config/sim_panda.yaml``, nothing mocked; the oracle stands in for a VLM
-because no GPU is here) and ``robopin instruct`` / ``robopin cancel`` against it. The arm is watched on
+simulated Panda stack (shipped ``config/sim_panda.yaml`` with physics paced to real time, as a real arm
+moves, see ``_real_time_system``; nothing mocked; the oracle stands in for a VLM because no GPU is here)
+and ``robopin instruct`` / ``robopin cancel`` against it. The arm is watched on
 ``/joint_states`` from this process: "at rest" means positions unchanged (1 mrad) and reported
 velocities near zero (0.02 rad/s) from that moment on. Each test prints its figure; none asserts a time
 tighter than the bound the code promises (``SHUTDOWN_EXIT_S``) plus slack for a loaded 2-core machine.
@@ -142,8 +143,23 @@ class _ArmWatcher:
         self.node.destroy_node()
 
 
+def _real_time_system(folder: Path) -> Path:
+    """The shipped sim_panda system with its physics paced to real time (``sim.real_time_factor: 1``).
+
+    A real arm moves in real time. Flat out (the shipped 0, the fastest a batch can run) an idle machine
+    finishes a pick-and-place within the 2-3 s a second shell's ``robopin cancel`` takes to start, and
+    there is nothing left to stop; the task's world then stays done for the tests after it.
+    """
+    text = SYSTEM.read_text(encoding="utf-8")
+    paced = text.replace("real_time_factor: 0.0", "real_time_factor: 1.0", 1)
+    assert paced != text, "config/sim_panda.yaml no longer sets sim.real_time_factor: 0.0"
+    path = folder / "sim_panda_real_time.yaml"
+    path.write_text(paced, encoding="utf-8")
+    return path
+
+
 def _start_stack(cwd: Path) -> _Process:
-    up = _Process("up", str(SYSTEM), "--ready-timeout", "600", cwd=cwd)
+    up = _Process("up", str(_real_time_system(cwd)), "--ready-timeout", "600", cwd=cwd)
     up.wait_line(lambda line: line.strip() == "ready", 900, "'ready' from robopin up")
     return up
 

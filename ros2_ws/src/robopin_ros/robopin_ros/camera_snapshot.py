@@ -161,6 +161,8 @@ class CameraViewsSubscriber:
         self.synchronizer = SnapshotSynchronizer(config, poses=poses)
         self.on_frame = on_frame
         self._lock = threading.Lock()
+        self._frame_added = threading.Condition()
+        self.frames_added = 0  # frames handed to the synchronizer so far (wait_for_frame waits on it)
         self._views = {v: _View(require_depth, pair_tolerance_s) for v in config.views}
         unaligned = dict(unaligned_depth or {})
         unknown = sorted(set(unaligned) - set(config.views))
@@ -218,8 +220,16 @@ class CameraViewsSubscriber:
             T_color_depth=T_color_depth,
         )
         self.synchronizer.add(view, frame)
+        with self._frame_added:
+            self.frames_added += 1
+            self._frame_added.notify_all()
         if self.on_frame is not None:
             self.on_frame(view, frame, received_s)
+
+    def wait_for_frame(self, after: int, timeout_s: float) -> bool:
+        """Wait until a frame beyond the first ``after`` (a ``frames_added`` read earlier) has arrived."""
+        with self._frame_added:
+            return self._frame_added.wait_for(lambda: self.frames_added > after, timeout=max(0.0, timeout_s))
 
     def snapshot(self, now_s: float | None = None) -> MultiViewSnapshot:
         """The newest synchronised set of frames (raises robopin.cameras.SnapshotError).

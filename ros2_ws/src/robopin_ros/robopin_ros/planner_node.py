@@ -100,6 +100,7 @@ class _RosObserver(SnapshotObserver):
         self, cameras: CameraViewsSubscriber, wait_s: float, settle_s: float, stopped: Callable[[], bool]
     ) -> None:
         super().__init__(cameras.snapshot)
+        self.cameras = cameras
         self.wait_s = wait_s
         self.settle_s = settle_s
         self.stopped = stopped
@@ -114,6 +115,7 @@ class _RosObserver(SnapshotObserver):
         """Take the newest synchronised set of views taken after the last motion (named refusal if none)."""
         deadline = time.monotonic() + self.wait_s + max(0.0, self.not_before_s - time.time())
         while True:
+            seen = self.cameras.frames_added
             try:
                 observation = super().observe()
                 oldest = min(frame.timestamp_s for frame in observation.source.frames.values())
@@ -130,7 +132,9 @@ class _RosObserver(SnapshotObserver):
                     raise TaskCanceled("canceled while waiting for a snapshot") from None
                 if time.monotonic() >= deadline:
                     raise
-                time.sleep(0.05)
+                # Try again as soon as the next frame arrives (what usually completes a snapshot), and at
+                # least every 50 ms (an arm pose can complete one too; a cancel is seen).
+                self.cameras.wait_for_frame(seen, min(0.05, deadline - time.monotonic()))
 
 
 class _RosProjector:
