@@ -618,13 +618,17 @@ class SimWorld:
         looks only through this class (a colour set on :attr:`client` directly is not seen by the reuse).
         """
         spec = self.camera(name)
+
+        def drawn_state():  # under self.lock: what the render draws, and the key its buffers are kept under
+            self._check_open()
+            ids, states = self._body_states()
+            T_base_cam = self.camera_pose(name)
+            key = (id(spec), len(self._recipe), T_base_cam.tobytes(), ids, states)
+            return ids, states, T_base_cam, self.sim_time_s, time.time(), key
+
         with self._render_lock:
             with self.lock:
-                self._check_open()
-                ids, states = self._body_states()
-                T_base_cam = self.camera_pose(name)
-                stamp_s, captured_at_s = self.sim_time_s, time.time()
-                key = (id(spec), len(self._recipe), T_base_cam.tobytes(), ids, states)
+                ids, states, T_base_cam, stamp_s, captured_at_s, key = drawn_state()
                 cached = self._render_cache.get(name)
                 buffers = cached[1] if cached is not None and cached[0] == key else None
                 worker = self._worker_for(ids) if buffers is None else None
@@ -637,11 +641,7 @@ class SimWorld:
                 except RenderWorkerError as error:
                     self._worker_failed(error)
                     with self.lock:
-                        self._check_open()
-                        ids, states = self._body_states()
-                        T_base_cam = self.camera_pose(name)
-                        stamp_s, captured_at_s = self.sim_time_s, time.time()
-                        key = (id(spec), len(self._recipe), T_base_cam.tobytes(), ids, states)
+                        ids, states, T_base_cam, stamp_s, captured_at_s, key = drawn_state()
                         buffers = camera_buffers(self.client, spec, T_base_cam)
             self._render_cache[name] = (key, buffers)
             return view_from_buffers(spec, T_base_cam, stamp_s, buffers, rng=self.rng, captured_at_s=captured_at_s)

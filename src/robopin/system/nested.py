@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["NESTED_PARAMETERS", "flatten_setting", "nest_setting", "ros_leaf", "setting_from_parameters"]
+__all__ = ["NESTED_PARAMETERS", "flatten_setting", "nest_setting", "plain", "ros_leaf", "setting_from_parameters"]
 
 NESTED_PARAMETERS: dict[str, tuple[str, ...]] = {
     "planner_node": ("vlm", "reasoning", "workspace"),
@@ -48,7 +48,7 @@ def ros_leaf(value: Any, where: str) -> Any:
                 return items
             if kinds == {int, float}:
                 return [float(v) for v in items]
-        return yaml.safe_dump(_plain(items), default_flow_style=True, width=10**6).strip()
+        return yaml.safe_dump(plain(items), default_flow_style=True, width=10**6).strip()
     raise ValueError(f"parameter {where}: {value!r} ({type(value).__name__}) is not a ROS parameter value")
 
 
@@ -123,9 +123,10 @@ def setting_from_parameters(name: str, values: Mapping[str, Any], changed: Mappi
     return nest_setting(name, {**values, **{key: changed[key] for key in dotted_changes}})
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """``value`` with mappings as dicts of str keys and sequences as lists (YAML- and ROS-safe)."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value

@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from robopin.system.names import NamespaceError, normalize_namespace
-from robopin.system.nested import NESTED_PARAMETERS, flatten_setting
+from robopin.system.nested import NESTED_PARAMETERS, flatten_setting, plain
 
 __all__ = [
     "NODE_EXECUTABLES",
@@ -134,11 +134,11 @@ def _nested_mapping(value: Any, where: str) -> Mapping[str, Any]:
 
 def _to_ros_value(value: Any, where: str) -> Any:
     if isinstance(value, Mapping):
-        return yaml.safe_dump(_plain(value), default_flow_style=True, sort_keys=False, width=10**6).strip()
+        return yaml.safe_dump(plain(value), default_flow_style=True, sort_keys=False, width=10**6).strip()
     if isinstance(value, (list, tuple)):
         items = list(value)
         if any(isinstance(v, (Mapping, list, tuple)) for v in items):
-            return yaml.safe_dump(_plain(items), default_flow_style=True, width=10**6).strip()
+            return yaml.safe_dump(plain(items), default_flow_style=True, width=10**6).strip()
         if not items:
             # ROS cannot type an empty list; the nodes use [''] for "none" (filtered out on read).
             return [""]
@@ -153,12 +153,6 @@ def _to_ros_value(value: Any, where: str) -> Any:
     raise SystemFileError(f"parameter {where}: {value!r} ({type(value).__name__}) is not a ROS parameter value")
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 @dataclasses.dataclass(frozen=True)
