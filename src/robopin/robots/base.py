@@ -547,6 +547,16 @@ class Arm(abc.ABC, RegisteredBackend, registry=ARMS):
         self._require_connected()
         return self.execute(self.plan_move(goal_rad), on_progress=on_progress, dry_run=dry_run)
 
+    def _state_arrived(self, state: JointState) -> None:
+        """Feed a state the backend's own state thread received to the running motion's watchdog.
+
+        The watchdog's state limit then measures the controller's state stream itself; a command loop
+        that falls behind is the command timeout's to catch.
+        """
+        execution = self._execution
+        if execution is not None:
+            execution.report_state(state)
+
     def cancel(self, reason: Reason = Reason.CANCELED, message: str = "") -> bool:
         """Ask the running motion to stop; True when one was running."""
         with self._execution_guard:

@@ -510,7 +510,8 @@ class XArm(Arm):
             velocities = None
             if previous is not None and now > previous.stamp_s:
                 velocities = (positions - previous.positions) / (now - previous.stamp_s)
-            self._latest = JointState(self.joint_names, positions, velocities, None, now)
+            self._latest = state = JointState(self.joint_names, positions, velocities, None, now)
+        self._state_arrived(state)
 
     # ----- enable, state, faults -------------------------------------------------------------------
 

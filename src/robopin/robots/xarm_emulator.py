@@ -193,6 +193,11 @@ class XArmControllerEmulator:
     # ----- lifecycle --------------------------------------------------------------------------------
 
     def start(self) -> XArmControllerEmulator:
+        # The controller boots with its kinematics and limit tables loaded. Loading them at the first
+        # servo command instead (about 0.1 s idle, several times that on a loaded machine) held the
+        # command lock long enough to stall the report stream past the driver's 0.25 s state watchdog.
+        self._flange_kinematics()
+        self._joint_limits()
         self._running.set()
         for port, handler in ((CONTROL_PORT, self._serve_control), (REPORT_REAL_PORT, self._serve_report)):
             server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -399,13 +404,16 @@ class XArmControllerEmulator:
         elif register == REG_SET_REDUCED_JRANGE:
             self.reduced_joint_range = np.array(struct.unpack("<14f", payload[:56]), dtype=np.float64).reshape(7, 2)
 
+    def _flange_kinematics(self):
+        from robopin.robots.description import load_description
+
+        return load_description(self.settings.flange_description)
+
     def tcp_position_mm(self, joints: np.ndarray) -> np.ndarray:
         """Where the controller puts its TCP for ``joints``: flange forward kinematics plus the TCP offset."""
         from robopin.geometry.transforms import make_transform, rpy_to_matrix
-        from robopin.robots.description import load_description
 
-        flange = load_description(self.settings.flange_description)
-        T = flange.forward_kinematics(np.asarray(joints[: self.settings.dof], dtype=np.float64))
+        T = self._flange_kinematics().forward_kinematics(np.asarray(joints[: self.settings.dof], dtype=np.float64))
         offset = make_transform(rpy_to_matrix(*self.tcp_offset[3:]), self.tcp_offset[:3] / 1000.0)
         return (T @ offset)[:3, 3] * 1000.0
 
