@@ -61,7 +61,20 @@ def test_cancel_stops_the_arm(long_horizon):
 def test_long_horizon_task_runs_several_steps_until_the_model_reports_done(long_horizon):
     client, setup = long_horizon
     client.reasoning.clear()
-    feedback: list = []
+
+    class ArrivalList(list):
+        """Feedback with the arrival time of each message."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.times: list[float] = []
+
+        def append(self, item) -> None:
+            super().append(item)
+            self.times.append(time.monotonic())
+
+    feedback = ArrivalList()
+    images_before = len(client.image_times)
     result, _, _ = client.run_task(setup["instruction"], feedback=feedback, timeout_s=600)
     goals = setup["goals"]
     assert result.success, f"{result.reason}: {result.message}"
@@ -69,6 +82,17 @@ def test_long_horizon_task_runs_several_steps_until_the_model_reports_done(long_
     assert [m.step for m in result.reasoning_steps] == list(range(len(goals) + 1))
     assert all(m.valid for m in result.reasoning_steps)
     assert sorted({f.step for f in feedback if f.stage == "executing"}) == list(range(len(goals)))
+    # The PinCoT drawn on the views is for people watching: it waits until each step has moved past its
+    # plan request, and never arrives between the model's answer and the plan.
+    images = client.image_times[images_before:]
+    assert images, "no annotated image was published"
+    for step in range(len(goals)):
+        stamps: dict[str, float] = {}
+        for message, arrived in zip(feedback, feedback.times, strict=True):
+            if message.step == step:
+                stamps.setdefault(message.stage, arrived)
+        during = [t for t in images if stamps["validating"] < t < stamps["planning"]]
+        assert not during, f"step {step}: {len(during)} annotated image(s) published during the step's own path"
     assert [m.step for m in client.reasoning] == list(range(len(goals) + 1))
     report = client.trigger(client.check_success)
     assert report.success, report.message

@@ -301,7 +301,13 @@ class Client:
         node.create_subscription(PinnedReasoning, "/robopin/reasoning", self.reasoning.append, 10)
         from sensor_msgs.msg import Image
 
-        node.create_subscription(Image, f"/robopin/reasoning/{VIEWS[0]}/image", self.images.append, 2)
+        self.image_times: list[float] = []  # arrival (monotonic) of each annotated image
+
+        def on_image(message) -> None:
+            self.images.append(message)
+            self.image_times.append(time.monotonic())
+
+        node.create_subscription(Image, f"/robopin/reasoning/{VIEWS[0]}/image", on_image, 2)
         node.create_subscription(
             JointState, "/joint_states", lambda m: self.joints.append((time.monotonic(), np.array(m.position))), 50
         )

@@ -92,3 +92,29 @@ def test_an_unknown_setting_is_named():
     with pytest.raises(ReasoningConfigError, match="unknown setting"):
         make_ground_truth({"type": "sim", "wrld": "workcell"})
     assert make_ground_truth({}) is None
+
+
+def test_each_objects_region_is_the_bounding_box_of_its_rendered_mask(scene):
+    # The one-pass boxes against each object's mask taken from a full render of both views.
+    from robopin.pincot.coords import pixel_index_to_normalized
+    from robopin.sim.ground_truth import _body_boxes
+
+    for index, view in enumerate(VIEWS):
+        rendered = scene.world.render(view).segmentation
+        segmentation = scene.world.segmentation(view)
+        np.testing.assert_array_equal(segmentation, rendered)
+        boxes = _body_boxes(segmentation, index, 40)
+        seen = 0
+        for obj in scene.world.objects.values():
+            rows, cols = np.nonzero(rendered == obj.body_id)
+            if len(rows) < 40:
+                assert obj.body_id not in boxes
+                continue
+            seen += 1
+            x0, y0 = pixel_index_to_normalized(int(cols.min()), int(rows.min()), (640, 480))
+            x1, y1 = pixel_index_to_normalized(int(cols.max()), int(rows.max()), (640, 480))
+            box = boxes[obj.body_id]
+            assert (box.x_min, box.y_min, box.x_max, box.y_max) == pytest.approx(
+                (max(x0 - 0.5, 0), max(y0 - 0.5, 0), min(x1 + 0.5, 1000), min(y1 + 0.5, 1000)))
+            assert box.img_idx == index
+        assert seen >= 1, f"no object visible in {view}"

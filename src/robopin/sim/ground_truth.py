@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import scipy.ndimage
 
 from robopin.pincot import Box
 from robopin.pincot.coords import pixel_index_to_normalized
@@ -26,13 +27,27 @@ from robopin.reasoning.interfaces import Observation
 __all__ = ["SimGroundTruth"]
 
 
-def _mask_box(mask: np.ndarray, view_index: int) -> Box:
-    rows, cols = np.nonzero(mask)
-    height, width = mask.shape
-    x0, y0 = pixel_index_to_normalized(int(cols.min()), int(rows.min()), (width, height))
-    x1, y1 = pixel_index_to_normalized(int(cols.max()), int(rows.max()), (width, height))
-    # A model writes integer 0-1000 points: half a unit of margin keeps a rounded pin on its pixel inside.
-    return Box(max(x0 - 0.5, 0.0), max(y0 - 0.5, 0.0), min(x1 + 0.5, 1000.0), min(y1 + 0.5, 1000.0), view_index)
+def _body_boxes(segmentation: np.ndarray, view_index: int, min_pixels: int) -> dict[int, Box]:
+    """Per body id seen on at least ``min_pixels`` pixels: the bounding box of its mask in 0-1000 coordinates.
+
+    One pass over the image for every body (pixel counts by ``bincount``, boxes by ``find_objects``), not one
+    comparison of the whole image per object.
+    """
+    height, width = segmentation.shape
+    labels = segmentation.astype(np.int64) + 1  # background (-1) becomes 0, which find_objects skips
+    counts = np.bincount(labels.ravel())
+    boxes: dict[int, Box] = {}
+    for label, window in enumerate(scipy.ndimage.find_objects(labels), start=1):
+        if window is None or counts[label] < min_pixels:
+            continue
+        rows, cols = window
+        x0, y0 = pixel_index_to_normalized(cols.start, rows.start, (width, height))
+        x1, y1 = pixel_index_to_normalized(cols.stop - 1, rows.stop - 1, (width, height))
+        # A model writes integer 0-1000 points: half a unit of margin keeps a rounded pin on its pixel inside.
+        boxes[label - 1] = Box(
+            max(x0 - 0.5, 0.0), max(y0 - 0.5, 0.0), min(x1 + 0.5, 1000.0), min(y1 + 0.5, 1000.0), view_index
+        )
+    return boxes
 
 
 class SimGroundTruth:
@@ -59,12 +74,11 @@ class SimGroundTruth:
         entities: dict[str, list[Box]] = {}
         by_object: dict[str, list[Box]] = {}
         for index, name in enumerate(views):
-            segmentation = scene.world.render(name).segmentation
+            seen = _body_boxes(scene.world.segmentation(name), index, self.min_visible_pixels)
             for obj in scene.world.objects.values():
-                mask = segmentation == obj.body_id
-                if int(mask.sum()) < self.min_visible_pixels:
+                box = seen.get(obj.body_id)
+                if box is None:
                     continue
-                box = _mask_box(mask, index)
                 by_object.setdefault(obj.name, []).append(box)
                 words = describe(scene, obj.name)
                 for key in (words, f"free area on the {words}", f"free area in the {words}"):

@@ -189,6 +189,13 @@ def camera_buffers(
     )
 
 
+def body_segmentation(segmentation: NDArray[np.integer]) -> NDArray[np.int32]:
+    """Body ids of a TinyRenderer segmentation buffer (-1 background)."""
+    seg = np.asarray(segmentation)
+    # Low 24 bits carry the body id when link indices are encoded; background stays -1.
+    return np.where(seg >= 0, seg & ((1 << 24) - 1), -1).astype(np.int32)
+
+
 def view_from_buffers(
     spec: SimCameraSpec,
     T_base_cam: NDArray[np.float64],
@@ -201,9 +208,7 @@ def view_from_buffers(
     """The :class:`RenderedView` of raw buffers: metric depth, body-id segmentation, optional noise."""
     rgba, depth_buffer, segmentation = buffers
     depth = linearize_depth(depth_buffer, spec.near_m, spec.far_m)
-    seg = segmentation.astype(np.int64)
-    # Low 24 bits carry the body id when link indices are encoded; background stays -1.
-    seg = np.where(seg >= 0, seg & ((1 << 24) - 1), -1).astype(np.int32)
+    seg = body_segmentation(segmentation)
     depth[depth >= spec.far_m * 0.999] = 0.0
     if spec.depth_noise.enabled:
         depth = apply_depth_noise(depth, spec.depth_noise, rng if rng is not None else np.random.default_rng(0))

@@ -30,7 +30,7 @@ from robopin.geometry.transforms import (
     transform_to_xyz_quaternion,
 )
 from robopin.sim.assets import asset, color_rgba
-from robopin.sim.render import RenderedView, SimCameraSpec, camera_buffers, view_from_buffers
+from robopin.sim.render import RenderedView, SimCameraSpec, body_segmentation, camera_buffers, view_from_buffers
 from robopin.sim.render_worker import BodyState, Recipe, RenderWorker, RenderWorkerError
 from robopin.sim.robot_models import SimRobotModel, robot_model
 
@@ -617,6 +617,19 @@ class SimWorld:
         holding :attr:`lock` (renders are ordered by their own lock, taken first), and change bodies'
         looks only through this class (a colour set on :attr:`client` directly is not seen by the reuse).
         """
+        spec, T_base_cam, stamp_s, captured_at_s, buffers = self._buffers(name)
+        return view_from_buffers(spec, T_base_cam, stamp_s, buffers, rng=self.rng, captured_at_s=captured_at_s)
+
+    def segmentation(self, name: str) -> NDArray[np.int32]:
+        """Camera ``name``'s body-id segmentation at the current state (-1 background), as :meth:`render` draws it.
+
+        The same buffers as :meth:`render` (reused while the scene is still), without the depth and colour
+        a render also converts: ground truth needs only which body each pixel shows.
+        """
+        return body_segmentation(self._buffers(name)[4][2])
+
+    def _buffers(self, name: str):
+        """(spec, T_base_cam, sim stamp, wall capture time, raw buffers) of camera ``name`` now (see :meth:`render`)."""
         spec = self.camera(name)
 
         def drawn_state():  # under self.lock: what the render draws, and the key its buffers are kept under
@@ -644,7 +657,7 @@ class SimWorld:
                         ids, states, T_base_cam, stamp_s, captured_at_s, key = drawn_state()
                         buffers = camera_buffers(self.client, spec, T_base_cam)
             self._render_cache[name] = (key, buffers)
-            return view_from_buffers(spec, T_base_cam, stamp_s, buffers, rng=self.rng, captured_at_s=captured_at_s)
+            return spec, T_base_cam, stamp_s, captured_at_s, buffers
 
     def start_render_worker(self, timeout_s: float = 60.0, *, background: bool = False) -> None:
         """Draw this world's renders in a child process from now on (see :mod:`robopin.sim.render_worker`).

@@ -69,6 +69,9 @@ _NESTED = ("vlm", "reasoning", "workspace")  # nested settings, dotted parameter
 
 
 _MODEL_CHECK_PERIOD_S = 2.0
+# A step's own path, from the frames to the plan: display work waits while a task is in one of these.
+_STEP_CRITICAL_STAGES = frozenset({"observing", "reasoning", "validating", "projecting", "planning"})
+_DISPLAY_HOLD_S = 5.0  # the longest an image waits for the step (a plan runs up to its 3 s timeout)
 
 
 def _model_status(backend: VLMBackend | None) -> str:
@@ -321,8 +324,11 @@ class PlannerNode(Node):
         self.targets_pub = self.create_publisher(Target3D, "robopin/targets", 10)
         self.image_pubs = {v: self.create_publisher(Image, f"robopin/reasoning/{v}/image", 2) for v in self.views}
         # Annotated images and target markers are for people watching: drawn and published on this worker
-        # after the step has moved on, never between the model's answer and the projection.
+        # once the step has moved past its plan request (every node of `robopin up` shares one interpreter,
+        # so a drawing during the projection or the plan is time the step waits for).
         self._display = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="robopin-display")
+        self._display_open = threading.Event()
+        self._display_open.set()
         self.create_service(Instruct, "robopin/instruct", self._on_instruct, callback_group=group)
         self.task_server = self.guard.serve(
             self, ExecuteTask, "robopin/execute_task", self._execute_task,
@@ -448,6 +454,10 @@ class PlannerNode(Node):
             def on_stage(stage: str, step: int, detail: str) -> None:
                 goal_handle.publish_feedback(ExecuteTask.Feedback(stage=stage, step=step, detail=detail))
                 stage_log.stage(stage, step, detail)
+                if stage in _STEP_CRITICAL_STAGES:
+                    self._display_open.clear()
+                else:
+                    self._display_open.set()
 
             def on_reasoning(record: ReasoningRecord) -> None:
                 messages.append(self._publish_reasoning(record))
@@ -462,6 +472,8 @@ class PlannerNode(Node):
         except Exception as error:  # a bug must still end the goal with a named reason
             self.get_logger().error(f"task {task_id}: {type(error).__name__}: {error}")
             result.success, result.reason, result.message = False, "internal_error", f"{type(error).__name__}: {error}"
+        finally:
+            self._display_open.set()
         if result.reason == "canceled" and self._shutting_down and not goal_handle.is_cancel_requested:
             result.reason, result.message = "shutdown", f"the stack is shutting down: {result.message}"
         if result.success:
@@ -512,6 +524,7 @@ class PlannerNode(Node):
     def display(self, publish: Callable[..., None], *args) -> None:
         """Run ``publish(*args)`` on the display worker (a failure there is logged, never the task's)."""
         def run() -> None:
+            self._display_open.wait(_DISPLAY_HOLD_S)
             try:
                 publish(*args)
             except Exception as error:  # a display failure must not end a task or the worker
@@ -571,6 +584,7 @@ class PlannerNode(Node):
         deadline = time.monotonic() + drain_s
         while self.busy() and time.monotonic() < deadline:
             time.sleep(0.02)
+        self._display_open.set()
         self._display.shutdown(wait=True, cancel_futures=True)
         if self._backend is not None:
             self._backend.close()
