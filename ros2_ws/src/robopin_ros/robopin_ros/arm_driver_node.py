@@ -40,7 +40,7 @@ from robopin.system.names import DIAGNOSTICS_TOPIC, namespaced_label
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, goal_key
 from robopin_ros.parameters import declare, declare_nested
-from robopin_ros.runtime import run_node
+from robopin_ros.runtime import StreamSpinner, run_node
 
 
 class _FeedbackThrottle:
@@ -122,7 +122,11 @@ class ArmDriverNode(Node):
         self.create_service(SetBool, f"{prefix}/enable", self._enable, callback_group=actions)
         self.create_service(Trigger, f"{prefix}/stop", self._stop, callback_group=actions)
         self.create_service(Trigger, f"{prefix}/recover", self._recover, callback_group=actions)
-        self.create_timer(1.0 / state_rate_hz, self._publish_state, callback_group=state)
+        # The state stream's timer runs on a child node spun on its own thread (robopin_ros.runtime
+        # .StreamSpinner): this node's pool is for the goals, which block while the arm moves.
+        self._stream_spinner = StreamSpinner(self)
+        self._stream_spinner.node.create_timer(1.0 / state_rate_hz, self._publish_state)
+        self._stream_spinner.start()
         self.create_timer(1.0, self._publish_diagnostics, callback_group=state)
         self.create_timer(self.reconnect_period_s, self._ensure_connected, callback_group=actions)
         threading.Thread(target=self._ensure_connected, name="arm-connect", daemon=True).start()
@@ -471,6 +475,7 @@ class ArmDriverNode(Node):
 
     def destroy_node(self) -> None:
         """Stop the arm and close the connection before the node goes away."""
+        self._stream_spinner.close()
         try:
             self.arm.disconnect()
         except ArmError as error:

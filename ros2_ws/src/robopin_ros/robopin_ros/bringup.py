@@ -1,4 +1,4 @@
-"""The in-process runner: every node of a system file in one MultiThreadedExecutor, plus a task client.
+"""The in-process runner: every node of a system file in one process, each on its own executor, plus a task client.
 
 ``robopin up`` uses this where the ``ros2`` CLI and launch are absent (CI, this machine kind) and for
 simulated systems everywhere (the pybullet world the sim camera, arm and oracle backends share lives
@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 import yaml
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import Executor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from robopin.env import apply_ros_environment
 from robopin.system import SystemFile, SystemFileError
 from robopin.system.task_run import BringupError
-from robopin_ros.runtime import exit_watchdog, shutdown_executor, stop_nodes, stop_signals
+from robopin_ros.runtime import exit_watchdog, make_executor, shutdown_executor, stop_nodes, stop_signals
 from robopin_ros.task_client import TaskClient
 
 logger = logging.getLogger(__name__)
@@ -84,18 +84,22 @@ def sim_calibrations(scene: Any, views: Sequence[str]) -> dict[str, dict[str, An
 class Bringup:
     """All nodes of ``system`` in this process (see the module docstring). Use as a context manager."""
 
-    def __init__(self, system: SystemFile, *, threads: int = 10, client: bool = True, log_level: str = "",
+    def __init__(self, system: SystemFile, *, threads: int = 4, client: bool = True, log_level: str = "",
                  check_model: bool = True) -> None:
         self.system = system
         self.check_model = check_model  # readiness includes the VLM server serving its model
         self.log_level = log_level  # ROS log level of every node ("warn" keeps a demo's output short)
-        self.threads = threads
+        self.threads = threads  # per node that asks for a pool (robopin_ros.runtime.make_executor)
         self.want_client = client
         self.scene: Any = None
         self.nodes: dict[str, Node] = {}
         self.client: TaskClient | None = None
-        self.executor: MultiThreadedExecutor | None = None
-        self._spinner: threading.Thread | None = None
+        # One executor per node, of the kind the node asks for (robopin_ros.runtime.make_executor). rclpy's
+        # executor rebuilds its wait set from every entity it holds at each wake-up, in Python: one executor
+        # for all nodes (about 280 entities for sim_panda) spent two thirds of the interpreter's busy time at
+        # rest doing that, for every joint state and frame of every node.
+        self.executors: dict[str, Executor] = {}
+        self._spinners: dict[str, threading.Thread] = {}
         self._params_dir: tempfile.TemporaryDirectory | None = None
         self._context_started = False
         self.spin_error: BaseException | None = None
@@ -125,17 +129,14 @@ class Bringup:
                 ros_args += ["--log-level", self.log_level]
             rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
             self._context_started = True
-            self.executor = MultiThreadedExecutor(num_threads=self.threads)
             # Nodes with a slow warm-up (planner start-up, model loading) start before the cameras,
             # whose render or capture threads would otherwise compete with them for the CPU.
             for spec in sorted(system.nodes, key=lambda n: _START_ORDER.get(n.executable, 5)):
                 self.nodes[spec.name] = self._create(spec.name, spec.executable)
-                self.executor.add_node(self.nodes[spec.name])
+                self._spin_node(spec.name, self.nodes[spec.name])
             if self.want_client:
                 self.client = TaskClient(system.views, topics=system.view_topics())
-                self.executor.add_node(self.client)
-            self._spinner = threading.Thread(target=self._spin, name="robopin-up-executor", daemon=True)
-            self._spinner.start()
+                self._spin_node("task_client", self.client)
         except BaseException:
             self.close()
             raise
@@ -177,20 +178,28 @@ class Bringup:
         logger.info("started %s (%s)", name, executable)
         return node
 
-    def _spin(self) -> None:
+    def _spin_node(self, name: str, node: Node) -> None:
+        executor = make_executor(node, self.threads)
+        executor.add_node(node)
+        self.executors[name] = executor
+        spinner = threading.Thread(target=self._spin, args=(name, executor), name=f"robopin-up-{name}", daemon=True)
+        self._spinners[name] = spinner
+        spinner.start()
+
+    def _spin(self, name: str, executor: Executor) -> None:
         from rclpy.executors import ExternalShutdownException
 
         try:
-            self.executor.spin()
+            executor.spin()
         except ExternalShutdownException:
             pass
         except BaseException as error:  # reported by whoever waits on the stack
-            logger.exception("the executor of %s stopped", self.system.name)
+            logger.exception("the executor of %s in %s stopped", name, self.system.name)
             self.spin_error = error
 
     @property
     def running(self) -> bool:
-        return self._spinner is not None and self._spinner.is_alive()
+        return bool(self._spinners) and all(spinner.is_alive() for spinner in self._spinners.values())
 
     def wait_ready(self, timeout_s: float = 120.0) -> None:
         """Wait until every arm is connected and enabled and every camera has published a frame."""
@@ -231,10 +240,11 @@ class Bringup:
         """
         import rclpy
 
-        if self.executor is not None and self.running and self.nodes:
+        if self.executors and self.running and self.nodes:
             stop_nodes(self.nodes.values())
-        if self.executor is not None:
-            shutdown_executor(self.executor, self._spinner, timeout_s=10.0)
+        deadline = time.monotonic() + 10.0
+        for name, executor in self.executors.items():
+            shutdown_executor(executor, self._spinners.get(name), timeout_s=max(0.5, deadline - time.monotonic()))
         executables = {spec.name: spec.executable for spec in self.system.nodes}
         nodes = sorted(self.nodes.items(), key=lambda item: _DESTROY_ORDER.get(executables.get(item[0], ""), 5))
         nodes = ([self.client] if self.client is not None else []) + [node for _, node in nodes]
@@ -243,7 +253,7 @@ class Bringup:
                 node.destroy_node()
             except Exception as error:  # one node failing to stop must not keep the others running
                 logger.warning("destroying %s failed: %r", node.get_name(), error)
-        self.nodes, self.client, self.executor, self._spinner = {}, None, None, None
+        self.nodes, self.client, self.executors, self._spinners = {}, None, {}, {}
         if self._context_started:
             rclpy.try_shutdown()
             self._context_started = False

@@ -48,6 +48,9 @@ _LATENCY_STAGES = ("capture_to_publish", "capture_to_read", "read_to_messages", 
 class CameraNode(Node):
     """Reads one camera on a capture thread and publishes color, aligned depth, camera info and health."""
 
+    # Frames come from its capture threads; its callbacks are diagnostics and parameters.
+    EXECUTOR_THREADS = 1  # robopin_ros.runtime.make_executor
+
     def __init__(self, **node_kwargs: Any) -> None:
         # node_kwargs (context, parameter_overrides, ...) let a test or the in-process runner host it.
         super().__init__("camera_node", **node_kwargs)

@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_policy_name_from_kind, qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image
@@ -33,7 +32,7 @@ from robopin.cameras.topics import ViewTopics
 from robopin.cameras.topics import view_topics as core_view_topics
 from robopin_ros import conversions
 from robopin_ros.parameters import declare
-from robopin_ros.runtime import shutdown_executor
+from robopin_ros.runtime import StreamSpinner
 
 # The QoS of a view's topics, publisher (camera_node) and subscribers alike, by the view's ``qos`` setting
 # (robopin.cameras.topics.CAMERA_QOS). Reliable: a few frames of history let a subscriber that is briefly
@@ -151,12 +150,9 @@ class CameraViewsSubscriber:
         QoS (:func:`declare_view_topics`); a view missing there has our camera_node's defaults."""
         # Received images are megabyte buffers freed a frame later: keep them mapped in this process.
         retain_freed_image_memory()
-        self._executor: SingleThreadedExecutor | None = None
-        self._spinner: threading.Thread | None = None
-        if own_executor:
-            node = Node(f"{node.get_name()}_cameras", namespace=node.get_namespace(), context=node.context)
-            self._executor = SingleThreadedExecutor(context=node.context)
-            self._executor.add_node(node)
+        self._streams = StreamSpinner(node, "cameras") if own_executor else None
+        if self._streams is not None:
+            node = self._streams.node
         self.node = node
         self.synchronizer = SnapshotSynchronizer(config, poses=poses)
         self.on_frame = on_frame
@@ -186,9 +182,8 @@ class CameraViewsSubscriber:
             subscribe(Image, view, names["color"], lambda msg, v=view: self._on_image(v, "color", msg))
             if require_depth:
                 subscribe(Image, view, names["depth"], lambda msg, v=view: self._on_image(v, "depth", msg))
-        if self._executor is not None:
-            self._spinner = threading.Thread(target=self._executor.spin, name="camera-views", daemon=True)
-            self._spinner.start()
+        if self._streams is not None:
+            self._streams.start()
 
     def _on_info(self, view: str, msg: CameraInfo) -> None:
         """Keep the view's latest intrinsics."""
@@ -247,10 +242,9 @@ class CameraViewsSubscriber:
 
     def close(self) -> None:
         """Remove the subscriptions from the node (with ``own_executor``: stop its thread, destroy the child node)."""
-        if self._executor is not None:
-            shutdown_executor(self._executor, self._spinner)
-            self._executor = self._spinner = None
-            self.node.destroy_node()
+        if self._streams is not None:
+            self._streams.close()
+            self._streams = None
             self.subscriptions = []
             return
         for subscription in self.subscriptions:

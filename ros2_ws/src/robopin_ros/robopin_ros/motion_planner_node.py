@@ -38,7 +38,7 @@ from robopin.motion.scene import SceneConfig, SceneKeeper, StaleWorldError
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, follow_goal
 from robopin_ros.parameters import declare, declare_nested
-from robopin_ros.runtime import run_node
+from robopin_ros.runtime import StreamSpinner, run_node
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
 STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -132,20 +132,22 @@ class MotionPlannerNode(Node):
         self._state_lock = threading.Lock()
         self._joint_history: collections.deque[tuple[float, np.ndarray]] = collections.deque(maxlen=200)
         group = ReentrantCallbackGroup()
-        self.create_subscription(
+        # Joint states and the cloud arrive on a child node spun on its own thread (robopin_ros.runtime
+        # .StreamSpinner): this node's pool is for the goals, which block while the arm moves.
+        self._stream_spinner = StreamSpinner(self)
+        self._stream_spinner.node.create_subscription(
             JointState,
             str(p("joint_states_topic", "joint_states", "topic of the arm's joint states")),
             self._on_joint_state,
             STATE_QOS,
-            callback_group=group,
         )
-        self.create_subscription(
+        self._stream_spinner.node.create_subscription(
             PointCloud2,
             str(p("cloud_topic", "robopin/workspace_cloud", "topic of the workspace obstacle cloud (PointCloud2)")),
             self._on_cloud,
             SENSOR_QOS,
-            callback_group=group,
         )
+        self._stream_spinner.start()
         self.execute_action = str(p("execute_action", "robopin/arm/follow_joint_trajectory",
                                     "FollowJointTrajectory action the trajectories are sent to"))
         self.gripper_action = str(p("gripper_action", "robopin/arm/gripper_cmd",
@@ -404,6 +406,10 @@ class MotionPlannerNode(Node):
         return [] if active is None else [f"goal {active[:8]}"]
 
     # --- helpers ----------------------------------------------------------------------------------
+
+    def destroy_node(self) -> None:
+        self._stream_spinner.close()
+        super().destroy_node()
 
     def _world(self):
         try:

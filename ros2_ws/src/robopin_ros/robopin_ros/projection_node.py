@@ -59,7 +59,7 @@ from robopin.geometry.pointcloud import PointCloud
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
 from robopin_ros.parameters import declare, declare_nested
-from robopin_ros.runtime import run_node
+from robopin_ros.runtime import StreamSpinner, run_node
 
 
 @dataclass
@@ -224,6 +224,10 @@ class ProjectionNode(Node):
         self.streams: dict[int, _ViewStreams] = {}
         self.camera_topics = declare_view_topics(self, self.view_names, robopin_root=camera_prefix)
         self.qos_watch = QosMismatchWatch(self)
+        # Frames, poses and joint states arrive on a child node spun on its own thread (robopin_ros.runtime
+        # .StreamSpinner); this node's pool serves the projection and builds the cloud.
+        self._stream_spinner = StreamSpinner(self)
+        subscriber = self._stream_spinner.node
         for i, name in enumerate(self.view_names):
             streams = _ViewStreams(self.sync_tolerance_s, 10, sync_color, unaligned=i in self.T_color_depth,
                                    history_s=self.frame_history_s)
@@ -234,21 +238,21 @@ class ProjectionNode(Node):
             kinds = [("depth", Image), ("info", CameraInfo)] + ([("depth_info", CameraInfo)] if streams.unaligned
                                                                 else []) + ([("color", Image)] if sync_color else [])
             for kind, msg_type in kinds:
-                self.create_subscription(
+                subscriber.create_subscription(
                     msg_type, names[kind], lambda m, s=streams, k=kind: s.add(k, m), camera_qos(topics.qos),
                     event_callbacks=self.qos_watch.subscription_events(topics, names[kind]))
-        self.create_subscription(PoseStamped, ee_pose_topic, self._on_ee_pose, 50)
+        subscriber.create_subscription(PoseStamped, ee_pose_topic, self._on_ee_pose, 50)
         self._description = None
         if robot_description:
             from robopin.robots.description import load_description
 
             self._description = load_description(robot_description)
-            self.create_subscription(JointState, joint_states_topic, self._on_joint_state, 50)
+            subscriber.create_subscription(JointState, joint_states_topic, self._on_joint_state, 50)
 
         self._camera_models: dict[tuple, Any] = {}
         self.markers_pub = self.create_publisher(MarkerArray, "robopin/targets/markers", 10)
         self.cloud_pub = self.create_publisher(PointCloud2, "robopin/workspace_cloud", 2)
-        # The service gets its own group so it runs while subscriptions keep filling the buffers.
+        # The service and the cloud each have a group of their own: a request is served while a cloud builds.
         self.create_service(
             ProjectPoints,
             "robopin/project_points",
@@ -260,8 +264,13 @@ class ProjectionNode(Node):
         self._merged_cloud: tuple = ((), None)  # (the views' clouds, their merged downsampled points)
         if cloud_period_s > 0:
             self.create_timer(cloud_period_s, self._publish_cloud, callback_group=MutuallyExclusiveCallbackGroup())
+        self._stream_spinner.start()
         mounts = ", ".join(f"{v.img_idx}={v.name} ({v.mount.kind if v.mount else 'uncalibrated'})" for v in views)
         self.get_logger().info(f"projection_node ready: views {mounts}; target frame {self.target_frame!r}")
+
+    def destroy_node(self) -> None:
+        self._stream_spinner.close()
+        super().destroy_node()
 
     def _declare(self, name: str, default: Any, description: str, **range_: float) -> Any:
         return declare(self, name, default, description, **range_)

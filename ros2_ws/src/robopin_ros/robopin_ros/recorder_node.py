@@ -98,6 +98,9 @@ def message_class(type_name: str) -> Any:
 class RecorderNode(Node):
     """Subscribes raw to the configured topics and writes one bag per task."""
 
+    # Every callback is a short hand-off to the bag writer's thread; the calls it makes are asynchronous.
+    EXECUTOR_THREADS = 1  # robopin_ros.runtime.make_executor
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("recorder_node", **kwargs)
         declare(self, "output_dir", "trials/bags", "folder the per-task bags are written to")

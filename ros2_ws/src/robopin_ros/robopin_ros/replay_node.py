@@ -32,6 +32,9 @@ _LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability
 class ReplayNode(Node):
     """Publishes a bag's messages on a worker thread at their recorded times divided by ``rate``."""
 
+    # Publishing from the bag: short callbacks only.
+    EXECUTOR_THREADS = 1  # robopin_ros.runtime.make_executor
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("replay_node", **kwargs)
         declare(self, "bag", "", "path of the bag to replay")

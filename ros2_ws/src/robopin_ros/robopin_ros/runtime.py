@@ -16,6 +16,7 @@ the recorder see it), then the executor and the nodes go. :func:`exit_watchdog` 
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import logging
 import os
@@ -27,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 import rclpy
-from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
@@ -154,6 +155,55 @@ def exit_watchdog(timeout_s: float = SHUTDOWN_EXIT_S, code: int = 1) -> threadin
     return timer
 
 
+def make_executor(node: Node, threads: int = 4) -> Executor:
+    """The executor ``node`` asks for: its class's ``EXECUTOR_THREADS`` (default ``threads``); 1 is single-threaded.
+
+    A node whose callbacks are all short (state relays, recorders, cameras) spins best on one thread: rclpy's
+    MultiThreadedExecutor hands a ready callback to its pool and, until a pool thread has taken the message,
+    finds the same entity ready again and loops on it, in Python, holding the interpreter. A node with goals
+    that block for seconds while waiting on other callbacks (a task, a plan, a trajectory) needs the pool.
+    """
+    wanted = int(getattr(node, "EXECUTOR_THREADS", threads))
+    return SingleThreadedExecutor() if wanted <= 1 else MultiThreadedExecutor(num_threads=wanted)
+
+
+class StreamSpinner:
+    """A child node of ``parent`` for its high-rate subscriptions and timers, on a single-threaded executor of its own.
+
+    A node that needs a MultiThreadedExecutor for goals that block (a task, a plan, a trajectory) would
+    otherwise hand every joint state, pose or frame to its pool and loop on the entity until a pool thread
+    took it (see :func:`make_executor`). Callbacks created on :attr:`node` run here, one at a time, each
+    on arrival; they may use the parent's publishers. The child is ``<parent>_<suffix>`` in the parent's
+    namespace.
+    """
+
+    def __init__(self, parent: Node, suffix: str = "streams") -> None:
+        self.node = Node(f"{parent.get_name()}_{suffix}", namespace=parent.get_namespace(), context=parent.context)
+        self._executor = SingleThreadedExecutor(context=parent.context)
+        self._executor.add_node(self.node)
+        self._spinner: threading.Thread | None = None
+        self._name = f"{parent.get_name()}-{suffix}"
+
+    def start(self) -> StreamSpinner:
+        """Start spinning (after the subscriptions and timers are created)."""
+        if self._spinner is None:
+            self._spinner = threading.Thread(target=self._spin, name=self._name, daemon=True)
+            self._spinner.start()
+        return self
+
+    def _spin(self) -> None:
+        with contextlib.suppress(ExternalShutdownException):
+            self._executor.spin()
+
+    def close(self) -> None:
+        """Stop spinning once no callback runs, then destroy the child node."""
+        if self._executor is None:
+            return
+        shutdown_executor(self._executor, self._spinner)
+        self._executor = self._spinner = None
+        self.node.destroy_node()
+
+
 def run_node(node_factory: Callable[..., Node], args: Sequence[str] | None = None, *, threads: int = 4) -> int:
     """Create the node, spin it until Ctrl-C or SIGTERM, then shut down cleanly; return an exit code."""
     apply_ros_environment()
@@ -166,7 +216,7 @@ def run_node(node_factory: Callable[..., Node], args: Sequence[str] | None = Non
 
 def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads: int, stop: threading.Event) -> int:
     rclpy.init(args=list(args) if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
-    executor = MultiThreadedExecutor(num_threads=threads)
+    executor: Executor | None = None
     node: Node | None = None
     failure: list[BaseException] = []
 
@@ -192,6 +242,7 @@ def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads:
             name = getattr(node_factory, "__name__", "node")
             print(f"{name} did not start: {one_line(error)}", file=sys.stderr, flush=True)
             return 1
+        executor = make_executor(node, threads)
         executor.add_node(node)
         spinner = threading.Thread(target=spin, name="robopin-executor", daemon=True)
         spinner.start()

@@ -46,6 +46,9 @@ TF_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=Reli
 class StatePublisherNode(Node):
     """Publishes /robot_description and /tf_static once and /tf per joint state (see the module docstring)."""
 
+    # Joint states in, TF out: short callbacks only.
+    EXECUTOR_THREADS = 1  # robopin_ros.runtime.make_executor
+
     def __init__(self, **node_options: Any) -> None:
         super().__init__("state_publisher_node", **node_options)
         p = self._declare

@@ -64,6 +64,9 @@ def _rgb(msg: Image) -> np.ndarray | None:
 class TaskClient(Node):
     """Runs, cancels and reads tasks through the ExecuteTask action; keeps the views each step reasoned on."""
 
+    # Callers wait on its futures from their own threads; its callbacks only store what arrived.
+    EXECUTOR_THREADS = 1  # robopin_ros.runtime.make_executor
+
     def __init__(self, views: Sequence[str], *, topics: Mapping[str, ViewTopics] | None = None,
                  **node_options: Any) -> None:
         """``topics``: view -> where its color image is and its QoS (default: our camera_node's names)."""
