@@ -87,13 +87,20 @@ def _stage_stalls(run, monitor: StallMonitor) -> dict[str, float]:
     return stalls
 
 
-def _in_process_baseline(scene, system, steps: int) -> dict[str, list[float]]:
-    """The loop with in-process stages on the scene's own sim cameras (no ROS, no planner)."""
+def _in_process_baseline(scene, system, steps: int):
+    """The loop with in-process stages on the scene's own sim cameras (no ROS, no planner), as StepTimings.
+
+    Stages are cut from the loop's own stage callbacks exactly as the stack's are cut from its feedback
+    (robopin.system.timing.step_timings), and the loop has the same ground truth the stack's planner_node
+    measures against (the sim's), so both paths do the same work per stage.
+    """
     from robopin.bags.planner_replay import DryRunActor
     from robopin.cameras import MultiViewSnapshot, camera_config_from_dict, make_camera
     from robopin.geometry import CameraMount, ProjectionConfig, Projector, ViewConfig, WorkspaceBox
     from robopin.reasoning import ReasoningConfig, ReasoningLoop, TaskRequest
+    from robopin.reasoning.ground_truth import make_ground_truth
     from robopin.reasoning.inprocess import SnapshotObserver, SnapshotProjector
+    from robopin.system.timing import FeedbackEvent, step_timings
     from robopin.vlm import make_backend
 
     views = system.views
@@ -119,20 +126,21 @@ def _in_process_baseline(scene, system, steps: int) -> dict[str, list[float]]:
                           ProjectionConfig(workspace=WorkspaceBox((0.1, -0.6, -0.05), (0.95, 0.6, 0.6))))
     backend = make_backend({"type": "oracle", "world": scene.world.name, "views": list(views)})
     loop = ReasoningLoop(ReasoningConfig(mode="point", max_steps=1), backend, SnapshotObserver(snapshot),
-                         SnapshotProjector(projector), DryRunActor())
-    times: dict[str, list[float]] = {s: [] for s in (*STAGES, "model", "reason_overhead")}
+                         SnapshotProjector(projector), DryRunActor(),
+                         ground_truth=make_ground_truth({"type": "sim", "world": scene.world.name}))
+    timings = []
     for _ in range(steps):
         latest.update({v: cameras[v].read() for v in views})
-        result = loop.run(TaskRequest(scene.spec.instruction, mode="point", dry_run=True, max_steps=1))
-        timing = result.steps[-1].timings_s if result.steps else {}
-        times["observe"].append(timing.get("observe", 0.0))
-        times["model"].append(timing.get("model", 0.0))
-        times["reason_overhead"].append(timing.get("reason_overhead", 0.0))
-        times["reason"].append(timing.get("model", 0.0) + timing.get("reason_overhead", 0.0))
-        times["project"].append(timing.get("project", 0.0))
+        events: list[FeedbackEvent] = []
+        start = time.monotonic()
+        result = loop.run(TaskRequest(scene.spec.instruction, mode="point", dry_run=True, max_steps=1),
+                          on_stage=lambda stage, step, detail, events=events: events.append(
+                              FeedbackEvent(time.monotonic(), stage, step, detail)))
+        models = {s.step: s.timings_s.get("model", 0.0) for s in result.steps}
+        timings += step_timings(events, start, time.monotonic(), models)
     for camera in cameras.values():
         camera.disconnect()
-    return times
+    return timings
 
 
 def _pick_place_planning(seeds: int) -> tuple[list[float], int]:
@@ -202,26 +210,25 @@ def main() -> None:
     pick_place_s, planned = _pick_place_planning(args.seeds)
     single_s = _single_plans()
     stack = summarize_timings(timings)
+    base = summarize_timings(baseline)
     print(f"bring-up of {len(system.nodes)} nodes (scene, planner warm-up, first camera frames): {bringup_s:.1f} s")
     print(f"sim renders drawn in {renders_where}; interpreter stalls > 20 ms during the stack's steps: "
           f"{steps_s:.2f} s in all")
     print(f"{'stage':<16}{'stack s':>10}{'in-process s':>14}{'ratio':>8}{'stall s':>9}   "
           f"(median of {args.steps} dry-run steps; stall: the stack's interpreter stalled inside the stage)")
     for stage in (*STAGES, "model", "reason_overhead"):
-        ours = stack.median_s.get(stage)
-        base = statistics.median(baseline[stage]) if baseline.get(stage) else None
+        # The in-process loop plans nothing (a dry-run actor): its plan stage is no baseline.
+        ours, theirs = stack.median_s.get(stage), None if stage == "plan" else base.median_s.get(stage)
         stall = statistics.median([s.get(stage, 0.0) for s in stalls]) if stage in STAGES else float("nan")
         print(f"{stage:<16}{ours if ours is not None else float('nan'):>10.3f}"
-              f"{base if base is not None else float('nan'):>14.3f}{_ratio(ours, base)}{stall:>9.3f}")
+              f"{theirs if theirs is not None else float('nan'):>14.3f}{_ratio(ours, theirs)}{stall:>9.3f}")
     overheads = [t.overhead_s for t in timings if "project" in t.durations_s]
+    base_steps = [t.overhead_s for t in baseline if "project" in t.durations_s]
     stack_median = statistics.median(overheads) if overheads else float("nan")
-    base_steps = [o + r + p for o, r, p in zip(baseline["observe"], baseline["reason_overhead"], baseline["project"],
-                                              strict=True)]
-    base_median = statistics.median(base_steps)
-    print(f"non-model overhead before planning: stack median {stack_median:.3f} s "
-          f"(mean {stack.overhead_mean_s:.3f} s), in-process median {base_median:.3f} s "
-          f"(mean {statistics.fmean(base_steps):.3f} s), "
-          f"ratio of medians {stack_median / max(base_median, 1e-9):.2f}")
+    base_median = statistics.median(base_steps) if base_steps else float("nan")
+    print(f"non-model overhead before planning (observe + reason overhead + validate + project): stack median "
+          f"{stack_median:.3f} s (mean {stack.overhead_mean_s:.3f} s), in-process median {base_median:.3f} s "
+          f"(mean {base.overhead_mean_s:.3f} s), ratio of medians {stack_median / max(base_median, 1e-9):.2f}")
     print(f"  = {stack.overhead_ratio:.2f} x RoboPIN's {ROBOPIN_MODEL_TIME_S} s model time per sample "
           f"(with planning: {stack.overhead_with_planning_ratio:.2f} x)")
     median, p95 = statistics.median(pick_place_s), float(np.percentile(pick_place_s, 95))

@@ -5,6 +5,8 @@ and the arm does not move."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from builtin_interfaces.msg import Duration
@@ -35,6 +37,16 @@ class UserClient:
     def positions(self) -> np.ndarray:
         index = {name: i for i, name in enumerate(self.states[-1].name)}
         return np.array([self.states[-1].position[index[name]] for name in PANDA.joint_names])
+
+    def wait_still(self, timeout_s: float = 30.0) -> np.ndarray:
+        """The positions once the arm is at rest (unchanged over 0.3 s of /joint_states)."""
+        def still() -> bool:
+            before = self.positions()
+            time.sleep(0.3)
+            return float(np.max(np.abs(self.positions() - before))) < 1e-4
+
+        wait_for(still, timeout_s, "the arm at rest (/joint_states)")
+        return self.positions()
 
     def run(self, goal: FollowJointTrajectory.Goal, feedback: list | None = None):
         callback = feedback.append if feedback is not None else None
@@ -98,7 +110,8 @@ def test_a_follow_joint_trajectory_goal_moves_the_sim_arm(user):
 
 
 def test_invalid_goals_get_the_standard_error_codes_and_nothing_moves(user):
-    start = user.positions()
+    # From rest: the goal before may have ended within its tolerance while the arm still converges.
+    start = user.wait_still()
     names = list(PANDA.joint_names)
     beyond = start.copy()
     beyond[0] = PANDA.upper_rad[0] + 0.3

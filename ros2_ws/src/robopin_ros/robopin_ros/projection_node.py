@@ -250,6 +250,7 @@ class ProjectionNode(Node):
             subscriber.create_subscription(JointState, joint_states_topic, self._on_joint_state, 50)
 
         self._camera_models: dict[tuple, Any] = {}
+        self._decoded: dict[int, tuple[_SyncedFrame, ViewData]] = {}  # img_idx -> its last decoded frame
         self.markers_pub = self.create_publisher(MarkerArray, "robopin/targets/markers", 10)
         self.cloud_pub = self.create_publisher(PointCloud2, "robopin/workspace_cloud", 2)
         # The service and the cloud each have a group of their own: a request is served while a cloud builds.
@@ -315,6 +316,11 @@ class ProjectionNode(Node):
         frame = self.streams[img_idx].pick(stamp_s, self.stamp_tolerance_s)
         if frame is None:
             return None
+        # The cloud and a request often read the same frame: it is decoded (and registered) once. Read-only,
+        # so no reader can change what the next one gets.
+        decoded = self._decoded.get(img_idx)
+        if decoded is not None and decoded[0] is frame:
+            return decoded[1]
         camera = self._camera_model(frame.info)
         depth_m = conversions.image_msg_to_depth_m(frame.depth)
         if frame.depth_info is not None:
@@ -322,7 +328,10 @@ class ProjectionNode(Node):
             depth_m = align_depth_to_color(
                 depth_m, self._camera_model(frame.depth_info), camera, self.T_color_depth[img_idx]
             )
-        return ViewData(depth_m, camera, frame.stamp_s)
+        depth_m.setflags(write=False)
+        data = ViewData(depth_m, camera, frame.stamp_s)
+        self._decoded[img_idx] = (frame, data)
+        return data
 
     def _on_project_points(self, request, response):
         """Project each anchor of the request into the target frame, one Target3D per anchor."""
