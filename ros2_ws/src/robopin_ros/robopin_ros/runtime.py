@@ -116,6 +116,14 @@ def shutdown_executor(executor: Executor, spinner: threading.Thread | None = Non
         time.sleep(0.005)
     tracker = getattr(executor, "_work_tracker", None)  # entered around every callback the executor runs
     idle = tracker.wait(max(0.0, deadline - time.monotonic())) if tracker is not None else True
+    if spinner is not None and spinner.is_alive():
+        # shutdown() destroys the guard condition at once, and a spin thread then building its wait set
+        # fails on it ("'NoneType' object has no attribute 'handle'"): end the spin loop first (spin()
+        # loops while not _is_shutdown; wake() makes its wait return), then clean up.
+        with executor._shutdown_lock:
+            executor._is_shutdown = True
+        executor.wake()
+        spinner.join(timeout=max(0.1, deadline - time.monotonic()))
     executor.shutdown(timeout_sec=0)
     if spinner is not None:
         spinner.join(timeout=max(0.1, deadline - time.monotonic()))
