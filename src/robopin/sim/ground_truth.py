@@ -56,6 +56,7 @@ class SimGroundTruth:
     def __init__(self, world: str = "workcell", min_visible_pixels: int = 40) -> None:
         self.world = str(world)
         self.min_visible_pixels = int(min_visible_pixels)
+        self._boxes: dict[tuple[str, int], tuple[np.ndarray, dict[int, Box]]] = {}  # view -> (segmentation, boxes)
 
     def __repr__(self) -> str:
         return f"SimGroundTruth(world={self.world!r})"
@@ -74,7 +75,13 @@ class SimGroundTruth:
         entities: dict[str, list[Box]] = {}
         by_object: dict[str, list[Box]] = {}
         for index, name in enumerate(views):
-            seen = _body_boxes(scene.world.segmentation(name), index, self.min_visible_pixels)
+            segmentation = scene.world.segmentation(name)
+            cached = self._boxes.get((name, index))
+            if cached is not None and cached[0] is segmentation:
+                seen = cached[1]  # a still scene: the same render, the same boxes
+            else:
+                seen = _body_boxes(segmentation, index, self.min_visible_pixels)
+                self._boxes[(name, index)] = (segmentation, seen)
             for obj in scene.world.objects.values():
                 box = seen.get(obj.body_id)
                 if box is None:

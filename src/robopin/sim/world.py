@@ -125,6 +125,7 @@ class SimWorld:
         self._render_lock = threading.Lock()  # orders worker renders and their depth-noise draws
         self._movable_joints: dict[int, tuple[int, list[int]]] = {}  # body -> (joint count, movable joints)
         self._render_cache: dict[str, tuple[tuple, tuple]] = {}  # camera -> (state key, raw buffers)
+        self._segmentation_cache: dict[str, tuple] = {}  # camera -> (raw segmentation buffer, body ids of it)
 
         p.setAdditionalSearchPath(pybullet_data.getDataPath(), physicsClientId=self.client)
         p.setGravity(0, 0, -9.81, physicsClientId=self.client)
@@ -624,9 +625,17 @@ class SimWorld:
         """Camera ``name``'s body-id segmentation at the current state (-1 background), as :meth:`render` draws it.
 
         The same buffers as :meth:`render` (reused while the scene is still), without the depth and colour
-        a render also converts: ground truth needs only which body each pixel shows.
+        a render also converts: ground truth needs only which body each pixel shows. While the scene is still
+        the same read-only array is returned again (callers may key their own results on it).
         """
-        return body_segmentation(self._buffers(name)[4][2])
+        raw = self._buffers(name)[4][2]
+        cached = self._segmentation_cache.get(name)
+        if cached is not None and cached[0] is raw:
+            return cached[1]
+        segmentation = body_segmentation(raw)
+        segmentation.setflags(write=False)
+        self._segmentation_cache[name] = (raw, segmentation)
+        return segmentation
 
     def _buffers(self, name: str):
         """(spec, T_base_cam, sim stamp, wall capture time, raw buffers) of camera ``name`` now (see :meth:`render`)."""
