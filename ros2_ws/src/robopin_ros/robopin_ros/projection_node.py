@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from robopin_interfaces.srv import ProjectPoints
 from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
@@ -59,7 +58,7 @@ from robopin.geometry.pointcloud import PointCloud
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
 from robopin_ros.parameters import declare, declare_nested
-from robopin_ros.runtime import StreamSpinner, run_node
+from robopin_ros.runtime import run_node
 
 
 @dataclass
@@ -120,6 +119,9 @@ class _ViewStreams:
 
 class ProjectionNode(Node):
     """Serves ProjectPoints from the latest synced depth of every configured view."""
+
+    # Every callback is short (frames kept undecoded, a request's few points); the cloud has its own thread.
+    EXECUTOR_THREADS = 1  # robopin_ros.runtime.make_executor
 
     def __init__(self, **node_options: Any) -> None:
         super().__init__("projection_node", **node_options)
@@ -224,10 +226,6 @@ class ProjectionNode(Node):
         self.streams: dict[int, _ViewStreams] = {}
         self.camera_topics = declare_view_topics(self, self.view_names, robopin_root=camera_prefix)
         self.qos_watch = QosMismatchWatch(self)
-        # Frames, poses and joint states arrive on a child node spun on its own thread (robopin_ros.runtime
-        # .StreamSpinner); this node's pool serves the projection and builds the cloud.
-        self._stream_spinner = StreamSpinner(self)
-        subscriber = self._stream_spinner.node
         for i, name in enumerate(self.view_names):
             streams = _ViewStreams(self.sync_tolerance_s, 10, sync_color, unaligned=i in self.T_color_depth,
                                    history_s=self.frame_history_s)
@@ -238,40 +236,54 @@ class ProjectionNode(Node):
             kinds = [("depth", Image), ("info", CameraInfo)] + ([("depth_info", CameraInfo)] if streams.unaligned
                                                                 else []) + ([("color", Image)] if sync_color else [])
             for kind, msg_type in kinds:
-                subscriber.create_subscription(
+                self.create_subscription(
                     msg_type, names[kind], lambda m, s=streams, k=kind: s.add(k, m), camera_qos(topics.qos),
                     event_callbacks=self.qos_watch.subscription_events(topics, names[kind]))
-        subscriber.create_subscription(PoseStamped, ee_pose_topic, self._on_ee_pose, 50)
+        self.create_subscription(PoseStamped, ee_pose_topic, self._on_ee_pose, 50)
         self._description = None
         if robot_description:
             from robopin.robots.description import load_description
 
             self._description = load_description(robot_description)
-            subscriber.create_subscription(JointState, joint_states_topic, self._on_joint_state, 50)
+            self.create_subscription(JointState, joint_states_topic, self._on_joint_state, 50)
 
         self._camera_models: dict[tuple, Any] = {}
         self._decoded: dict[int, tuple[_SyncedFrame, ViewData]] = {}  # img_idx -> its last decoded frame
         self.markers_pub = self.create_publisher(MarkerArray, "robopin/targets/markers", 10)
         self.cloud_pub = self.create_publisher(PointCloud2, "robopin/workspace_cloud", 2)
-        # The service and the cloud each have a group of their own: a request is served while a cloud builds.
-        self.create_service(
-            ProjectPoints,
-            "robopin/project_points",
-            self._on_project_points,
-            callback_group=MutuallyExclusiveCallbackGroup(),
-        )
+        self.create_service(ProjectPoints, "robopin/project_points", self._on_project_points)
         self._cloud_source: tuple = ()  # (img_idx, frame stamp) of the frames the last cloud was built from
         self._view_clouds: dict[int, tuple] = {}  # img_idx -> (depth_m, T_base_cam, points, camera) of its last cloud
         self._merged_cloud: tuple = ((), None)  # (the views' clouds, their merged downsampled points)
+        # The cloud is built on a thread of its own, woken by the timer: a request is served while a cloud
+        # builds (tens of ms), and this node's callbacks all stay short (EXECUTOR_THREADS).
+        self._cloud_wanted = threading.Event()
+        self._closing = threading.Event()
+        self._cloud_thread: threading.Thread | None = None
         if cloud_period_s > 0:
-            self.create_timer(cloud_period_s, self._publish_cloud, callback_group=MutuallyExclusiveCallbackGroup())
-        self._stream_spinner.start()
+            self._cloud_thread = threading.Thread(target=self._cloud_loop, name="projection-cloud", daemon=True)
+            self._cloud_thread.start()
+            self.create_timer(cloud_period_s, self._cloud_wanted.set)
         mounts = ", ".join(f"{v.img_idx}={v.name} ({v.mount.kind if v.mount else 'uncalibrated'})" for v in views)
         self.get_logger().info(f"projection_node ready: views {mounts}; target frame {self.target_frame!r}")
 
     def destroy_node(self) -> None:
-        self._stream_spinner.close()
+        self._closing.set()
+        self._cloud_wanted.set()
+        if self._cloud_thread is not None:
+            self._cloud_thread.join(timeout=5.0)
         super().destroy_node()
+
+    def _cloud_loop(self) -> None:
+        while True:
+            self._cloud_wanted.wait()
+            self._cloud_wanted.clear()
+            if self._closing.is_set():
+                return
+            try:
+                self._publish_cloud()
+            except Exception as error:  # one bad frame must not end the cloud for the rest of the run
+                self.get_logger().warning(f"workspace cloud not built: {type(error).__name__}: {error}")
 
     def _declare(self, name: str, default: Any, description: str, **range_: float) -> Any:
         return declare(self, name, default, description, **range_)
