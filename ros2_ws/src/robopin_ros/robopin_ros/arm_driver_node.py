@@ -29,7 +29,6 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from rclpy.action import CancelResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.node import Node
 from robopin_interfaces.action import ExecuteTrajectory
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
@@ -39,6 +38,7 @@ from robopin.robots.errors import Reason, TrajectoryError
 from robopin.system.names import DIAGNOSTICS_TOPIC, namespaced_label
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, goal_key
+from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import StreamSpinner, run_node
 
@@ -66,7 +66,7 @@ class _PathWatch:
         self.violation: str | None = None
 
 
-class ArmDriverNode(Node):
+class ArmDriverNode(LoggedNode):
     """Owns one arm backend and exposes it to the ROS graph (see the module docstring)."""
 
     def __init__(self, **node_options: Any) -> None:

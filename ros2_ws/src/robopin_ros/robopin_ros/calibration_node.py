@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 from std_srvs.srv import SetBool, Trigger
 
@@ -64,6 +63,7 @@ from robopin.cameras.topics import view_topics
 from robopin.geometry.extrinsics import mount_from_dict
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import camera_qos, declare_view_topics
+from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import run_node
 
@@ -92,7 +92,7 @@ class _PoseOnlyArm:
         return pose
 
 
-class CalibrationNode(Node):
+class CalibrationNode(LoggedNode):
     """Capture, solve, store and verify one camera's calibration (see the module docstring)."""
 
     def __init__(self, **node_kwargs: Any) -> None:

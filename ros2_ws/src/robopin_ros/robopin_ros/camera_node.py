@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
 from robopin.cameras import Camera, CameraError, CameraTimeoutError, camera_config_from_dict, make_camera
@@ -34,6 +33,7 @@ from robopin.cameras.memory import retain_freed_image_memory
 from robopin.system.names import DIAGNOSTICS_TOPIC, namespaced_label
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
+from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import run_node
 
@@ -45,7 +45,7 @@ _PASS_THROUGH = ("serial", "filters", "playback_file", "bag_path", "topic_prefix
 _LATENCY_STAGES = ("capture_to_publish", "capture_to_read", "read_to_messages", "messages_to_published")
 
 
-class CameraNode(Node):
+class CameraNode(LoggedNode):
     """Reads one camera on a capture thread and publishes color, aligned depth, camera info and health."""
 
     # Frames come from its capture threads; its callbacks are diagnostics and parameters.

@@ -26,7 +26,6 @@ import numpy as np
 from control_msgs.action import FollowJointTrajectory, GripperCommand
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from robopin_interfaces.action import MoveToPose, PickPlace
 from sensor_msgs.msg import JointState, PointCloud2
@@ -37,6 +36,7 @@ from robopin.motion.grasps import GraspConfig
 from robopin.motion.scene import SceneConfig, SceneKeeper, StaleWorldError
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, follow_goal
+from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import StreamSpinner, run_node
 
@@ -52,7 +52,7 @@ class _RefusalError(Exception):
         self.status = status
 
 
-class MotionPlannerNode(Node):
+class MotionPlannerNode(LoggedNode):
     """Serves /robopin/motion/pick_place and /robopin/motion/move_to_pose."""
 
     def __init__(self, **node_options: Any) -> None:

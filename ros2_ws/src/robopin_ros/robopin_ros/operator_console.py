@@ -24,7 +24,6 @@ from action_msgs.msg import GoalStatusArray
 from action_msgs.srv import CancelGoal
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
-from rclpy.node import Node
 from robopin_interfaces.action import ExecuteTask
 from robopin_interfaces.srv import Instruct
 from sensor_msgs.msg import Image
@@ -36,6 +35,7 @@ from robopin.trials.log import encode_png
 from robopin_ros import conversions
 from robopin_ros.actions import STATUS_NAMES, future_result
 from robopin_ros.camera_snapshot import camera_qos
+from robopin_ros.logs import LoggedNode
 from robopin_ros.runtime import shutdown_executor
 
 __all__ = ["ConsoleRosLink", "open_console_link"]
@@ -44,7 +44,7 @@ _TASK_ACTION = "robopin/execute_task"
 _KINDS = ("camera", "reasoning")
 
 
-class ConsoleRosLink(Node):
+class ConsoleRosLink(LoggedNode):
     """Subscribes to the views and the task, calls Instruct, cancel and stop (see the module docstring)."""
 
     def __init__(self, views: Sequence[str], *, arm_prefix: str = "robopin/arm",

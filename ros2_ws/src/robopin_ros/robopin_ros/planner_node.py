@@ -30,7 +30,6 @@ from typing import Any
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionClient, CancelResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from robopin_interfaces.action import ExecuteTask, PickPlace
 from robopin_interfaces.msg import PinnedReasoning, Target3D
 from robopin_interfaces.srv import Instruct, ProjectPoints
@@ -61,6 +60,7 @@ from robopin.vlm.prompts import check_instruction
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, follow_goal, goal_key, wait_future
 from robopin_ros.camera_snapshot import CameraViewsSubscriber, declare_view_topics
+from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare, declare_nested, nested_value
 from robopin_ros.runtime import run_node
 
@@ -248,7 +248,7 @@ class _StageLog:
             self.logger.info(f"task {self.task_id} step {step}: {stage} {detail}".rstrip())
 
 
-class PlannerNode(Node):
+class PlannerNode(LoggedNode):
     """Runs language instructions through the reasoning loop (see the module docstring)."""
 
     def __init__(self, **node_options: Any) -> None:

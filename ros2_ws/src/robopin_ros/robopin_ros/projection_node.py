@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
-from rclpy.node import Node
 from robopin_interfaces.srv import ProjectPoints
 from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
@@ -57,6 +56,7 @@ from robopin.geometry import (
 from robopin.geometry.pointcloud import PointCloud
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
+from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import run_node
 
@@ -117,7 +117,7 @@ class _ViewStreams:
             return best if best is not None and stamp_s - best.stamp_s <= tolerance_s else None
 
 
-class ProjectionNode(Node):
+class ProjectionNode(LoggedNode):
     """Serves ProjectPoints from the latest synced depth of every configured view."""
 
     # Every callback is short (frames kept undecoded, a request's few points); the cloud has its own thread.

@@ -32,7 +32,6 @@ import time
 from typing import Any
 
 import yaml
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
@@ -49,6 +48,7 @@ from robopin.system.names import absolute_name, strip_namespace
 from robopin_ros import conversions
 from robopin_ros.actions import TERMINAL_STATUSES
 from robopin_ros.camera_snapshot import camera_qos, declare_view_topics
+from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 
@@ -95,7 +95,7 @@ def message_class(type_name: str) -> Any:
     return getattr(module, name)
 
 
-class RecorderNode(Node):
+class RecorderNode(LoggedNode):
     """Subscribes raw to the configured topics and writes one bag per task."""
 
     # Every callback is a short hand-off to the bag writer's thread; the calls it makes are asynchronous.

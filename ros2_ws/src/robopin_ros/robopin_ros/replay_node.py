@@ -15,11 +15,11 @@ import math
 import threading
 from typing import Any
 
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from robopin.bags import ReplayOptions, TrialBag, replay
 from robopin.bags.recorder import is_latched_topic
+from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare
 from robopin_ros.recorder_node import message_class
 from robopin_ros.runtime import run_node
@@ -29,7 +29,7 @@ _LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability
                           durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
-class ReplayNode(Node):
+class ReplayNode(LoggedNode):
     """Publishes a bag's messages on a worker thread at their recorded times divided by ``rate``."""
 
     # Publishing from the bag: short callbacks only.

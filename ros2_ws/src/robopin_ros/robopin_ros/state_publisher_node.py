@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
@@ -31,6 +30,7 @@ from robopin.geometry import CalibrationError, CameraMount, mount_from_dict
 from robopin.robots.description import load_description
 from robopin.robots.state_publisher import robopin_frame_transforms
 from robopin_ros import conversions
+from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import run_node
 
@@ -43,7 +43,7 @@ LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=R
 TF_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
 
 
-class StatePublisherNode(Node):
+class StatePublisherNode(LoggedNode):
     """Publishes /robot_description and /tf_static once and /tf per joint state (see the module docstring)."""
 
     # Joint states in, TF out: short callbacks only.

@@ -25,7 +25,6 @@ from action_msgs.msg import GoalStatus, GoalStatusArray
 from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
 from rclpy.executors import MultiThreadedExecutor
-from rclpy.node import Node
 from rclpy.qos import qos_profile_action_status_default
 from rclpy.signals import SignalHandlerOptions
 from robopin_interfaces.action import ExecuteTask
@@ -42,6 +41,7 @@ from robopin.system.timing import FeedbackEvent
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, STATUS_NAMES, TERMINAL_STATUSES, follow_goal, future_result
 from robopin_ros.camera_snapshot import camera_qos
+from robopin_ros.logs import LoggedNode
 from robopin_ros.runtime import shutdown_executor
 
 __all__ = ["TASK_ACTION", "CancelOutcome", "TaskClient", "TaskRun", "cancel_running_tasks", "instruct_running_stack"]
@@ -61,7 +61,7 @@ def _rgb(msg: Image) -> np.ndarray | None:
     return np.ascontiguousarray(image[..., ::-1] if msg.encoding == "bgr8" else image)
 
 
-class TaskClient(Node):
+class TaskClient(LoggedNode):
     """Runs, cancels and reads tasks through the ExecuteTask action; keeps the views each step reasoned on."""
 
     # Callers wait on its futures from their own threads; its callbacks only store what arrived.
