@@ -1,4 +1,4 @@
-"""A robopin node's log line is rclpy's own line on /rosout (name, level, text, function, file), without its caller search.
+"""A robopin node's log line is rclpy's own line on /rosout (name, level, text, function, file), no caller search.
 
 rclpy 7.1 (Jazzy) ``RcutilsLogger.log`` resolves its caller with ``inspect.getframeinfo`` on every frame up
 the stack (``os.stat`` / ``realpath`` per frame); :class:`robopin_ros.logs.NodeLogger` writes through the
