@@ -20,6 +20,7 @@ import contextlib
 import faulthandler
 import logging
 import os
+import select
 import signal
 import sys
 import threading
@@ -46,6 +47,9 @@ SHUTDOWN_DRAIN_S = 6.0
 SHUTDOWN_EXIT_S = 10.0
 # After the last goal ended: time for clients to fetch its result (they ask once they see the final status).
 SHUTDOWN_RESULT_GRACE_S = 1.0
+# Set by `robopin up` on a node it runs in a process of its own: that node stops (as on SIGTERM) once the
+# process with this id has gone, so a `robopin up` killed outright leaves no node of its stack behind.
+PARENT_PID_ENV = "ROBOPIN_PARENT_PID"
 
 
 @contextmanager
@@ -144,6 +148,36 @@ def _busy(node: Node) -> list[str]:
         return []
 
 
+def stop_with_parent(stop: threading.Event) -> None:
+    """Set ``stop`` once the process named by :data:`PARENT_PID_ENV` has exited (nothing when it is unset).
+
+    Waits on a pidfd of the parent (Linux 5.3+), which becomes readable when that process ends: the node
+    hears of it at once, without polling, however the parent ended (SIGKILL included).
+    """
+    value = os.environ.get(PARENT_PID_ENV, "")
+    if not value:
+        return
+    try:
+        pidfd = os.pidfd_open(int(value))
+    except ProcessLookupError:
+        pidfd = None
+    if pidfd is None or os.getppid() != int(value):  # gone before we looked (this process was handed on)
+        if pidfd is not None:
+            os.close(pidfd)
+        stop.set()
+        return
+
+    def wait() -> None:
+        try:
+            select.select([pidfd], [], [])
+        finally:
+            os.close(pidfd)
+        logger.warning("the process that started this node (pid %s) has exited: stopping", value)
+        stop.set()
+
+    threading.Thread(target=wait, name="parent-watch", daemon=True).start()
+
+
 def exit_watchdog(timeout_s: float = SHUTDOWN_EXIT_S, code: int = 1) -> threading.Timer:
     """End this process ``timeout_s`` from now unless it has exited (prints every thread's stack first).
 
@@ -176,13 +210,15 @@ def make_executor(node: Node, threads: int = 4) -> Executor:
 
 
 class StreamSpinner:
-    """A child node of ``parent`` for its high-rate subscriptions and timers, on a single-threaded executor of its own.
+    """A child node of ``parent`` for its high-rate subscriptions and timers, or for the clients its blocked goals
+    wait on, on a single-threaded executor of its own.
 
     A node that needs a MultiThreadedExecutor for goals that block (a task, a plan, a trajectory) would
     otherwise hand every joint state, pose or frame to its pool and loop on the entity until a pool thread
-    took it (see :func:`make_executor`). Callbacks created on :attr:`node` run here, one at a time, each
-    on arrival; they may use the parent's publishers. The child is ``<parent>_<suffix>`` in the parent's
-    namespace.
+    took it (see :func:`make_executor`), and a reply its goal waits for would go through that pool twice
+    (the response, then the future's done callbacks as a task of their own). Callbacks created on
+    :attr:`node` run here, one at a time, each on arrival; they may use the parent's publishers. The child
+    is ``<parent>_<suffix>`` in the parent's namespace.
     """
 
     def __init__(self, parent: Node, suffix: str = "streams") -> None:
@@ -218,6 +254,7 @@ def run_node(node_factory: Callable[..., Node], args: Sequence[str] | None = Non
     # `kill -USR1 <pid>` prints every thread's stack: the first tool for a node that hangs.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     stop = threading.Event()
+    stop_with_parent(stop)
     with stop_signals(lambda _signum: stop.set()):
         return _run(node_factory, args, threads, stop)
 
