@@ -14,7 +14,7 @@ import pytest
 
 from robopin.bags import ReplayError, ReplayOptions, StaticTransform, TrialBag, TrialRecorder, frames, replay
 from robopin.bags.recorder import RecorderError, record_messages
-from robopin.bags.typestore import interface_directory, robopin_typestore
+from robopin.bags.typestore import connection_definition, interface_directory, message_definition, robopin_typestore
 
 
 def test_registered_type_hashes_equal_the_ros_build():
@@ -29,6 +29,18 @@ def test_registered_type_hashes_equal_the_ros_build():
                 checked += 1
     if checked == 0:
         pytest.skip("robopin_interfaces is not built into this environment (no type description JSON)")
+
+
+@pytest.mark.parametrize("type_name", ["sensor_msgs/msg/JointState", "robopin_interfaces/msg/PinnedReasoning",
+                                       "robopin_interfaces/action/ExecuteTask_FeedbackMessage"])
+def test_a_connection_definition_is_what_the_writer_would_generate_and_is_made_once(type_name):
+    typestore = robopin_typestore()
+    text, digest = connection_definition(typestore, type_name)
+    # rosbags' Writer.add_connection generates pkg/msg types itself; action parts carry ours.
+    expected = (typestore.generate_msgdef(type_name, ros_version=2)[0] if "/msg/" in type_name
+                else message_definition(typestore, type_name))
+    assert (text, digest) == (expected, typestore.hash_rihs01(type_name))
+    assert connection_definition(typestore, type_name)[0] is text
 
 
 def _joint_state(typestore, k):

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from robopin.bags.annotations import annotation_topic, reasoning_to_annotations
-from robopin.bags.typestore import message_definition, robopin_typestore
+from robopin.bags.typestore import connection_definition, robopin_typestore
 from robopin.geometry.transforms import matrix_to_quaternion
 from robopin.system.names import normalize_namespace, strip_namespace
 
@@ -168,14 +168,9 @@ class BagWriter:
         if connection is None:
             if msgtype not in self.typestore.fielddefs:
                 raise RecorderError(f"topic {topic!r} has type {msgtype!r}, which the bag's typestore does not know")
-            qos = self._qos.get(topic, ())
-            extra: dict[str, Any] = {}
-            if "/msg/" not in msgtype:
-                # rosbags only writes definitions of pkg/msg/* types; action and service parts get ours.
-                extra = {"msgdef": message_definition(self.typestore, msgtype),
-                         "rihs01": self.typestore.hash_rihs01(msgtype)}
-            connection = self._writer.add_connection(topic, msgtype, typestore=self.typestore,
-                                                     offered_qos_profiles=qos, **extra)
+            msgdef, rihs01 = connection_definition(self.typestore, msgtype)
+            connection = self._writer.add_connection(topic, msgtype, msgdef=msgdef, rihs01=rihs01,
+                                                     offered_qos_profiles=self._qos.get(topic, ()))
             self._connections[topic], self._types[topic] = connection, msgtype
         elif self._types[topic] != msgtype:
             raise RecorderError(f"topic {topic!r} was recorded as {self._types[topic]!r}, now offered as {msgtype!r}")

@@ -12,6 +12,7 @@ as image annotations. The type hashes ``rosbags`` computes from these definition
 from __future__ import annotations
 
 import functools
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "FOXGLOVE_DEFINITIONS",
     "InterfaceDefinitionsNotFoundError",
     "action_type_definitions",
+    "connection_definition",
     "interface_directory",
     "robopin_typestore",
     "trim_cdr",
@@ -227,6 +229,27 @@ def message_definition(typestore: Any, type_name: str) -> str:
         text += f"{_SEPARATOR}MSG: {short}\n{body}"
         pending.extend(_nested_types(body))
     return text
+
+
+def connection_definition(typestore: Any, type_name: str) -> tuple[str, str]:
+    """``(definition text, RIHS01 hash)`` of a type as a bag's connection records them, computed once per type.
+
+    rosbags' ``Writer.add_connection`` generates both from the typestore for every connection of every bag
+    when it is not handed them; recorder_node opens a bag per task with about twenty topics, and generating
+    them cost ~140 ms of interpreter per bag, in the process the task's own step runs in.
+    """
+    cache = _DEFINITIONS.setdefault(typestore, {})
+    known = cache.get(type_name)
+    if known is None:
+        if "/msg/" in type_name:
+            text, _ = typestore.generate_msgdef(type_name, ros_version=2)
+        else:  # rosbags generates pkg/msg/* definitions only; action and service parts get ours
+            text = message_definition(typestore, type_name)
+        known = cache[type_name] = (text, typestore.hash_rihs01(type_name))
+    return known
+
+
+_DEFINITIONS: weakref.WeakKeyDictionary[Any, dict[str, tuple[str, str]]] = weakref.WeakKeyDictionary()
 
 
 def trim_cdr(typestore: Any, data: bytes | memoryview, type_name: str) -> bytes:
