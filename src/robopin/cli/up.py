@@ -1,4 +1,5 @@
-"""``robopin up <system file>``: every node of a system in this process, until Ctrl-C or SIGTERM.
+"""``robopin up <system file>``: every node of a system in this process (the recorder in a child process of its
+own), until Ctrl-C or SIGTERM.
 
 With ``--demo`` it instead runs the system's task once (the scenario's instruction in simulation)
 through the ``Instruct`` service, prints success, the per-stage timing and where the bag and the
@@ -136,8 +137,8 @@ def _run(args: argparse.Namespace, system) -> int:
         scenario = Path(system.sim.scenario).stem if system.sim else "task"
         seed = system.sim.seed if system.sim else 0
         trial_id = f"{system.robot}-{scenario}-seed{seed:03d}"
-        print(f"robopin up {system.name}: {len(system.nodes)} nodes in one process; running {trial_id} "
-              f"through the Instruct service", flush=True)
+        print(f"robopin up {system.name}: {len(system.nodes)} nodes; running {trial_id} through the Instruct service",
+              flush=True)
         quiet = not args.verbose  # the stages and the verdict are the demo's output; -v shows every node's log
         if quiet:
             logging.getLogger().setLevel(logging.WARNING)
@@ -210,7 +211,7 @@ def add_namespace_argument(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> None:
     """Add ``robopin up``."""
-    parser = subparsers.add_parser("up", help="run every node of a system file in one process",
+    parser = subparsers.add_parser("up", help="run every node of a system file (one process; the recorder in its own)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_system_arguments(parser)
     parser.add_argument("--demo", action="store_true",

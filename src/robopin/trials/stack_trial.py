@@ -119,8 +119,7 @@ def _model_errors(bringup: Any) -> dict[str, Any]:
 
 def _collect_bag(bringup: Any, task_id: str, folder: Path, timeout_s: float = 20.0) -> Path | None:
     """Move the recorder's bag of ``task_id`` into ``folder`` once the recorder has closed it."""
-    roots = [Path(str(node.get_parameter("output_dir").value)) for node in bringup.nodes.values()
-             if node.has_parameter("output_dir")]
+    roots = bringup.bag_roots()
     deadline = time.monotonic() + timeout_s
     while roots and time.monotonic() < deadline:
         for root in roots:

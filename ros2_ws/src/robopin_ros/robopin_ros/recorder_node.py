@@ -5,7 +5,8 @@ reasoning and the drawn views, targets, the workspace cloud, action feedback and
 ``/tf_static`` and ``/robot_description``) as soon as it appears in the graph, and hands the bytes to
 :class:`robopin.bags.TrialRecorder` without decoding them. A bag starts when a task starts and stops
 when it ends: automatically from the ExecuteTask action's status topic (one bag per goal, named by the
-goal id), or by hand with ``~/start`` / ``~/stop`` (std_srvs/Trigger). Static transforms,
+goal id), or by hand with ``~/start`` / ``~/stop`` (std_srvs/Trigger); ``~/ready`` (Trigger) says whether every
+camera topic in the graph has reached the recorder yet (``robopin up`` waits for it). Static transforms,
 ``/robot_description`` and the parameters of the nodes named in ``parameter_nodes`` (fetched once
 through their parameter services, as ``ros2 param dump`` does, and written as YAML on
 ``/robopin/parameters/<node>``) are re-written at the start of every bag.
@@ -52,6 +53,7 @@ from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare
 from robopin_ros.runtime import run_node
 
+DEFAULT_OUTPUT_DIR = "trials/bags"
 # Relative to the recorder's namespace, as the nodes name them (a leading '/' would record outside it).
 DEFAULT_TOPICS = [
     "cameras/*/color/image_raw", "cameras/*/color/camera_info", "cameras/*/aligned_depth_to_color/image_raw",
@@ -103,7 +105,7 @@ class RecorderNode(LoggedNode):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("recorder_node", **kwargs)
-        declare(self, "output_dir", "trials/bags", "folder the per-task bags are written to")
+        declare(self, "output_dir", DEFAULT_OUTPUT_DIR, "folder the per-task bags are written to")
         declare(self, "topics", DEFAULT_TOPICS, "topic names or glob patterns recorded")
         declare(self, "task_status_topic", "robopin/execute_task/_action/status",
                 "action status topic whose goals start and end a task's bag")
@@ -158,6 +160,7 @@ class RecorderNode(LoggedNode):
         self._fetched: dict[str, set[str]] = {}  # status topic → goal ids whose result was requested
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
+        self.create_service(Trigger, "~/ready", self._on_ready)
         self.create_timer(float(self.get_parameter("discovery_period_s").value), self._discover)
         self._discover()
 
@@ -389,6 +392,12 @@ class RecorderNode(LoggedNode):
                     and topic not in self.unsupported and topic not in self._heard:
                 waiting.append(f"no message recorded yet on {topic}")
         return waiting
+
+    def _on_ready(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        """Success once every camera topic has been heard (:meth:`not_ready`); else what is still awaited."""
+        waiting = self.not_ready()
+        response.success, response.message = not waiting, "; ".join(waiting) or "recording every camera topic"
+        return response
 
     def busy(self) -> list[str]:
         """A task's bag still open, waiting for the task's final status (runtime.stop_nodes waits for it)."""
