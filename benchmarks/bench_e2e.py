@@ -7,9 +7,11 @@ motion), each stage timed from the task's feedback as a client receives it. Base
 the same run on the same scene: the same :class:`robopin.reasoning.ReasoningLoop` in-process, with
 frames rendered by the same ``sim`` camera backend before each step (as the camera nodes render them
 ahead of the stack's observe), projection by ``robopin.geometry`` and no planner.
-Then pick-and-place planning in-process (``plan_pick_place`` with the node's planner, on the first
-pick-and-place of the spatial, multi-view and long-horizon tasks' ``--seeds``, posed as the node poses
-them) next to a single roboplan plan on ``bench_motion.py``'s tabletop problems, both in this run.
+Then pick-and-place planning through the nodes on the three tasks' layouts: the plan stage of one dry run
+on each of the spatial, multi-view and long-horizon tasks' first ``--node-seeds`` seeds, each scene brought
+up on its own as ``robopin trial`` runs a trial; in-process (``plan_pick_place`` with the node's planner, on
+the first pick-and-place of the three tasks' ``--seeds``, posed as the node poses them); and a single
+roboplan plan on ``bench_motion.py``'s tabletop problems, all in this run.
 Printed: bring-up time, where the sim renders are drawn, each stage's median for both paths and their ratio
 and how long the stack's interpreter stalled inside it (a thread that wakes every 2 ms records wake-ups
 more than 20 ms late: a pybullet render keeps the GIL throughout), the non-model overhead
@@ -18,7 +20,7 @@ per-sample model time (a published figure), and the planning times (median, p95)
 The oracle's "model" time is its own rendering of both views. Nothing passes or fails; on a shared
 machine every wall-clock figure grows with other load, so compare only figures from one run.
 
-Run: .venv/bin/python benchmarks/bench_e2e.py [--steps 3] [--seeds 5]
+Run: .venv/bin/python benchmarks/bench_e2e.py [--steps 3] [--seeds 5] [--node-seeds 3]
 """
 
 from __future__ import annotations
@@ -162,6 +164,24 @@ def _pick_place_planning(seeds: int) -> tuple[list[float], int]:
     return times, planned
 
 
+def _node_pick_place(system, seeds: int) -> tuple[list[float], int]:
+    """Plan stage through the nodes of a dry run on each of the three tasks' first ``seeds`` layouts; how many
+    of those dry runs planned (each scene in a bring-up of its own, as ``robopin trial`` runs a trial)."""
+    from robopin_ros.bringup import Bringup
+
+    times, planned = [], 0
+    for task in ("spatial", "multi_view", "long_horizon"):
+        for seed in range(seeds):
+            with Bringup(system.with_sim(scenario=task, seed=seed)) as bringup:
+                bringup.wait_ready(600)
+                run = bringup.client.run_task(bringup.scene.spec.instruction, dry_run=True, timeout_s=600)
+            if not run.success:
+                print(f"{task} seed {seed}: dry run failed: {run.reason}: {run.message}")
+            planned += bool(run.success)
+            times += [t.durations_s["plan"] for t in run.timings() if "plan" in t.durations_s]
+    return times, planned
+
+
 def _single_plans() -> list[float]:
     """Planning times of single roboplan plans on the Panda tabletop problems (bench_motion.py --quick)."""
     from bench_motion import run_candidate
@@ -180,7 +200,9 @@ def _ratio(ours: float | None, base: float | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3, help="dry-run steps through the stack and in-process")
-    parser.add_argument("--seeds", type=int, default=5, help="seeds per task for the pick-and-place planning")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per task, in-process pick-and-place planning")
+    parser.add_argument("--node-seeds", type=int, default=3,
+                        help="seeds per task for pick-and-place planning through the nodes (a bring-up each)")
     args = parser.parse_args()
     os.environ.setdefault("ROS_DOMAIN_ID", str(test_domain_id()))
     apply_ros_environment()
@@ -207,6 +229,7 @@ def main() -> None:
         worker = getattr(bringup.scene.world, "_render_worker", None)
         renders_where = f"worker process {worker.pid}" if worker is not None else "this process"
         baseline = _in_process_baseline(bringup.scene, system, args.steps)
+    node_pick_place_s, node_planned = _node_pick_place(system, args.node_seeds)
     pick_place_s, planned = _pick_place_planning(args.seeds)
     single_s = _single_plans()
     stack = summarize_timings(timings)
@@ -232,11 +255,12 @@ def main() -> None:
     print(f"  = {stack.overhead_ratio:.2f} x RoboPIN's {ROBOPIN_MODEL_TIME_S} s model time per sample "
           f"(with planning: {stack.overhead_with_planning_ratio:.2f} x)")
     median, p95 = statistics.median(pick_place_s), float(np.percentile(pick_place_s, 95))
-    node_plans = [t.durations_s["plan"] for t in timings if "plan" in t.durations_s]
-    node_p95 = float(np.percentile(node_plans, 95)) if node_plans else float("nan")
-    print(f"pick-and-place planning, in-process, {planned}/{len(pick_place_s)} planned (3 tasks x {args.seeds} seeds): "
-          f"median {median:.3f} s, p95 {p95:.3f} s; through the node (plan stage above, {len(node_plans)} steps) "
-          f"median {stack.median_s.get('plan', float('nan')):.3f} s, p95 {node_p95:.3f} s")
+    node_median, node_p95 = (statistics.median(node_pick_place_s), float(np.percentile(node_pick_place_s, 95))) \
+        if node_pick_place_s else (float("nan"), float("nan"))
+    print(f"pick-and-place planning through the nodes, {node_planned}/{3 * args.node_seeds} dry runs planned "
+          f"(3 tasks x {args.node_seeds} seeds, plan stage): median {node_median:.3f} s, p95 {node_p95:.3f} s; "
+          f"in-process, {planned}/{len(pick_place_s)} planned (3 tasks x {args.seeds} seeds): median {median:.3f} s, "
+          f"p95 {p95:.3f} s; ratio of medians {node_median / median:.2f}")
     print(f"single roboplan plan (bench_motion.py --quick problems, Panda): median {single_s[0]:.3f} s, "
           f"p95 {single_s[1]:.3f} s; a pick-and-place is {median / single_s[0]:.1f} single plans (medians)")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

@@ -109,8 +109,9 @@ class NodeProcess:
     arguments (parameters file, namespace, log level), named as the system names it.
 
     It has a session of its own, so a terminal's Ctrl-C reaches ``robopin up`` alone, which stops this node
-    (SIGINT, as `ros2 launch` does) after the stack's goals have ended: the recorder's bag then holds the
-    stop. It stops itself once ``robopin up`` is gone however that ended
+    after the stack's goals have ended (the recorder's bag then holds the stop), with SIGTERM: a node handles
+    it as Ctrl-C, and a process still importing ends without a traceback (SIGINT raises KeyboardInterrupt
+    there). It stops itself once ``robopin up`` is gone however that ended
     (:func:`robopin_ros.runtime.stop_with_parent`). ``not_ready`` asks its ``~/ready`` service, when it has one.
     """
 
@@ -149,13 +150,13 @@ class NodeProcess:
         return [] if answer.success else [answer.message]
 
     def stop(self, timeout_s: float = SHUTDOWN_EXIT_S + 2.0) -> int | None:
-        """SIGINT, then wait for its exit (SIGKILL past ``timeout_s``: its own exit watchdog should come first)."""
+        """SIGTERM, then wait for its exit (SIGKILL past ``timeout_s``: its own exit watchdog should come first)."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
+            self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                logger.warning("%s (process %d) did not exit %.0f s after SIGINT: killing it", self.name,
+                logger.warning("%s (process %d) did not exit %.0f s after SIGTERM: killing it", self.name,
                                self.pid, timeout_s)
                 self.process.kill()
                 self.process.wait(5.0)

@@ -125,6 +125,8 @@ class RecorderNode(LoggedNode):
         self.parameter_nodes = [absolute_name(str(n), self.namespace)
                                 for n in self.get_parameter("parameter_nodes").value if n]
         self._parameter_clients: dict[str, Any] = {}
+        self._parameters_recorded: set[str] = set()  # parameter nodes (root-namespace names) already in the bags
+        self._parameter_fetches: set[str] = set()  # parameter nodes whose fetch is under way
         declare(self, "result_wait_s", 5.0,
                 "a task's bag closes once the results still being fetched are written, or after this many seconds",
                 min=0.0)
@@ -198,19 +200,31 @@ class RecorderNode(LoggedNode):
         self._discover_parameter_nodes()
 
     def _discover_parameter_nodes(self) -> None:
-        """Fetch the parameters of each configured node once it is up (ros2 param dump's services)."""
+        """Fetch the parameters of each configured node once it is up (ros2 param dump's services).
+
+        A request goes out only once both services are matched: rclpy sends one to a service it has not
+        discovered yet into the void, and the future never completes (seen with the recorder in its own
+        process). A fetch that failed is asked again at the next discovery.
+        """
         from rcl_interfaces.srv import GetParameters, ListParameters
 
         running = {f"{ns.rstrip('/')}/{name}" for name, ns in self.get_node_names_and_namespaces()}
         for node in self.parameter_nodes:
-            if node in self._parameter_clients or node not in running:
+            if node not in running or strip_namespace(node, self.namespace) in self._parameters_recorded:
                 continue
-            lister = self.create_client(ListParameters, f"{node}/list_parameters")
-            getter = self.create_client(GetParameters, f"{node}/get_parameters")
-            self._parameter_clients[node] = (lister, getter)
+            if node not in self._parameter_clients:
+                self._parameter_clients[node] = (self.create_client(ListParameters, f"{node}/list_parameters"),
+                                                 self.create_client(GetParameters, f"{node}/get_parameters"))
+            lister, getter = self._parameter_clients[node]
+            if node in self._parameter_fetches or not (lister.service_is_ready() and getter.service_is_ready()):
+                continue
+            self._parameter_fetches.add(node)
 
             def on_names(future, node=node, getter=getter) -> None:
-                names = sorted(future.result().result.names) if future.result() is not None else []
+                if future.result() is None:
+                    self._parameter_fetches.discard(node)
+                    return
+                names = sorted(future.result().result.names)
                 getter.call_async(GetParameters.Request(names=names)).add_done_callback(
                     lambda f: self._record_parameters(node, names, f.result()))
 
@@ -221,13 +235,15 @@ class RecorderNode(LoggedNode):
         from rclpy.parameter import parameter_value_to_python
         from std_msgs.msg import String
 
-        if response is None:
+        self._parameter_fetches.discard(node)
+        if response is None:  # asked again at the next discovery
             return
         values = {name: parameter_value_to_python(value) for name, value in zip(names, response.values, strict=False)}
         node = strip_namespace(node, self.namespace)
         text = yaml.safe_dump({node.lstrip("/"): values}, sort_keys=True)
         self.recorder.record(f"{PARAMETERS_PREFIX}{node}", "std_msgs/msg/String",
                              self._exact(String(data=text), "std_msgs/msg/String"), time.time_ns())
+        self._parameters_recorded.add(node)
 
     def _discover_result_clients(self) -> None:
         """For each recorded action status, a get_result client (the action type comes from its feedback)."""
@@ -378,13 +394,19 @@ class RecorderNode(LoggedNode):
         return response
 
     def not_ready(self) -> list[str]:
-        """Camera topics in the graph that the recorder has not heard from yet.
+        """Camera topics in the graph that the recorder has not heard from yet, and running parameter nodes
+        whose parameters it has not recorded yet.
 
-        A task's bag must hold the frames of its first observation; a recorder that found a camera's topics
-        (graph polling every ``discovery_period_s``, then DDS matching) after the planner observed would
-        write a bag that cannot be replayed, so bring-up waits for this before the first task.
+        A task's bag must hold the frames of its first observation and the projection's parameters; a
+        recorder that found a camera's topics (graph polling every ``discovery_period_s``, then DDS
+        matching) after the planner observed would write a bag that cannot be replayed, so bring-up waits
+        for this before the first task.
         """
         waiting = []
+        running = {f"{ns.rstrip('/')}/{name}" for name, ns in self.get_node_names_and_namespaces()}
+        for node in self.parameter_nodes:
+            if node in running and strip_namespace(node, self.namespace) not in self._parameters_recorded:
+                waiting.append(f"parameters of {node} not recorded yet")
         for topic, types in self.get_topic_names_and_types():
             image = (topic in self.camera_topics and "sensor_msgs/msg/Image" in types) or (
                 self._is_camera_topic(topic) and topic.endswith("/image_raw"))
