@@ -149,10 +149,15 @@ class NodeProcess:
         answer = future.result()
         return [] if answer.success else [answer.message]
 
+    def signal(self) -> None:
+        """Ask it to stop (SIGTERM) without waiting."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
     def stop(self, timeout_s: float = SHUTDOWN_EXIT_S + 2.0) -> int | None:
         """SIGTERM, then wait for its exit (SIGKILL past ``timeout_s``: its own exit watchdog should come first)."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.signal()
             try:
                 self.process.wait(timeout_s)
             except subprocess.TimeoutExpired:
@@ -364,13 +369,19 @@ class Bringup:
 
         if self.executors and self._spinning and self.nodes:
             stop_nodes(self.nodes.values())
-        # Node processes last, while this process still spins: the recorder fetches the goals' results from it.
-        for process in self.processes.values():
+        # Node processes next, while this process still spins (the recorder fetches the goals' results from it),
+        # the recorder last so its bag holds the others' ends.
+        executables = {spec.name: spec.executable for spec in self.system.nodes}
+        order = sorted(self.processes.values(), key=lambda p: _DESTROY_ORDER.get(executables.get(p.name, ""), 5))
+        last = [p for p in order if p.executable == "recorder_node"]
+        first = [p for p in order if p not in last]
+        for process in first:
+            process.signal()
+        for process in first + last:
             process.stop()
         deadline = time.monotonic() + 10.0
         for name, executor in self.executors.items():
             shutdown_executor(executor, self._spinners.get(name), timeout_s=max(0.5, deadline - time.monotonic()))
-        executables = {spec.name: spec.executable for spec in self.system.nodes}
         nodes = sorted(self.nodes.items(), key=lambda item: _DESTROY_ORDER.get(executables.get(item[0], ""), 5))
         nodes = ([self.client] if self.client is not None else []) + [node for _, node in nodes]
         if self._supervisor is not None:

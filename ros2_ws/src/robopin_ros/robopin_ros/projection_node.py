@@ -22,6 +22,8 @@ targets on ``/robopin/targets/markers``; with ``cloud_period_s`` > 0 publishes t
 from __future__ import annotations
 
 import collections
+import concurrent.futures
+import contextlib
 import math
 import threading
 from dataclasses import dataclass
@@ -250,6 +252,7 @@ class ProjectionNode(LoggedNode):
         self._camera_models: dict[tuple, Any] = {}
         self._decoded: dict[int, tuple[_SyncedFrame, ViewData]] = {}  # img_idx -> its last decoded frame
         self.markers_pub = self.create_publisher(MarkerArray, "robopin/targets/markers", 10)
+        self._markers = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="projection-markers")
         self.cloud_pub = self.create_publisher(PointCloud2, "robopin/workspace_cloud", 2)
         self.create_service(ProjectPoints, "robopin/project_points", self._on_project_points)
         self._cloud_source: tuple = ()  # (img_idx, frame stamp) of the frames the last cloud was built from
@@ -268,6 +271,7 @@ class ProjectionNode(LoggedNode):
         self.get_logger().info(f"projection_node ready: views {mounts}; target frame {self.target_frame!r}")
 
     def destroy_node(self) -> None:
+        self._markers.shutdown(wait=True, cancel_futures=True)
         self._closing.set()
         self._cloud_wanted.set()
         if self._cloud_thread is not None:
@@ -378,10 +382,17 @@ class ProjectionNode(LoggedNode):
             response.message = f"no synced depth + camera_info frames{near} from views {self.view_names}"
             if self.qos_watch.mismatches:
                 response.message += "; " + "; ".join(self.qos_watch.mismatches.values())
-        self.markers_pub.publish(
-            conversions.targets_to_marker_array(targets, target_frame, self.get_clock().now().to_msg())
-        )
+        # The markers are for RViz: drawn and published once the reply is on its way, not before it.
+        stamp = self.get_clock().now().to_msg()
+        with contextlib.suppress(RuntimeError):  # shutting down: nothing more to show
+            self._markers.submit(self._publish_markers, targets, target_frame, stamp)
         return response
+
+    def _publish_markers(self, targets: list, target_frame: str, stamp: Any) -> None:
+        try:
+            self.markers_pub.publish(conversions.targets_to_marker_array(targets, target_frame, stamp))
+        except Exception as error:  # a display failure is never the request's
+            self.get_logger().warning(f"target markers not published: {type(error).__name__}: {error}")
 
     def _publish_cloud(self) -> None:
         """Publish the depth of the cloud views as one cropped, voxel-downsampled cloud in the target frame.

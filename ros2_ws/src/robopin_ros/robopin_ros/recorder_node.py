@@ -5,8 +5,8 @@ reasoning and the drawn views, targets, the workspace cloud, action feedback and
 ``/tf_static`` and ``/robot_description``) as soon as it appears in the graph, and hands the bytes to
 :class:`robopin.bags.TrialRecorder` without decoding them. A bag starts when a task starts and stops
 when it ends: automatically from the ExecuteTask action's status topic (one bag per goal, named by the
-goal id), or by hand with ``~/start`` / ``~/stop`` (std_srvs/Trigger); ``~/ready`` (Trigger) says whether every
-camera topic in the graph has reached the recorder yet (``robopin up`` waits for it). Static transforms,
+goal id), or by hand with ``~/start`` / ``~/stop`` (std_srvs/Trigger); run as a process of its own, its
+``~/ready`` (runtime.serve_readiness) says whether every camera topic has reached it yet. Static transforms,
 ``/robot_description`` and the parameters of the nodes named in ``parameter_nodes`` (fetched once
 through their parameter services, as ``ros2 param dump`` does, and written as YAML on
 ``/robopin/parameters/<node>``) are re-written at the start of every bag.
@@ -67,6 +67,7 @@ DEFAULT_TOPICS = [
 PLANNED_TRAJECTORY_TOPIC = "robopin/planned_trajectory"
 PLANNED_PATH_MARKERS_TOPIC = "robopin/planned_trajectory/markers"
 _ACTIVE = {1, 2, 3}  # ACCEPTED, EXECUTING, CANCELING
+_PARAMETER_FETCH_S = 2.0  # a parameter fetch unanswered this long is asked again
 
 # Our camera node publishes reliably; a reliable subscriber with 100 frames of history (about 0.8 s of
 # two camera pairs at 30 Hz) rides out scheduling stalls of a loaded machine without loss, where 30
@@ -126,7 +127,7 @@ class RecorderNode(LoggedNode):
                                 for n in self.get_parameter("parameter_nodes").value if n]
         self._parameter_clients: dict[str, Any] = {}
         self._parameters_recorded: set[str] = set()  # parameter nodes (root-namespace names) already in the bags
-        self._parameter_fetches: set[str] = set()  # parameter nodes whose fetch is under way
+        self._parameter_fetches: dict[str, float] = {}  # parameter node -> when its fetch under way was asked
         declare(self, "result_wait_s", 5.0,
                 "a task's bag closes once the results still being fetched are written, or after this many seconds",
                 min=0.0)
@@ -162,7 +163,6 @@ class RecorderNode(LoggedNode):
         self._fetched: dict[str, set[str]] = {}  # status topic → goal ids whose result was requested
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
-        self.create_service(Trigger, "~/ready", self._on_ready)
         self.create_timer(float(self.get_parameter("discovery_period_s").value), self._discover)
         self._discover()
 
@@ -204,7 +204,9 @@ class RecorderNode(LoggedNode):
 
         A request goes out only once both services are matched: rclpy sends one to a service it has not
         discovered yet into the void, and the future never completes (seen with the recorder in its own
-        process). A fetch that failed is asked again at the next discovery.
+        process). Even then Fast DDS can drop the reply ("failed to send response (timeout): client will not
+        receive response", rmw_fastrtps' rmw_response.cpp, while the server has not yet matched the client's
+        reply reader): a fetch that failed, or is unanswered after ``_PARAMETER_FETCH_S``, is asked again.
         """
         from rcl_interfaces.srv import GetParameters, ListParameters
 
@@ -216,13 +218,16 @@ class RecorderNode(LoggedNode):
                 self._parameter_clients[node] = (self.create_client(ListParameters, f"{node}/list_parameters"),
                                                  self.create_client(GetParameters, f"{node}/get_parameters"))
             lister, getter = self._parameter_clients[node]
-            if node in self._parameter_fetches or not (lister.service_is_ready() and getter.service_is_ready()):
+            asked = self._parameter_fetches.get(node)
+            if asked is not None and time.monotonic() - asked < _PARAMETER_FETCH_S:
                 continue
-            self._parameter_fetches.add(node)
+            if not (lister.service_is_ready() and getter.service_is_ready()):
+                continue
+            self._parameter_fetches[node] = time.monotonic()
 
             def on_names(future, node=node, getter=getter) -> None:
                 if future.result() is None:
-                    self._parameter_fetches.discard(node)
+                    self._parameter_fetches.pop(node, None)
                     return
                 names = sorted(future.result().result.names)
                 getter.call_async(GetParameters.Request(names=names)).add_done_callback(
@@ -235,7 +240,7 @@ class RecorderNode(LoggedNode):
         from rclpy.parameter import parameter_value_to_python
         from std_msgs.msg import String
 
-        self._parameter_fetches.discard(node)
+        self._parameter_fetches.pop(node, None)
         if response is None:  # asked again at the next discovery
             return
         values = {name: parameter_value_to_python(value) for name, value in zip(names, response.values, strict=False)}
@@ -414,12 +419,6 @@ class RecorderNode(LoggedNode):
                     and topic not in self.unsupported and topic not in self._heard:
                 waiting.append(f"no message recorded yet on {topic}")
         return waiting
-
-    def _on_ready(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        """Success once every camera topic has been heard (:meth:`not_ready`); else what is still awaited."""
-        waiting = self.not_ready()
-        response.success, response.message = not waiting, "; ".join(waiting) or "recording every camera topic"
-        return response
 
     def busy(self) -> list[str]:
         """A task's bag still open, waiting for the task's final status (runtime.stop_nodes waits for it)."""

@@ -148,6 +148,23 @@ def _busy(node: Node) -> list[str]:
         return []
 
 
+def serve_readiness(node: Node) -> None:
+    """``~/ready`` (std_srvs/Trigger) on a node of a process of its own: success once it is constructed and its
+    own ``not_ready()`` (when it has one: the recorder's cameras heard) lists nothing; else what it waits for.
+
+    ``robopin up`` asks it of the nodes it runs as child processes; anyone may (``ros2 service call``).
+    """
+    from std_srvs.srv import Trigger
+
+    def answer(_request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        check = getattr(node, "not_ready", None)
+        waiting = list(check()) if callable(check) else []
+        response.success, response.message = not waiting, "; ".join(waiting) or "ready"
+        return response
+
+    node.create_service(Trigger, "~/ready", answer)
+
+
 def stop_with_parent(stop: threading.Event) -> None:
     """Set ``stop`` once the process named by :data:`PARENT_PID_ENV` has exited (nothing when it is unset).
 
@@ -287,6 +304,7 @@ def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads:
             name = getattr(node_factory, "__name__", "node")
             print(f"{name} did not start: {one_line(error)}", file=sys.stderr, flush=True)
             return 1
+        serve_readiness(node)
         executor = make_executor(node, threads)
         executor.add_node(node)
         spinner = threading.Thread(target=spin, name="robopin-executor", daemon=True)
