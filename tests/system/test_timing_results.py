@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from robopin.system.results import failure_table, load_summaries, results_markdown, success_table, timing_summary
@@ -47,7 +48,15 @@ def test_summary_means_medians_and_ratio_to_robopin():
     assert summary.overhead_ratio == pytest.approx(overhead / ROBOPIN_MODEL_TIME_S)
     assert summary.overhead_with_planning_mean_s == pytest.approx(overhead + 1.0)
     text = summary.table()
-    assert "x RoboPIN's 0.281 s" in text and "execute" in text
+    assert "x RoboPIN's 0.281 s" in text and "execute" in text and "p95 s" in text
+
+
+def test_p95_interpolates_as_numpy_does():
+    plans = [0.1, 0.2, 0.3, 0.4, 2.0]
+    steps = [step_timings(events((0.0, "planning", 0), (t, "executing", 0)), 0.0, t + 1.0)[0] for t in plans]
+    summary = summarize_timings(steps)
+    assert summary.p95_s["plan"] == pytest.approx(float(np.percentile(plans, 95)))
+    assert summary.median_s["plan"] == pytest.approx(0.3)
 
 
 def _summary(trial_id, task, method, success, failure="", *, seed=0, timings=()):

@@ -103,13 +103,15 @@ def step_timings(events: Sequence[FeedbackEvent], start_s: float, end_s: float,
 
 @dataclasses.dataclass(frozen=True)
 class TimingSummary:
-    """Mean seconds per stage over the steps of many trials, and the overhead against RoboPIN's 0.281 s."""
+    """Mean, median and 95th-percentile seconds per stage over the steps of many trials, and the overhead
+    against RoboPIN's 0.281 s."""
 
     steps: int
     mean_s: Mapping[str, float]
     median_s: Mapping[str, float]
     overhead_mean_s: float
     overhead_with_planning_mean_s: float
+    p95_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def overhead_ratio(self) -> float:
@@ -122,15 +124,17 @@ class TimingSummary:
 
     def as_dict(self) -> dict[str, Any]:
         return {"steps": self.steps, "mean_s": dict(self.mean_s), "median_s": dict(self.median_s),
+                "p95_s": dict(self.p95_s),
                 "overhead_mean_s": self.overhead_mean_s, "overhead_ratio_to_robopin_0.281s": self.overhead_ratio,
                 "overhead_with_planning_mean_s": self.overhead_with_planning_mean_s,
                 "overhead_with_planning_ratio_to_robopin_0.281s": self.overhead_with_planning_ratio}
 
     def table(self) -> str:
         """A plain-text table: stage, mean and median seconds, then the overhead lines."""
-        lines = [f"{'stage':<16}{'mean s':>10}{'median s':>10}   (over {self.steps} step(s))"]
+        lines = [f"{'stage':<16}{'mean s':>10}{'median s':>10}{'p95 s':>10}   (over {self.steps} step(s))"]
         for stage in self.mean_s:
-            lines.append(f"{stage:<16}{self.mean_s[stage]:>10.3f}{self.median_s[stage]:>10.3f}")
+            lines.append(f"{stage:<16}{self.mean_s[stage]:>10.3f}{self.median_s[stage]:>10.3f}"
+                         f"{self.p95_s.get(stage, float('nan')):>10.3f}")
         lines.append(f"non-model overhead before planning (capture + reasoning overhead + validation + projection): "
                      f"{self.overhead_mean_s:.3f} s = {self.overhead_ratio:.2f} x RoboPIN's "
                      f"{ROBOPIN_MODEL_TIME_S} s model time")
@@ -143,7 +147,7 @@ _SUMMARY_STAGES = ("observe", "reason", "model", "reason_overhead", "validate", 
 
 
 def summarize_timings(steps: Iterable[StepTiming]) -> TimingSummary:
-    """Mean and median per stage over every step given (a stage a step skipped counts as absent)."""
+    """Mean, median and p95 per stage over every step given (a stage a step skipped counts as absent)."""
     steps = list(steps)
     values: dict[str, list[float]] = {stage: [] for stage in _SUMMARY_STAGES}
     overheads, with_planning = [], []
@@ -159,5 +163,15 @@ def summarize_timings(steps: Iterable[StepTiming]) -> TimingSummary:
             with_planning.append(step.overhead_s + step.durations_s.get("plan", 0.0))
     mean = {k: statistics.fmean(v) for k, v in values.items() if v}
     median = {k: statistics.median(v) for k, v in values.items() if v}
+    p95 = {k: _percentile(v, 95.0) for k, v in values.items() if v}
     return TimingSummary(len(steps), mean, median, statistics.fmean(overheads) if overheads else 0.0,
-                         statistics.fmean(with_planning) if with_planning else 0.0)
+                         statistics.fmean(with_planning) if with_planning else 0.0, p95)
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile with linear interpolation between order statistics (numpy's default method)."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
