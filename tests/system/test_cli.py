@@ -53,3 +53,22 @@ def test_trial_stops_at_a_node_that_cannot_start(tmp_path):
             "fps must be >= 1, got 0") in result.stderr
     assert "camera_fps:=0" in result.stderr
     assert "prints the traceback" not in result.stderr, "a configuration refusal is not a bug"
+
+
+@pytest.mark.ros
+def test_up_stops_when_its_recorder_process_cannot_start(tmp_path):
+    # robopin up runs recorder_node as a child process (robopin_ros.bringup.OWN_PROCESS): a recorder that
+    # refuses its parameters ends that process, and bring-up says which node and stops, without waiting out
+    # its ready timeout.
+    import yaml
+
+    from robopin.env import REPO_ROOT
+
+    system = yaml.safe_load((REPO_ROOT / "config" / "sim_panda.yaml").read_text())
+    system["nodes"]["recorder_node"]["parameters"]["queue_size"] = -1
+    path = tmp_path / "sim_panda_bad_recorder.yaml"
+    path.write_text(yaml.safe_dump(system))
+    result = _robopin("up", str(path), "--ready-timeout", "150")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "RecorderNode did not start: ParameterRangeError: parameter queue_size must be >= 0" in result.stderr
+    assert "node 'recorder_node' (process " in result.stderr and "exited with code 1" in result.stderr

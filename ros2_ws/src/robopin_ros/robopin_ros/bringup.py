@@ -249,12 +249,12 @@ class Bringup:
 
     def bag_roots(self) -> list[Path]:
         """Where the system's recorders write their bags (``output_dir`` of each node that has one)."""
+        from robopin_ros.recorder_node import DEFAULT_OUTPUT_DIR
+
         roots = [Path(str(node.get_parameter("output_dir").value)) for node in self.nodes.values()
                  if node.has_parameter("output_dir")]
-        for name in self.processes:
-            from robopin_ros.recorder_node import DEFAULT_OUTPUT_DIR
-
-            roots.append(Path(str(self.system.node(name).parameters.get("output_dir", DEFAULT_OUTPUT_DIR))))
+        roots += [Path(str(self.system.node(name).parameters.get("output_dir", DEFAULT_OUTPUT_DIR)))
+                  for name, process in self.processes.items() if process.executable == "recorder_node"]
         return roots
 
     def _build_scene(self, system: SystemFile) -> SystemFile:
@@ -333,6 +333,8 @@ class Bringup:
             waiting = self.not_ready()
             if not waiting:
                 return
+            if not self.running and isinstance(self.spin_error, BringupError):  # a node process ended
+                raise self.spin_error
             if self.spin_error is not None:
                 raise BringupError(f"the executor stopped: {self.spin_error!r}")
             if time.monotonic() > deadline:
