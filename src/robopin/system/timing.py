@@ -15,6 +15,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 __all__ = [
     "FEEDBACK_STAGES",
     "OVERHEAD_STAGES",
@@ -163,15 +165,7 @@ def summarize_timings(steps: Iterable[StepTiming]) -> TimingSummary:
             with_planning.append(step.overhead_s + step.durations_s.get("plan", 0.0))
     mean = {k: statistics.fmean(v) for k, v in values.items() if v}
     median = {k: statistics.median(v) for k, v in values.items() if v}
-    p95 = {k: _percentile(v, 95.0) for k, v in values.items() if v}
+    p95 = {k: float(np.percentile(v, 95.0)) for k, v in values.items() if v}
     return TimingSummary(len(steps), mean, median, statistics.fmean(overheads) if overheads else 0.0,
                          statistics.fmean(with_planning) if with_planning else 0.0, p95)
 
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile with linear interpolation between order statistics (numpy's default method)."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100.0
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)

@@ -126,7 +126,7 @@ class RecorderNode(LoggedNode):
         self.parameter_nodes = [absolute_name(str(n), self.namespace)
                                 for n in self.get_parameter("parameter_nodes").value if n]
         self._parameter_clients: dict[str, Any] = {}
-        self._parameters_recorded: set[str] = set()  # parameter nodes (root-namespace names) already in the bags
+        self._parameters_recorded: set[str] = set()  # parameter nodes whose parameters every bag now carries
         self._parameter_fetches: dict[str, float] = {}  # parameter node -> when its fetch under way was asked
         declare(self, "result_wait_s", 5.0,
                 "a task's bag closes once the results still being fetched are written, or after this many seconds",
@@ -203,8 +203,8 @@ class RecorderNode(LoggedNode):
         """Fetch the parameters of each configured node once it is up (ros2 param dump's services).
 
         A request goes out only once both services are matched: rclpy sends one to a service it has not
-        discovered yet into the void, and the future never completes (seen with the recorder in its own
-        process). Even then Fast DDS can drop the reply ("failed to send response (timeout): client will not
+        discovered yet into the void, and the future never completes (a recorder in another process than the
+        node finds it late). Even then Fast DDS can drop the reply ("failed to send response (timeout): client will not
         receive response", rmw_fastrtps' rmw_response.cpp, while the server has not yet matched the client's
         reply reader): a fetch that failed, or is unanswered after ``_PARAMETER_FETCH_S``, is asked again.
         """
@@ -212,7 +212,7 @@ class RecorderNode(LoggedNode):
 
         running = {f"{ns.rstrip('/')}/{name}" for name, ns in self.get_node_names_and_namespaces()}
         for node in self.parameter_nodes:
-            if node not in running or strip_namespace(node, self.namespace) in self._parameters_recorded:
+            if node not in running or node in self._parameters_recorded:
                 continue
             if node not in self._parameter_clients:
                 self._parameter_clients[node] = (self.create_client(ListParameters, f"{node}/list_parameters"),
@@ -244,9 +244,9 @@ class RecorderNode(LoggedNode):
         if response is None:  # asked again at the next discovery
             return
         values = {name: parameter_value_to_python(value) for name, value in zip(names, response.values, strict=False)}
-        node = strip_namespace(node, self.namespace)
-        text = yaml.safe_dump({node.lstrip("/"): values}, sort_keys=True)
-        self.recorder.record(f"{PARAMETERS_PREFIX}{node}", "std_msgs/msg/String",
+        root_name = strip_namespace(node, self.namespace)  # as the bag names it
+        text = yaml.safe_dump({root_name.lstrip("/"): values}, sort_keys=True)
+        self.recorder.record(f"{PARAMETERS_PREFIX}{root_name}", "std_msgs/msg/String",
                              self._exact(String(data=text), "std_msgs/msg/String"), time.time_ns())
         self._parameters_recorded.add(node)
 
@@ -410,7 +410,7 @@ class RecorderNode(LoggedNode):
         waiting = []
         running = {f"{ns.rstrip('/')}/{name}" for name, ns in self.get_node_names_and_namespaces()}
         for node in self.parameter_nodes:
-            if node in running and strip_namespace(node, self.namespace) not in self._parameters_recorded:
+            if node in running and node not in self._parameters_recorded:
                 waiting.append(f"parameters of {node} not recorded yet")
         for topic, types in self.get_topic_names_and_types():
             image = (topic in self.camera_topics and "sensor_msgs/msg/Image" in types) or (
