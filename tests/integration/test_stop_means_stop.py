@@ -80,14 +80,19 @@ class _ArmWatcher:
     """Every /joint_states message with its arrival time (monotonic), from a node in this process."""
 
     def __init__(self, context) -> None:
+        from action_msgs.msg import GoalStatusArray
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.node import Node
+        from rclpy.qos import qos_profile_action_status_default
         from sensor_msgs.msg import JointState
 
         self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
         self._lock = threading.Lock()
+        self.goals: dict[bytes, list[tuple[float, int]]] = {}  # goal id -> (arrival, status) as reported
         self.node = Node("stop_test_arm_watcher", context=context)
         self.node.create_subscription(JointState, "/joint_states", self._on_state, 50)
+        self.node.create_subscription(GoalStatusArray, "/robopin/execute_task/_action/status", self._on_status,
+                                      qos_profile_action_status_default)
         self._executor = SingleThreadedExecutor(context=context)
         self._executor.add_node(self.node)
         self._thread = threading.Thread(target=self._executor.spin, daemon=True)
@@ -100,6 +105,27 @@ class _ArmWatcher:
         v = np.array([msg.velocity[i] for i in index]) if len(msg.velocity) == len(msg.name) else np.zeros(len(q))
         with self._lock:
             self.samples.append((time.monotonic(), q, v))
+
+    def _on_status(self, msg) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for status in msg.status_list:
+                seen = self.goals.setdefault(bytes(status.goal_info.goal_id.uuid), [])
+                if not seen or seen[-1][1] != status.status:
+                    seen.append((now, status.status))
+
+    def goal_ended(self, after_s: float, timeout_s: float = 30.0) -> tuple[int, float]:
+        """The final status (4 succeeded, 5 canceled, 6 aborted) of the task that started after ``after_s``, and
+        when it was reported (monotonic)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                started = [seen for seen in self.goals.values() if seen[0][0] >= after_s]
+            if len(started) == 1 and started[0][-1][1] in (4, 5, 6):
+                return started[0][-1][1], started[0][-1][0]
+            assert len(started) <= 1, f"more than one task started: {started}"
+            assert time.monotonic() < deadline, f"no task ended within {timeout_s} s: {started}"
+            time.sleep(0.02)
 
     def moving_at(self, t_s: float, window_s: float = 1.0) -> bool:
         """Whether the arm moved in the ``window_s`` before ``t_s``."""
@@ -202,11 +228,46 @@ def _instruction() -> str:
 def _instruct_until_moving(cwd: Path, watcher: _ArmWatcher) -> _Process:
     task = _Process("instruct", _instruction(), "--wait", "120", cwd=cwd)
     task.wait_line(lambda line: " executing" in line, 600, "the executing stage")
+    _wait_moving(watcher, lambda: task.output)
+    return task
+
+
+def _wait_moving(watcher: _ArmWatcher, output) -> None:
     deadline = time.monotonic() + 60
     while not watcher.moving_at(time.monotonic(), 0.5):
-        assert time.monotonic() < deadline, "the arm never moved:\n" + task.output[-3000:]
+        assert time.monotonic() < deadline, "the arm never moved:\n" + output()[-3000:]
         time.sleep(0.05)
-    return task
+
+
+class _Pipeline:
+    """``robopin instruct … | <reader>`` as a shell runs it: one process group, the reader's output in a file."""
+
+    def __init__(self, reader: list[str], cwd: Path) -> None:
+        self.log = cwd / "pipeline.log"
+        self.instruct = subprocess.Popen([sys.executable, "-m", "robopin.cli", "instruct", _instruction(), "--wait",
+                                          "120"], cwd=cwd, env=dict(os.environ), stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        with self.log.open("wb") as sink:
+            self.reader = subprocess.Popen(reader, stdin=self.instruct.stdout, stdout=sink,
+                                           process_group=self.instruct.pid)
+        self.instruct.stdout.close()  # the reader holds the pipe's only read end, as in a shell
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def interrupt(self) -> None:
+        """Ctrl-C in the terminal: SIGINT to every process of the foreground group."""
+        os.killpg(self.instruct.pid, signal.SIGINT)
+
+    def wait(self, timeout_s: float) -> int:
+        try:
+            code = self.instruct.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.instruct.pid, signal.SIGKILL)
+            pytest.fail(f"robopin instruct still running {timeout_s} s later:\n{self.output[-3000:]}")
+        self.reader.wait(timeout=10)
+        return code
 
 
 def _idle(cwd: Path) -> subprocess.CompletedProcess:
@@ -359,6 +420,75 @@ def test_cancel_during_a_slow_model_call_abandons_it_at_once(stack, ros_watch, t
         node.destroy_subscription(status_sub)
 
 
+def test_ctrl_c_to_instruct_piped_to_tee_cancels_the_task(stack, ros_watch, tmp_path):
+    # Ctrl-C ends tee too: every line instruct prints after it goes to a closed pipe.
+    t_start = time.monotonic()
+    pipeline = _Pipeline(["tee", str(tmp_path / "tee.log")], tmp_path)
+    deadline = time.monotonic() + 600
+    while " executing" not in pipeline.output:
+        assert pipeline.instruct.poll() is None and time.monotonic() < deadline, pipeline.output[-3000:]
+        time.sleep(0.05)
+    _wait_moving(ros_watch, lambda: pipeline.output)
+    t0 = time.monotonic()
+    pipeline.interrupt()
+    code = pipeline.wait(60)
+    status, ended_at = ros_watch.goal_ended(t_start)
+    still_s = ros_watch.still_after(t0)
+    print(f"\nCtrl-C to `robopin instruct | tee`: arm at rest {still_s:.2f} s and the task canceled "
+          f"{ended_at - t0:.2f} s after the signal; instruct exit code {code}")
+    assert status == 5, f"the task ended with status {status}, not canceled:\n{pipeline.output[-3000:]}"
+    assert code == 130, pipeline.output[-3000:]
+    assert "Traceback" not in pipeline.output, pipeline.output[-3000:]
+    assert not any(ros_watch.moving_at(t) for t in np.arange(t0 + still_s + 1.0, time.monotonic(), 0.5))
+
+
+def test_instruct_piped_to_head_cancels_its_task_once_the_reader_is_gone(stack, ros_watch, tmp_path):
+    # `| head -c1` reads one byte and exits: nobody sees the task any more, so it must not run on.
+    t_start = time.monotonic()
+    pipeline = _Pipeline(["head", "-c1"], tmp_path)
+    status, ended_at = ros_watch.goal_ended(t_start, timeout_s=120)
+    if pipeline.instruct.poll() is None:
+        pipeline.interrupt()  # the operator's Ctrl-C after it, to the same process group
+    code = pipeline.wait(60)
+    print(f"\n`robopin instruct | head -c1`: the task ended {ended_at - t_start:.2f} s after the command started "
+          f"(status {status}); exit code {code}")
+    assert status == 5, f"the task ended with status {status}, not canceled"
+    assert code == 141, f"exit code {code}: a closed output pipe is 128 + SIGPIPE"
+    idle = _idle(tmp_path)
+    assert idle.returncode == 1 and "no running task" in idle.stdout, idle.stdout + idle.stderr
+
+
+def test_sigkill_on_instruct_mid_motion_cancels_its_task(stack, ros_watch, tmp_path):
+    # Nothing of the client runs any more: the planner notices its heartbeat stopped (the deadman).
+    t_start = time.monotonic()
+    task = _instruct_until_moving(tmp_path, ros_watch)
+    t0 = time.monotonic()
+    task.popen.send_signal(signal.SIGKILL)
+    task.wait(30)
+    status, ended_at = ros_watch.goal_ended(t_start)
+    still_s = ros_watch.still_after(t0)
+    print(f"\nSIGKILL on robopin instruct mid-motion: task ended {ended_at - t0:.2f} s after the kill, arm at rest "
+          f"{still_s:.2f} s after it")
+    assert status == 6, f"the task ended with status {status}: expected aborted with reason client_lost"
+    assert ended_at - t0 < 5.0, f"the task ran {ended_at - t0:.1f} s past its client's death"
+    assert "(the client is gone)" in stack.output, stack.output[-3000:]  # the planner's warning, named
+    idle = _idle(tmp_path)
+    assert idle.returncode == 1 and "no running task" in idle.stdout, idle.stdout + idle.stderr
+
+
+def test_a_second_stack_in_the_same_domain_and_namespace_is_refused(stack, ros_watch, tmp_path):
+    second = _Process("up", str(_real_time_system(tmp_path)), "--ready-timeout", "600", cwd=tmp_path)
+    code = second.wait(300)
+    print(f"\nsecond robopin up in the same domain: exit code {code}: {second.output.strip()[-400:]}")
+    assert code != 0, second.output
+    assert "another robopin stack already runs" in second.output and "/planner_node" in second.output, \
+        second.output
+    assert "ready" not in second.output.split(), second.output
+    # The first stack still serves its namespace alone: a task still runs there.
+    task = _Process("instruct", _instruction(), "--dry-run", "--wait", "120", cwd=tmp_path)
+    assert task.wait(300) == 0, task.output
+
+
 def test_sigterm_to_up_mid_motion_stops_the_arm_ends_the_goal_and_closes_the_bag(stack, ros_watch, tmp_path):
     from robopin.bags import TrialBag
 
@@ -392,3 +522,20 @@ def test_sigterm_to_up_mid_motion_stops_the_arm_ends_the_goal_and_closes_the_bag
     last = states[-1]
     arm = [v for name, v in zip(last.name, last.velocity, strict=True) if "finger" not in name]
     assert max(abs(v) for v in arm) < STILL_VELOCITY_RAD_S, f"the bag ends with the arm moving: {last}"
+
+
+def test_sigkill_on_up_mid_task_ends_instruct_with_a_named_error(ros_watch, tmp_path):
+    # Last in the module: a stack killed outright stays in the DDS graph until its participant lease ends.
+    up = _start_stack(tmp_path)
+    try:
+        task = _instruct_until_moving(tmp_path, ros_watch)
+        t0 = time.monotonic()
+        up.popen.send_signal(signal.SIGKILL)
+        code = task.wait(60)
+        gone_s = time.monotonic() - t0
+    finally:
+        up.kill()
+    print(f"\nSIGKILL on robopin up mid-task: robopin instruct exited {gone_s:.2f} s later with code {code}")
+    assert code == 3, task.output
+    assert "the stack stopped answering" in task.output and "check the arm" in task.output, task.output
+    assert gone_s < 5.0, f"robopin instruct took {gone_s:.1f} s to notice its stack was gone"

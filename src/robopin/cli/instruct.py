@@ -3,17 +3,24 @@
 ``instruct`` sends the task as a goal of the planner's ``/robopin/execute_task`` action (what
 ``ros2 service call /robopin/instruct robopin_interfaces/srv/Instruct "{instruction: '...'}"`` starts
 too), then prints each stage of the task and its result. The task belongs to this command: Ctrl-C,
-SIGTERM or ``--timeout`` cancel it, the planner stops the arm, and the command waits for the task's
-final status before it exits (130 when interrupted). ``cancel`` cancels a running task by its id (or
-every running task) from any shell. The stack runs elsewhere (``robopin up`` or ``ros2 launch``) in the
-same ROS domain; ``--namespace left`` reaches a stack whose system file says ``namespace: left``
-(``/left/robopin/execute_task``). Exit code 0 when the task succeeded (``instruct``) or was canceled (``cancel``).
+SIGTERM, SIGHUP, a closed output pipe or ``--timeout`` cancel it, the planner stops the arm, and the command
+waits for the task's final status before it exits (128 + the signal's number: 130 for Ctrl-C, 141 for a
+closed pipe). Killed outright, its heartbeat stops and the planner cancels the task within a second. A
+stack that stops answering mid-task ends the command with exit code 3 (check the arm).
+``cancel`` cancels a running task by its id (or every running task) from any shell. The stack runs
+elsewhere (``robopin up`` or ``ros2 launch``) in the same ROS domain; ``--namespace left`` reaches a stack
+whose system file says ``namespace: left`` (``/left/robopin/execute_task``). Exit code 0 when the task
+succeeded (``instruct``) or was canceled (``cancel``); 1 when it failed; 2 when it did not start.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import select
 import signal
+import stat
 import sys
 import threading
 
@@ -35,6 +42,69 @@ def _utf8_instruction(text: str) -> str:
     return text
 
 
+class _Output:
+    """A text stream that never raises: a closed pipe (``| head -c1``, Ctrl-C ending ``| tee``) stops the task.
+
+    The task belongs to this command however it ends (ARCHITECTURE.md, safety rules): nothing it prints may
+    raise before the cancel went out. On the first failed write, the stream's file descriptor is pointed at
+    /dev/null (Python's own advice for SIGPIPE, so its final flush at exit is quiet) and ``on_closed`` runs.
+    """
+
+    def __init__(self, stream, on_closed) -> None:
+        self._stream, self._on_closed = stream, on_closed
+        self.closed_pipe = False
+
+    def write(self, text: str) -> int:
+        if not self.closed_pipe:
+            try:
+                self._stream.write(text)
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._closed()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed_pipe:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._closed()
+
+    def _closed(self) -> None:
+        self.closed_pipe = True
+        self._on_closed()
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _watch_outputs(streams, on_closed, stop: threading.Event) -> None:
+    """Call ``on_closed`` once the reader of a piped stdout or stderr has gone, before anything is written.
+
+    A pipe's write end polls POLLERR once its last reader closed (Linux pipe_poll); a terminal polls
+    POLLHUP when it hangs up. Regular files never close under us and are not watched.
+    """
+    poller = select.poll()
+    watched = 0
+    for stream in streams:
+        try:
+            fd = stream.fileno()
+            mode = os.fstat(fd).st_mode
+        except (OSError, ValueError, AttributeError):
+            continue
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode):
+            poller.register(fd, select.POLLERR | select.POLLHUP)
+            watched += 1
+    while watched and not stop.is_set():
+        if poller.poll(100):
+            on_closed()
+            return
+
+
 def _instruct(args: argparse.Namespace) -> int:
     from robopin_ros.runtime import stop_signals
     from robopin_ros.task_client import instruct_running_stack
@@ -43,32 +113,55 @@ def _instruct(args: argparse.Namespace) -> int:
     from robopin.system.timing import summarize_timings
 
     stop = threading.Event()
+    why: list[str] = []  # what stopped the task, first cause first
+    code: list[int] = []  # the exit code that cause asks for
 
-    def request_stop(signum: int) -> None:
-        if not stop.is_set():
-            print(f"\n{signal.Signals(signum).name}: canceling the task (the arm stops first) ...", file=sys.stderr,
-                  flush=True)
-        stop.set()
+    def request_stop(cause: str, exit_code: int) -> None:
+        stop.set()  # first: the cancel must go out whatever printing does next
+        if not why:
+            why.append(cause)
+            code.append(exit_code)
 
-    with stop_signals(request_stop):
-        run = instruct_running_stack(args.instruction, views=args.views, mode=args.mode, dry_run=args.dry_run,
-                                     max_steps=args.max_steps, timeout_s=args.timeout, wait_s=args.wait,
-                                     on_event=stage_printer(), stop=stop, namespace=args.namespace)
+    out = _Output(sys.stdout, lambda: request_stop("stdout closed", 128 + signal.SIGPIPE))
+    err = _Output(sys.stderr, lambda: request_stop("stderr closed", 128 + signal.SIGPIPE))
+    sys.stdout, sys.stderr = out, err  # every print of this process, the node's log lines too
+    outputs_done = threading.Event()
+    threading.Thread(target=_watch_outputs, args=((sys.__stdout__, sys.__stderr__),
+                     lambda: request_stop("output closed", 128 + signal.SIGPIPE), outputs_done),
+                     name="output-watch", daemon=True).start()
+
+    def on_signal(signum: int) -> None:
+        first = not stop.is_set()
+        request_stop(signal.Signals(signum).name, 128 + signum)
+        if first:
+            print(f"\n{signal.Signals(signum).name}: canceling the task (the arm stops first) ...", file=err)
+
+    try:
+        with stop_signals(on_signal, extra=(signal.SIGHUP,)):
+            run = instruct_running_stack(args.instruction, views=args.views, mode=args.mode, dry_run=args.dry_run,
+                                         max_steps=args.max_steps, timeout_s=args.timeout, wait_s=args.wait,
+                                         on_event=stage_printer(out), stop=stop, namespace=args.namespace)
+    finally:
+        outputs_done.set()
+    stopped = code[0] if code else 0
     if not run.accepted:
-        if stop.is_set():
-            return 130
-        print(f"not started: {run.message}")
+        if stopped:
+            return stopped
+        print(f"not started: {run.message}", file=out)
         return 2 if not run.task_id else 1  # no task id: no stack answered in this ROS domain
-    print(f"task {run.task_id}: " + ("SUCCESS" if run.success else f"FAILURE ({run.reason})"))
+    if run.stack_lost:
+        print(f"task {run.task_id}: {run.stack_lost}", file=err)
+        return 3
+    print(f"task {run.task_id}: " + ("SUCCESS" if run.success else f"FAILURE ({run.reason})"), file=out)
     if run.result is not None and run.result.message:
-        print(f"  {run.result.message}")
+        print(f"  {run.result.message}", file=out)
     if (run.interrupted or run.timed_out) and run.result is None:
-        print("  the task did not report a final status after the cancel: check the arm", file=sys.stderr)
+        print("  the task did not report a final status after the cancel: check the arm", file=err)
     timings = run.timings()
     if timings:
-        print(summarize_timings(timings).table())
+        print(summarize_timings(timings).table(), file=out)
     if run.interrupted:
-        return 130
+        return stopped or 130
     return 0 if run.success else 1
 
 

@@ -156,9 +156,21 @@ def _run(args: argparse.Namespace, system) -> int:
         if args.ready_timeout > 0:
             bringup.wait_ready(args.ready_timeout)
             print("ready", flush=True)
-        elif not args.no_model_check:
-            threading.Thread(target=_report_model, args=(bringup,), name="model-report", daemon=True).start()
+        else:
+            # Tasks sent before this wait in the planner until the stack is ready (the recorder hears every
+            # camera), so the first task is recorded as every other.
+            threading.Thread(target=_report_ready, args=(bringup,), name="ready-report", daemon=True).start()
+            if not args.no_model_check:
+                threading.Thread(target=_report_model, args=(bringup,), name="model-report", daemon=True).start()
         return spin_until_signal(bringup)
+
+
+def _report_ready(bringup) -> None:
+    """Print 'ready' once the planners take tasks (``robopin up`` without --ready-timeout)."""
+    while bringup.running and not bringup.released:
+        time.sleep(0.1)
+    if bringup.released and bringup.running:
+        print("ready", flush=True)
 
 
 def _report_model(bringup, timeout_s: float = 30.0) -> None:

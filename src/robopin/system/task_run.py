@@ -35,6 +35,7 @@ class TaskRun:
     result: Any = None  # robopin_interfaces/action/ExecuteTask result, None when none came
     timed_out: bool = False
     interrupted: bool = False  # the client stopped the task (Ctrl-C or SIGTERM on `robopin instruct`)
+    stack_lost: str = ""  # the stack stopped answering while the task ran: why (its heartbeat stopped)
     views: dict[int, dict[str, np.ndarray]] = dataclasses.field(default_factory=dict)
     # step -> the 3D targets projection drew for it (its last ProjectPoints call), see marker_array_to_targets
     targets: dict[int, list[dict]] = dataclasses.field(default_factory=dict)
@@ -50,6 +51,8 @@ class TaskRun:
             return "instruct_rejected"
         if self.timed_out:
             return "task_timeout"
+        if self.stack_lost and self.result is None:
+            return "stack_lost"
         if self.interrupted and self.result is None:
             return "canceled"
         if self.result is None:

@@ -14,10 +14,25 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from action_msgs.msg import GoalStatus
+from action_msgs.msg import GoalInfo, GoalStatus
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from unique_identifier_msgs.msg import UUID
 
 BUSY_REASON = "busy"
+# A task belongs to its client (ARCHITECTURE.md, safety rules), and a client must learn when its stack is gone.
+# Neither shows in the ROS graph in time: a process killed with SIGKILL leaves its DDS participant in the graph
+# until Fast DDS's participant lease runs out (20 s by default, ParticipantAttributes.leaseDuration). So each
+# side publishes the id of the goal it follows or runs (action_msgs/GoalInfo) every HEARTBEAT_PERIOD_S, as a
+# teleop pendant's deadman does: the server cancels a goal whose client heartbeat stopped for
+# CLIENT_DEADMAN_S; the client gives up on a server whose heartbeat stopped for SERVER_LOST_S. A goal whose
+# client never sent one (the Instruct service, `ros2 action send_goal`) has no client to watch and runs on.
+TASK_CLIENT_HEARTBEAT = "robopin/execute_task/_heartbeat/client"
+TASK_SERVER_HEARTBEAT = "robopin/execute_task/_heartbeat/server"
+HEARTBEAT_PERIOD_S = 0.1
+CLIENT_DEADMAN_S = 0.5
+SERVER_LOST_S = 3.0
+CLIENT_LOST_REASON = "client_lost"
 TERMINAL_STATUSES = frozenset({GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED})
 STATUS_NAMES = {GoalStatus.STATUS_UNKNOWN: "unknown", GoalStatus.STATUS_ACCEPTED: "accepted",
                 GoalStatus.STATUS_EXECUTING: "executing", GoalStatus.STATUS_CANCELING: "canceling",
@@ -129,13 +144,15 @@ class GoalOutcome:
 
     ``ending``: ``finished`` (the server gave a final status; ``status`` and ``result`` hold it),
     ``unanswered`` (no goal response in time), ``rejected``, ``timed_out`` or ``stopped`` (canceled by us;
-    ``result`` is the server's answer to the cancel when it came in time, else None).
+    ``result`` is the server's answer to the cancel when it came in time, else None), ``server_lost`` (the
+    server stopped answering while the goal ran; ``lost`` says how it was noticed).
     """
 
     ending: str
     status: int = GoalStatus.STATUS_UNKNOWN
     result: Any = None
     handle: Any = None
+    lost: str = ""
 
     @property
     def finished(self) -> bool:
@@ -145,13 +162,18 @@ class GoalOutcome:
 def follow_goal(client: ActionClient, goal: Any, *, answer_timeout_s: float, timeout_s: float,
                 feedback: Callable[[Any], None] | None = None, should_stop: Callable[[], bool] | None = None,
                 cancel_wait_s: float = 5.0, goal_uuid: Any = None,
-                on_answer: Callable[[Any], None] | None = None) -> GoalOutcome:
+                on_answer: Callable[[Any], None] | None = None,
+                server_lost: Callable[[], str] | None = None, lost_cancel_wait_s: float = 1.0) -> GoalOutcome:
     """Send ``goal`` and wait for its end; cancel it after ``timeout_s`` or once ``should_stop()``.
 
     A goal sent is followed until the server answers it even when the caller stops meanwhile: a goal
     accepted after we stopped waiting would run (move the arm) with nobody to cancel it. A canceled goal
     is waited on for up to ``cancel_wait_s`` so the caller learns the arm was told to stop.
-    ``on_answer(handle)`` sees the goal handle as soon as the server answered.
+    ``on_answer(handle)`` sees the goal handle as soon as the server answered. ``server_lost()``, polled
+    while the goal runs, returns why the server is gone ('' while it answers): the goal is then canceled
+    (in case the server merely stalls) and waited on only ``lost_cancel_wait_s``. An exception raised while
+    the goal runs (in this thread) cancels the goal before it propagates: a goal never outlives its
+    follower by accident.
     """
     sent = client.send_goal_async(goal, feedback_callback=feedback, goal_uuid=goal_uuid)
     if not wait_future(sent, answer_timeout_s):
@@ -162,11 +184,86 @@ def follow_goal(client: ActionClient, goal: Any, *, answer_timeout_s: float, tim
     if not handle.accepted:
         return GoalOutcome("rejected", handle=handle)
     result_future = handle.get_result_async()
-    if wait_future(result_future, timeout_s, should_stop):
+    lost = ""
+
+    def stop_following() -> bool:
+        nonlocal lost
+        if should_stop is not None and should_stop():
+            return True
+        lost = server_lost() if server_lost is not None else ""
+        return bool(lost)
+
+    try:
+        finished = wait_future(result_future, timeout_s,
+                               stop_following if should_stop is not None or server_lost is not None else None)
+    except BaseException:
+        handle.cancel_goal_async()  # the request is on its way; the exception is the caller's to report
+        raise
+    if finished:
         answer = result_future.result()
         return GoalOutcome("finished", answer.status, answer.result, handle)
     stopped = should_stop is not None and should_stop()
-    wait_future(handle.cancel_goal_async(), cancel_wait_s)
-    answer = future_result(result_future, cancel_wait_s)
-    return GoalOutcome("stopped" if stopped else "timed_out", answer.status if answer is not None else 0,
-                       answer.result if answer is not None else None, handle)
+    wait_s = lost_cancel_wait_s if lost and not stopped else cancel_wait_s
+    wait_future(handle.cancel_goal_async(), wait_s)
+    answer = future_result(result_future, wait_s)
+    ending = "stopped" if stopped else ("server_lost" if lost else "timed_out")
+    return GoalOutcome(ending, answer.status if answer is not None else 0,
+                       answer.result if answer is not None else None, handle, lost=lost)
+
+
+# Heartbeats are worth nothing late: best effort, the newest only.
+_HEARTBEAT_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+
+
+class HeartbeatSender:
+    """Publishes the id of the goal ``current()`` names on ``topic`` every :data:`HEARTBEAT_PERIOD_S`.
+
+    From a thread of its own, not an executor timer: an executor busy with long callbacks must not make a
+    living peer look dead. Publishes nothing while ``current()`` is None.
+    """
+
+    def __init__(self, node: Any, topic: str, current: Callable[[], bytes | None]) -> None:
+        self._publisher = node.create_publisher(GoalInfo, topic, _HEARTBEAT_QOS)
+        self._current = current
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{topic.rsplit('/', 1)[-1]}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._closed.wait(HEARTBEAT_PERIOD_S):
+            goal = self._current()
+            if goal is None:
+                continue
+            try:
+                self._publisher.publish(GoalInfo(goal_id=UUID(uuid=list(goal))))
+            except Exception:  # the node is being destroyed: nothing more to say
+                return
+
+    def close(self) -> None:
+        """Stop publishing (before the node is destroyed)."""
+        self._closed.set()
+        self._thread.join(timeout=1.0)
+
+
+class HeartbeatWatch:
+    """When each goal's heartbeat on ``topic`` was last heard (monotonic clock: the peers are real processes)."""
+
+    _FORGET_S = 600.0  # a goal silent this long is forgotten (its task ended long ago)
+
+    def __init__(self, node: Any, topic: str) -> None:
+        self._lock = threading.Lock()
+        self._heard: dict[bytes, float] = {}
+        self._subscription = node.create_subscription(GoalInfo, topic, self._on_heartbeat, _HEARTBEAT_QOS)
+
+    def _on_heartbeat(self, msg: GoalInfo) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._heard[bytes(msg.goal_id.uuid)] = now
+            if len(self._heard) > 64:
+                self._heard = {goal: t for goal, t in self._heard.items() if now - t < self._FORGET_S}
+
+    def silent_for(self, goal: bytes) -> float | None:
+        """Seconds since the goal's last heartbeat; None if none was ever heard."""
+        with self._lock:
+            heard = self._heard.get(goal)
+        return None if heard is None else time.monotonic() - heard

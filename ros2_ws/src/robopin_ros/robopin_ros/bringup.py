@@ -70,6 +70,10 @@ _DESTROY_ORDER = {"planner_node": 0, "motion_planner_node": 1, "calibration_node
                   "state_publisher_node": 7, "recorder_node": 9}
 
 
+class StackConflictError(BringupError):
+    """Another robopin stack already serves this namespace in this ROS domain (one stack per namespace)."""
+
+
 class NodeStartError(BringupError):
     """A node of the system raised while it was being created; the nodes created before it are stopped."""
 
@@ -168,6 +172,62 @@ class NodeProcess:
         return self.process.returncode
 
 
+class GraphProbe:
+    """A participant of its own in the ROS graph, made before a stack's nodes, to find another stack there.
+
+    The rmw's discovery threads fill the graph cache; nothing needs to spin. A participant already in the
+    domain answers a new one's announcements within about 0.1 s on loopback (Fast DDS sends its initial
+    announcements every 0.1 s), so :data:`DISCOVERY_S` from the probe's start is ample.
+    """
+
+    DISCOVERY_S = 1.5
+
+    def __init__(self, namespace: str) -> None:
+        import rclpy
+        from rclpy.context import Context
+
+        self.namespace = namespace or "/"
+        self.started_s = time.monotonic()
+        self._context = Context()
+        rclpy.init(args=["robopin_up_probe"], context=self._context, signal_handler_options=SignalHandlerOptions.NO)
+        self._node = rclpy.create_node("robopin_up_probe", context=self._context, start_parameter_services=False,
+                                       enable_rosout=False)
+
+    def other_stack(self, system: SystemFile) -> list[str]:
+        """Nodes of another stack in this namespace: the system's own node names taken, or a task action served."""
+        from robopin.system.names import absolute_name
+
+        ours = {absolute_name(spec.name, self.namespace) for spec in system.nodes}
+        running = {absolute_name(name, ns) for name, ns in self._node.get_node_names_and_namespaces()}
+        found = sorted(ours & running)
+        status = absolute_name("robopin/execute_task/_action/status", self.namespace)
+        for info in self._node.get_publishers_info_by_topic(status):
+            server = absolute_name(info.node_name, info.node_namespace)
+            if server not in found:
+                found.append(f"{server} (serves {status.rsplit('/_action', 1)[0]})")
+        return found
+
+    def refuse_other_stack(self, system: SystemFile) -> None:
+        """Raise :class:`StackConflictError` naming the other stack's nodes when one runs in this namespace."""
+        while True:
+            found = self.other_stack(system)
+            if found:
+                domain = os.environ.get("ROS_DOMAIN_ID", "0")
+                raise StackConflictError(
+                    f"another robopin stack already runs in namespace {self.namespace} of ROS domain {domain}: "
+                    f"{', '.join(found)}. One stack serves a namespace: stop the other one, or start this one "
+                    "with another namespace (--namespace) or ROS_DOMAIN_ID")
+            if time.monotonic() - self.started_s >= self.DISCOVERY_S:
+                return
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        import rclpy
+
+        self._node.destroy_node()
+        rclpy.try_shutdown(context=self._context)
+
+
 class Bringup:
     """All nodes of ``system`` in this process (see the module docstring). Use as a context manager."""
 
@@ -192,6 +252,7 @@ class Bringup:
         self._params_dir: tempfile.TemporaryDirectory | None = None
         self._context_started = False
         self.spin_error: BaseException | None = None
+        self._released = threading.Event()  # the planners take tasks (every node ready, the recorder hearing all)
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> Bringup:
@@ -201,8 +262,14 @@ class Bringup:
         apply_ros_environment()
         system = self.system
         try:
-            if system.sim is not None:
-                system = self._build_scene(system)
+            # The graph is searched while the scene builds: discovery has that long to find another stack.
+            probe = GraphProbe(system.namespace)
+            try:
+                if system.sim is not None:
+                    system = self._build_scene(system)
+                probe.refuse_other_stack(system)
+            finally:
+                probe.close()
             self._params_dir = tempfile.TemporaryDirectory(prefix="robopin-up-")
             params = Path(self._params_dir.name) / f"{system.name}.params.yaml"
             params.write_text(yaml.safe_dump(system.ros_parameters_file(), sort_keys=False), encoding="utf-8")
@@ -226,8 +293,11 @@ class Bringup:
                     self.processes[spec.name] = NodeProcess(spec.name, spec.executable, child_args,
                                                             self._ready_client(spec.name))
                     continue
-                self.nodes[spec.name] = self._create(spec.name, spec.executable)
-                self._spin_node(spec.name, self.nodes[spec.name])
+                node = self._create(spec.name, spec.executable)
+                if hasattr(node, "hold_tasks"):  # before it spins: no task can come before the stack is ready
+                    node.hold_tasks("every node's readiness (recorder, cameras, arm)")
+                self.nodes[spec.name] = node
+                self._spin_node(spec.name, node)
             if self.want_client:
                 self.client = TaskClient(system.views, topics=system.view_topics())
                 self._spin_node("task_client", self.client)
@@ -235,7 +305,33 @@ class Bringup:
             self.close()
             raise
         self.system = system
+        threading.Thread(target=self._release_when_ready, name="robopin-up-ready", daemon=True).start()
         return self
+
+    def _release_when_ready(self) -> None:
+        """Let the planners take tasks once the stack is ready (the model aside: its absence is a task's
+        named failure, vlm_unavailable); until then a task waits, saying what it waits for."""
+        while self.nodes or self.processes:
+            try:
+                waiting = self.not_ready(check_model=False, client=False)
+            except Exception:  # the stack is closing under us
+                break
+            if not waiting:
+                break
+            for node in list(self.nodes.values()):
+                if hasattr(node, "hold_tasks"):
+                    node.hold_tasks("; ".join(waiting))
+            if self._released.wait(0.1):
+                break
+        for node in list(self.nodes.values()):
+            if hasattr(node, "release_tasks"):
+                node.release_tasks()
+        self._released.set()
+
+    @property
+    def released(self) -> bool:
+        """The planners take tasks (the stack was found ready)."""
+        return self._released.is_set()
 
     def _ready_client(self, name: str) -> Any:
         """A client of node ``name``'s ``~/ready`` service, on this process's supervisor node."""
@@ -327,10 +423,13 @@ class Bringup:
         return self._spinning
 
     def wait_ready(self, timeout_s: float = 120.0) -> None:
-        """Wait until every arm is connected and enabled and every camera has published a frame."""
+        """Wait until every arm is connected and enabled, every camera has published a frame, the recorder
+        has heard every camera topic and the planners take tasks."""
         deadline = time.monotonic() + timeout_s
         while True:
             waiting = self.not_ready()
+            if not waiting and not self._released.wait(max(0.0, min(1.0, deadline - time.monotonic()))):
+                waiting = ["the planners do not take tasks yet"]
             if not waiting:
                 return
             if not self.running and isinstance(self.spin_error, BringupError):  # a node process ended
@@ -341,8 +440,9 @@ class Bringup:
                 raise BringupError(f"not ready after {timeout_s:.0f} s: {'; '.join(waiting)}")
             time.sleep(0.1)
 
-    def not_ready(self) -> list[str]:
+    def not_ready(self, *, check_model: bool | None = None, client: bool = True) -> list[str]:
         """What is still starting, by node (empty when the stack is ready for a task)."""
+        check_model = self.check_model if check_model is None else check_model
         waiting = []
         for name, node in self.nodes.items():
             arm = getattr(node, "arm", None)
@@ -352,12 +452,12 @@ class Bringup:
                 waiting.append(f"{name}: no camera frame yet ({getattr(node, 'last_error', '') or 'starting'})")
             if callable(getattr(node, "not_ready", None)):  # a node's own readiness (recorder: every camera heard)
                 waiting += [f"{name}: {reason}" for reason in node.not_ready()]
-            model = node.model_not_ready() if self.check_model and hasattr(node, "model_not_ready") else ""
+            model = node.model_not_ready() if check_model and hasattr(node, "model_not_ready") else ""
             if model:
                 waiting.append(f"{name}: {model}")
         for name, process in self.processes.items():
             waiting += [f"{name}: {reason}" for reason in process.not_ready()]
-        if self.client is not None:
+        if client and self.client is not None:
             waiting += self.client.not_ready()
         return waiting
 
@@ -369,6 +469,7 @@ class Bringup:
         """
         import rclpy
 
+        self._released.set()
         if self.executors and self._spinning and self.nodes:
             stop_nodes(self.nodes.values())
         # Node processes next, while this process still spins (the recorder fetches the goals' results from it),

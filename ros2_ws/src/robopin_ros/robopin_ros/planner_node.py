@@ -58,7 +58,19 @@ from robopin.vlm import VLMBackend, make_backend
 from robopin.vlm.errors import VLMRequestError
 from robopin.vlm.prompts import check_instruction
 from robopin_ros import conversions
-from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, follow_goal, goal_key, wait_future
+from robopin_ros.actions import (
+    BUSY_REASON,
+    CLIENT_DEADMAN_S,
+    CLIENT_LOST_REASON,
+    TASK_CLIENT_HEARTBEAT,
+    TASK_SERVER_HEARTBEAT,
+    HeartbeatSender,
+    HeartbeatWatch,
+    SingleGoalGuard,
+    follow_goal,
+    goal_key,
+    wait_future,
+)
 from robopin_ros.camera_snapshot import CameraViewsSubscriber, declare_view_topics
 from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare, declare_nested, nested_value
@@ -262,6 +274,9 @@ class PlannerNode(LoggedNode):
         self.service_timeout_s = float(read_only("service_timeout_s", 10.0,
                                                  "seconds to wait for a ProjectPoints reply or a PickPlace "
                                                  "goal acceptance", min=0.0))
+        self.ready_wait_s = float(read_only("ready_wait_s", 60.0,
+                                            "seconds a task waits for a starting stack to be ready (every topic "
+                                            "recorded) before it is refused with not_ready", min=0.0))
         self.motion_timeout_s = float(read_only("motion_timeout_s", 120.0,
                                                 "a PickPlace goal running longer than this many seconds is "
                                                 "canceled (motion_timeout)", min=0.0))
@@ -324,7 +339,16 @@ class PlannerNode(LoggedNode):
         self._calls = StreamSpinner(self, "calls")
         self.project_client = self._calls.node.create_client(ProjectPoints, self.project_service)
         self.pick_place_client = ActionClient(self._calls.node, PickPlace, self.pick_place_action)
+        # A task belongs to its client: its heartbeats are watched here, away from the pool the task runs on.
+        self._client_beats = HeartbeatWatch(self._calls.node, TASK_CLIENT_HEARTBEAT)
         self._calls.start()
+        self._server_heartbeat = HeartbeatSender(
+            self, TASK_SERVER_HEARTBEAT, lambda: bytes.fromhex(self.guard.active) if self.guard.active else None)
+        # Tasks wait here until whoever started the stack says it is ready (Bringup: the recorder hears every
+        # camera), so the first task is recorded like every other; a node started alone is ready at once.
+        self._ready = threading.Event()
+        self._ready.set()
+        self._not_ready_reason = ""
         self.reasoning_pub = self.create_publisher(PinnedReasoning, "robopin/reasoning", 10)
         self.markers_pub = self.create_publisher(MarkerArray, "robopin/reasoning/markers", 10)
         self.targets_pub = self.create_publisher(Target3D, "robopin/targets", 10)
@@ -449,7 +473,23 @@ class PlannerNode(LoggedNode):
                 config, backend = self._config, self._backend
             loop = ReasoningLoop(config, backend, self.observer, _RosProjector(self), _RosActor(self),
                                  ground_truth=self.ground_truth)
-            should_stop = lambda: goal_handle.is_cancel_requested or self._shutting_down  # noqa: E731
+            client_lost: list[str] = []
+
+            def should_stop() -> bool:
+                if goal_handle.is_cancel_requested or self._shutting_down or client_lost:
+                    return True
+                silent = self._client_beats.silent_for(bytes.fromhex(goal_key(goal_handle)))
+                if silent is not None and silent > CLIENT_DEADMAN_S:
+                    client_lost.append(f"the task's client sent no heartbeat for {silent:.2f} s (the client is gone)")
+                    self.get_logger().warning(f"task {task_id}: {client_lost[0]}: canceling it, the arm stops")
+                    return True
+                return False
+
+            if not self._wait_ready(goal_handle, should_stop):
+                result.success, result.reason = False, "not_ready"
+                result.message = f"the stack is not ready for a task: {self._not_ready_reason}"
+                goal_handle.abort()
+                return result
             self.observer.stopped = should_stop  # one task at a time (single-goal policy)
             goal = goal_handle.request
             request = TaskRequest(goal.instruction, goal.mode, goal.dry_run, goal.max_steps, task_id)
@@ -482,6 +522,8 @@ class PlannerNode(LoggedNode):
             self._display_open.set()
         if result.reason == "canceled" and self._shutting_down and not goal_handle.is_cancel_requested:
             result.reason, result.message = "shutdown", f"the stack is shutting down: {result.message}"
+        elif result.reason == "canceled" and client_lost and not goal_handle.is_cancel_requested:
+            result.reason, result.message = CLIENT_LOST_REASON, f"{client_lost[0]}: {result.message}"
         if result.success:
             goal_handle.succeed()
         elif result.reason == "canceled" and goal_handle.is_cancel_requested:
@@ -489,6 +531,27 @@ class PlannerNode(LoggedNode):
         else:
             goal_handle.abort()
         return result
+
+    def hold_tasks(self, reason: str) -> None:
+        """Make tasks wait (up to ``ready_wait_s``) until :meth:`release_tasks`; ``reason`` says what is missing."""
+        self._not_ready_reason = reason
+        self._ready.clear()
+
+    def release_tasks(self) -> None:
+        """The stack is ready: tasks run."""
+        self._ready.set()
+
+    def _wait_ready(self, goal_handle, should_stop: Callable[[], bool]) -> bool:
+        """Wait until the stack is ready for a task; False when it is not within ``ready_wait_s`` or stopped."""
+        if self._ready.is_set():
+            return True
+        goal_handle.publish_feedback(ExecuteTask.Feedback(stage="waiting", step=0,
+                                                          detail=f"the stack is starting: {self._not_ready_reason}"))
+        deadline = time.monotonic() + self.ready_wait_s
+        while not self._ready.wait(0.05):
+            if should_stop() or time.monotonic() > deadline:
+                return False
+        return True
 
     def _fill_result(self, result: ExecuteTask.Result, outcome: TaskResult, messages: list[PinnedReasoning]) -> None:
         result.success = outcome.success
@@ -585,6 +648,7 @@ class PlannerNode(LoggedNode):
 
     def destroy_node(self, drain_s: float = 3.0) -> None:
         self.stop_tasks()
+        self._ready.set()
         # Destroyed without runtime.stop_nodes (a test, an embedding program): give a running task a moment
         # to end with its final status; its goal handle is unusable once the action server is gone.
         deadline = time.monotonic() + drain_s
@@ -595,6 +659,7 @@ class PlannerNode(LoggedNode):
         if self._backend is not None:
             self._backend.close()
         self.cameras.close()
+        self._server_heartbeat.close()
         self._calls.close()
         super().destroy_node()
 

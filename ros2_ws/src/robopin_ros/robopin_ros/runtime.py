@@ -53,12 +53,14 @@ PARENT_PID_ENV = "ROBOPIN_PARENT_PID"
 
 
 @contextmanager
-def stop_signals(on_signal: Callable[[int], None]) -> Iterator[None]:
-    """Call ``on_signal(signum)`` on SIGINT or SIGTERM while the block runs; the previous handlers return after.
+def stop_signals(on_signal: Callable[[int], None], extra: Iterable[int] = ()) -> Iterator[None]:
+    """Call ``on_signal(signum)`` on SIGINT or SIGTERM (and ``extra`` signals, e.g. SIGHUP) while the block runs;
+    the previous handlers return after.
 
     The one place robopin processes (a node, ``robopin up``, ``robopin instruct``) take Ctrl-C and SIGTERM.
     """
-    previous = {sig: signal.signal(sig, lambda signum, _frame: on_signal(signum)) for sig in _STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, lambda signum, _frame: on_signal(signum))
+                for sig in (*_STOP_SIGNALS, *extra)}
     try:
         yield
     finally:

@@ -39,7 +39,18 @@ from robopin.system.names import absolute_name
 from robopin.system.task_run import TaskRun
 from robopin.system.timing import FeedbackEvent
 from robopin_ros import conversions
-from robopin_ros.actions import BUSY_REASON, STATUS_NAMES, TERMINAL_STATUSES, follow_goal, future_result
+from robopin_ros.actions import (
+    BUSY_REASON,
+    SERVER_LOST_S,
+    STATUS_NAMES,
+    TASK_CLIENT_HEARTBEAT,
+    TASK_SERVER_HEARTBEAT,
+    TERMINAL_STATUSES,
+    HeartbeatSender,
+    HeartbeatWatch,
+    follow_goal,
+    future_result,
+)
 from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.logs import LoggedNode
 from robopin_ros.runtime import shutdown_executor
@@ -49,7 +60,7 @@ __all__ = ["TASK_ACTION", "CancelOutcome", "TaskClient", "TaskRun", "cancel_runn
 TASK_ACTION = "robopin/execute_task"  # relative: under the stack's namespace (robopin.system.names)
 # Reasons with which the planner ends a goal before any step ran (robopin.reasoning.loop's checks of the
 # request, and the single-goal refusal): the task did not start, as an Instruct rejection says.
-_NOT_STARTED = (BUSY_REASON, "invalid_instruction", "invalid_mode")
+_NOT_STARTED = (BUSY_REASON, "invalid_instruction", "invalid_mode", "not_ready")
 _ANSWER_TIMEOUT_S = 30.0
 _CANCEL_WAIT_S = 30.0
 
@@ -79,6 +90,12 @@ class TaskClient(LoggedNode):
         self._status_received = threading.Event()
         self.action = ActionClient(self, ExecuteTask, TASK_ACTION)
         self.task_action = absolute_name(TASK_ACTION, self.get_namespace())  # as messages name it
+        # The task this client follows belongs to it: the planner cancels it once these heartbeats stop
+        # (robopin_ros.actions), and the server's tell this client whether its stack still runs.
+        self._following: bytes | None = None
+        self._created_s = time.monotonic()
+        self._heartbeat = HeartbeatSender(self, TASK_CLIENT_HEARTBEAT, lambda: self._following)
+        self._server_beats = HeartbeatWatch(self, TASK_SERVER_HEARTBEAT)
         # Only to learn which tasks run (`robopin cancel` from a fresh process): the action server's own
         # status QoS (transient local) hands a late subscriber the current statuses at once.
         self._status_sub = self.create_subscription(GoalStatusArray, f"{TASK_ACTION}/_action/status",
@@ -114,9 +131,23 @@ class TaskClient(LoggedNode):
             run.message = (f"no {self.task_action} action server within {wait_s:.0f} s: is a stack running in this "
                            "ROS domain and namespace?")
             return run
+        others = self.other_servers()
+        if others:
+            run.message = others
+            return run
         goal_uuid = uuid.uuid4()
         run.goal_id, run.task_id = goal_uuid.bytes, goal_uuid.hex[:8]
         goal = ExecuteTask.Goal(instruction=instruction, mode=mode, dry_run=dry_run, max_steps=max_steps)
+        answered: list[float] = []
+
+        def server_lost() -> str:
+            """Why the stack is taken for gone: its heartbeat for our goal stopped ('' while it answers)."""
+            silent = self._server_beats.silent_for(goal_uuid.bytes)
+            if silent is None and answered:
+                silent = time.monotonic() - answered[0]
+            if silent is None or silent <= SERVER_LOST_S:
+                return ""
+            return f"no heartbeat from {self.task_action}'s server for {silent:.1f} s"
 
         def on_feedback(msg: Any) -> None:
             event = self._on_feedback(run, msg)
@@ -126,11 +157,15 @@ class TaskClient(LoggedNode):
         with self._lock:
             self._run = run
         run.start_s = time.monotonic()
+        self._following = goal_uuid.bytes  # heartbeats from before the goal is sent: the server never waits
         try:
             outcome = follow_goal(self.action, goal, answer_timeout_s=_ANSWER_TIMEOUT_S, timeout_s=timeout_s,
                                   feedback=on_feedback, should_stop=lambda: stop is not None and stop.is_set(),
-                                  cancel_wait_s=_CANCEL_WAIT_S, goal_uuid=UUID(uuid=list(goal_uuid.bytes)))
+                                  cancel_wait_s=_CANCEL_WAIT_S, goal_uuid=UUID(uuid=list(goal_uuid.bytes)),
+                                  on_answer=lambda _handle: answered.append(time.monotonic()),
+                                  server_lost=server_lost)
         finally:
+            self._following = None
             run.end_s = time.monotonic()
             with self._lock:
                 self._run = None
@@ -146,7 +181,33 @@ class TaskClient(LoggedNode):
             run.message = f"task {run.task_id} started"
             run.timed_out = outcome.ending == "timed_out"
             run.interrupted = outcome.ending == "stopped"
+            if outcome.ending == "server_lost":
+                run.stack_lost = f"the stack stopped answering: {outcome.lost}; check the arm"
+                run.message = run.stack_lost
         return run
+
+    def other_servers(self, settle_s: float = 0.3) -> str:
+        """Why a goal must not be sent: more than one server of the task action answers ('' when one does).
+
+        Two stacks in one ROS domain and namespace would both take a goal sent to their action; which one moves
+        is up to DDS. Every action server publishes the action's status topic, so its publishers are the servers.
+        Waits ``settle_s`` for the graph once a server was found (the others are discovered with it).
+        """
+        status_topic = f"{self.task_action}/_action/status"
+        young_s = time.monotonic() - self._created_s
+        if young_s < 1.0:  # a client long in the graph has discovered every server already
+            time.sleep(min(settle_s, 1.0 - young_s))
+        servers = self.get_publishers_info_by_topic(status_topic)
+        if len(servers) <= 1:
+            return ""
+        names = sorted({absolute_name(s.node_name, s.node_namespace) for s in servers})
+        return (f"{len(servers)} servers answer {self.task_action} ({', '.join(names)}): two stacks share this ROS "
+                "domain and namespace, and either could run the task; stop one, or give each its own namespace "
+                "or ROS_DOMAIN_ID")
+
+    def destroy_node(self) -> None:
+        self._heartbeat.close()
+        super().destroy_node()
 
     def cancel_task(self, goal_id: bytes | None = None, wait_s: float = _CANCEL_WAIT_S) -> dict[bytes, int]:
         """Cancel the goal ``goal_id``, or every goal (None); return each canceled goal's final status.
@@ -257,6 +318,9 @@ def cancel_running_tasks(task_id: str = "", *, wait_s: float = 10.0, discover_s:
         if not client.action.wait_for_server(timeout_sec=discover_s):
             return CancelOutcome([], {}, f"no {client.task_action} action server: is a stack running in this ROS "
                                          "domain and namespace?")
+        others = client.other_servers()
+        if others:
+            return CancelOutcome([], {}, others)
         if task_id:
             goals = [g for g in client.running_tasks(discover_s) if g.hex().startswith(task_id.lower())]
             statuses = {goal: status for g in goals for goal, status in client.cancel_task(g, wait_s).items()}
