@@ -266,7 +266,7 @@ class Bringup:
             probe = GraphProbe(system.namespace)
             try:
                 if system.sim is not None:
-                    system = self._build_scene(system)
+                    system = self._build_scene(system, probe)
                 probe.refuse_other_stack(system)
             finally:
                 probe.close()
@@ -353,12 +353,13 @@ class Bringup:
                   for name, process in self.processes.items() if process.executable == "recorder_node"]
         return roots
 
-    def _build_scene(self, system: SystemFile) -> SystemFile:
+    def _build_scene(self, system: SystemFile, probe: GraphProbe) -> SystemFile:
         from robopin.sim.tasks import build_scene
 
         sim = system.sim
         assert sim is not None
         self.scene = build_scene(system.scenario_path(), sim.seed, world_name=sim.world, robot=system.robot)
+        probe.refuse_other_stack(system)  # before a render worker or physics thread starts
         # Every node shares this interpreter, and pybullet keeps the GIL through a render: draw them in a child.
         self.scene.world.start_render_worker(background=True)
         if sim.real_time_factor > 0:
