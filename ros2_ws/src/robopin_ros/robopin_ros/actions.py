@@ -31,7 +31,7 @@ TASK_CLIENT_HEARTBEAT = "robopin/execute_task/_heartbeat/client"
 TASK_SERVER_HEARTBEAT = "robopin/execute_task/_heartbeat/server"
 HEARTBEAT_PERIOD_S = 0.1
 CLIENT_DEADMAN_S = 0.5
-SERVER_LOST_S = 3.0
+SERVER_LOST_S = 2.0
 CLIENT_LOST_REASON = "client_lost"
 TERMINAL_STATUSES = frozenset({GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED})
 STATUS_NAMES = {GoalStatus.STATUS_UNKNOWN: "unknown", GoalStatus.STATUS_ACCEPTED: "accepted",
@@ -163,7 +163,7 @@ def follow_goal(client: ActionClient, goal: Any, *, answer_timeout_s: float, tim
                 feedback: Callable[[Any], None] | None = None, should_stop: Callable[[], bool] | None = None,
                 cancel_wait_s: float = 5.0, goal_uuid: Any = None,
                 on_answer: Callable[[Any], None] | None = None,
-                server_lost: Callable[[], str] | None = None, lost_cancel_wait_s: float = 1.0) -> GoalOutcome:
+                server_lost: Callable[[], str] | None = None, lost_cancel_wait_s: float = 0.5) -> GoalOutcome:
     """Send ``goal`` and wait for its end; cancel it after ``timeout_s`` or once ``should_stop()``.
 
     A goal sent is followed until the server answers it even when the caller stops meanwhile: a goal

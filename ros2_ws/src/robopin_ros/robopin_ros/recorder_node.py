@@ -191,7 +191,12 @@ class RecorderNode(LoggedNode):
                 self.unsupported[topic] = type_name
                 self.get_logger().warning(f"cannot record {topic} ({type_name}): {error}")
                 continue
-            qos = _LATCHED_QOS if strip_namespace(topic, self.namespace) in (TF_STATIC_TOPIC, *LATCHED_TOPICS) else (
+            # An action's status is latched by its server (rclpy's qos_profile_action_status_default: transient
+            # local): a recorder that found the topic after a goal was accepted still learns the goal runs, and
+            # opens its bag (the planner holds the task until the recorder is ready, so nothing is lost).
+            latched = strip_namespace(topic, self.namespace) in (TF_STATIC_TOPIC, *LATCHED_TOPICS) \
+                or topic.endswith("/_action/status")
+            qos = _LATCHED_QOS if latched else (
                 self._camera_qos(topic) if self._is_camera_topic(topic) else _RELIABLE_QOS)
             self._subscribed[topic] = self.create_subscription(
                 cls, topic, self._make_callback(topic, type_name), qos, raw=True)
@@ -399,8 +404,8 @@ class RecorderNode(LoggedNode):
         return response
 
     def not_ready(self) -> list[str]:
-        """Camera topics in the graph that the recorder has not heard from yet, and running parameter nodes
-        whose parameters it has not recorded yet.
+        """Recorded topics in the graph the recorder has not subscribed to yet, camera topics it has not heard
+        from yet, and running parameter nodes whose parameters it has not recorded yet.
 
         A task's bag must hold the frames of its first observation and the projection's parameters; a
         recorder that found a camera's topics (graph polling every ``discovery_period_s``, then DDS
@@ -413,10 +418,13 @@ class RecorderNode(LoggedNode):
             if node in running and node not in self._parameters_recorded:
                 waiting.append(f"parameters of {node} not recorded yet")
         for topic, types in self.get_topic_names_and_types():
+            if not self._wanted(topic) or topic in self.unsupported:
+                continue
             image = (topic in self.camera_topics and "sensor_msgs/msg/Image" in types) or (
                 self._is_camera_topic(topic) and topic.endswith("/image_raw"))
-            if image and self._wanted(topic) \
-                    and topic not in self.unsupported and topic not in self._heard:
+            if topic not in self._subscribed:  # every recorded topic the graph has, the task's status first
+                waiting.append(f"not subscribed yet to {topic}")
+            elif image and topic not in self._heard:
                 waiting.append(f"no message recorded yet on {topic}")
         return waiting
 
