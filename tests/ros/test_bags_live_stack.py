@@ -278,3 +278,101 @@ def test_bag_play_sends_tf_static_latched_before_tf_in_order(demo_bag, ros_conte
     assert received[0][0] == "/tf_static"
     tf_stamps = [s for topic, s in received if topic == "/tf"]
     assert tf_stamps == sorted(tf_stamps) and len(tf_stamps) == count
+
+
+def test_demo_bag_replans_with_the_recorded_backend_at_the_default_flags(demo_bag, capsys):
+    """The defaults (1e-6 m, 1e-3 px) pass on float noise: a live bag's own text reproduces its targets."""
+    import json
+
+    from robopin.cli import main
+
+    assert main(["bag", "replan", str(demo_bag), "--backend", "recorded"]) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    assert "identical within tolerance (largest differences " in out and "tolerance 1e-06 m, 0.001 px)" in out, out
+    assert main(["bag", "replan", str(demo_bag), "--backend", "recorded", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    print(f"largest differences: {summary['max_target_error_m']:.3g} m, {summary['max_pixel_error']:.3g} px")
+    assert summary["max_target_error_m"] < 1e-6 and summary["max_pixel_error"] < 1e-3
+    assert all(step["target_errors_m"] for step in summary["steps"])  # targets were compared, not skipped
+
+
+def test_replan_exit_code_2_when_it_cannot_replay(demo_bag, tmp_path, capsys):
+    """0 reproduced, 1 differs, 2 cannot replay: a missing bag, a bad --backend or --reasoning file."""
+    from robopin.cli import main
+
+    assert main(["bag", "replan", str(tmp_path / "no_such_bag"), "--backend", "recorded"]) == 2
+    assert "cannot replay: BagNotFoundError: bag " in capsys.readouterr().err
+    assert main(["bag", "replan", str(demo_bag), "--backend", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot replay: FileNotFoundError" in capsys.readouterr().err
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("type: no_such_backend\n")
+    assert main(["bag", "replan", str(demo_bag), "--backend", str(unknown)]) == 2
+    assert "cannot replay: UnknownBackendError" in capsys.readouterr().err
+    neither = tmp_path / "neither.yaml"
+    neither.write_text("model: vlm\n")
+    assert main(["bag", "replan", str(demo_bag), "--backend", str(neither)]) == 2
+    assert "holds neither a VLM backend config" in capsys.readouterr().err
+    reasoning = tmp_path / "reasoning.yaml"
+    reasoning.write_text("mode: sideways\n")
+    assert main(["bag", "replan", str(demo_bag), "--backend", "recorded", "--reasoning", str(reasoning)]) == 2
+    assert "cannot replay: ReasoningConfigError: mode must be one of" in capsys.readouterr().err
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:  # bound, then closed: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_models_show_vlm_config_is_a_replan_backend(demo_bag, tmp_path):
+    """`robopin models show NAME --vlm-config > FILE` then `bag replan BAG --backend FILE`, both real commands.
+
+    The file is read (its vlm block builds the openai backend, its reasoning block the model's prompt form);
+    no server listens at the URL, so the model is unreachable: exit 2, naming why.
+    """
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    shown = _robopin("models", "show", "robopin-4b", "--vlm-config", "--base-url", url, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    backend = tmp_path / "robopin-4b.yaml"
+    backend.write_text(shown.stdout)
+    result = _robopin("bag", "replan", str(demo_bag), "--backend", str(backend), cwd=tmp_path, timeout_s=300)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "needs a 'type' key" not in result.stderr
+    assert "robopin bag replan: cannot replay: ReplayModelError: step 0: the model gave no answer: vlm_unavailable: " \
+           f"cannot reach the VLM server at {url}/chat/completions" in result.stderr, result.stderr
+
+
+def test_models_show_vlm_config_builds_the_models_backend_and_reasoning(tmp_path):
+    import yaml
+
+    from robopin.cli.bag import _replan_backend, _replan_reasoning
+
+    shown = _robopin("models", "show", "robopin-4b", "--vlm-config", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    path = tmp_path / "robopin-4b.yaml"
+    path.write_text(shown.stdout)
+    block = yaml.safe_load(shown.stdout)
+    backend, settings = _replan_backend(str(path))
+    assert type(backend).__name__ == "OpenAIBackend" and backend.config.model == block["vlm"]["model"]
+    assert backend.config.base_url == block["vlm"]["base_url"]
+    config = _replan_reasoning(settings, "")
+    assert (config.prompt_template, config.answer_format) == (block["reasoning"]["prompt_template"],
+                                                             block["reasoning"]["answer_format"])
+    assert (config.mode, config.max_steps) == ("point", 1)
+
+
+def test_bag_play_at_rate_0_exits_at_the_end_of_the_bag(demo_bag, tmp_path):
+    """`robopin bag play BAG --rate 0` (as fast as possible) goes through every message and exits 0."""
+    import time
+
+    with TrialBag(demo_bag) as bag:
+        playable = sum(t.count for t in bag.topics.values())  # counted as sent (foxglove types skipped, named)
+    start = time.monotonic()
+    result = _robopin("bag", "play", str(demo_bag), "--rate", "0", cwd=tmp_path, timeout_s=120)
+    took = time.monotonic() - start
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"replayed {playable} messages" in result.stderr and "end of the bag: stopping" in result.stderr, \
+        result.stderr[-3000:]
+    print(f"bag play --rate 0: {playable} messages, exited after {took:.1f} s")

@@ -90,11 +90,18 @@ def _compare_points(kind: str, recorded: Sequence[AnchorPoint], replayed: Sequen
         distance = _pixel_distance(old[key], new[key])
         diff.pixel_errors[f"{kind}:{key[0]}@{key[1]}"] = distance
         if distance > tolerance_px:
+            moved = f"{distance:.2f}" if distance >= 0.005 else f"{distance:.2g}"
             diff.differences.append(
-                f"{kind} {key[0]} in view {key[1]} moved {distance:.2f} px "
+                f"{kind} {key[0]} in view {key[1]} moved {moved} px "
                 f"({old[key].u:.1f}, {old[key].v:.1f}) -> ({new[key].u:.1f}, {new[key].v:.1f})")
         if old[key].name != new[key].name:
             diff.differences.append(f"{kind} {key[0]} renamed {old[key].name!r} -> {new[key].name!r}")
+
+
+def _millimetres(distance_m: float) -> str:
+    """``12.3 mm``, or ``3e-05 mm`` for a difference that one decimal of a millimetre would print as 0.0."""
+    mm = distance_m * 1000
+    return f"{mm:.1f} mm" if mm >= 0.05 else f"{mm:.2g} mm"
 
 
 def diff_steps(recorded: StepOutcome, replayed: StepOutcome, *, tolerance_px: float = 0.0,
@@ -119,7 +126,7 @@ def diff_steps(recorded: StepOutcome, replayed: StepOutcome, *, tolerance_px: fl
             distance = float(np.linalg.norm(np.subtract(a.point, b.point)))
             diff.target_errors_m[key] = distance
             if distance > tolerance_m:
-                diff.differences.append(f"target {key} moved {distance * 1000:.1f} mm "
+                diff.differences.append(f"target {key} moved {_millimetres(distance)} "
                                         f"{np.round(a.point, 4).tolist()} -> {np.round(b.point, 4).tolist()}")
     if recorded.planned and replayed.planned and (recorded.plan_endpoints or replayed.plan_endpoints):
         if len(recorded.plan_endpoints) != len(replayed.plan_endpoints):

@@ -40,6 +40,7 @@ __all__ = [
     "RecordedStep",
     "RecordedTextBackend",
     "RecordedView",
+    "ReplayModelError",
     "StepPlanner",
     "StepReplay",
     "TrialTopics",
@@ -54,7 +55,16 @@ logger = logging.getLogger(__name__)
 
 
 class PlannerReplayError(RuntimeError):
-    """The bag lacks what a planner replay needs (no reasoning, a view without images or camera info)."""
+    """A planner replay cannot be done: the bag lacks what it needs (no reasoning, a view without images or
+    camera info), or the model could not be asked (:class:`ReplayModelError`)."""
+
+
+class ReplayModelError(PlannerReplayError):
+    """The replay's model gave no answer to diff: unreachable, timed out, or its request failed."""
+
+
+MODEL_FAILURES = frozenset({"vlm_unavailable", "vlm_timeout", "vlm_error", "internal_error"})
+"""Task reasons (robopin.reasoning.errors) that end a replayed step before any model answer: nothing to compare."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -427,6 +437,9 @@ class ReasoningLoopPlanner:
                                       task_id=f"replay-{step.index}"))
         planned = not isinstance(self.actor, DryRunActor)
         if not result.reasoning:
+            if result.reason in MODEL_FAILURES:
+                raise ReplayModelError(f"step {step.index}: the model gave no answer: {result.reason}: "
+                                       f"{result.message}")
             return StepOutcome(valid=False, model=f"no reasoning: {result.reason}: {result.message}", planned=planned)
         record = result.reasoning[-1]
         sizes = record.image_sizes
@@ -475,4 +488,7 @@ def summarize(replays: Sequence[StepReplay]) -> dict[str, Any]:
                        "recorded_model": r.step.reasoning.model, "replayed_model": r.replayed.model,
                        "recorded_targets": targets(r.step.outcome), "replayed_targets": targets(r.replayed),
                        **r.diff.to_dict()} for r in replays],
-            "identical": all(r.diff.identical for r in replays)}
+            "identical": all(r.diff.identical for r in replays),
+            # The largest differences found (0 when nothing was compared): what the tolerances were measured against.
+            "max_pixel_error": max((e for r in replays for e in r.diff.pixel_errors.values()), default=0.0),
+            "max_target_error_m": max((e for r in replays for e in r.diff.target_errors_m.values()), default=0.0)}

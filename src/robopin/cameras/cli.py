@@ -49,16 +49,18 @@ def _print_table(found: list[CameraDescription], unavailable: dict[str, str], ou
         print(f"({backend}: not checked, {reason})", file=out)
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Entry point of ``robopin cameras``; returns the process exit code."""
-    out = out or sys.stdout
-    parser = argparse.ArgumentParser(prog="robopin cameras", description="Camera utilities.")
-    commands = parser.add_subparsers(dest="command", required=True)
+def add_commands(parser: argparse.ArgumentParser) -> None:
+    """Add the camera subcommands (``list``) to ``parser``: ``robopin cameras`` and ``python -m robopin.cameras``."""
+    commands = parser.add_subparsers(dest="camera_command", metavar="CAMERA_COMMAND", required=True)
     listing = commands.add_parser("list", help="find connected RealSense and ZED cameras")
     listing.add_argument("--backend", choices=DEVICE_BACKENDS, action="append",
                          help="only this backend (repeatable); default all")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run the camera subcommand parsed into ``args``; returns the process exit code."""
+    out = out or sys.stdout
     found, unavailable = find_all_cameras(args.backend or DEVICE_BACKENDS)
     if args.json:
         json.dump({"cameras": [dataclasses.asdict(c) for c in found], "unavailable": unavailable}, out, indent=2)
@@ -66,3 +68,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     else:
         _print_table(found, unavailable, out)
     return 0
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Entry point of ``python -m robopin.cameras``; returns the process exit code."""
+    parser = argparse.ArgumentParser(prog="robopin cameras", description="Camera utilities.")
+    add_commands(parser)
+    return run(parser.parse_args(argv), out)

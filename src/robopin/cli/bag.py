@@ -9,6 +9,13 @@ import sys
 
 __all__ = ["register"]
 
+# Defined here, not in robopin.bags (whose import reads rosbags): building the parser stays fast.
+DEFAULT_TOLERANCE_M = 1e-6
+"""``bag replan``'s default target tolerance: a replay of a bag's own text on its own frames reproduces the recorded
+targets to float rounding (about 2e-16 m measured on a live demo bag), far below a micrometre."""
+DEFAULT_TOLERANCE_PX = 1e-3
+"""``bag replan``'s default pixel tolerance (the recorded pins are reproduced exactly; 1e-3 px of slack)."""
+
 
 def _info(args: argparse.Namespace) -> int:
     from robopin.bags import TrialBag
@@ -51,26 +58,78 @@ def _step(args: argparse.Namespace) -> int:
     return 0
 
 
+REPLAN_SAME, REPLAN_DIFFERS, REPLAN_CANNOT = 0, 1, 2
+"""``robopin bag replan``'s exit codes: reproduced within the tolerances, differs, cannot replay."""
+
+
+class ReplanConfigError(ValueError):
+    """A ``--backend`` or ``--reasoning`` file ``bag replan`` cannot use (the message says what it expected)."""
+
+
+def _yaml_mapping(value, what: str) -> dict:
+    """A mapping, or a YAML string of one (a planner parameter block may hold either); {} for nothing."""
+    import yaml
+
+    if isinstance(value, str):
+        value = yaml.safe_load(value)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ReplanConfigError(f"{what} must be a mapping, got {type(value).__name__}: {value!r}")
+    return value
+
+
 def _replan_backend(path: str):
-    """``recorded`` (the text in the bag), else a YAML file with a VLM backend config (``type: …``)."""
+    """The backend and the model's own reasoning settings (``{}`` for none) that ``--backend`` names.
+
+    ``recorded`` (the text in the bag), else a YAML file holding either one VLM backend config
+    (``type: …``) or the planner's block as ``robopin models show NAME --vlm-config`` prints it:
+    ``vlm: {type: …}`` with an optional ``reasoning:`` (the model's prompt template and answer format).
+    """
     import yaml
 
     from robopin.bags.planner_replay import RecordedTextBackend
     from robopin.vlm.base import make_backend
 
     if path == "recorded":
-        return RecordedTextBackend()
+        return RecordedTextBackend(), {}
     with open(path, encoding="utf-8") as stream:
-        config = yaml.safe_load(stream)
-    if isinstance(config, dict) and config.get("type") == "recorded":
-        return RecordedTextBackend()
-    return make_backend(config)
+        config = _yaml_mapping(yaml.safe_load(stream), f"--backend file {path}")
+    reasoning: dict = {}
+    if "type" not in config and "vlm" in config:
+        unknown = sorted(set(config) - {"vlm", "reasoning"})
+        if unknown:
+            raise ReplanConfigError(f"--backend file {path}: unknown key(s) {unknown} beside 'vlm' "
+                                    "(expected what `robopin models show NAME --vlm-config` prints: vlm, reasoning)")
+        reasoning = _yaml_mapping(config.get("reasoning"), f"'reasoning' in {path}")
+        config = _yaml_mapping(config["vlm"], f"'vlm' in {path}")
+    if "type" not in config:
+        raise ReplanConfigError(f"--backend file {path} holds neither a VLM backend config (type: …) nor a planner "
+                                f"block (vlm: {{type: …}}, as `robopin models show NAME --vlm-config` prints); "
+                                f"keys: {sorted(config)}")
+    if config.get("type") == "recorded":
+        return RecordedTextBackend(), reasoning
+    return make_backend(config), reasoning
+
+
+def _replan_reasoning(model_settings: dict, path: str):
+    """The loop's config: point mode and one step unless ``--reasoning`` says, the model's settings, the file's."""
+    import yaml
+
+    from robopin.reasoning.config import ReasoningConfig
+
+    values: dict = {} if path else {"mode": "point", "max_steps": 1}
+    values.update(model_settings)
+    if path:
+        with open(path, encoding="utf-8") as stream:
+            values.update(_yaml_mapping(yaml.safe_load(stream), f"--reasoning file {path}"))
+    return ReasoningConfig.from_dict(values)
 
 
 def _replan(args: argparse.Namespace) -> int:
     import yaml
 
-    from robopin.bags import TrialBag
+    from robopin.bags import BagNotFoundError, TrialBag
     from robopin.bags.planner_replay import (
         PlannerReplayError,
         ReasoningLoopPlanner,
@@ -81,25 +140,23 @@ def _replan(args: argparse.Namespace) -> int:
         replay_with_planner,
         summarize,
     )
+    from robopin.errors import one_line
+    from robopin.reasoning.errors import ReasoningConfigError
+    from robopin.vlm.errors import VLMError
 
-    backend = _replan_backend(args.backend)
-    config = None
-    if args.reasoning:
-        from robopin.reasoning.config import ReasoningConfig
-
-        with open(args.reasoning, encoding="utf-8") as stream:
-            config = ReasoningConfig.from_dict(yaml.safe_load(stream) or {})
-    try:
+    try:  # everything that decides whether a replay can run at all: exit 2 when it cannot
+        backend, model_settings = _replan_backend(args.backend)
+        config = _replan_reasoning(model_settings, args.reasoning)
         with TrialBag(args.bag) as bag:
             steps = recorded_steps(bag)
             check_replay_inputs(bag, steps, need_targets=isinstance(backend, RecordedTextBackend))
             projection = recorded_projection_config(bag)
-    except PlannerReplayError as error:
-        print(f"robopin bag replan: {type(error).__name__}: {error}", file=sys.stderr)
-        return 2
-    planner = ReasoningLoopPlanner(backend, config, projection=projection)
-    replays = replay_with_planner(steps, planner, tolerance_px=args.tolerance_px,
-                                  tolerance_m=args.tolerance_m)
+        planner = ReasoningLoopPlanner(backend, config, projection=projection)
+        replays = replay_with_planner(steps, planner, tolerance_px=args.tolerance_px, tolerance_m=args.tolerance_m)
+    except (PlannerReplayError, BagNotFoundError, ReplanConfigError, VLMError, ReasoningConfigError,
+            yaml.YAMLError, OSError) as error:
+        print(f"robopin bag replan: cannot replay: {one_line(error)}", file=sys.stderr)
+        return REPLAN_CANNOT
     summary = summarize(replays)
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -113,9 +170,10 @@ def _replan(args: argparse.Namespace) -> int:
                 print(f"    the replay produced {step['replayed_model']}")
             for difference in step["differences"]:
                 print(f"    {difference}")
-        print("identical within tolerance" if summary["identical"] else
-              f"differs (tolerance {args.tolerance_px} px, {args.tolerance_m} m)")
-    return 0 if summary["identical"] else 1
+        largest = (f"largest differences {summary['max_target_error_m']:.2g} m, {summary['max_pixel_error']:.2g} px; "
+                   f"tolerance {args.tolerance_m:g} m, {args.tolerance_px:g} px")
+        print(f"identical within tolerance ({largest})" if summary["identical"] else f"differs ({largest})")
+    return REPLAN_SAME if summary["identical"] else REPLAN_DIFFERS
 
 
 def _xyz(point) -> str:
@@ -161,16 +219,23 @@ def register(subparsers) -> None:
     step.add_argument("--all", action="store_true", help="print every frame without waiting for Enter")
     step.add_argument("--show", type=int, default=0, metavar="CHARS", help="print the decoded message (truncated)")
     step.set_defaults(func=_step)
-    replan = commands.add_parser("replan", help="re-run the reasoning loop (dry run) on the recorded views and diff; "
-                                                "exit 0 identical, 1 differs, 2 the bag lacks what replay needs")
+    about = ("re-run the reasoning loop (dry run) on the recorded views and diff; exit 0 reproduced, 1 differs, "
+             "2 cannot replay (bag missing or lacking a topic, bad config, model unreachable)")
+    replan = commands.add_parser("replan", help=about, description=about[0].upper() + about[1:] + ".")
     replan.add_argument("bag")
     replan.add_argument("--backend", required=True,
                         help="'recorded' (answer each step with the bag's own text: must reproduce the recorded "
-                             "targets) or a YAML file with a VLM backend config (type: …)")
+                             "targets) or a YAML file: a VLM backend config (type: …) or what "
+                             "`robopin models show NAME --vlm-config` prints (vlm: …, reasoning: …)")
     replan.add_argument("--reasoning", default="",
-                        help="YAML file with the reasoning loop config (default: point mode, one step)")
-    replan.add_argument("--tolerance-px", type=float, default=0.0)
-    replan.add_argument("--tolerance-m", type=float, default=0.0)
+                        help="YAML file with the reasoning loop config (default: point mode, one step, and the "
+                             "--backend file's reasoning settings)")
+    replan.add_argument("--tolerance-px", type=float, default=DEFAULT_TOLERANCE_PX,
+                        help="a pinned point that moved more than this many pixels differs (default: %(default)g; "
+                             "the recorded backend reproduces the pins exactly)")
+    replan.add_argument("--tolerance-m", type=float, default=DEFAULT_TOLERANCE_M,
+                        help="a 3D target that moved more than this many metres differs (default: %(default)g; "
+                             "the recorded backend reproduces a live bag's targets to float rounding, ~1e-16 m)")
     replan.add_argument("--json", action="store_true", help="print the diff as JSON")
     replan.set_defaults(func=_replan)
     recover = commands.add_parser("recover", help="rebuild a killed recorder's bag (MCAP summary, footer, "

@@ -1,4 +1,4 @@
-"""``robopin cameras …``: camera utilities (delegates to robopin.cameras.cli)."""
+"""``robopin cameras …``: camera utilities (the commands of robopin.cameras.cli)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,16 @@ import argparse
 
 
 def register(subparsers) -> None:
-    """Add ``robopin cameras`` (everything after it goes to robopin.cameras.cli)."""
-    parser = subparsers.add_parser("cameras", help="find connected cameras (robopin cameras list)", add_help=False)
-    parser.add_argument("camera_args", nargs=argparse.REMAINDER)
+    """Add ``robopin cameras`` with its subcommands (``list``), so ``--help`` answers at every level."""
+    from robopin.cameras.cli import add_commands
+
+    parser = subparsers.add_parser("cameras", help="find connected cameras (robopin cameras list)",
+                                   description="Camera utilities.")
+    add_commands(parser)
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from robopin.cameras.cli import main
+    from robopin.cameras.cli import run
 
-    return main(args.camera_args)
+    return run(args)

@@ -13,8 +13,10 @@ or in this terminal; ``--judge-file FILE`` (a YAML list, one judgement per trial
 Each trial folder holds the trial log, the bag, ``stack.json`` (the stack's own verdict) and
 ``judgement.json``; after every trial ``results.md`` and ``report.html`` show RoboPIN's Table 6 from the
 judgements, failures by the judge's reason, judge/stack agreement, sub-goal progress and stage timing.
-``--resume`` continues a batch: finished trials are skipped and a trial that stopped while waiting
-for its judgement is asked again, not re-run. Sim systems get a fresh stack per trial; a real system is
+``--out`` holds one batch: a folder that already holds trials (an earlier batch, ``make demo`` runs) is refused
+unless ``--resume`` continues the batch there, since results.md counts every trial under it. ``--resume``
+continues a batch: finished trials are skipped and a trial that stopped while waiting for its judgement is asked
+again, not re-run. Sim systems get a fresh stack per trial; a real system is
 brought up once for the batch. Exit code: with the operator judging, 0 once every trial is judged;
 with the simulator judging, 0 when every trial succeeded.
 """
@@ -138,6 +140,11 @@ def _trial(args: argparse.Namespace) -> int:
                 trial_seed = int(pinned) if pinned else seed
                 trial_id = f"{system.robot}-{Path(name).stem}-seed{trial_seed:03d}"
                 plan.append(_Planned(system, name, trial_seed, trial_id, judges[system.name]))
+    if not args.resume:
+        refusal = _other_trials(out)
+        if refusal:
+            print(refusal, file=sys.stderr)
+            return 2
     command = "robopin trial " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["trial"] else sys.argv[1:])
     print(f"robopin trial: {len(plan)} trial(s) into {out} (ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']}), judged by "
           + ", ".join(sorted({p.judge for p in plan})), flush=True)
@@ -152,6 +159,25 @@ def _trial(args: argparse.Namespace) -> int:
         return batch.run()
     finally:
         batch.close()
+
+
+def _other_trials(out: Path) -> str:
+    """Why a new batch cannot go into ``out`` (it holds trials already), or "" when it can.
+
+    One folder holds one batch: results.md, the report and the exit code count every trial under it (as
+    ``--results-only`` and ``robopin report`` do), so a new batch among earlier ones (``make demo`` runs in
+    trials/demo, another batch) would count theirs as its own. ``--resume`` continues the batch a folder holds,
+    as ``make trial`` does on trials/oracle.
+    """
+    from robopin.trials.log import trial_folders
+
+    found = [folder.relative_to(out).as_posix() for folder in trial_folders(out)]
+    if not found:
+        return ""
+    shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    return (f"robopin trial: {out} already holds {len(found)} trial(s) ({shown}); results.md would count them "
+            f"with this batch's. Continue the batch there with --resume (its trials are kept and counted), or give "
+            f"another --out")
 
 
 class _Batch:
@@ -451,9 +477,12 @@ def register(subparsers) -> None:
                         help="do not open the console in this machine's browser (opened when a desktop is there)")
     parser.add_argument("--set", dest="arguments", action="append", default=[], metavar="name:=value",
                         help="a system argument, e.g. --set camera_fps:=2 (repeatable)")
-    parser.add_argument("--out", default=None, help="output folder (default: trials/trial-<time>)")
+    parser.add_argument("--out", default=None,
+                        help="output folder of this batch (default: trials/trial-<time>); one that already holds "
+                             "trials is refused without --resume")
     parser.add_argument("--resume", action="store_true",
-                        help="continue a batch in --out: skip judged trials, ask pending judgements again")
+                        help="continue the batch in --out, counting every trial there: skip judged trials, ask "
+                             "pending judgements again")
     parser.add_argument("--results-only", action="store_true",
                         help="run nothing: rewrite results.md and the report from the trials under --out")
     parser.set_defaults(func=_trial)

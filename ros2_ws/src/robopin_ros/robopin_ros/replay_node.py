@@ -7,11 +7,16 @@ in recorded order. Topics whose type this environment cannot import are skipped 
 go out under the node's namespace (``/left/cameras/...`` with ``-r __ns:=/left``). Run::
 
     ros2 run robopin_ros replay_node --ros-args -p bag:=trials/bags/task-1234 -p rate:=0.5 -p loop:=true
+
+Run as a process (``main``, ``robopin bag play``) it exits at the end of the bag unless ``loop`` is set, at any
+rate (``rate:=0.0``: as fast as possible), after giving reliable subscribers up to ``ACK_WAIT_S`` to acknowledge.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
 import threading
 from typing import Any
 
@@ -65,6 +70,7 @@ class ReplayNode(LoggedNode):
             self.get_logger().warning(f"not replaying topics of types this environment lacks: {self.skipped}")
         self.stop = threading.Event()
         self.stats = None
+        self.error: Exception | None = None  # why the replay failed, once it has
         self.done = threading.Event()
         self._worker = threading.Thread(target=self._run, name="bag-replay", daemon=True)
         self._worker.start()
@@ -82,6 +88,7 @@ class ReplayNode(LoggedNode):
             self.get_logger().info(f"replayed {self.stats.total} messages; lateness p50 {late['p50']:.2f} ms, "
                                    f"p95 {late['p95']:.2f} ms, max {late['max']:.2f} ms")
         except Exception as error:  # reported, never silent
+            self.error = error
             self.get_logger().error(f"replay of {self.bag.path} failed: {error}")
         finally:
             self.done.set()
@@ -93,9 +100,34 @@ class ReplayNode(LoggedNode):
         super().destroy_node()
 
 
+ACK_WAIT_S = 2.0
+"""How long a replay run as a process waits, after its last message, for reliable subscribers to acknowledge it."""
+
+
+def _exit_when_done(node: ReplayNode) -> None:
+    """End this process once the bag has played out, as ``ros2 bag play`` does (not when looping)."""
+    node.done.wait()
+    from rclpy.duration import Duration
+
+    for publisher in list(node.publishers_by_topic.values()):  # the bag's tail reaches its readers first
+        # A publisher already destroyed by a stop in between has nothing left to wait for.
+        with contextlib.suppress(Exception):
+            publisher.wait_for_all_acked(Duration(seconds=ACK_WAIT_S))
+    node.get_logger().info("end of the bag: stopping")
+    # run_node (robopin_ros.runtime) stops its node on SIGTERM: the same clean shutdown as an external stop.
+    signal.raise_signal(signal.SIGTERM)
+
+
 def main(args: list[str] | None = None) -> int:
-    return run_node(ReplayNode, args)
+    """Run the node until the bag has played out (with ``loop``: until Ctrl-C or SIGTERM); 1 when the replay failed."""
+    made: list[ReplayNode] = []
 
+    def node(**kwargs: Any) -> ReplayNode:
+        made.append(ReplayNode(**kwargs))
+        if not made[-1].options.loop:
+            threading.Thread(target=_exit_when_done, args=(made[-1],), name="replay-exit", daemon=True).start()
+        return made[-1]
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+    node.__name__ = ReplayNode.__name__  # run_node names a node that did not start by its factory's name
+    code = run_node(node, args)
+    return 1 if code == 0 and made and made[-1].error is not None else code
