@@ -125,7 +125,8 @@ def _ambiguous(phrase: str, found: list, what: str) -> GroundingError:
     """Several things fit ``phrase``: name each (with how it looks, where that tells them apart)."""
     names = tuple(o.name for o in found)
     looks = [_describe_all([o]) for o in found]
-    listed = ", ".join(names) if len(set(looks)) == 1 else ", ".join(f"{n}: {w}" for n, w in zip(names, looks, strict=True))
+    alike = len(set(looks)) == 1
+    listed = ", ".join(n if alike else f"{n}: {w}" for n, w in zip(names, looks, strict=True))
     return GroundingError(f"{phrase!r} fits {len(found)} {what} ({listed}): say which one", "ambiguous", names)
 
 
