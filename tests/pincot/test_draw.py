@@ -113,7 +113,7 @@ def test_labels_at_640x480_stay_apart_and_inside_on_the_default_scene():
         height, width = view.color.shape[:2]
         assert (width, height) == (640, 480)
         assert not _overlaps(boxes), _overlaps(boxes)
-        assert all(0 <= b[0] and 0 <= b[1] and b[2] <= width and b[3] <= height for _, b in boxes), boxes
+        assert all(b[0] >= 0 and b[1] >= 0 and b[2] <= width and b[3] <= height for _, b in boxes), boxes
     texts = [text for view in views for text, _ in view]
     # The answer's points carry one label each: their ID and their name (shortened at a word).
     assert any(t.startswith("obj_") and t.endswith(" duck") for t in texts), texts
