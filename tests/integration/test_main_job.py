@@ -91,11 +91,11 @@ def _read_lines(stream, lines: list[str]) -> None:
 
 
 def test_up_serves_instruct_to_another_process_and_stops_cleanly_on_sigterm():
-    from robopin.sim.tasks import load_scenario
+    from tests.readme_examples import readme_instruction
 
-    process = subprocess.Popen([sys.executable, "-m", "robopin.cli", "up", "sim_panda", "--ready-timeout", "600"],
-                               cwd=ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
+    process = subprocess.Popen([sys.executable, "-m", "robopin.cli", "up", "config/sim_panda.yaml", "--ready-timeout",
+                                "600"], cwd=ROOT, env=dict(os.environ), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True)
     reader.start()
@@ -105,7 +105,8 @@ def test_up_serves_instruct_to_another_process_and_stops_cleanly_on_sigterm():
             assert process.poll() is None, "robopin up exited early:\n" + "".join(lines[-80:])
             assert time.monotonic() < deadline, "robopin up never became ready:\n" + "".join(lines[-80:])
             time.sleep(0.5)
-        instruction = load_scenario("spatial").instruction
+        # The README's own example, as written there (`robopin up config/sim_panda.yaml` + `robopin instruct ...`).
+        instruction = readme_instruction()
         # A dry run: the whole chain reasons, projects and plans, and the arm must not move.
         answer = _robopin("instruct", instruction, "--dry-run", "--wait", "120", timeout_s=1200)
         assert answer.returncode == 0, answer.stdout + answer.stderr + "".join(lines[-80:])

@@ -90,3 +90,49 @@ def test_bad_images_are_rejected(image):
     trace = parse(TEXT, 2)
     with pytest.raises(ValueError, match="image"):
         draw_trace([image, image], trace)
+
+
+def _overlaps(boxes):
+    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:]
+            if min(ba[2], bb[2]) > max(ba[0], bb[0]) and min(ba[3], bb[3]) > max(ba[1], bb[1])]
+
+
+def test_labels_at_640x480_stay_apart_and_inside_on_the_default_scene():
+    # The shipped sim cameras' 640x480 views of the default scene (sim_panda: spatial, seed 0) with the
+    # oracle's trace: seven objects, two ducks beside a teddy, a place spot on a plate.
+    from robopin.pincot.draw import label_boxes
+    from robopin.sim.oracle import GroundTruthOracle
+    from robopin.sim.tasks import build_scene
+
+    with build_scene("spatial", 0, robot="panda", register=False, world_name="draw-default-scene") as scene:
+        oracle = GroundTruthOracle(scene, ["static", "wrist"])
+        rendered = oracle.render()
+        trace = parse(oracle.write(rendered).text, 2)
+        views = label_boxes([view.color for view in rendered], trace)
+    for view, boxes in zip(rendered, views, strict=True):
+        height, width = view.color.shape[:2]
+        assert (width, height) == (640, 480)
+        assert not _overlaps(boxes), _overlaps(boxes)
+        assert all(b[0] >= 0 and b[1] >= 0 and b[2] <= width and b[3] <= height for _, b in boxes), boxes
+    texts = [text for view in views for text, _ in view]
+    # The answer's points carry one label each: their ID and their name (shortened at a word).
+    assert any(t.startswith("obj_") and t.endswith(" duck") for t in texts), texts
+    assert "space_01 free area.." in texts, texts
+
+
+def test_crowded_labels_do_not_overlap():
+    pins = "".join(f'<obj name="o{k}" id="obj_{k:02d}" img_idx="0" point="[{480 + 8 * k}, {500 + 6 * k}]">'
+                   for k in range(1, 7))
+    trace = parse(f"<think>{pins}</think><answer>obj_01</answer>", 1)
+    from robopin.pincot.draw import label_boxes
+
+    (boxes,) = label_boxes([np.zeros((480, 640, 3), np.uint8)], trace)
+    assert len(boxes) == 6 and not _overlaps(boxes), boxes
+
+
+def test_short_label_cuts_at_a_word():
+    from robopin.pincot.draw import short_label
+
+    assert short_label("duck") == "duck"
+    assert short_label("free area on the red plate") == "free area.."
+    assert len(short_label("a" * 40)) == 14

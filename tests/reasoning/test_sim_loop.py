@@ -79,6 +79,12 @@ def test_an_instruction_the_scene_cannot_ground_is_refused_by_name_and_nothing_m
     result = loop.run(TaskRequest("put the banana on the red plate"))
     assert (result.success, result.reason) == (False, "model_declined")
     assert "'the banana'" in result.message and arm.calls == []
+    assert "does not show" in result.message
+    # Two ducks: the refusal says the reference is ambiguous and names both, in words (no tag markup).
+    result = loop.run(TaskRequest("put the duck on the red plate"))
+    assert (result.success, result.reason) == (False, "model_declined")
+    assert "'the duck' fits 2 objects (duck_0, duck_1): say which one" in result.message, result.message
+    assert "does not show" not in result.message and "<obj" not in result.message and arm.calls == []
 
 
 def test_the_oracle_carries_out_the_instruction_it_is_given_not_the_scenarios(spatial):

@@ -64,8 +64,11 @@ def test_an_instruction_naming_nothing_in_the_scene_is_refused_by_name(spatial_s
 
 def test_an_ambiguous_instruction_is_refused_naming_the_candidates(spatial_scene):
     # Two ducks, and "the duck" does not say which (the scenario's relation would).
-    with pytest.raises(GroundingError, match=r"fits 2 objects.*does not say which"):
+    with pytest.raises(GroundingError, match=r"^'the duck' fits 2 objects \(duck_\d, duck_\d\): say which one$"):
         ground_instruction(spatial_scene, "put the duck on the middle plate among plates")
+    # Places too, with how each looks where that tells them apart.
+    with pytest.raises(GroundingError, match=r"^'the plate' fits 3 places \(plate_0: \w+ plate, .*\): say which one$"):
+        ground_instruction(spatial_scene, "put the duck in front of two toys on the plate")
 
 
 def test_colour_and_kind_words_pick_the_one_object(cube_scene):

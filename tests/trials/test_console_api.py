@@ -126,8 +126,15 @@ def test_instructions_and_requests_from_elsewhere_are_checked(console):
     server, link, protocol = console
     token = _call(server, "/api/claim", {})[1]["token"]
     assert _call(server, "/api/instruct", {"instruction": "  "}, token=token)[1]["error"] == "empty_instruction"
-    assert _call(server, "/api/instruct", {"instruction": "x" * 3000}, token=token)[1]["error"] == \
-        "instruction_too_long"
+    # One limit for the CLI, the planner's service and the console: the core's (vlm.prompts.check_instruction).
+    from robopin.vlm.prompts import MAX_INSTRUCTION_CHARS
+
+    assert _call(server, "/api/state", token=token)[1]["limits"] == {"instruction_chars": MAX_INSTRUCTION_CHARS}
+    refusal = _call(server, "/api/instruct", {"instruction": "x" * (MAX_INSTRUCTION_CHARS + 1)}, token=token)[1]
+    assert refusal["error"] == "instruction_too_long" and str(MAX_INSTRUCTION_CHARS) in refusal["message"]
+    longest = "x" * MAX_INSTRUCTION_CHARS
+    assert _call(server, "/api/instruct", {"instruction": f"  {longest}  "}, token=token)[1]["accepted"]
+    assert link.calls.pop() == ("instruct", longest, False)
     status, refusal = _call(server, "/api/stop", {}, origin="http://evil.example")
     assert status == 403 and refusal["error"] == "foreign_origin" and link.calls == []
     protocol.trial_running("t1")

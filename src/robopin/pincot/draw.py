@@ -165,6 +165,80 @@ def draw_answer_point(image: np.ndarray, point: AnswerPoint, color: Color, text:
         draw_label(image, text, column + arm + scale, row + scale, color, scale=scale)
 
 
+Box = tuple[int, int, int, int]
+"""A pixel rectangle: (left, top, right, bottom), right and bottom exclusive."""
+
+_STOPWORDS = frozenset({"a", "an", "the", "on", "of", "in", "into", "to", "at", "for", "with", "and"})
+
+
+def short_label(text: str, max_chars: int = 14) -> str:
+    """``text`` cut at a word boundary to at most ``max_chars`` (dangling small words dropped, ``..`` marks a cut)."""
+    text = " ".join(text.split())
+    if len(text) <= max_chars:
+        return text
+    words: list[str] = []
+    for word in text.split():
+        if len(" ".join([*words, word])) > max_chars - 2:
+            break
+        words.append(word)
+    while words and words[-1].lower() in _STOPWORDS:
+        words.pop()
+    return (" ".join(words) if words else text[: max_chars - 2]) + ".."
+
+
+def label_box(text: str, x: int, y: int, scale: int) -> Box:
+    """Where :func:`draw_label` paints ``text`` at (x, y), its dark box included."""
+    width = max(0, 4 * len(text) - 1) * scale
+    return x - scale, y - scale, x + width + scale, y + 6 * scale
+
+
+def _overlap(a: Box, b: Box) -> int:
+    return max(0, min(a[2], b[2]) - max(a[0], b[0])) * max(0, min(a[3], b[3]) - max(a[1], b[1]))
+
+
+def place_labels(
+    labels: Sequence[tuple[str, int, int, int]], marks: Sequence[Box], size: tuple[int, int], scale: int
+) -> list[tuple[int, int]]:
+    """Top-left corners for ``labels`` (text, column, row, clearance from the mark), placed in order.
+
+    Each label goes to the first spot around its mark that lies inside the image and covers neither a
+    label placed before it nor another mark; where none does, to the spot that covers least.
+    """
+    width, height = size
+    placed: list[Box] = []
+    corners: list[tuple[int, int]] = []
+    for text, column, row, clearance in labels:
+        left, top, right, bottom = label_box(text, 0, 0, scale)
+        w, h = right - left, bottom - top
+        own = [m for m in marks if m[0] <= column < m[2] and m[1] <= row < m[3]]
+        best: tuple[float, int, int] | None = None
+        for reach in (clearance, 2 * clearance, 3 * clearance + h):
+            for bx, by in (
+                (column + reach, row - reach - h),  # right, above (the usual spot)
+                (column + reach, row + reach),
+                (column - reach - w, row - reach - h),
+                (column - reach - w, row + reach),
+                (column + reach, row - h // 2),
+                (column - reach - w, row - h // 2),
+                (column - w // 2, row - reach - h),
+                (column - w // 2, row + reach),
+            ):
+                box = (bx, by, bx + w, by + h)
+                inside = _overlap(box, (0, 0, width, height))
+                score = 100.0 * (w * h - inside) + 10.0 * sum(_overlap(box, other) for other in placed)
+                score += sum(_overlap(box, mark) for mark in marks if mark not in own)
+                if best is None or score < best[0]:
+                    best = (score, bx, by)
+                if score == 0:
+                    break
+            if best is not None and best[0] == 0:
+                break
+        assert best is not None
+        placed.append((best[1], best[2], best[1] + w, best[2] + h))
+        corners.append((best[1] - left, best[2] - top))
+    return corners
+
+
 def draw_trace(
     images: Sequence[np.ndarray],
     trace: Trace,
@@ -176,20 +250,66 @@ def draw_trace(
     """Copies of ``images`` (one per view, index = img_idx) with the trace drawn on them.
 
     Anchors whose ``img_idx`` has no image are skipped, as are answer points that name no view.
-    ``colors`` maps IDs to colours (default :func:`id_colors` of the trace's IDs).
+    ``colors`` maps IDs to colours (default :func:`id_colors` of the trace's IDs). Labels are laid out
+    after every mark is drawn (:func:`place_labels`): the answer's first, none over another label or
+    over another mark where the image has room. An answer point on its own anchor carries one label,
+    its ID and its (shortened) name.
     """
+    return _draw(images, trace, colors, labels, answer)[0]
+
+
+def label_boxes(images: Sequence[np.ndarray], trace: Trace) -> list[list[tuple[str, Box]]]:
+    """Per view, every label :func:`draw_trace` writes and its box (to check a layout without reading pixels)."""
+    return _draw(images, trace, None, True, True)[1]
+
+
+def _draw(
+    images: Sequence[np.ndarray], trace: Trace, colors: Mapping[str, Color] | None, labels: bool, answer: bool
+) -> tuple[list[np.ndarray], list[list[tuple[str, Box]]]]:
     canvases = [_as_rgb(image) for image in images]
+    boxes: list[list[tuple[str, Box]]] = [[] for _ in canvases]
     palette = dict(colors) if colors is not None else id_colors(trace.ids)
     for anchor_id in trace.ids:
         palette.setdefault(anchor_id, PALETTE[len(palette) % len(PALETTE)])
-    for anchor in trace.anchors:
-        if 0 <= anchor.img_idx < len(canvases) and not anchor.in_answer:
-            draw_anchor(canvases[anchor.img_idx], anchor, palette[anchor.id], label=labels)
+    pending: list[list[tuple[int, str, Color, int, int, int]]] = [[] for _ in canvases]  # priority, text, ...
+    marks: list[list[Box]] = [[] for _ in canvases]
+    answered: dict[tuple[str, int], tuple[int, int, float]] = {}
     if answer:
         for number, point in enumerate(trace.answer_points, start=1):
             if point.img_idx is None or not 0 <= point.img_idx < len(canvases):
                 continue
-            color = palette.get(point.id or "", ANSWER_COLOR)
-            text = (point.label or f"A{number}")[:12] if labels else None
-            draw_answer_point(canvases[point.img_idx], point, color, text)
-    return canvases
+            canvas = canvases[point.img_idx]
+            width, height, radius, scale = _sizes(canvas)
+            column, row = _pixel(point.x, point.y, width, height)
+            outer = int(2.5 * radius) + 2
+            answered[(point.id or "", point.img_idx)] = (column, row, outer)
+            marks[point.img_idx].append((column - outer, row - outer, column + outer + 1, row + outer + 1))
+            name = short_label(point.label or "") or f"A{number}"
+            text = f"{point.id} {name}" if point.id else name
+            pending[point.img_idx].append((0, text, palette.get(point.id or "", ANSWER_COLOR), column, row, outer))
+    for anchor in trace.anchors:
+        if not 0 <= anchor.img_idx < len(canvases) or anchor.in_answer:
+            continue
+        canvas = canvases[anchor.img_idx]
+        draw_anchor(canvas, anchor, palette[anchor.id], label=False)
+        width, height, radius, scale = _sizes(canvas)
+        column, row = _pixel(anchor.x, anchor.y, width, height)
+        marks[anchor.img_idx].append((column - radius - 1, row - radius - 1, column + radius + 2, row + radius + 2))
+        at = answered.get((anchor.id, anchor.img_idx))
+        if at is not None and (column - at[0]) ** 2 + (row - at[1]) ** 2 <= at[2] ** 2:
+            continue  # the answer's label names this anchor
+        pending[anchor.img_idx].append((1, anchor.id, palette[anchor.id], column, row, radius + 2))
+    if answer:
+        for point in trace.answer_points:
+            if point.img_idx is not None and 0 <= point.img_idx < len(canvases):
+                draw_answer_point(canvases[point.img_idx], point, palette.get(point.id or "", ANSWER_COLOR))
+    if labels:
+        for canvas, queued, seen, drawn in zip(canvases, pending, marks, boxes, strict=True):
+            width, height, _radius, scale = _sizes(canvas)
+            todo = sorted(queued, key=lambda item: item[0])
+            corners = place_labels([(t[1], t[3], t[4], t[5]) for t in todo], seen, (width, height), scale)
+            for (_priority, text, color, *_), (x, y) in zip(todo, corners, strict=True):
+                draw_label(canvas, text, x, y, color, scale=scale)
+                drawn.append((text, label_box(text, x, y, scale)))
+    return canvases, boxes
+

@@ -11,6 +11,7 @@ Nothing here raises on any model text; every rejection is a :class:`TaskRefusal`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -26,6 +27,7 @@ from robopin.vlm.points import PointConvention
 PICK_LABELS = frozenset({"pick", "grasp", "pick up", "object", "source"})
 PLACE_LABELS = frozenset({"place", "put", "target", "destination", "goal", "place target"})
 _NORM1000 = PointConvention("norm1000")
+_TAG = re.compile(r'<(?:obj|space)\b[^>]*?\bid="([^"]*)"[^>]*>')
 
 
 def _issues_text(issues) -> str:
@@ -79,8 +81,9 @@ def interpret_pointing(
     else:
         trace = parse(text, len(sizes))
     if trace.has_think and trace.answer.strip() == "[]" and set(trace.error_codes()) <= {"unparsable_answer"}:
-        # An explicit empty list: the model found nothing it was asked to act on. Its reasoning says why.
-        why = " ".join(trace.think.split())
+        # An explicit empty list: the model found nothing it was asked to act on. Its reasoning says why
+        # (its pins read as their IDs, so the tail kept is words, not tag markup).
+        why = " ".join(_TAG.sub(lambda m: m.group(1), trace.think).split())
         return PointingDecision(
             trace, refusal=TaskRefusal("model_declined", f"the model gave no target: {why[-400:]}", ("empty_answer",))
         )

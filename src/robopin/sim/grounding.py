@@ -35,7 +35,17 @@ _OFF_PLATE = re.compile(r"\b(?:outside (?:of )?(?:the |any )?plates?|not on (?:a
 
 
 class GroundingError(ValueError):
-    """The instruction names nothing the scene has, or names it ambiguously (the message says which)."""
+    """The instruction names nothing the scene has, or names it ambiguously (the message says which).
+
+    ``kind``: ``missing`` (nothing in the scene fits), ``ambiguous`` (several things fit and the
+    instruction does not say which: ``candidates`` names them) or ``unreadable`` (no object and place
+    could be read from the words).
+    """
+
+    def __init__(self, message: str, kind: str = "missing", candidates: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.candidates = tuple(candidates)
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,15 @@ def _describe_all(objects: list) -> str:
     return ", ".join(words) if words else "nothing"
 
 
+def _ambiguous(phrase: str, found: list, what: str) -> GroundingError:
+    """Several things fit ``phrase``: name each (with how it looks, where that tells them apart)."""
+    names = tuple(o.name for o in found)
+    looks = [_describe_all([o]) for o in found]
+    alike = len(set(looks)) == 1
+    listed = ", ".join(n if alike else f"{n}: {w}" for n, w in zip(names, looks, strict=True))
+    return GroundingError(f"{phrase!r} fits {len(found)} {what} ({listed}): say which one", "ambiguous", names)
+
+
 def ground_instruction(scene: Scene, instruction: str) -> Grounding:
     """The goals ``instruction`` asks for in ``scene`` (ground truth), or :class:`GroundingError`."""
     task = scene.task
@@ -121,7 +140,8 @@ def ground_instruction(scene: Scene, instruction: str) -> Grounding:
     if parts is None:
         raise GroundingError(
             f"cannot tell what to pick and where to put it in {instruction!r}: the simulator's oracle reads "
-            "'pick up the <object> and place it on the <place>' or 'put the <object> in the <place>'"
+            "'pick up the <object> and place it on the <place>' or 'put the <object> in the <place>'",
+            "unreadable",
         )
     obj_phrase, place_phrase = parts
     own = split_instruction(task.instruction)
@@ -141,10 +161,7 @@ def ground_instruction(scene: Scene, instruction: str) -> Grounding:
                 f"(the scene has: {_describe_all(graspable)})"
             )
         if len(found) > 1 and not every:
-            raise GroundingError(
-                f"{obj_phrase!r} fits {len(found)} objects in the scene ({_describe_all(found)}); the instruction "
-                "does not say which one"
-            )
+            raise _ambiguous(obj_phrase, found, "objects")
         picks = [o.name for o in found]
     if own is not None and _ARTICLE.sub("", place_phrase) == _ARTICLE.sub("", own[1]):
         targets = list(dict.fromkeys(g[1] for g in goals))
@@ -157,7 +174,6 @@ def ground_instruction(scene: Scene, instruction: str) -> Grounding:
             )
         targets = [o.name for o in found]
     if len(targets) != 1:
-        raise GroundingError(
-            f"{place_phrase!r} fits {len(targets)} places in the scene; the instruction does not say which one"
-        )
+        by_name = {o.name: o for o in supports}
+        raise _ambiguous(place_phrase, [by_name[t] for t in targets if t in by_name], "places")
     return Grounding(instruction, tuple((pick, targets[0]) for pick in picks), own=False)

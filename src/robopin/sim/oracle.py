@@ -232,11 +232,13 @@ class GroundTruthOracle:
         self.instruction = instruction
         self.grounding: Grounding | None = None
         self.grounding_error = ""
+        self.grounding_failure: GroundingError | None = None
         if instruction is not None:
             try:
                 self.grounding = ground_instruction(scene, instruction)
             except GroundingError as error:
                 self.grounding_error = str(error)
+                self.grounding_failure = error
 
     @property
     def own_task(self) -> bool:
@@ -300,8 +302,8 @@ class GroundTruthOracle:
             sightings = {n: [s for s in seen if s.view not in dropped] for n, seen in sightings.items()}
             sightings = {n: seen for n, seen in sightings.items() if seen}
         composer = _Composer(self, rendered, sightings)
-        if self.grounding_error:
-            composer.decline(self.grounding_error)
+        if self.grounding_failure is not None:
+            composer.decline(self.grounding_failure)
             return composer.result()
         goal = self.next_goal()
         if goal is None:
@@ -530,10 +532,22 @@ class _Composer:
             candidates = [spot]
         self.answer_place(place, candidates)
 
-    def decline(self, why: str) -> None:
-        """The instruction cannot be grounded: say why and answer no point (a careful model's refusal)."""
+    def decline(self, failure: GroundingError) -> None:
+        """The instruction cannot be grounded: say why and answer no point (a careful model's refusal).
+
+        An ambiguous reference pins every candidate it could mean (the operator sees which ones) and asks
+        which one; a reference to nothing says the scene does not show it.
+        """
+        why = str(failure)
+        if failure.kind == "ambiguous":
+            self.describe_views([n for n in failure.candidates if n in self.sightings])
         self.say(f"I looked for what the instruction names. {why[0].upper()}{why[1:]}. ")
-        self.say("I cannot point at something the scene does not show, so I give no target. ")
+        if failure.kind == "ambiguous":
+            self.say("I will not guess which one is meant, so I give no target. ")
+        elif failure.kind == "unreadable":
+            self.say("I cannot tell what to move where, so I give no target. ")
+        else:
+            self.say("I cannot point at something the scene does not show, so I give no target. ")
         self.declined = why
 
     def finish(self) -> None:

@@ -8,7 +8,8 @@ through the :class:`~robopin.trials.operator.OperatorProtocol` of ``robopin tria
 every answer. One page at a time holds the operator's seat (a second page may watch, and take the
 seat over when asked to); Stop works from every page. No rclpy here.
 
-API (JSON unless noted): ``GET /`` the page; ``GET /api/state``; ``GET /api/view/<kind>/<view>.png``
+API (JSON unless noted): ``GET /`` the page; ``GET /api/state`` (with ``limits.instruction_chars``, the planner's
+own limit); ``GET /api/view/<kind>/<view>.png``
 (kind ``camera`` or ``reasoning``); ``GET /api/reference.png``; ``POST /api/claim`` ``{force}``;
 ``POST /api/release``; ``POST /api/instruct`` ``{instruction, dry_run}``; ``POST /api/stop``;
 ``POST /api/scene_ready`` ``{trial_id}``; ``POST /api/judge`` ``{trial_id, success, reason, note,
@@ -30,13 +31,15 @@ from typing import Any, Protocol
 
 from robopin.trials.judging import JudgementError
 from robopin.trials.operator import OperatorError, OperatorProtocol, SceneRequest
+from robopin.vlm.prompts import MAX_INSTRUCTION_CHARS
 
 __all__ = ["ConsoleError", "ConsoleLink", "ConsoleServer", "OperatorSeat"]
 
 SEAT_TIMEOUT_S = 8.0
 """A page that has not polled for this long has gone (closed tab, lost network); its seat is free."""
 _MAX_BODY = 64 * 1024
-_MAX_INSTRUCTION = 2000
+FINAL_STATE_WAIT_S = 2.0
+"""On close during a batch, how long the server waits for the operator's page to read the batch's end."""
 
 
 class ConsoleError(ValueError):
@@ -141,6 +144,7 @@ class ConsoleServer:
             raise ConsoleError(f"cannot serve the console on {host}:{port}: {error.strerror or error}") from None
         self.httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self._final_seen = threading.Event()  # a page has read the state of a closed batch
 
     @property
     def url(self) -> str:
@@ -154,6 +158,10 @@ class ConsoleServer:
         return self
 
     def close(self) -> None:
+        """Stop serving. At the end of a batch, first let a page that is polling read that the batch ended
+        (it then shows "batch complete" and its table, not a server that stopped answering)."""
+        if self.protocol is not None and self.protocol.closed and self._thread is not None and self.seat.held:
+            self._final_seen.wait(FINAL_STATE_WAIT_S)
         self.httpd.shutdown()
         self.httpd.server_close()
         if self._thread is not None:
@@ -191,8 +199,11 @@ class ConsoleServer:
     def state(self, token: str) -> dict[str, Any]:
         mine = self.seat.touch(token)
         batch = self.protocol.state() if self.protocol is not None else None
+        if batch is not None and batch.get("closed"):
+            self._final_seen.set()
         return {"title": self.title, "operator": mine, "seat_held": self.seat.held, "views": self.link.views(),
-                "task": self.link.task(), "batch": batch, "time": time.time()}
+                "task": self.link.task(), "batch": batch, "time": time.time(),
+                "limits": {"instruction_chars": MAX_INSTRUCTION_CHARS}}
 
     def post(self, path: str, body: Mapping[str, Any], token: str) -> dict[str, Any]:
         if path == "/api/claim":
@@ -215,9 +226,10 @@ class ConsoleServer:
             instruction = body.get("instruction")
             if not isinstance(instruction, str) or not instruction.strip():
                 raise _RefusedError(HTTPStatus.BAD_REQUEST, "empty_instruction", "type an instruction first")
-            if len(instruction) > _MAX_INSTRUCTION:
+            if len(instruction.strip()) > MAX_INSTRUCTION_CHARS:  # the planner's limit (vlm.prompts.check_instruction)
                 raise _RefusedError(HTTPStatus.BAD_REQUEST, "instruction_too_long",
-                               f"an instruction has at most {_MAX_INSTRUCTION} characters, got {len(instruction)}")
+                               f"an instruction has at most {MAX_INSTRUCTION_CHARS} characters, "
+                               f"got {len(instruction.strip())}")
             if self.protocol is not None and self.protocol.phase == "running":
                 raise _RefusedError(HTTPStatus.CONFLICT, "trial_running",
                                f"trial {self.protocol.trial_id} is running; the batch gives its instruction")

@@ -11,15 +11,21 @@ header h1 { font-size: 17px; margin: 0; flex: 1; }
 main { display: grid; grid-template-columns: minmax(0, 3fr) minmax(320px, 2fr); gap: 12px; padding: 12px; }
 .views { display: flex; flex-wrap: wrap; gap: 8px; }
 figure { margin: 0; } figure img { width: 320px; height: 240px; object-fit: contain; background: #111; }
+/* The pinned views at their own size (640x480 from the shipped cameras): their ID labels are drawn for it. */
+figure.reasoning { order: -1; } figure.reasoning img { width: 640px; height: auto; max-width: 100%;
+  aspect-ratio: 4 / 3; }
 figcaption { font-size: 12px; color: #555; }
 section { border: 1px solid #ccc; border-radius: 6px; padding: 8px 10px; margin-bottom: 10px; }
 h2 { font-size: 15px; margin: 2px 0 8px; }
 #message { min-height: 1.3em; font-weight: bold; } .error { color: #b42318; } .ok { color: #1a7f37; }
+.warn { color: #9a6700; } #message.error { background: #ffebe9; border: 2px solid #b42318; padding: 6px; }
+#stage.error { color: #b42318; } #stage.ok { color: #1a7f37; } #stage.warn { color: #9a6700; }
+#batch-end { font-weight: bold; font-size: 16px; }
 table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #bbb; padding: 2px 6px; }
 button { font-size: 14px; padding: 5px 12px; margin: 2px; }
 #success { background: #1a7f37; color: #fff; } #failure { background: #b42318; color: #fff; }
 #seat { font-size: 13px; } .muted { color: #666; font-size: 12px; } textarea { width: 100%; }
-#stage { font-size: 18px; font-weight: bold; }
+#stage { font-size: 18px; font-weight: bold; } textarea:disabled { background: #eee; }
 </style></head><body>
 <header><h1>{{TITLE}}</h1><span id="seat"></span><button id="takeover" hidden>take the operator's seat</button>
 <button id="stop" title="cancel the running task and stop the arm">STOP</button></header>
@@ -31,10 +37,11 @@ button { font-size: 14px; padding: 5px 12px; margin: 2px; }
 <div>
  <div id="message"></div>
  <section id="scene" hidden><h2>Set up the scene: <span id="scene-trial"></span></h2>
-  <p id="scene-instruction"></p><p id="scene-description" class="muted"></p><ul id="scene-setup"></ul>
+  <p id="scene-instruction"></p><p><button id="scene-ready">scene ready</button>
+  <span class="muted">when the scene looks as below</span></p>
+  <p id="scene-description" class="muted"></p><ul id="scene-setup"></ul>
   <figure id="scene-figure" hidden><img id="scene-reference" alt="reference picture"/>
-   <figcaption id="scene-caption"></figcaption></figure>
-  <button id="scene-ready">scene ready</button></section>
+   <figcaption id="scene-caption"></figcaption></figure></section>
  <section id="judge" hidden><h2>Judge trial <span id="judge-trial"></span></h2>
   <p id="judge-instruction"></p>
   <p>The stack says: <b id="judge-stack"></b> <span id="judge-detail" class="muted"></span></p>
@@ -44,24 +51,65 @@ button { font-size: 14px; padding: 5px 12px; margin: 2px; }
   <p><select id="reason"></select> <input id="note" placeholder="note (needed for other)" size="28"/>
    <button id="failure">failure</button></p></section>
  <section><h2>Instruction</h2>
-  <textarea id="instruction" rows="2" placeholder="put the duck on the red plate"></textarea>
-  <label><input type="checkbox" id="dry-run"/> dry run</label> <button id="send">send</button></section>
- <section><h2>Batch</h2><table id="batch"><tr><th>trial</th><th>task</th><th>judgement</th><th>stack</th></tr></table>
+  <textarea id="instruction" rows="2" placeholder="put the duck in front of two toys on the red plate"></textarea>
+  <label><input type="checkbox" id="dry-run"/> dry run</label> <button id="send">send</button>
+  <span id="instruction-count" class="muted"></span> <span id="instruction-why" class="muted"></span></section>
+ <section><h2>Batch</h2><div id="batch-end"></div>
+  <table id="batch"><tr><th>trial</th><th>task</th><th>judgement</th><th>stack</th></tr></table>
   <div id="counts" class="muted"></div><div id="log" class="muted"></div></section>
 </div></main>
 <script>
 "use strict";
 let token = sessionStorage.getItem("robopin-operator-token") || "";
-let pendingKey = "", lastSeq = {}, reasonsFilled = false;
+let pendingKey = "", lastSeq = {}, reasonsFilled = false, ended = false;
 const $ = (id) => document.getElementById(id);
-function say(text, ok) { const m = $("message"); m.textContent = text; m.className = ok ? "ok" : "error"; }
+// kind: true or "ok" (green), false or "error" (red), "warn" (amber)
+function say(text, kind) {
+  const m = $("message"); m.textContent = text;
+  m.className = kind === true || kind === "ok" ? "ok" : kind === "warn" ? "warn" : text ? "error" : "";
+}
 async function call(path, body) {
-  const response = await fetch(path, {method: "POST", headers: {"Content-Type": "application/json",
-    "X-Operator-Token": token}, body: JSON.stringify(body || {})});
+  let response;
+  try {
+    response = await fetch(path, {method: "POST", headers: {"Content-Type": "application/json",
+      "X-Operator-Token": token}, body: JSON.stringify(body || {})});
+  } catch (e) { say("the console server does not answer: " + e, false); return null; }
   const data = await response.json().catch(() => ({error: "bad_answer", message: "no JSON answer"}));
   if (!response.ok) { say(data.message || data.error, false); return null; }
-  if (data.message) say(data.message, true);
+  // An answer that says it did not work ({ok: false}, {accepted: false}) is an error, not a success.
+  if (data.message) say(data.message, data.ok !== false && data.accepted !== false);
   return data;
+}
+const RUNNING = ["accepted", "executing", "canceling"];
+function renderTask(t) {
+  const stage = $("stage"), where = t.stage ? t.stage + (t.step !== undefined ? " (step " + t.step + ")" : "") : "";
+  const r = t.result;
+  let text = where || "idle", kind = "", detail = t.detail || "";
+  if (t.status === "canceling") { text = "canceling" + (where ? " (was " + where + ")" : ""); kind = "warn"; }
+  else if (t.status === "canceled") {
+    text = "canceled" + (where ? " at " + where : ""); kind = "warn"; detail = r ? r.message : detail;
+  } else if (t.status === "aborted") {
+    text = "failed" + (r && r.reason ? ": " + r.reason : ""); kind = "error"; detail = r ? r.message : detail;
+  } else if (t.status === "succeeded") {
+    text = r && !r.success ? "failed" + (r.reason ? ": " + r.reason : "") : "succeeded";
+    kind = r && !r.success ? "error" : "ok"; detail = r ? r.message : detail;
+  }
+  stage.textContent = text; stage.className = kind;
+  $("detail").textContent = (t.task_id ? "task " + t.task_id + " · " : "") + (t.status || "") + " " + (detail || "");
+  return RUNNING.includes(t.status);
+}
+function renderControls(s, taskRunning) {
+  const b = s.batch, limit = (s.limits || {}).instruction_chars || 0, box = $("instruction");
+  if (limit && box.maxLength !== limit) box.maxLength = limit;
+  let why = "", busy = false;
+  if (ended) why = "the batch has ended";
+  else if (b && (b.pending || b.phase !== "idle")) why = "a trial is on: the batch gives its instruction";
+  else if (!s.operator) why = "this page watches: another page is the operator";
+  else if (taskRunning) { why = "a task is running (STOP cancels it)"; busy = true; }
+  box.disabled = $("dry-run").disabled = !!why && !busy;  // while a task runs, the next one may be typed
+  $("send").disabled = !!why;
+  $("instruction-why").textContent = why;
+  $("instruction-count").textContent = limit ? box.value.trim().length + " / " + limit : "";
 }
 async function claim(force) {
   const response = await fetch("/api/claim", {method: "POST", headers: {"Content-Type": "application/json",
@@ -78,7 +126,7 @@ function renderViews(views) {
     const key = v.kind + "/" + v.name;
     let img = document.getElementById("view-" + v.kind + "-" + v.name);
     if (!img) {
-      const fig = document.createElement("figure");
+      const fig = document.createElement("figure"); fig.className = v.kind;
       img = document.createElement("img"); img.id = "view-" + v.kind + "-" + v.name; img.dataset.seq = "0";
       const cap = document.createElement("figcaption");
       cap.textContent = (v.kind === "reasoning" ? "pinned reasoning: " : "camera: ") + v.name;
@@ -139,6 +187,19 @@ function renderBatch(batch) {
   }
   $("counts").textContent = Object.entries(counts).map(([t, c]) => t + " " + c[0] + "/" + c[1]).join(" · ");
   $("log").textContent = batch.messages.slice(-4).join(" | ");
+  if (batch.closed) endBatch(batch);
+}
+function endBatch(batch) {
+  // The batch is over: nothing more will be asked, and its server stops right after.
+  ended = true;
+  $("scene").hidden = $("judge").hidden = true;
+  const stopped = !!batch.pending || batch.phase !== "idle" || !batch.rows.length;
+  const text = stopped ? "batch stopped" + (batch.trial_id ? " at trial " + batch.trial_id : "")
+                         + " (what it recorded is kept; continue it with --resume)"
+                       : "batch complete: " + batch.rows.length + " trial(s) judged";
+  $("batch-end").textContent = text; $("batch-end").className = stopped ? "warn" : "ok";
+  say(text + "; the console has closed, the table below is final", stopped ? "warn" : true);
+  $("stop").disabled = true; $("takeover").hidden = true;
 }
 async function poll() {
   try {
@@ -147,17 +208,20 @@ async function poll() {
     $("seat").textContent = s.operator ? "you are the operator"
       : (s.seat_held ? "watching: another page is the operator" : "no operator page");
     $("takeover").hidden = s.operator;
-    if (!s.operator && !s.seat_held) await claim(false);
-    const t = s.task;
-    $("stage").textContent = t.stage ? t.stage + (t.step !== undefined ? " (step " + t.step + ")" : "") : "idle";
-    $("detail").textContent = (t.task_id ? "task " + t.task_id + " · " : "") + (t.status || "") + " "
-      + (t.detail || "");
-    renderViews(s.views); renderBatch(s.batch);
+    if (!s.operator && !s.seat_held && !(s.batch && s.batch.closed)) await claim(false);
+    const running = renderTask(s.task || {});
+    renderViews(s.views); renderBatch(s.batch); renderControls(s, running);
     document.body.dataset.version = String(s.batch ? s.batch.version : 0);
-  } catch (e) { say("the console server does not answer: " + e, false); }
-  setTimeout(poll, 400);
+  } catch (e) {
+    if (ended) return;  // the batch ended and its server with it: the page keeps its final table
+    say("the console server does not answer: " + e, false);
+  }
+  if (!ended) setTimeout(poll, 400);
 }
-$("stop").onclick = () => call("/api/stop");
+$("stop").onclick = () => call("/api/stop");  // {ok: false}: no stack confirmed the stop, shown in red
+$("instruction").oninput = () => {
+  const box = $("instruction"); $("instruction-count").textContent = box.value.trim().length + " / " + box.maxLength;
+};
 $("takeover").onclick = () => claim(true);
 $("send").onclick = () => call("/api/instruct", {instruction: $("instruction").value, dry_run: $("dry-run").checked});
 $("scene-ready").onclick = () => call("/api/scene_ready", {trial_id: pendingKey.split(":")[1]});

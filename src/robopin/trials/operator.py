@@ -168,7 +168,13 @@ class OperatorProtocol:
         """Wake a waiting runner with :class:`OperatorClosedError`; every later answer is refused."""
         with self._cond:
             self._closed = True
-            self._cond.notify_all()
+            self._bump()
+
+    @property
+    def closed(self) -> bool:
+        """The batch has ended (or stopped): nothing more will be asked."""
+        with self._cond:
+            return self._closed
 
     def _bump(self) -> None:
         self.version += 1
@@ -231,6 +237,7 @@ class OperatorProtocol:
                            "instruction": request.instruction, "stack": request.stack.as_dict(),
                            "subgoals_total": request.subgoals_total}
             return {"version": self.version, "phase": self.phase, "trial_id": self.trial_id, "pending": pending,
+                    "closed": self._closed,
                     "rows": list(self.rows), "messages": list(self.messages[-12:]),
                     "reasons": dict(FAILURE_REASONS)}
 

@@ -4,7 +4,8 @@
 client of the interfaces every stack has, nothing more: the camera images
 (``/cameras/<view>/color/image_raw``) and the planner's annotated views
 (``/robopin/reasoning/<view>/image``: pins and IDs drawn), the ExecuteTask feedback and status
-topics, ``/robopin/instruct`` (the same call as ``robopin instruct``), and for Stop both the
+topics (and, once a task has ended, its result from the action's ``get_result`` service: how it ended and
+why), ``/robopin/instruct`` (the same call as ``robopin instruct``), and for Stop both the
 ExecuteTask action's ``cancel_goal`` service with a zero goal id and zero stamp (action_msgs
 CancelGoal.srv: that cancels every goal) and the arm driver's ``<prefix>/stop`` (std_srvs/Trigger,
 ``arm_driver_node``). It runs in an rclpy context of its own, so it outlives the per-trial stacks
@@ -20,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from action_msgs.msg import GoalStatusArray
+from action_msgs.msg import GoalStatus, GoalStatusArray
 from action_msgs.srv import CancelGoal
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
@@ -42,6 +43,7 @@ __all__ = ["ConsoleRosLink", "open_console_link"]
 
 _TASK_ACTION = "robopin/execute_task"
 _KINDS = ("camera", "reasoning")
+_ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED)
 
 
 class ConsoleRosLink(LoggedNode):
@@ -58,7 +60,10 @@ class ConsoleRosLink(LoggedNode):
         self._png: dict[tuple[str, str], tuple[int, bytes]] = {}
         self._feedback: dict[str, Any] = {}
         self._status: dict[bytes, int] = {}
+        self._accepted: dict[bytes, float] = {}  # goal id -> when the server accepted it (its goal_info stamp)
+        self._results: dict[bytes, dict[str, Any] | None] = {}  # None: asked, not answered yet
         self.instruct_client = self.create_client(Instruct, "robopin/instruct")
+        self.result_client = self.create_client(ExecuteTask.Impl.GetResultService, f"{_TASK_ACTION}/_action/get_result")
         self.cancel_client = self.create_client(CancelGoal, f"{_TASK_ACTION}/_action/cancel_goal")
         self.stop_client = self.create_client(Trigger, f"{self.arm_prefix}/stop")
         for view in self.view_names:
@@ -85,10 +90,32 @@ class ConsoleRosLink(LoggedNode):
                               "time": time.time()}
 
     def _on_status(self, msg: GoalStatusArray) -> None:
-        """Keep every task goal's status."""
+        """Keep every task goal's status; ask for the result of one that has ended (how and why it ended)."""
+        ask = []
         with self._lock:
             for status in msg.status_list:
-                self._status[bytes(status.goal_info.goal_id.uuid)] = status.status
+                goal = bytes(status.goal_info.goal_id.uuid)
+                self._status[goal] = status.status
+                stamp = status.goal_info.stamp
+                self._accepted.setdefault(goal, stamp.sec + stamp.nanosec * 1e-9)
+                if status.status in _ENDED and goal not in self._results:
+                    self._results[goal] = None
+                    ask.append(goal)
+        for goal in ask:
+            request = ExecuteTask.Impl.GetResultService.Request()
+            request.goal_id.uuid = list(goal)
+            future = self.result_client.call_async(request)
+            future.add_done_callback(lambda f, g=goal: self._on_result(g, f))
+
+    def _on_result(self, goal: bytes, future: Any) -> None:
+        answer = future.result() if future.done() and not future.cancelled() else None
+        result = None if answer is None else answer.result
+        with self._lock:
+            if result is None:
+                self._results.pop(goal, None)  # asked again with the next status message
+            else:
+                self._results[goal] = {"success": bool(result.success), "reason": result.reason,
+                                       "message": result.message}
 
     # ------------------------------------------------------------------ the ConsoleLink interface
     def views(self) -> list[dict[str, Any]]:
@@ -116,15 +143,22 @@ class ConsoleRosLink(LoggedNode):
         return data
 
     def task(self) -> dict[str, Any]:
+        """The newest task: its last stage, its status, and once it ended its result (``success``, ``reason``,
+        ``message``). ``{}`` before any task."""
         with self._lock:
             feedback = dict(self._feedback)
-            status = None
-            for goal_id, code in self._status.items():
-                if feedback and goal_id.hex().startswith(feedback.get("task_id", "-")):
-                    status = code
-        if feedback:
-            feedback["status"] = STATUS_NAMES.get(status, "") if status else ""
-        return feedback
+            newest = max(self._accepted, key=self._accepted.__getitem__, default=None)
+            known = {goal.hex()[:8] for goal in self._accepted}
+            if newest is None or (feedback and feedback["task_id"] not in known):
+                return {**feedback, "status": ""} if feedback else {}  # its status has not arrived yet
+            task_id = newest.hex()[:8]
+            task = feedback if feedback.get("task_id") == task_id else {"task_id": task_id}
+            code = self._status.get(newest)
+            task["status"] = STATUS_NAMES.get(code, "") if code else ""
+            result = self._results.get(newest)
+        if result is not None:
+            task["result"] = result
+        return task
 
     def instruct(self, instruction: str, dry_run: bool = False) -> dict[str, Any]:
         """The same call as ``robopin instruct``: the planner validates and answers at once."""
@@ -158,7 +192,9 @@ class ConsoleRosLink(LoggedNode):
                 arm_message = f"{self.arm_prefix}/stop did not answer within 10 s"
             else:
                 arm_ok, arm_message = bool(answer.success), answer.message
-        return {"ok": arm_ok, "canceled": canceled, "message": f"STOP: arm {arm_message}; {cancel_message}",
+        # The arm's stop is what Stop promises: when it was not confirmed, the answer says STOP FAILED first.
+        head = "STOP" if arm_ok else "STOP FAILED (the arm's stop was not confirmed)"
+        return {"ok": arm_ok, "canceled": canceled, "message": f"{head}: arm {arm_message}; {cancel_message}",
                 "arm": arm_message, "cancel": cancel_message}
 
 

@@ -1,0 +1,58 @@
+"""The console link's Task: the newest goal's status and, once it ended, its result (how and why), over real ROS."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.ros
+
+
+def test_the_link_reports_a_failed_task_with_its_reason(ros_context):
+    from rclpy.action import ActionServer
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.node import Node
+    from robopin_interfaces.action import ExecuteTask
+    from robopin_ros.operator_console import open_console_link
+
+    server_node = Node("test_fake_planner", context=ros_context, namespace="/linktest")
+
+    def execute(goal_handle):
+        goal_handle.publish_feedback(ExecuteTask.Feedback(stage="validating", step=0, detail=""))
+        time.sleep(0.3)
+        goal_handle.abort()
+        return ExecuteTask.Result(success=False, task_id="x", reason="model_declined",
+                                  message="the model gave no target: say which one")
+
+    ActionServer(server_node, ExecuteTask, "robopin/execute_task", execute)
+    executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
+    executor.add_node(server_node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    link = open_console_link(["static"], namespace="/linktest", initialize_logging=False)
+    try:
+        from rclpy.action import ActionClient
+
+        client = ActionClient(server_node, ExecuteTask, "robopin/execute_task")
+        assert client.wait_for_server(timeout_sec=20)
+        deadline = time.monotonic() + 10
+        while not link.link.result_client.service_is_ready() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        client.send_goal_async(ExecuteTask.Goal(instruction="put the duck on the red plate"))
+        deadline = time.monotonic() + 30
+        task = {}
+        while time.monotonic() < deadline:
+            task = link.link.task()
+            if task.get("result"):
+                break
+            time.sleep(0.1)
+        assert task.get("status") == "aborted", task
+        assert task["result"] == {"success": False, "reason": "model_declined",
+                                  "message": "the model gave no target: say which one"}, task
+        assert task.get("stage") == "validating"
+    finally:
+        link.close()
+        executor.shutdown()
+        server_node.destroy_node()
