@@ -101,3 +101,25 @@ def test_filters_still_apply_through_rclpy(ros_context, rosout):
         assert len(rosout("throttled line")) == 1 and not rosout("below the level")
     finally:
         node.destroy_node()
+
+
+def test_a_dropped_service_reply_is_reported_once_with_its_meaning():
+    import subprocess
+    import sys
+
+    # A process of its own: pytest records warnings instead of showing them. The text is what rclpy's
+    # Service.send_response warns with when rmw_send_response returns RMW_RET_TIMEOUT.
+    script = (
+        "import logging, warnings\n"
+        "logging.basicConfig(level=logging.INFO, format='%(message)s')\n"
+        "from robopin_ros.logs import explain_dropped_replies\n"
+        "explain_dropped_replies()\n"
+        "for _ in range(3):\n"
+        "    warnings.warn('failed to send response (timeout): client will not receive response', RuntimeWarning)\n"
+        "warnings.warn('another warning', RuntimeWarning)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.count("a service reply was dropped") == 1, run.stderr
+    assert "failed to send response" not in run.stderr, run.stderr
+    assert "another warning" in run.stderr, run.stderr

@@ -191,13 +191,65 @@ class _SocketWithoutProcessTimeout:
         return None
 
 
+class RepeatedLines(logging.Filter):
+    """Collapse a logger's repeated lines: the first passes, repeats are counted and reported once per
+    ``every_s`` ("... repeated 57 times in 5.0 s") and when another line comes.
+
+    The xArm SDK logs "xArm is not connected" from its connection check on every API call (its
+    ``xarm.core.utils.log`` logger, a StreamHandler on stdout of its own): a dropped controller printed 322 of
+    them before robopin's one line naming the fault, and an operator learns to skip the real warning.
+    """
+
+    def __init__(self, every_s: float = 5.0) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self.handlers: list[logging.Handler] = []  # where a held-back count is written (the logger's own)
+        self._lock = threading.Lock()
+        self._last: tuple[int, str] | None = None
+        self._repeats = 0
+        self._since_s = 0.0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.levelno, record.getMessage())
+        now = time.monotonic()
+        with self._lock:
+            if key == self._last:
+                self._repeats += 1
+                if now - self._since_s < self.every_s:
+                    return False
+                summary = self._summary(now)
+                record.msg, record.args = f"{key[1]} (repeated {summary})", ()
+                return True
+            if self._repeats and self._last is not None:
+                level, text = self._last
+                summary = logging.LogRecord(record.name, level, record.pathname, record.lineno,
+                                            f"{text} (repeated {self._summary(now)})", (), None)
+                for handler in self.handlers:
+                    handler.handle(summary)
+            self._last, self._repeats, self._since_s = key, 0, now
+            return True
+
+    def _summary(self, now: float) -> str:
+        text = f"{self._repeats} more time(s) in {now - self._since_s:.1f} s"
+        self._repeats, self._since_s = 0, now
+        return text
+
+
+_SDK_REPEATS = RepeatedLines()
+
+
 def _import_sdk() -> Any:
-    """Import ``xarm.wrapper.XArmAPI`` with the process-wide socket timeout side effect removed."""
+    """Import ``xarm.wrapper.XArmAPI`` with the process-wide socket timeout side effect removed, and its
+    logger's repeated lines collapsed (:class:`RepeatedLines`)."""
     from xarm.core.comm import socket_port
+    from xarm.core.utils.log import logger as sdk_logger
     from xarm.wrapper import XArmAPI
 
     if not isinstance(socket_port.socket, _SocketWithoutProcessTimeout):
         socket_port.socket = _SocketWithoutProcessTimeout()
+    if _SDK_REPEATS not in sdk_logger.filters:
+        _SDK_REPEATS.handlers = list(sdk_logger.handlers)
+        sdk_logger.addFilter(_SDK_REPEATS)
     return XArmAPI
 
 

@@ -18,7 +18,10 @@ the same search for the same reason.
 
 from __future__ import annotations
 
+import logging
 import sys
+import threading
+import warnings
 from typing import Any
 
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
@@ -26,7 +29,43 @@ from rclpy.impl.rcutils_logger import RcutilsLogger
 from rclpy.logging import LoggingSeverity
 from rclpy.node import Node
 
-__all__ = ["LoggedNode", "NodeLogger"]
+__all__ = ["LoggedNode", "NodeLogger", "explain_dropped_replies"]
+
+# rclpy's Service.send_response warns with this text when rmw_send_response returns RMW_RET_TIMEOUT:
+# rmw_fastrtps (rmw_response.cpp) waits a short time for the client's reply reader to be matched by the
+# server's reply writer and drops the reply if it is not. It happens to a client that called right after it
+# was discovered (bring-up, a CLI process). The callers that must have an answer ask again (the recorder's
+# parameter fetch, readiness polls), so the warning says nothing an operator can act on.
+_DROPPED_REPLY = "failed to send response"
+_dropped_lock = threading.Lock()
+_dropped_installed = False
+
+
+def explain_dropped_replies() -> None:
+    """Replace rclpy's "failed to send response (timeout)" RuntimeWarning by one line per process saying
+    what it means (installed once; every other warning is shown as before)."""
+    global _dropped_installed
+    with _dropped_lock:
+        if _dropped_installed:
+            return
+        _dropped_installed = True
+    previous = warnings.showwarning
+    reported = threading.Event()
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: PLR0917 (warnings.showwarning)
+        if issubclass(category, RuntimeWarning) and str(message).startswith(_DROPPED_REPLY):
+            if not reported.is_set():
+                reported.set()
+                logging.getLogger("robopin_ros").info(
+                    "a service reply was dropped: its client's reply reader was not matched yet (rmw_fastrtps "
+                    "drops a reply it cannot deliver at once; robopin's callers ask again). Reported once per "
+                    "process.")
+            return
+        previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    # Python's default filter shows a warning once per call site; every dropped reply must reach show().
+    warnings.filterwarnings("always", message=_DROPPED_REPLY, category=RuntimeWarning)
 
 
 class NodeLogger:
@@ -78,6 +117,10 @@ class NodeLogger:
 
 class LoggedNode(Node):
     """An rclpy ``Node`` whose ``get_logger()`` is a :class:`NodeLogger` (every robopin node derives from it)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        explain_dropped_replies()
+        super().__init__(*args, **kwargs)
 
     def get_logger(self) -> NodeLogger:  # type: ignore[override]
         logger = self.__dict__.get("_robopin_logger")
