@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from robopin.system.checks import check_system
+from robopin.system.node_parameters import check_parameter_names
 from robopin.system.schema import SystemFile, SystemFileError, parse_system, resolve_system_path
 
 __all__ = ["in_namespace", "load_system", "system_from_dict"]
@@ -18,6 +19,8 @@ def system_from_dict(data: Mapping[str, Any], *, source: str | Path = "<dict>") 
     """Build and validate a :class:`SystemFile` from parsed YAML; errors name ``source`` and the key."""
     system = parse_system(data, source=source)
     check_system(system)
+    # Every node parameter, nested-setting key and backend option must be one its node takes (before any starts).
+    check_parameter_names(system)
     return system
 
 
