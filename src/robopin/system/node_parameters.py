@@ -125,8 +125,10 @@ class ParameterProblem:
             hint = f"; did you mean {best!r}?"
         elif parameter is not None:
             hint = f"; did you mean the node parameter {parameter!r} (beside {self.path[0]}, not in it)?"
-        else:
+        elif len(self.known) <= 16:
             hint = f"; expected one of {sorted(self.known)}"
+        else:
+            hint = f"; none of its {len(self.known)} names is close (robopin.system.node_parameters lists them)"
         return f"{where}node {self.node!r} ({self.executable}): {what}{hint}"
 
 
