@@ -18,9 +18,10 @@ __all__ = ["in_namespace", "load_system", "system_from_dict"]
 def system_from_dict(data: Mapping[str, Any], *, source: str | Path = "<dict>") -> SystemFile:
     """Build and validate a :class:`SystemFile` from parsed YAML; errors name ``source`` and the key."""
     system = parse_system(data, source=source)
-    check_system(system)
-    # Every node parameter, nested-setting key and backend option must be one its node takes (before any starts).
+    # Every node parameter, nested-setting key and backend option must be one its node takes: checked first, as a
+    # misspelled key (views, backend) would otherwise surface as a disagreement between the nodes.
     check_parameter_names(system)
+    check_system(system)
     return system
 
 

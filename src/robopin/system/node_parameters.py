@@ -176,24 +176,32 @@ def _backend_class(family: str, type_name: Any) -> type | None:
 class _Schema:
     """How one nested setting's keys are checked: the config class that reads it, and keys it takes besides."""
 
-    config: Callable[[Mapping[str, Any], Mapping[str, Any]], tuple[type | None, str]]
+    # (setting, node parameters) -> (config class, how to name it, the names that would have chosen its type
+    # when it was assumed: a key misspelling one of those is why the class may be the wrong one)
+    config: Callable[[Mapping[str, Any], Mapping[str, Any]], tuple[type | None, str, frozenset[str]]]
     extra: frozenset[str] = frozenset()
 
 
-def _backend(family: str, default_type: str, type_parameter: str = "") -> Callable[..., tuple[type | None, str]]:
-    def config(setting: Mapping[str, Any], parameters: Mapping[str, Any]) -> tuple[type | None, str]:
-        type_name = setting.get("type") or (parameters.get(type_parameter) if type_parameter else None) or default_type
+def _backend(family: str, default_type: str, type_parameter: str = "") -> Callable[..., Any]:
+    def config(setting: Mapping[str, Any], parameters: Mapping[str, Any]) -> tuple[type | None, str, frozenset[str]]:
+        given = setting.get("type") or (parameters.get(type_parameter) if type_parameter else None)
+        type_name = given or default_type
         cls = _backend_class(family, type_name)
-        return cls, f"{cls.__name__} ({family} type {type_name!r})" if cls is not None else ""
+        if cls is None:
+            return None, "", frozenset()
+        if given:
+            return cls, f"{cls.__name__} ({family} type {type_name!r})", frozenset()
+        selectors = frozenset({"type", type_parameter} - {""})
+        return cls, f"{cls.__name__} ({family} type {type_name!r}, assumed: none given)", selectors
     return config
 
 
-def _fixed(module: str, name: str) -> Callable[..., tuple[type | None, str]]:
-    def config(setting: Mapping[str, Any], parameters: Mapping[str, Any]) -> tuple[type | None, str]:
+def _fixed(module: str, name: str) -> Callable[..., Any]:
+    def config(setting: Mapping[str, Any], parameters: Mapping[str, Any]) -> tuple[type | None, str, frozenset[str]]:
         import importlib
 
         cls = getattr(importlib.import_module(module), name)
-        return cls, cls.__name__
+        return cls, cls.__name__, frozenset()
     return config
 
 
@@ -226,7 +234,7 @@ def _nested_problems(node: NodeSpec, setting: str) -> list[ParameterProblem]:
     value = _mapping(node.parameters.get(setting))
     if schema is None or not value:
         return []
-    cls, owner = schema.config(value, node.parameters)
+    cls, owner, selectors = schema.config(value, node.parameters)
     if cls is None:
         return []
     given = {k: v for k, v in value.items() if k not in schema.extra}
@@ -239,7 +247,10 @@ def _nested_problems(node: NodeSpec, setting: str) -> list[ParameterProblem]:
             frozenset(known | schema.extra) if top_level else frozenset(known),
             # A node parameter written inside the setting (camera options: {backedn: sim}) is suggested too.
             parameters=NODE_PARAMETERS.get(node.executable, frozenset()) if top_level else frozenset()))
-    return problems
+    # The type was assumed (no backend given) and a key misspells what would have given it (options: {backedn: sim}):
+    # that key is the mistake; the others were judged against a backend nobody asked for.
+    chosen = [p for p in problems if len(p.path) == 2 and nearest_name(p.key, selectors) is not None]
+    return chosen or problems
 
 
 def parameter_problems(system: SystemFile) -> list[ParameterProblem]:
