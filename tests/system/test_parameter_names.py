@@ -83,21 +83,26 @@ def test_a_misspelled_parameter_of_every_sim_node_is_refused_with_the_nearest_na
             f"did you mean {key!r}?") in str(error)
 
 
-@pytest.mark.parametrize(("system", "node", "old", "new", "meant"), [
-    ("sim_panda", "motion_planner_node", "      workspace: {min_xyz: [0.1, -0.6, -0.05], max_xyz: [0.95, 0.6, 0.8]}",
-     "      workspcae: {min_xyz: [0.1, -0.6, -0.05], max_xyz: [0.95, 0.6, 0.8]}", "workspace"),
-    ("sim_panda", "projection_node", "      workspace: {min_xyz: [0.1, -0.6, -0.05], max_xyz: [0.95, 0.6, 0.6]}\n"
-     "      max_frame_age_s", "      workspce: {min_xyz: [0.1, -0.6, -0.05], max_xyz: [0.95, 0.6, 0.6]}\n"
-     "      max_frame_age_s", "workspace"),
-    ("sim_xarm6", "state_publisher_node", "      robot: xarm6\n      views: [static, wrist]\n      sim_world",
-     "      robot: xarm6\n      views: [static, wrist]\n      state_rate_hzz: 10.0\n      sim_world", None),
-    ("sim_panda", "arm_driver", "      state_rate_hz: 30.0", "      state_rate_hzz: 30.0", "state_rate_hz"),
+_PANDA_MOTION_WORKSPACE = "      workspace: {min_xyz: [0.1, -0.6, -0.05], max_xyz: [0.95, 0.6, 0.8]}"
+_PANDA_PROJECTION_WORKSPACE = ("      workspace: {min_xyz: [0.1, -0.6, -0.05], max_xyz: [0.95, 0.6, 0.6]}\n"
+                               "      max_frame_age_s")
+_XARM_STATE_PUBLISHER = "      robot: xarm6\n      views: [static, wrist]\n      sim_world"
+
+
+@pytest.mark.parametrize(("system", "node", "edit", "meant"), [
+    ("sim_panda", "motion_planner_node", (_PANDA_MOTION_WORKSPACE, "workspace:", "workspcae:"), "workspace"),
+    ("sim_panda", "projection_node", (_PANDA_PROJECTION_WORKSPACE, "workspace:", "workspce:"), "workspace"),
+    # The state publisher has no rate: nothing is close, so its parameters are listed.
+    ("sim_xarm6", "state_publisher_node", (_XARM_STATE_PUBLISHER, "sim_world", "state_rate_hzz: 10.0\n      sim_world"),
+     None),
+    ("sim_panda", "arm_driver", ("      state_rate_hz: 30.0", "state_rate_hz:", "state_rate_hzz:"), "state_rate_hz"),
 ])
-def test_the_issue_typos_are_refused_on_their_line(tmp_path, system, node, old, new, meant):
+def test_the_issue_typos_are_refused_on_their_line(tmp_path, system, node, edit, meant):
     text = _text(system)
-    assert text.count(old) == 1, old
-    edited = text.replace(old, new)
-    key = new.split(":")[0].split("\n")[-1].strip() if meant else "state_rate_hzz"
+    block, old, new = edit
+    assert text.count(block) == 1, block
+    edited = text.replace(block, block.replace(old, new, 1))
+    key = new.split(":")[0]
     error = _refusal(_write(tmp_path, edited))
     [problem] = error.problems
     assert (problem.node, problem.key, problem.suggestion) == (node, key, meant)
@@ -150,24 +155,26 @@ def test_a_misspelled_safety_setting_is_refused_by_name_not_as_a_type_error(tmp_
         make_arm_config("sim", {"safety": {"state_max_age": 10.0}})
 
 
-@pytest.mark.parametrize(("old", "new", "path", "owner", "meant"), [
-    ("vlm: {type: oracle,", "vlm: {type: oracle, wrld: workcell,", ("vlm", "wrld"),
+_WRIST_CAMERA = ("  camera_wrist:\n    executable: camera_node\n    parameters:\n      name: wrist\n"
+                 "      backend: sim\n      fps: 1\n      options: {world: workcell}")
+
+
+@pytest.mark.parametrize(("edit", "path", "owner", "meant"), [
+    (("vlm: {type: oracle,", "vlm: {type: oracle, wrld: workcell,"), ("vlm", "wrld"),
      "OracleBackendConfig (VLM backend type 'oracle')", "world"),
-    ("        cross_view_check: true", "        cross_veiw_check: true", ("reasoning", "cross_veiw_check"),
+    (("        cross_view_check: true", "        cross_veiw_check: true"), ("reasoning", "cross_veiw_check"),
      "ReasoningConfig", "cross_view_check"),
-    ("planner: {type: roboplan, timeout_s: 3.0}", "planner: {type: roboplan, timeout: 3.0}", ("planner", "timeout"),
+    (("planner: {type: roboplan, timeout_s: 3.0}", "planner: {type: roboplan, timeout: 3.0}"), ("planner", "timeout"),
      "RoboplanPlannerConfig (planner type 'roboplan')", "timeout_s"),
-    ("      workspace: {min_xyz: [0.1, -0.6, -0.05], max_xyz: [0.95, 0.6, 0.8]}",
-     "      workspace: {min_xyz: [0.1, -0.6, -0.05], max_xzy: [0.95, 0.6, 0.8]}", ("workspace", "max_xzy"),
+    ((_PANDA_MOTION_WORKSPACE, _PANDA_MOTION_WORKSPACE.replace("max_xyz", "max_xzy")), ("workspace", "max_xzy"),
      "WorkspaceBox", "max_xyz"),
-    ("  camera_wrist:\n    executable: camera_node\n    parameters:\n      name: wrist\n      backend: sim\n"
-     "      fps: 1\n      options: {world: workcell}",
-     "  camera_wrist:\n    executable: camera_node\n    parameters:\n      name: wrist\n      backend: sim\n"
-     "      fps: 1\n      options: {wold: workcell}", ("options", "wold"), "SimCameraConfig (camera type 'sim')", "world"),
+    ((_WRIST_CAMERA, _WRIST_CAMERA.replace("{world:", "{wold:")), ("options", "wold"),
+     "SimCameraConfig (camera type 'sim')", "world"),
 ])
-def test_keys_of_nested_settings_and_backend_options_are_checked_against_their_config(tmp_path, old, new, path, owner,
+def test_keys_of_nested_settings_and_backend_options_are_checked_against_their_config(tmp_path, edit, path, owner,
                                                                                       meant):
     text = _text("sim_panda")
+    old, new = edit
     assert text.count(old) == 1, old
     error = _refusal(_write(tmp_path, text.replace(old, new)))
     [problem] = error.problems
