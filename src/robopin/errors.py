@@ -7,7 +7,10 @@ processes print those in one line with the class name; anything else is a bug an
 
 from __future__ import annotations
 
-__all__ = ["is_named_error", "one_line"]
+import difflib
+from collections.abc import Iterable
+
+__all__ = ["did_you_mean", "is_named_error", "nearest_name", "one_line"]
 
 
 def is_named_error(error: BaseException) -> bool:
@@ -20,3 +23,15 @@ def one_line(error: BaseException) -> str:
     """``ClassName: message`` (the class name alone when there is no message)."""
     message = str(error)
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def nearest_name(name: object, candidates: Iterable[str]) -> str | None:
+    """The candidate closest to ``name`` (difflib), or None when none is close enough to be a typo of it."""
+    matches = difflib.get_close_matches(str(name), sorted({str(c) for c in candidates}), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def did_you_mean(name: object, candidates: Iterable[str]) -> str:
+    """``"; did you mean 'workspace'?"`` for a misspelled ``name``, or ``""`` when no candidate is close."""
+    best = nearest_name(name, candidates)
+    return f"; did you mean {best!r}?" if best is not None else ""

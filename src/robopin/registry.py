@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
+
+from robopin.errors import nearest_name
 
 __all__ = [
     "DuplicateTypeError",
@@ -27,7 +30,9 @@ __all__ = [
     "RegisteredConfig",
     "Registry",
     "UnknownTypeError",
+    "config_fields",
     "registered_type",
+    "unknown_keys",
 ]
 
 ConfigT = TypeVar("ConfigT")
@@ -172,7 +177,9 @@ class Registry(Generic[ConfigT, BackendT]):
             return table[type_name]
         declaration = self._declared.get(type_name) if isinstance(type_name, str) else None
         if declaration is None:
-            message = f"unknown {self.family} type {type_name!r}; expected one of {list(self.types())}"
+            best = nearest_name(type_name, self.types()) if isinstance(type_name, str) else None
+            hint = f" (did you mean {best!r}?)" if best is not None else ""
+            message = f"unknown {self.family} type {type_name!r}{hint}; expected one of {list(self.types())}"
             raise self._unknown(type_name, message)
         module = declaration.config_module if config else declaration.module
         self._import(type_name, module, declaration.requires)
@@ -210,12 +217,14 @@ class Registry(Generic[ConfigT, BackendT]):
             )
         type_name = values.pop("type")
         cls = self.config_class(type_name)
-        known = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
-        unknown = sorted(set(values) - known)
+        known = config_fields(cls)
+        unknown = sorted(set(values) - known, key=str)
         if unknown:
+            hints = "".join(f" {key!r}: did you mean {best!r}?" for key in unknown
+                            if (best := nearest_name(key, known)) is not None)
             raise self._config_error(
                 f"unknown field(s) {unknown} for {self.family} type {type_name!r} ({cls.__name__} has no field "
-                f"of that name); expected some of {sorted(known)}"
+                f"of that name);{hints} expected some of {sorted(known)}"
             )
         return cls(**values)
 
@@ -229,6 +238,41 @@ class Registry(Generic[ConfigT, BackendT]):
                 f"{self.family} {type_name!r} expects a {expected.__name__}, got {type(config).__name__}"
             )
         return backend(config, *args, **kwargs)
+
+
+def config_fields(cls: type) -> set[str]:
+    """The keys a config dataclass takes (its ``__init__`` fields)."""
+    return {f.name for f in dataclasses.fields(cls) if f.init}
+
+
+def _dataclass_of(hint: Any) -> type | None:
+    """The dataclass a field's type names (``X``, ``X | None``, ``Optional[X]``), or None."""
+    if isinstance(hint, type):
+        return hint if dataclasses.is_dataclass(hint) else None
+    for arg in typing.get_args(hint):
+        if isinstance(arg, type) and dataclasses.is_dataclass(arg):
+            return arg
+    return None
+
+
+def unknown_keys(cls: type, values: Mapping[str, Any]) -> list[tuple[tuple[str, ...], type, set[str]]]:
+    """Every key of ``values`` (a YAML-style mapping) that config dataclass ``cls`` does not take, at any depth.
+
+    Returns ``(path, owner, known)`` per unknown key: ``path`` from ``values`` down to the key, ``owner`` the
+    dataclass it was looked up in and ``known`` that class's keys. A field typed as a dataclass
+    (``safety: SafetyConfig``) given as a mapping is searched too; other mappings are free-form.
+    """
+    known = config_fields(cls)
+    found: list[tuple[tuple[str, ...], type, set[str]]] = [((key,), cls, known) for key in values if key not in known]
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # a forward reference only a type checker resolves: look no deeper
+        hints = {}
+    for key, value in values.items():
+        inner = _dataclass_of(hints.get(key)) if key in known else None
+        if inner is not None and isinstance(value, Mapping):
+            found += [((key, *path), owner, names) for path, owner, names in unknown_keys(inner, value)]
+    return found
 
 
 def _origin(obj: Any) -> str:

@@ -7,7 +7,7 @@ import copy
 import pytest
 import yaml
 
-from robopin.system import SystemFileError, load_system, parse_argument_overrides, system_from_dict
+from robopin.system import NodeSpec, SystemFileError, load_system, parse_argument_overrides, system_from_dict
 
 SIM = {
     "name": "tiny_sim",
@@ -16,7 +16,8 @@ SIM = {
     "sim": {"scenario": "spatial", "seed": 3, "world": "cell"},
     "arguments": {
         "dry_run": {"default": False, "sets": ["arm.options.dry_run"]},
-        "robot_ip": {"default": "10.0.0.1", "env": "TEST_ROBOT_IP", "sets": ["arm.options.ip"]},
+        # A key the sim arm takes: a target its node does not take is refused at load (system.node_parameters).
+        "arm_name": {"default": "arm1", "env": "TEST_ARM_NAME", "sets": ["arm.options.name"]},
     },
     "nodes": {
         "camera_static": {"executable": "camera_node",
@@ -100,15 +101,16 @@ def test_ros_parameters_turn_mappings_into_yaml_strings_the_nodes_parse():
 
 
 def test_ros_parameter_lists_are_typed_the_way_ros_needs():
-    system = build(nodes__motion_planner_node__parameters={"robot": "panda", "mixed": [1, 2.5], "empty": [],
-                                                          "nested": [{"a": 1}]})
-    parameters = system.node("motion_planner_node").ros_parameters()
+    # Made-up parameter names: a system file naming them is refused (system.node_parameters), so the node alone.
+    node = NodeSpec("motion_planner_node", "motion_planner_node",
+                    {"robot": "panda", "mixed": [1, 2.5], "empty": [], "nested": [{"a": 1}]})
+    parameters = node.ros_parameters()
     assert parameters["mixed"] == [1.0, 2.5] and all(isinstance(v, float) for v in parameters["mixed"])
     assert parameters["empty"] == [""]  # ROS cannot type an empty list; the nodes drop '' entries
     assert yaml.safe_load(parameters["nested"]) == [{"a": 1}]
-    bad = build(nodes__motion_planner_node__parameters={"robot": "panda", "odd": [1, "two"]})
+    bad = NodeSpec("motion_planner_node", "motion_planner_node", {"robot": "panda", "odd": [1, "two"]})
     with pytest.raises(SystemFileError, match=r"motion_planner_node\.odd: a list must hold one type"):
-        bad.node("motion_planner_node").ros_parameters()
+        bad.ros_parameters()
 
 
 def test_exporting_before_applying_arguments_is_refused():
@@ -119,18 +121,18 @@ def test_exporting_before_applying_arguments_is_refused():
 def test_arguments_command_line_beats_environment_beats_default():
     system = build()
     default = system.with_arguments({}, environ={})
-    assert default.node("arm").parameters["options"]["ip"] == "10.0.0.1"
+    assert default.node("arm").parameters["options"]["name"] == "arm1"
     assert default.node("arm").parameters["options"]["dry_run"] is False
-    from_env = system.with_arguments({}, environ={"TEST_ROBOT_IP": "10.0.0.7"})
-    assert from_env.node("arm").parameters["options"]["ip"] == "10.0.0.7"
-    given = system.with_arguments({"robot_ip": "10.0.0.9", "dry_run": "true"}, environ={"TEST_ROBOT_IP": "x"})
-    assert given.node("arm").parameters["options"] == {"robot": "panda", "world": "cell", "ip": "10.0.0.9",
+    from_env = system.with_arguments({}, environ={"TEST_ARM_NAME": "arm7"})
+    assert from_env.node("arm").parameters["options"]["name"] == "arm7"
+    given = system.with_arguments({"arm_name": "arm9", "dry_run": "true"}, environ={"TEST_ARM_NAME": "x"})
+    assert given.node("arm").parameters["options"] == {"robot": "panda", "world": "cell", "name": "arm9",
                                                        "dry_run": True}
-    assert system.node("arm").parameters["options"].get("ip") is None  # the original is untouched
+    assert system.node("arm").parameters["options"].get("name") is None  # the original is untouched
 
 
 def test_the_arguments_that_set_a_node_are_found_by_node_name():
-    assert [a.name for a in build().arguments_setting("arm")] == ["dry_run", "robot_ip"]
+    assert [a.name for a in build().arguments_setting("arm")] == ["dry_run", "arm_name"]
     system = build(arguments={"world": {"sets": ["camera_wrist.options.world", "arm.options.world"]}})
     assert [a.name for a in system.arguments_setting("arm")] == ["world"]
     assert [a.name for a in system.arguments_setting("camera_wrist")] == ["world"]
@@ -145,8 +147,8 @@ def test_arguments_edit_parameters_written_as_yaml_strings():
 
 
 def test_unknown_arguments_and_targets_are_named():
-    with pytest.raises(SystemFileError, match=r"no argument\(s\) \['robot_iq'\]; arguments: \['dry_run', 'robot_ip'\]"):
-        build().with_arguments({"robot_iq": "1"}, environ={})
+    with pytest.raises(SystemFileError, match=r"no argument\(s\) \['arm_nme'\]; arguments: \['arm_name', 'dry_run'\]"):
+        build().with_arguments({"arm_nme": "1"}, environ={})
     broken = build(arguments={"x": {"sets": ["ghost.param"]}})
     with pytest.raises(SystemFileError, match=r"sets 'ghost\.param', but there is no node 'ghost'"):
         broken.with_arguments({}, environ={})

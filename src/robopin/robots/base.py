@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from robopin.registry import RegisteredBackend, RegisteredConfig, Registry
+from robopin.errors import nearest_name
+from robopin.registry import RegisteredBackend, RegisteredConfig, Registry, config_fields
 from robopin.robots.description import RobotDescription, available_descriptions, load_description
 from robopin.robots.errors import (
     ArmBusyError,
@@ -116,6 +117,12 @@ class ArmConfig(RegisteredConfig, registry=ARMS):
 
     def __post_init__(self) -> None:
         if isinstance(self.safety, Mapping):
+            known = config_fields(SafetyConfig)
+            unknown = sorted(set(self.safety) - known, key=str)
+            if unknown:
+                hints = "".join(f" {key!r}: did you mean {best!r}?" for key in unknown
+                                if (best := nearest_name(key, known)) is not None)
+                raise ArmConfigError(f"unknown safety setting(s) {unknown};{hints} expected some of {sorted(known)}")
             self.safety = SafetyConfig(**self.safety)
         if not isinstance(self.safety, SafetyConfig):
             raise ArmConfigError(f"safety must be a SafetyConfig or a mapping, got {type(self.safety).__name__}")

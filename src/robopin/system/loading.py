@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from robopin.system.checks import check_system
+from robopin.system.node_parameters import check_parameter_names
 from robopin.system.schema import SystemFile, SystemFileError, parse_system, resolve_system_path
 
 __all__ = ["in_namespace", "load_system", "system_from_dict"]
@@ -17,6 +18,9 @@ __all__ = ["in_namespace", "load_system", "system_from_dict"]
 def system_from_dict(data: Mapping[str, Any], *, source: str | Path = "<dict>") -> SystemFile:
     """Build and validate a :class:`SystemFile` from parsed YAML; errors name ``source`` and the key."""
     system = parse_system(data, source=source)
+    # Every node parameter, nested-setting key and backend option must be one its node takes: checked first, as a
+    # misspelled key (views, backend) would otherwise surface as a disagreement between the nodes.
+    check_parameter_names(system)
     check_system(system)
     return system
 

@@ -37,6 +37,7 @@ from robopin.env import apply_ros_environment
 from robopin.system import SystemFile, SystemFileError
 from robopin.system.task_run import BringupError
 from robopin_ros.actions import wait_future
+from robopin_ros.parameters import refuse_undeclared_parameters
 from robopin_ros.runtime import (
     PARENT_PID_ENV,
     SHUTDOWN_EXIT_S,
@@ -386,6 +387,7 @@ class Bringup:
             node.destroy_node()
             raise SystemFileError(f"node {name!r}: {cls.__name__} always names itself {actual!r}; use that name "
                                   "in the system file")
+        node = refuse_undeclared_parameters(node)  # a parameter it does not declare: refused, the node destroyed
         logger.info("started %s (%s)", name, executable)
         return node
 

@@ -4,6 +4,7 @@ Every node declares through :func:`declare`, so each parameter carries a descrip
 unless its node's set-parameters callback really applies a change at run time, and carries the range
 rclpy enforces (on the override at start and on every later set) where one holds. Nested settings
 (``vlm``, ``reasoning``, ...) are declared by :func:`declare_nested` as dotted parameters, one per key.
+:func:`refuse_undeclared_parameters` refuses a node given a parameter it does not declare (rcl drops those silently).
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.exceptions import InvalidParameterValueException
 from rclpy.node import Node
 
+from robopin.errors import did_you_mean
 from robopin.system.nested import flatten_setting, setting_from_parameters
+from robopin.system.node_parameters import VIEW_TOPIC_PREFIX
+from robopin.system.schema import SystemFileError
 
 # rcl_interfaces IntegerRange holds int64 bounds.
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -90,3 +94,33 @@ def nested_value(node: Node, name: str, changed: Mapping[str, Any] | None = None
     values = {f"{name}.{key}": parameter.value for key, parameter in node.get_parameters_by_prefix(name).items()}
     values[name] = node.get_parameter(name).value
     return setting_from_parameters(name, values, changed)
+
+
+class UndeclaredParameterError(SystemFileError):
+    """A node was given (``--params-file``, ``-p``, a system file) a parameter it does not declare."""
+
+
+# Overrides rclpy itself may declare later (QoS overrides of a publisher or subscription that allows them).
+_DECLARED_LATER = ("qos_overrides.",)
+
+
+def undeclared_parameters(node: Node) -> list[str]:
+    """The parameter overrides ``node`` was started with that it has not declared (rcl would drop them silently)."""
+    return sorted(name for name in node._parameter_overrides
+                  if not node.has_parameter(name) and not name.startswith(_DECLARED_LATER))
+
+
+def refuse_undeclared_parameters(node: Node) -> Node:
+    """``node`` itself, once constructed, unless it was given a parameter it does not declare: then it is destroyed
+    and :class:`UndeclaredParameterError` names each such parameter with the nearest declared name."""
+    unknown = undeclared_parameters(node)
+    if not unknown:
+        return node
+    declared = [name for name in node._parameters if not name.startswith(f"{VIEW_TOPIC_PREFIX}.")]
+    lines = [f"  parameter {name!r} is not declared by {type(node).__name__}{did_you_mean(name, declared)}"
+             for name in unknown]
+    fqn = node.get_fully_qualified_name()
+    node.destroy_node()
+    raise UndeclaredParameterError("\n".join(
+        [f"node {fqn!r}: {len(unknown)} parameter(s) given that it does not declare (it would ignore them):",
+         *lines]))

@@ -35,6 +35,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from robopin.env import apply_ros_environment
 from robopin.errors import is_named_error, one_line
+from robopin_ros.parameters import refuse_undeclared_parameters
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 logger = logging.getLogger(__name__)
@@ -297,7 +298,7 @@ def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads:
 
     try:
         try:
-            node = node_factory()
+            node = refuse_undeclared_parameters(node_factory())  # a parameter it does not declare: refused
         except Exception as error:
             if not is_named_error(error):
                 raise  # a bug: keep the traceback
