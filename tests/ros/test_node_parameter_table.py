@@ -26,11 +26,6 @@ from tests.ros.rostest_utils import wait_for
 
 pytestmark = pytest.mark.ros
 
-# Declared in the table ahead of the node: planner_node's ready_wait_s is being added on main by a concurrent
-# change. Remove an entry once the node declares it (the test then insists on it like any other).
-PENDING_IN_NODES = {("planner_node", "ready_wait_s")}
-
-
 def _top_level(executable: str, names: list[str]) -> set[str]:
     """``names`` without rclpy's own, the dotted keys of nested settings and the per-view camera topic settings."""
     nested = NESTED_SETTINGS[executable]
@@ -68,7 +63,7 @@ def test_every_live_node_declares_exactly_the_tables_parameters(system_name):
         for name, node in bringup.nodes.items():
             executable = system.node(name).executable
             live = _top_level(executable, list(node._parameters))
-            table = {p for p in NODE_PARAMETERS[executable] if (executable, p) not in PENDING_IN_NODES or p in live}
+            table = set(NODE_PARAMETERS[executable])
             assert live == table, (f"{name} ({executable}): declared but not in the table {sorted(live - table)}, "
                                    f"in the table but not declared {sorted(table - live)}")
             seen.add(name)
