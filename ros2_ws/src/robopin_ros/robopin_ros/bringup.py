@@ -173,12 +173,25 @@ class NodeProcess:
         return self.process.returncode
 
 
+def _process_alive(pid16: int) -> bool:
+    """Whether a process of this host has an id whose low 16 bits are ``pid16`` (see :class:`GraphProbe`)."""
+    try:
+        return any(int(entry) & 0xFFFF == pid16 for entry in os.listdir("/proc") if entry.isdigit())
+    except OSError:
+        return True  # cannot tell: count it as alive
+
+
 class GraphProbe:
     """A participant of its own in the ROS graph, made before a stack's nodes, to find another stack there.
 
-    The rmw's discovery threads fill the graph cache; nothing needs to spin. A participant already in the
-    domain answers a new one's announcements within about 0.1 s on loopback (Fast DDS sends its initial
-    announcements every 0.1 s), so :data:`DISCOVERY_S` from the probe's start is ample.
+    Another stack shows as servers of robopin's actions in this namespace (their ``_action/status``
+    publishers). The rmw's discovery threads fill the graph cache; nothing needs to spin, and a participant
+    already in the domain is found well within :data:`DISCOVERY_S` on loopback. A Fast DDS GUID prefix holds
+    the host id (bytes 2-3), the low 16 bits of the process id (4-5) and a per-process random (6-7) (Fast DDS
+    ``GuidUtils.hpp``, ``is_on_same_process_as`` compares bytes 2-7), read from each endpoint's gid: servers of
+    this very process (a stack it closed: its participant leaves the graph only once Python frees the context)
+    and of a dead process of this host (killed: it stays until its 20 s participant lease ends) are not another
+    stack; a live one is named with its process id.
     """
 
     DISCOVERY_S = 1.5
@@ -186,6 +199,7 @@ class GraphProbe:
     def __init__(self, namespace: str) -> None:
         import rclpy
         from rclpy.context import Context
+        from std_msgs.msg import Empty
 
         self.namespace = namespace or "/"
         self.started_s = time.monotonic()
@@ -193,31 +207,50 @@ class GraphProbe:
         rclpy.init(args=["robopin_up_probe"], context=self._context, signal_handler_options=SignalHandlerOptions.NO)
         self._node = rclpy.create_node("robopin_up_probe", context=self._context, start_parameter_services=False,
                                        enable_rosout=False)
+        # An endpoint of our own, to read this process's host and process bytes from its gid.
+        self._own_topic = f"/_robopin_up_probe/pid{os.getpid()}"
+        self._own_publisher = self._node.create_publisher(Empty, self._own_topic, 1)
+        self._own: bytes | None = None
 
-    def other_stack(self, system: SystemFile) -> list[str]:
-        """Nodes of another stack in this namespace: the system's own node names taken, or a task action served."""
+    def _own_prefix(self) -> bytes | None:
+        if self._own is None:
+            infos = self._node.get_publishers_info_by_topic(self._own_topic)
+            self._own = bytes(infos[0].endpoint_gid)[:12] if infos else None
+        return self._own
+
+    def other_stack(self) -> list[str]:
+        """Servers of robopin's actions in this namespace that belong to another living process."""
         from robopin.system.names import absolute_name
 
-        ours = {absolute_name(spec.name, self.namespace) for spec in system.nodes}
-        running = {absolute_name(name, ns) for name, ns in self._node.get_node_names_and_namespaces()}
-        found = sorted(ours & running)
-        status = absolute_name("robopin/execute_task/_action/status", self.namespace)
-        for info in self._node.get_publishers_info_by_topic(status):
-            server = absolute_name(info.node_name, info.node_namespace)
-            if server not in found:
-                found.append(f"{server} (serves {status.rsplit('/_action', 1)[0]})")
-        return found
+        own = self._own_prefix()
+        if own is None:  # our own endpoint is not in the graph cache yet: nothing can be judged
+            return []
+        prefix = absolute_name("robopin/", self.namespace)
+        found: dict[str, str] = {}
+        for topic, _types in self._node.get_topic_names_and_types():
+            if not (topic.startswith(prefix) and topic.endswith("/_action/status")):
+                continue
+            for info in self._node.get_publishers_info_by_topic(topic):
+                gid = bytes(info.endpoint_gid)
+                same_host = gid[2:4] == own[2:4]
+                pid16 = int.from_bytes(gid[4:6], "little")
+                if gid[2:8] == own[2:8] or (same_host and not _process_alive(pid16)):
+                    continue
+                node = absolute_name(info.node_name, info.node_namespace)
+                where = f"process {pid16} on this host" if same_host else "another host"
+                found.setdefault(node, f"{node} ({where}; serves {topic.rsplit('/_action', 1)[0]})")
+        return [found[node] for node in sorted(found)]
 
     def refuse_other_stack(self, system: SystemFile) -> None:
         """Raise :class:`StackConflictError` naming the other stack's nodes when one runs in this namespace."""
         while True:
-            found = self.other_stack(system)
+            found = self.other_stack()
             if found:
                 domain = os.environ.get("ROS_DOMAIN_ID", "0")
                 raise StackConflictError(
-                    f"another robopin stack already runs in namespace {self.namespace} of ROS domain {domain}: "
-                    f"{', '.join(found)}. One stack serves a namespace: stop the other one, or start this one "
-                    "with another namespace (--namespace) or ROS_DOMAIN_ID")
+                    f"{system.name}: another robopin stack already runs in namespace {self.namespace} of ROS domain "
+                    f"{domain}: {', '.join(found)}. One stack serves a namespace: stop the other one, or start this "
+                    "one with another namespace (--namespace) or ROS_DOMAIN_ID")
             if time.monotonic() - self.started_s >= self.DISCOVERY_S:
                 return
             time.sleep(0.05)
