@@ -489,13 +489,18 @@ def test_a_second_stack_in_the_same_domain_and_namespace_is_refused(stack, ros_w
     assert task.wait(300) == 0, task.output
 
 
+def _own_stack(stack: _Process, cwd: Path) -> _Process:
+    """A stack of the test's own, the module's stopped first: one stack serves a namespace."""
+    if stack.popen.poll() is None:
+        stack.popen.send_signal(signal.SIGTERM)
+        assert stack.wait(60) == 0, stack.output[-4000:]
+    return _start_stack(cwd)
+
+
 def test_sigterm_to_up_mid_motion_stops_the_arm_ends_the_goal_and_closes_the_bag(stack, ros_watch, tmp_path):
     from robopin.bags import TrialBag
 
-    # Its own stack: this test ends it. The module's stack is stopped first so the two never share a graph.
-    stack.popen.send_signal(signal.SIGTERM)
-    assert stack.wait(60) == 0, stack.output[-4000:]
-    up = _start_stack(tmp_path)
+    up = _own_stack(stack, tmp_path)  # this test ends it
     try:
         task = _instruct_until_moving(tmp_path, ros_watch)
         t0 = time.monotonic()
@@ -526,10 +531,7 @@ def test_sigterm_to_up_mid_motion_stops_the_arm_ends_the_goal_and_closes_the_bag
 
 def test_sigkill_on_up_mid_task_ends_instruct_with_a_named_error(stack, ros_watch, tmp_path):
     # Last in the module: a stack killed outright stays in the DDS graph until its participant lease ends.
-    if stack.popen.poll() is None:  # its own stack: the module's is stopped first (one stack per namespace)
-        stack.popen.send_signal(signal.SIGTERM)
-        assert stack.wait(60) == 0, stack.output[-4000:]
-    up = _start_stack(tmp_path)
+    up = _own_stack(stack, tmp_path)
     try:
         task = _instruct_until_moving(tmp_path, ros_watch)
         t0 = time.monotonic()
