@@ -9,6 +9,7 @@ cancels it when its time is up or the caller stops it.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -267,3 +268,65 @@ class HeartbeatWatch:
         with self._lock:
             heard = self._heard.get(goal)
         return None if heard is None else time.monotonic() - heard
+
+
+def _process_alive(pid16: int) -> bool:
+    """Whether a process of this host has an id whose low 16 bits are ``pid16``."""
+    try:
+        return any(int(entry) & 0xFFFF == pid16 for entry in os.listdir("/proc") if entry.isdigit())
+    except OSError:
+        return True  # cannot tell: count it as alive
+
+
+class ActionServers:
+    """Which processes serve an action, read from the graph: one stack per namespace is judged by this.
+
+    A Fast DDS GUID prefix holds the host id (bytes 2-3), the low 16 bits of the process id (4-5) and a
+    per-process random (6-7) (Fast DDS ``GuidUtils.hpp``; ``is_on_same_process_as`` compares bytes 2-7); each
+    server's ``_action/status`` publisher gid carries it. Two kinds of leftovers are not servers: a server of a
+    context this process closed (its participant leaves the graph only once Python frees the context) counts
+    as this process, and one of a dead process of this host (killed: it stays in the graph until its 20 s
+    participant lease ends) is dropped. This process is known by the gid of a publisher of its own.
+    """
+
+    def __init__(self, node: Any) -> None:
+        from std_msgs.msg import Empty
+
+        self._node = node
+        self._own_topic = f"/_robopin_process/pid{os.getpid()}_{id(self):x}"
+        self._own_publisher = node.create_publisher(Empty, self._own_topic, 1)
+        self._own: bytes | None = None
+
+    def own_prefix(self) -> bytes | None:
+        """This process's GUID prefix (None until the graph cache holds our own publisher)."""
+        if self._own is None:
+            infos = self._node.get_publishers_info_by_topic(self._own_topic)
+            self._own = bytes(infos[0].endpoint_gid)[:12] if infos else None
+        return self._own
+
+    def by_process(self, status_topic: str) -> dict[bytes, list[str]]:
+        """Process (GUID prefix bytes 2-7) -> the nodes of it that serve the action of ``status_topic``.
+
+        Servers of this process are keyed ``b"self"``; each name says where it runs.
+        """
+        from robopin.system.names import absolute_name
+
+        own = self.own_prefix()
+        servers: dict[bytes, list[str]] = {}
+        for info in self._node.get_publishers_info_by_topic(status_topic):
+            gid = bytes(info.endpoint_gid)
+            same_host = own is not None and gid[2:4] == own[2:4]
+            pid16 = int.from_bytes(gid[4:6], "little")
+            if own is not None and gid[2:8] == own[2:8]:
+                key, where = b"self", "this process"
+            elif same_host and not _process_alive(pid16):
+                continue
+            else:
+                key, where = gid[2:8], f"process {pid16} on this host" if same_host else "another host"
+            name = f"{absolute_name(info.node_name, info.node_namespace)} ({where})"
+            if name not in servers.setdefault(key, []):
+                servers[key].append(name)
+        return servers
+
+    def close(self) -> None:
+        self._node.destroy_publisher(self._own_publisher)

@@ -36,7 +36,7 @@ from rclpy.signals import SignalHandlerOptions
 from robopin.env import apply_ros_environment
 from robopin.system import SystemFile, SystemFileError
 from robopin.system.task_run import BringupError
-from robopin_ros.actions import wait_future
+from robopin_ros.actions import ActionServers, wait_future
 from robopin_ros.parameters import refuse_undeclared_parameters
 from robopin_ros.runtime import (
     PARENT_PID_ENV,
@@ -173,14 +173,6 @@ class NodeProcess:
         return self.process.returncode
 
 
-def _process_alive(pid16: int) -> bool:
-    """Whether a process of this host has an id whose low 16 bits are ``pid16`` (see :class:`GraphProbe`)."""
-    try:
-        return any(int(entry) & 0xFFFF == pid16 for entry in os.listdir("/proc") if entry.isdigit())
-    except OSError:
-        return True  # cannot tell: count it as alive
-
-
 class GraphProbe:
     """A participant of its own in the ROS graph, made before a stack's nodes, to find another stack there.
 
@@ -199,7 +191,6 @@ class GraphProbe:
     def __init__(self, namespace: str) -> None:
         import rclpy
         from rclpy.context import Context
-        from std_msgs.msg import Empty
 
         self.namespace = namespace or "/"
         self.started_s = time.monotonic()
@@ -207,39 +198,22 @@ class GraphProbe:
         rclpy.init(args=["robopin_up_probe"], context=self._context, signal_handler_options=SignalHandlerOptions.NO)
         self._node = rclpy.create_node("robopin_up_probe", context=self._context, start_parameter_services=False,
                                        enable_rosout=False)
-        # An endpoint of our own, to read this process's host and process bytes from its gid.
-        self._own_topic = f"/_robopin_up_probe/pid{os.getpid()}"
-        self._own_publisher = self._node.create_publisher(Empty, self._own_topic, 1)
-        self._own: bytes | None = None
-
-    def _own_prefix(self) -> bytes | None:
-        if self._own is None:
-            infos = self._node.get_publishers_info_by_topic(self._own_topic)
-            self._own = bytes(infos[0].endpoint_gid)[:12] if infos else None
-        return self._own
+        self._servers = ActionServers(self._node)
 
     def other_stack(self) -> list[str]:
         """Servers of robopin's actions in this namespace that belong to another living process."""
         from robopin.system.names import absolute_name
 
-        own = self._own_prefix()
-        if own is None:  # our own endpoint is not in the graph cache yet: nothing can be judged
+        if self._servers.own_prefix() is None:  # our own endpoint is not in the graph cache yet
             return []
         prefix = absolute_name("robopin/", self.namespace)
-        found: dict[str, str] = {}
+        found: list[str] = []
         for topic, _types in self._node.get_topic_names_and_types():
-            if not (topic.startswith(prefix) and topic.endswith("/_action/status")):
-                continue
-            for info in self._node.get_publishers_info_by_topic(topic):
-                gid = bytes(info.endpoint_gid)
-                same_host = gid[2:4] == own[2:4]
-                pid16 = int.from_bytes(gid[4:6], "little")
-                if gid[2:8] == own[2:8] or (same_host and not _process_alive(pid16)):
-                    continue
-                node = absolute_name(info.node_name, info.node_namespace)
-                where = f"process {pid16} on this host" if same_host else "another host"
-                found.setdefault(node, f"{node} ({where}; serves {topic.rsplit('/_action', 1)[0]})")
-        return [found[node] for node in sorted(found)]
+            if topic.startswith(prefix) and topic.endswith("/_action/status"):
+                for process, names in self._servers.by_process(topic).items():
+                    if process != b"self":
+                        found += [f"{name[:-1]}; serves {topic.rsplit('/_action', 1)[0]})" for name in names]
+        return sorted(found)
 
     def refuse_other_stack(self, system: SystemFile) -> None:
         """Raise :class:`StackConflictError` naming the other stack's nodes when one runs in this namespace."""

@@ -46,6 +46,7 @@ from robopin_ros.actions import (
     TASK_CLIENT_HEARTBEAT,
     TASK_SERVER_HEARTBEAT,
     TERMINAL_STATUSES,
+    ActionServers,
     HeartbeatSender,
     HeartbeatWatch,
     follow_goal,
@@ -96,6 +97,7 @@ class TaskClient(LoggedNode):
         self._created_s = time.monotonic()
         self._heartbeat = HeartbeatSender(self, TASK_CLIENT_HEARTBEAT, lambda: self._following)
         self._server_beats = HeartbeatWatch(self, TASK_SERVER_HEARTBEAT)
+        self._servers = ActionServers(self)  # who serves the task action (other_servers)
         # Only to learn which tasks run (`robopin cancel` from a fresh process): the action server's own
         # status QoS (transient local) hands a late subscriber the current statuses at once.
         self._status_sub = self.create_subscription(GoalStatusArray, f"{TASK_ACTION}/_action/status",
@@ -197,10 +199,10 @@ class TaskClient(LoggedNode):
         young_s = time.monotonic() - self._created_s
         if young_s < 1.0:  # a client long in the graph has discovered every server already
             time.sleep(min(settle_s, 1.0 - young_s))
-        servers = self.get_publishers_info_by_topic(status_topic)
+        servers = self._servers.by_process(status_topic)
         if len(servers) <= 1:
             return ""
-        names = sorted({absolute_name(s.node_name, s.node_namespace) for s in servers})
+        names = sorted(name for names in servers.values() for name in names)
         return (f"{len(servers)} servers answer {self.task_action} ({', '.join(names)}): two stacks share this ROS "
                 "domain and namespace, and either could run the task; stop one, or give each its own namespace "
                 "or ROS_DOMAIN_ID")
