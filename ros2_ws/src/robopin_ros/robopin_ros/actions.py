@@ -292,9 +292,12 @@ class ActionServers:
     def __init__(self, node: Any) -> None:
         from std_msgs.msg import Empty
 
+        from robopin.system.names import absolute_name
+
         self._node = node
-        self._own_topic = f"/_robopin_process/pid{os.getpid()}_{id(self):x}"
-        self._own_publisher = node.create_publisher(Empty, self._own_topic, 1)
+        relative = f"_robopin_process/pid{os.getpid()}_{id(self):x}"  # relative: under the node's namespace
+        self._own_topic = absolute_name(relative, node.get_namespace())
+        self._own_publisher = node.create_publisher(Empty, relative, 1)
         self._own: bytes | None = None
 
     def own_prefix(self) -> bytes | None:

@@ -173,6 +173,9 @@ class NodeProcess:
         return self.process.returncode
 
 
+_UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"  # what rmw's graph cache names a node it has not heard of yet
+
+
 class GraphProbe:
     """A participant of its own in the ROS graph, made before a stack's nodes, to find another stack there.
 
@@ -187,6 +190,8 @@ class GraphProbe:
     """
 
     DISCOVERY_S = 1.5
+    NAMING_S = 3.0
+    MAX_WAIT_S = 10.0
 
     def __init__(self, namespace: str) -> None:
         import rclpy
@@ -216,16 +221,32 @@ class GraphProbe:
         return sorted(found)
 
     def refuse_other_stack(self, system: SystemFile) -> None:
-        """Raise :class:`StackConflictError` naming the other stack's nodes when one runs in this namespace."""
+        """Raise :class:`StackConflictError` naming the other stack's nodes when one runs in this namespace.
+
+        Looks for :data:`DISCOVERY_S` from the moment the graph cache holds the probe's own endpoint (at most
+        :data:`MAX_WAIT_S` in all); a server found before the graph learnt its node's name is given up to
+        :data:`NAMING_S` more to be named (Jazzy's graph names nodes from each participant's
+        ``ros_discovery_info``, which arrives after the endpoints).
+        """
+        seen_own_s: float | None = None
+        found_s: float | None = None
         while True:
+            now = time.monotonic()
+            if seen_own_s is None and self._servers.own_prefix() is not None:
+                seen_own_s = now
             found = self.other_stack()
-            if found:
+            if found and found_s is None:
+                found_s = now
+            unnamed = any(_UNKNOWN_NODE in name for name in found)
+            if found and (not unnamed or now - found_s >= self.NAMING_S):
                 domain = os.environ.get("ROS_DOMAIN_ID", "0")
+                named = [name for name in found if _UNKNOWN_NODE not in name] or found
                 raise StackConflictError(
                     f"{system.name}: another robopin stack already runs in namespace {self.namespace} of ROS domain "
-                    f"{domain}: {', '.join(found)}. One stack serves a namespace: stop the other one, or start this "
+                    f"{domain}: {', '.join(named)}. One stack serves a namespace: stop the other one, or start this "
                     "one with another namespace (--namespace) or ROS_DOMAIN_ID")
-            if time.monotonic() - self.started_s >= self.DISCOVERY_S:
+            looked_s = now - seen_own_s if seen_own_s is not None else 0.0
+            if not found and (looked_s >= self.DISCOVERY_S or now - self.started_s >= self.MAX_WAIT_S):
                 return
             time.sleep(0.05)
 

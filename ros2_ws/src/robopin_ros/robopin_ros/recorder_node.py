@@ -68,6 +68,7 @@ PLANNED_TRAJECTORY_TOPIC = "robopin/planned_trajectory"
 PLANNED_PATH_MARKERS_TOPIC = "robopin/planned_trajectory/markers"
 _ACTIVE = {1, 2, 3}  # ACCEPTED, EXECUTING, CANCELING
 _PARAMETER_FETCH_S = 2.0  # a parameter fetch unanswered this long is asked again
+_MATCH_WAIT_S = 5.0  # readiness waits this long for a new subscription to match one of its topic's publishers
 
 # Our camera node publishes reliably; a reliable subscriber with 100 frames of history (about 0.8 s of
 # two camera pairs at 30 Hz) rides out scheduling stalls of a loaded machine without loss, where 30
@@ -155,6 +156,7 @@ class RecorderNode(LoggedNode):
             self.description = load_description(robot)
         self.task_status_topic = absolute_name(str(self.get_parameter("task_status_topic").value), self.namespace)
         self._subscribed: dict[str, Any] = {}
+        self._subscribed_at: dict[str, float] = {}  # topic -> when its subscription was made (monotonic)
         self._heard: set[str] = set()  # topics that delivered a message (set.add: atomic under the GIL)
         self._lock = threading.Lock()
         self._auto_goal = ""
@@ -200,6 +202,7 @@ class RecorderNode(LoggedNode):
                 self._camera_qos(topic) if self._is_camera_topic(topic) else _RELIABLE_QOS)
             self._subscribed[topic] = self.create_subscription(
                 cls, topic, self._make_callback(topic, type_name), qos, raw=True)
+            self._subscribed_at[topic] = time.monotonic()
             self.get_logger().info(f"recording {topic} ({type_name})")
         self._discover_result_clients()
         self._discover_parameter_nodes()
@@ -422,8 +425,14 @@ class RecorderNode(LoggedNode):
                 continue
             image = (topic in self.camera_topics and "sensor_msgs/msg/Image" in types) or (
                 self._is_camera_topic(topic) and topic.endswith("/image_raw"))
-            if topic not in self._subscribed:  # every recorded topic the graph has, the task's status first
+            subscription = self._subscribed.get(topic)
+            if subscription is None:  # every recorded topic the graph has, the task's status first
                 waiting.append(f"not subscribed yet to {topic}")
+            elif (subscription.get_publisher_count() == 0 and self.count_publishers(topic) > 0
+                  and time.monotonic() - self._subscribed_at.get(topic, 0.0) < _MATCH_WAIT_S):
+                # Subscribed is not matched: a message published before DDS matched the writer is lost to the
+                # bag. A writer whose QoS never matches ours is not waited for past _MATCH_WAIT_S.
+                waiting.append(f"not matched yet to a publisher of {topic}")
             elif image and topic not in self._heard:
                 waiting.append(f"no message recorded yet on {topic}")
         return waiting
