@@ -23,6 +23,7 @@ import signal
 import stat
 import sys
 import threading
+import time
 
 __all__ = ["register"]
 
@@ -105,6 +106,9 @@ def _watch_outputs(streams, on_closed, stop: threading.Event) -> None:
             return
 
 
+_PIPE_CAUSES = ("stdout closed", "stderr closed", "output closed")
+
+
 def _instruct(args: argparse.Namespace) -> int:
     from robopin_ros.runtime import stop_signals
     from robopin_ros.task_client import instruct_running_stack
@@ -115,12 +119,18 @@ def _instruct(args: argparse.Namespace) -> int:
     stop = threading.Event()
     why: list[str] = []  # what stopped the task, first cause first
     code: list[int] = []  # the exit code that cause asks for
+    when: list[float] = []  # when it came (monotonic)
 
     def request_stop(cause: str, exit_code: int) -> None:
         stop.set()  # first: the cancel must go out whatever printing does next
         if not why:
             why.append(cause)
             code.append(exit_code)
+            when.append(time.monotonic())
+        elif cause not in _PIPE_CAUSES and why[0] in _PIPE_CAUSES and time.monotonic() - when[0] < 0.5:
+            # Ctrl-C to a pipeline ends the reader at the same moment: the signal is what happened, the closed
+            # pipe its echo (a reader that left earlier stays the cause).
+            why[0], code[0] = cause, exit_code
 
     out = _Output(sys.stdout, lambda: request_stop("stdout closed", 128 + signal.SIGPIPE))
     err = _Output(sys.stderr, lambda: request_stop("stderr closed", 128 + signal.SIGPIPE))

@@ -35,6 +35,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from robopin.env import apply_ros_environment
 from robopin.system import SystemFile, SystemFileError
+from robopin.system.names import absolute_name
 from robopin.system.task_run import BringupError
 from robopin_ros.actions import ActionServers, wait_future
 from robopin_ros.parameters import refuse_undeclared_parameters
@@ -205,31 +206,32 @@ class GraphProbe:
                                        enable_rosout=False)
         self._servers = ActionServers(self._node)
 
-    def other_stack(self) -> list[str]:
-        """Servers of robopin's actions in this namespace that belong to another living process."""
-        from robopin.system.names import absolute_name
-
+    def other_stack(self) -> dict[str, list[str]]:
+        """Servers of robopin's actions in this namespace that belong to another living process: each node (with
+        where it runs) -> the actions it serves."""
         if self._servers.own_prefix() is None:  # our own endpoint is not in the graph cache yet
-            return []
+            return {}
         prefix = absolute_name("robopin/", self.namespace)
-        found: list[str] = []
+        found: dict[str, list[str]] = {}
         for topic, _types in self._node.get_topic_names_and_types():
             if topic.startswith(prefix) and topic.endswith("/_action/status"):
                 for process, names in self._servers.by_process(topic).items():
                     if process != b"self":
-                        found += [f"{name[:-1]}; serves {topic.rsplit('/_action', 1)[0]})" for name in names]
-        return sorted(found)
+                        for name in names:
+                            found.setdefault(name, []).append(topic.rsplit("/_action", 1)[0])
+        return found
 
     def refuse_other_stack(self, system: SystemFile) -> None:
         """Raise :class:`StackConflictError` naming the other stack's nodes when one runs in this namespace.
 
         Looks for :data:`DISCOVERY_S` from the moment the graph cache holds the probe's own endpoint (at most
-        :data:`MAX_WAIT_S` in all); a server found before the graph learnt its node's name is given up to
-        :data:`NAMING_S` more to be named (Jazzy's graph names nodes from each participant's
+        :data:`MAX_WAIT_S` in all); once a server is found, the graph is given up to :data:`NAMING_S` more to
+        name its node and show the task action's server (Jazzy's graph names nodes from each participant's
         ``ros_discovery_info``, which arrives after the endpoints).
         """
         seen_own_s: float | None = None
         found_s: float | None = None
+        task_action = absolute_name("robopin/execute_task", self.namespace)
         while True:
             now = time.monotonic()
             if seen_own_s is None and self._servers.own_prefix() is not None:
@@ -237,14 +239,17 @@ class GraphProbe:
             found = self.other_stack()
             if found and found_s is None:
                 found_s = now
-            unnamed = any(_UNKNOWN_NODE in name for name in found)
-            if found and (not unnamed or now - found_s >= self.NAMING_S):
+            complete = not any(_UNKNOWN_NODE in name for name in found) and any(
+                task_action in actions for actions in found.values())
+            if found and (complete or now - found_s >= self.NAMING_S):
                 domain = os.environ.get("ROS_DOMAIN_ID", "0")
-                named = [name for name in found if _UNKNOWN_NODE not in name] or found
+                named = {name: actions for name, actions in found.items() if _UNKNOWN_NODE not in name} or found
+                servers = "; ".join(f"{name} serves {', '.join(sorted(actions))}"
+                                    for name, actions in sorted(named.items()))
                 raise StackConflictError(
                     f"{system.name}: another robopin stack already runs in namespace {self.namespace} of ROS domain "
-                    f"{domain}: {', '.join(named)}. One stack serves a namespace: stop the other one, or start this "
-                    "one with another namespace (--namespace) or ROS_DOMAIN_ID")
+                    f"{domain}: {servers}. One stack serves a namespace: stop the other one, or start this one with "
+                    "another namespace (--namespace) or ROS_DOMAIN_ID")
             looked_s = now - seen_own_s if seen_own_s is not None else 0.0
             if not found and (looked_s >= self.DISCOVERY_S or now - self.started_s >= self.MAX_WAIT_S):
                 return
