@@ -333,7 +333,7 @@ class Bringup:
                 self.nodes[spec.name] = node
                 self._spin_node(spec.name, node)
             if self.want_client:
-                self.client = TaskClient(system.views, topics=system.view_topics())
+                self.client = TaskClient(system.views, topics=system.view_topics(), deadman=False)
                 self._spin_node("task_client", self.client)
         except BaseException:
             self.close()

@@ -80,8 +80,13 @@ class TaskClient(LoggedNode):
     EXECUTOR_THREADS = 1  # robopin_ros.runtime.make_executor
 
     def __init__(self, views: Sequence[str], *, topics: Mapping[str, ViewTopics] | None = None,
-                 **node_options: Any) -> None:
-        """``topics``: view -> where its color image is and its QoS (default: our camera_node's names)."""
+                 deadman: bool = True, **node_options: Any) -> None:
+        """``topics``: view -> where its color image is and its QoS (default: our camera_node's names).
+
+        ``deadman``: send the heartbeat that makes the planner cancel our task once we are gone. A client in the
+        planner's own process (``robopin up``'s) sends none: it cannot die without the planner, and its beats
+        would share the interpreter with every node (a 0.62 s lapse under load canceled a benchmark's task).
+        """
         super().__init__("robopin_task_client", **node_options)
         self.views = tuple(views)
         self._lock = threading.Lock()
@@ -95,7 +100,7 @@ class TaskClient(LoggedNode):
         # (robopin_ros.actions), and the server's tell this client whether its stack still runs.
         self._following: bytes | None = None
         self._created_s = time.monotonic()
-        self._heartbeat = HeartbeatSender(self, TASK_CLIENT_HEARTBEAT, lambda: self._following)
+        self._heartbeat = HeartbeatSender(self, TASK_CLIENT_HEARTBEAT, lambda: self._following) if deadman else None
         self._server_beats = HeartbeatWatch(self, TASK_SERVER_HEARTBEAT)
         self._servers = ActionServers(self)  # who serves the task action (other_servers)
         # Only to learn which tasks run (`robopin cancel` from a fresh process): the action server's own
@@ -208,7 +213,9 @@ class TaskClient(LoggedNode):
                 "or ROS_DOMAIN_ID")
 
     def destroy_node(self) -> None:
-        self._heartbeat.close()
+        if self._heartbeat is not None:
+            self._heartbeat.close()
+        self._servers.close()
         super().destroy_node()
 
     def cancel_task(self, goal_id: bytes | None = None, wait_s: float = _CANCEL_WAIT_S) -> dict[bytes, int]:
