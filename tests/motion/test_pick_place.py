@@ -7,6 +7,8 @@ import logging
 import numpy as np
 import pytest
 
+from robopin.motion import pick_place
+from robopin.motion.grasps import grasp_candidates
 from robopin.motion.pick_place import (
     BLOCKED_PLACE_STATUSES,
     STAGES,
@@ -125,6 +127,48 @@ def test_transport_search_keeps_the_held_object_clear_of_the_world(backend, robo
         assert verify_trajectory(plan.robot, result.trajectory, tolerance_m=0.001).collision_free
     finally:
         plan.update_world(CollisionWorld())
+
+
+def _rejections(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "rejected its own result" in r.getMessage()]
+
+
+def test_a_grasp_whose_hand_would_touch_the_world_is_not_planned_first(caplog, monkeypatch):
+    # Regression (#37): on sim layouts (multi_view seeds 7-10, long_horizon 4 and 6) the first grasp's
+    # hand reached into a neighbour's cloud points, 8 cm beside the pick point (outside the radius
+    # cleared around the object): the approach was searched, the straight descent ended in contact,
+    # the dense check rejected it ("rejected its own result"), and the next grasp was planned anew.
+    # Here a column of cloud points 8 cm beside the cube in y stands where the hand spans at yaw 0.
+    p = planner("roboplan", "panda")
+    world = _scene()
+    world.remove("post")
+    column = np.mgrid[0.43:0.47:0.005, 0.19:0.21:0.005, 0.0:0.10:0.005].reshape(3, -1).T
+    world.set_point_cloud(column, voxel_size_m=0.01)
+    pick, place = [0.45, 0.12, 0.05], [0.35, -0.22, 0.0]
+    p.update_world(world)
+    try:
+        first = grasp_candidates(np.asarray(pick), PickPlaceConfig().grasp, support_height_m=0.0)[0]
+        free = world_without_target(world, np.asarray(pick), 0.06, 0.05)
+        p.update_world(free)
+        q = p.robot.inverse_kinematics(first.T_base_grasp, p.robot.home, collision_free=False)
+        assert q is not None and p.robot.hand_world_contacts(q, margin_m=0.0)  # the first grasp is blocked
+        p.update_world(world)
+        # Without the look-ahead this layout plans the blocked grasp first and rejects its descent.
+        with monkeypatch.context() as patched, caplog.at_level(logging.WARNING, logger="robopin.motion.planner"):
+            patched.setattr(pick_place, "_hand_blocked", lambda *args: False)
+            assert plan_pick_place(p, p.robot.home, pick, place).success
+        assert _rejections(caplog)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="robopin.motion.planner"):
+            plan = plan_pick_place(p, p.robot.home, pick, place)
+        assert plan.success, plan.message
+        assert not _rejections(caplog)  # every phase's first result passed the dense check
+        assert plan.grasp.yaw_rad != pytest.approx(first.yaw_rad)
+        for phase in plan.phases:  # and every returned trajectory was still checked densely
+            p.robot.set_world(phase.world, padding_m=0.0)
+            assert verify_trajectory(p.robot, phase.result.trajectory).collision_free, phase.stage
+    finally:
+        p.update_world(CollisionWorld())
 
 
 def test_grasp_clamps_to_the_world_table_when_no_height_is_given():

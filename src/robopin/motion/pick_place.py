@@ -245,13 +245,35 @@ def _no_candidate(stage: str) -> _Failure:
     return _Failure(stage, PlanResult(PlanStatus.IK_FAIL, 0.0))
 
 
+def _hand_blocked(
+    request: _Request, world: CollisionWorld, q_seed: NDArray[np.float64], T_base_tcp: NDArray[np.float64]
+) -> bool:
+    """True when the gripper at TCP pose ``T_base_tcp`` touches ``world`` at the dense check's margin.
+
+    A cheap look-ahead (one IK from the seed or home, one collision check) before an expensive phase;
+    the hand's place depends on the TCP pose alone. A pose without IK here is not judged (False).
+    """
+    planner = request.planner
+    planner.update_world(world)
+    q = planner.robot.inverse_kinematics(T_base_tcp, q_seed, restarts=0, collision_free=False)
+    if q is None:
+        return False
+    return bool(planner.robot.hand_world_contacts(q, margin_m=planner.config.verify_margin_m))
+
+
 def _plan_grasp(
     request: _Request, q: NDArray[np.float64], grasps: list[GraspCandidate], world: CollisionWorld,
     target_free: CollisionWorld,
 ) -> tuple[GraspCandidate, PlanResult, PlanResult] | _Failure:
-    """Approach (free-space, full world) and descent (object removed) of the first grasp where both plan."""
+    """Approach (free-space, full world) and descent (object removed) of the first grasp where both plan.
+
+    A grasp whose hand touches the world at the bottom of the descent is tried last: its descent would
+    end in contact, and the dense check would reject it after an approach had been searched for nothing.
+    """
     failure = _no_candidate("approaching")
-    for grasp in grasps:
+    clear = [g for g in grasps if not _hand_blocked(request, target_free, q, g.T_base_grasp)]
+    blocked = [g for g in grasps if all(g is not c for c in clear)]
+    for grasp in clear + blocked:
         approach = request.to_pose(world, q, grasp.T_base_pre_grasp)
         if not approach.success:
             failure = _Failure("approaching", approach)

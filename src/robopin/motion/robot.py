@@ -511,6 +511,19 @@ class RobotModel:
                 )
         return names
 
+    def hand_world_contacts(self, q: NDArray[np.float64], *, margin_m: float | None = None) -> list[tuple[str, str]]:
+        """The pairs of :meth:`colliding_pairs` between a gripper link and a world obstacle.
+
+        Where the hand is depends on the TCP pose alone, so these contacts hold for every arm
+        configuration reaching that pose.
+        """
+        hand = set(self.hand_links())
+        return [
+            (a, b)
+            for a, b in self.colliding_pairs(q, margin_m=margin_m)
+            if b.startswith("world/") and a.rsplit("_", 1)[0] in hand
+        ]
+
     def nearest_cloud_points(
         self, q: NDArray[np.float64], geometry_name: str, count: int = 5
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
