@@ -107,6 +107,25 @@ def test_the_verifier_errs_at_its_rate(scene):
     assert oracle.score_yes_no(judged).p_yes > 0.99 and backend.score_yes_no(judged).p_yes < 0.01
 
 
+def test_a_wrong_verdict_is_drawn_per_trace_not_per_call_order(scene):
+    # Issue #38: E-TTS asks for verdicts concurrently; drawn from a call counter, the order of the threads (and
+    # any call more or less on one path) chose which trace got the wrong verdict.
+    from robopin.vlm.base import ChatMessage
+
+    oracle = make_backend({"type": "oracle", "world": scene.world.name, "views": list(VIEWS)})
+    (text,) = _samples(scene, oracle, 1)
+    judged = [[*_messages(scene), ChatMessage("assistant", (text.replace("<think>", "<think>" + " " * k),))]
+              for k in range(8)]  # fmt: skip
+
+    def verdicts(order):
+        backend = _backend(scene, "oracle", verifier_error=0.5)
+        return {k: backend.score_yes_no(judged[k]).p_yes > 0.5 for k in order}
+
+    forward = verdicts(range(8))
+    assert forward == verdicts(reversed(range(8)))
+    assert 0 < sum(forward.values()) < 8  # some verdicts right, some wrong
+
+
 def test_the_verifier_judges_the_trace_not_the_earlier_steps_shown_with_it(scene):
     # Issue #38: E-TTS's verifier prompt holds the history of earlier steps (their anchor tags, cut at 600
     # characters) before the trace; parsed as one text they gave ID conflicts and an unclosed tag, and the

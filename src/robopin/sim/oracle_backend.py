@@ -167,7 +167,6 @@ class OracleBackend(VLMBackend):
     def __init__(self, config: OracleBackendConfig) -> None:
         super().__init__(config)
         self._calls = 0
-        self._verdicts = 0
         # A preset other than the oracle makes the named model errors of robopin.sim.model_errors.
         self.rates = config.error_rates()
         self.erring = self.rates != type(self.rates)()
@@ -254,7 +253,7 @@ class OracleBackend(VLMBackend):
             )
         score = YesNoScore(0.0, _CERTAIN_NO_LOGPROB) if ok else YesNoScore(_CERTAIN_NO_LOGPROB, 0.0)
         if self.erring:
-            return model_errors.degraded_verdict(self, score)
+            return model_errors.degraded_verdict(self, score, text, int(getattr(oracle.scene, "seed", 0)))
         return score
 
     @staticmethod
