@@ -107,6 +107,49 @@ def test_the_verifier_errs_at_its_rate(scene):
     assert oracle.score_yes_no(judged).p_yes > 0.99 and backend.score_yes_no(judged).p_yes < 0.01
 
 
+def test_a_wrong_verdict_is_drawn_per_trace_not_per_call_order(scene):
+    # Issue #38: E-TTS asks for verdicts concurrently; drawn from a call counter, the order of the threads (and
+    # any call more or less on one path) chose which trace got the wrong verdict.
+    from robopin.vlm.base import ChatMessage
+
+    oracle = make_backend({"type": "oracle", "world": scene.world.name, "views": list(VIEWS)})
+    (text,) = _samples(scene, oracle, 1)
+    judged = [[*_messages(scene), ChatMessage("assistant", (text.replace("<think>", "<think>" + " " * k),))]
+              for k in range(8)]  # fmt: skip
+
+    def verdicts(order):
+        backend = _backend(scene, "oracle", verifier_error=0.5)
+        return {k: backend.score_yes_no(judged[k]).p_yes > 0.5 for k in order}
+
+    forward = verdicts(range(8))
+    assert forward == verdicts(reversed(range(8)))
+    assert 0 < sum(forward.values()) < 8  # some verdicts right, some wrong
+
+
+def test_the_verifier_judges_the_trace_not_the_earlier_steps_shown_with_it(scene):
+    # Issue #38: E-TTS's verifier prompt holds the history of earlier steps (their anchor tags, cut at 600
+    # characters) before the trace; parsed as one text they gave ID conflicts and an unclosed tag, and the
+    # simulated verifier said "no" to a right answer from a long-horizon task's second step on.
+    from robopin.pincot.prompts import HistoryEntry, verifier_prompt
+    from robopin.reasoning.tts.verifiers import split_around_reasoning
+    from robopin.sim.oracle_backend import judged_reasoning
+    from robopin.vlm.base import ChatMessage
+
+    oracle = make_backend({"type": "oracle", "world": scene.world.name, "views": list(VIEWS)})
+    (text,) = _samples(scene, oracle, 1)
+    earlier = text.replace('id="obj_01"', 'id="obj_02"')  # an earlier step naming the IDs otherwise
+    history = [HistoryEntry("step 0 (static, wrist)", earlier[:600]), HistoryEntry("step 1", earlier[:333])]
+    head, tail = split_around_reasoning(
+        lambda reasoning: verifier_prompt(scene.task.instruction, reasoning, history=history)
+    )
+    images = [ViewImage(np.zeros((480, 640, 3), np.uint8), name, k) for k, name in enumerate(VIEWS)]
+    judged = [ChatMessage("user", (head, *images, text.strip() + tail))]
+    assert judged_reasoning(judged) == text.strip()
+    assert oracle.score_yes_no(judged).p_yes > 0.99
+    cut = text.replace("</answer>", "")  # a missing close: the trace ends at the reasoning block's ---
+    assert judged_reasoning([ChatMessage("user", (head, *images, cut.strip() + tail))]) == cut.strip()
+
+
 def test_bad_settings_are_refused_by_name():
     with pytest.raises(VLMConfigError, match="unknown model preset"):
         ModelErrorRates.of("perfect")

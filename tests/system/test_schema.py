@@ -181,3 +181,19 @@ def test_missing_and_malformed_files_are_named(tmp_path):
     bad.write_text("name: [unclosed")
     with pytest.raises(SystemFileError, match="not valid YAML"):
         load_system(bad)
+
+
+def test_an_unseeded_etts_reasoner_of_a_sim_system_gets_the_layout_seed():
+    # Issue #38: unseeded, the node path drew the simulated model's errors from other seeds than the
+    # in-process trials (and its exploration from the OS), so a layout erred differently on the two paths.
+    system = load_system("sim_xarm6", {"tts": "etts"}).with_sim(seed=6).with_layout_seeded_reasoner()
+    assert system.node("planner_node").parameters["reasoning"]["reasoner"] == {"type": "etts", "seed": 6}
+    single = load_system("sim_xarm6").with_sim(seed=6).with_layout_seeded_reasoner()
+    assert single.node("planner_node").parameters["reasoning"]["reasoner"] == {"type": "single"}
+    etts = load_system("sim_xarm6", {"tts": "etts"})
+    own = etts.with_parameters("planner_node", reasoning={"reasoner": {"type": "etts", "seed": 11}})
+    assert own.with_layout_seeded_reasoner().node("planner_node").parameters["reasoning"]["reasoner"]["seed"] == 11
+    text = etts.with_parameters("planner_node", reasoning="reasoner: {type: etts}").with_sim(seed=2)
+    assert text.with_layout_seeded_reasoner().node("planner_node").parameters["reasoning"]["reasoner"]["seed"] == 2
+    real = load_system("real_xarm6")
+    assert real.with_layout_seeded_reasoner() is real

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -164,10 +165,16 @@ def degraded_other(backend, oracle, text: str) -> str:
     return text
 
 
-def degraded_verdict(backend, score: YesNoScore) -> YesNoScore:
-    """E-TTS's reasoning verifier gives the wrong verdict at ``verifier_error``."""
-    rng = np.random.default_rng([int(backend.config.seed) & 0xFFFFFFFF, backend._verdicts, 1])
-    backend._verdicts += 1
+def degraded_verdict(backend, score: YesNoScore, judged: str = "", layout_seed: int = 0) -> YesNoScore:
+    """E-TTS's reasoning verifier gives the wrong verdict at ``verifier_error``.
+
+    The draw is a function of the backend's seed, the layout and the judged trace (``judged``), not of how
+    many verdicts came before: E-TTS asks for its verdicts concurrently, in no fixed order, and the node path
+    and the in-process trials must draw alike (#38). The same trace gets the same verdict, as a model scoring
+    yes/no logprobs does.
+    """
+    key = zlib.crc32(judged.encode("utf-8"))
+    rng = np.random.default_rng([int(backend.config.seed) & 0xFFFFFFFF, int(layout_seed) & 0xFFFFFFFF, key, 1])
     if backend.rates.verifier_error and rng.random() < backend.rates.verifier_error:
         return YesNoScore(score.logprob_no, score.logprob_yes, exact=score.exact)
     return score

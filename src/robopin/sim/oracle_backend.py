@@ -132,6 +132,32 @@ def request_kind(messages: Sequence[ChatMessage]) -> str:
     return "pointing"
 
 
+def judged_reasoning(messages: Sequence[ChatMessage]) -> str | None:
+    """The PinCoT trace a yes/no request asks about: the last one written in the conversation, alone.
+
+    E-TTS's verifier prompt (pincot/templates/verifier.txt) holds more than the trace: the earlier steps'
+    reasoning (history, with their own anchor tags, cut at 600 characters) before it and the question
+    after it. Parsed together they made ID conflicts and unclosed tags that the trace does not have, so
+    from a long-horizon task's second step the simulated verifier said "no" to right answers too (#38).
+    The trace runs from its ``<think>`` (else the start of its text part) to its ``</answer>`` (else the
+    ``---`` that closes the template's reasoning block, else the end of the part).
+    """
+    for message in reversed(messages):
+        for part in reversed(message.parts):
+            if not isinstance(part, str) or "<answer>" not in part:
+                continue
+            answer = part.rfind("<answer>")
+            start = max(part.rfind("<think>", 0, answer), 0)
+            close = part.find("</answer>", answer)
+            if close >= 0:
+                end = close + len("</answer>")
+            else:
+                end = part.find("\n---", answer)
+                end = len(part) if end < 0 else end
+            return part[start:end]
+    return None
+
+
 class OracleBackend(VLMBackend):
     """Ground-truth perception behind the VLM backend contract (see the module docstring)."""
 
@@ -141,7 +167,6 @@ class OracleBackend(VLMBackend):
     def __init__(self, config: OracleBackendConfig) -> None:
         super().__init__(config)
         self._calls = 0
-        self._verdicts = 0
         # A preset other than the oracle makes the named model errors of robopin.sim.model_errors.
         self.rates = config.error_rates()
         self.erring = self.rates != type(self.rates)()
@@ -208,7 +233,7 @@ class OracleBackend(VLMBackend):
     def score_yes_no(self, messages: Sequence[ChatMessage], *, yes: str = "yes", no: str = "no") -> YesNoScore:
         """Judge the last PinCoT answer in the conversation against ground truth."""
         messages = validate_messages(messages)
-        text = next((m.text for m in reversed(messages) if "<answer>" in m.text), None)
+        text = judged_reasoning(messages)
         if text is None:
             return YesNoScore(0.0, 0.0, exact=False)
         oracle = self._oracle(self.config.seed, request_instruction(messages))
@@ -228,7 +253,7 @@ class OracleBackend(VLMBackend):
             )
         score = YesNoScore(0.0, _CERTAIN_NO_LOGPROB) if ok else YesNoScore(_CERTAIN_NO_LOGPROB, 0.0)
         if self.erring:
-            return model_errors.degraded_verdict(self, score)
+            return model_errors.degraded_verdict(self, score, text, int(getattr(oracle.scene, "seed", 0)))
         return score
 
     @staticmethod

@@ -319,6 +319,28 @@ class SystemFile:
             raise SystemFileError(f"system {self.name!r} is not simulated (no 'sim' section); cannot set {changes}")
         return dataclasses.replace(self, sim=dataclasses.replace(self.sim, **changes))
 
+    def with_layout_seeded_reasoner(self) -> SystemFile:
+        """A sim system whose planners' E-TTS reasoner, when it has no seed of its own, has the layout seed.
+
+        Unseeded, E-TTS leaves each request's sampling seed to the backend (the simulated model's configured
+        seed, the same for every layout) and draws its exploration from the OS: the simulated model errs
+        differently through the nodes than in process (:mod:`robopin.trials.inprocess`, which runs this
+        too), and a trial does not run the same twice. Real systems, and E-TTS with a seed, are unchanged.
+        """
+        if self.sim is None or self.arguments:
+            return self
+        system = self
+        for node in self.nodes_running("planner_node"):
+            reasoning = node.parameters.get("reasoning")
+            reasoning = (yaml.safe_load(reasoning) or {}) if isinstance(reasoning, str) else reasoning
+            if not isinstance(reasoning, Mapping):
+                continue
+            reasoner = reasoning.get("reasoner")
+            if isinstance(reasoner, Mapping) and reasoner.get("type") == "etts" and reasoner.get("seed") is None:
+                seeded = {**reasoning, "reasoner": {**reasoner, "seed": int(self.sim.seed)}}
+                system = system.with_parameters(node.name, reasoning=seeded)
+        return system
+
     def with_parameters(self, node: str, **parameters: Any) -> SystemFile:
         """A copy with ``parameters`` set on ``node`` (nested keys as dotted names are not split)."""
         spec = self.node(node)

@@ -13,7 +13,8 @@ check. The trial is judged like a stack trial: the loop's named reason, or the s
 the settled world (``goal_not_met`` when the loop reported success on a world that disagrees:
 executed-but-wrong) — :func:`robopin.trials.judging.sim_judgement` on a
 :class:`~robopin.trials.judging.StackVerdict`. E-TTS (``tts:=etts``) without a seed of its own is seeded with
-the layout seed, so a batch row runs the same again.
+the layout seed (:meth:`~robopin.system.schema.SystemFile.with_layout_seeded_reasoner`, as the node path's
+bring-up does), so a batch row runs the same again, and the same as through the nodes.
 
 What this leaves out, against the node path: DDS transport and message conversion, the camera nodes'
 frame timing and the stamp pairing, the projection node's frame history, the arm driver's safety layer
@@ -185,7 +186,8 @@ def run_inprocess_trial(system, task: str, seed: int, arguments: Mapping[str, st
 
     started = time.monotonic()
     arguments = {k: str(v) for k, v in (arguments or {}).items()}
-    system = system.with_sim(scenario=task, seed=int(seed)).with_arguments(arguments)
+    # E-TTS without a seed of its own is seeded with the layout seed, as the node path does (Bringup).
+    system = system.with_sim(scenario=task, seed=int(seed)).with_arguments(arguments).with_layout_seeded_reasoner()
     views = tuple(system.views)
     world_name = f"inprocess-{next(_worlds)}"
     scene = build_scene(system.scenario_path(), int(seed), world_name=world_name, robot=system.robot)
@@ -198,10 +200,6 @@ def run_inprocess_trial(system, task: str, seed: int, arguments: Mapping[str, st
         workspace = _mapping(planner.get("workspace")) or None
         if workspace:
             reasoning["workspace"] = WorkspaceBox.from_dict(workspace)
-        reasoner = _mapping(reasoning.get("reasoner"))
-        if reasoner.get("type") == "etts" and reasoner.get("seed") is None:
-            # E-TTS's epsilon-greedy draws, seeded per layout so that a batch row can be run again.
-            reasoning["reasoner"] = {**reasoner, "seed": int(seed)}
         config = ReasoningConfig.from_dict(reasoning)
         truth = _mapping(planner.get("ground_truth"))
         ground_truth = make_ground_truth({**truth, "world": world_name} if truth else None)

@@ -78,12 +78,37 @@ def test_only_the_latest_critique_is_carried(observation):
 def test_max_batches_runs_the_best_pair_seen_with_a_named_reason(observation):
     low = [trace((231, 181), (500, 350), tag=f"T{k}") for k in range(3)]
     model = ScriptedModel([[low[0]], [low[1]], [low[2]]], {"T0": 0.2, "T1": 0.35, "T2": 0.1})
-    result = reasoner(model, max_batches=3).reason(query(observation))
+    # min_reasoning_score 0: the paper's Algorithm 1, which runs the best pair even when every trace was judged wrong.
+    result = reasoner(model, max_batches=3, selection={"epsilon": 0.0, "min_reasoning_score": 0.0}).reason(
+        query(observation)
+    )
     log = result.extra["tts"]
     assert log["stop_reason"] == "max_batches"
     assert [b["selection"]["mode"] for b in log["batches"]] == ["rejected"] * 3
     assert result.text == low[1]  # the best joint score over all batches
     assert log["calls"] == {"generate": 3, "verify": 3, "feedback": 2}  # no critique after the last batch
+
+
+def test_max_batches_runs_only_reasoning_the_verifier_did_not_reject(observation):
+    # Issue #38: every trace judged wrong, the best of them was run (a wrong object picked and placed).
+    low = [trace((231, 181), (500, 350), tag=f"T{k}") for k in range(3)]
+    model = ScriptedModel([[low[0]], [low[1]], [low[2]]], {"T0": 0.2, "T1": 0.35, "T2": 0.1})
+    with pytest.raises(TaskRefusal) as caught:
+        reasoner(model, max_batches=3).reason(query(observation))
+    assert caught.value.reason == "tts_rejected" and "rejected the reasoning of every trace" in caught.value.message
+    # A trace the verifier said yes to, under a threshold above it, is still run once the batches are spent.
+    model = ScriptedModel([[low[0]], [low[1]]], {"T0": 0.2, "T1": 0.6})
+    result = reasoner(model, max_batches=2, selection={"epsilon": 0.0, "threshold": 0.7}).reason(query(observation))
+    assert result.text == low[1] and result.extra["tts"]["stop_reason"] == "max_batches"
+
+
+def test_exploration_never_takes_reasoning_the_verifier_rejected(observation):
+    # Issue #38: a rejected batch explored (epsilon) ran the answer the verifier had judged wrong.
+    model = ScriptedModel([[BAD], [GOOD]], {"BAD": 0.0, "GOOD": 0.9})
+    result = reasoner(model, max_batches=2, selection={"epsilon": 1.0}).reason(query(observation))
+    log = result.extra["tts"]
+    assert [b["selection"]["mode"] for b in log["batches"]] == ["rejected", "explore"]
+    assert result.text == GOOD
 
 
 def test_refuse_mode_names_the_threshold(observation):
@@ -113,7 +138,9 @@ def test_all_invalid_hands_the_loop_an_invalid_decision(observation):
 
 def test_call_budget_stops_batches(observation):
     model = ScriptedModel([[BAD]], {"BAD": 0.1})
-    result = reasoner(model, max_batches=5, budget={"max_calls": 2}).reason(query(observation))
+    # min_reasoning_score 0: the rejected best pair runs, so the log is there to read.
+    selection = {"epsilon": 0.0, "min_reasoning_score": 0.0}
+    result = reasoner(model, max_batches=5, budget={"max_calls": 2}, selection=selection).reason(query(observation))
     log = result.extra["tts"]
     assert log["stop_reason"] == "budget_calls" and len(log["batches"]) == 1
     assert log["calls"] == {"generate": 1, "verify": 1, "feedback": 0}
@@ -125,7 +152,8 @@ def test_time_budget_stops_batches(observation):
     tts = ETTSReasoner(
         model,
         TTSConfig.from_dict(
-            {"seed": 0, "max_batches": 50, "selection": {"epsilon": 0.0}, "budget": {"max_time_s": 20}}
+            {"seed": 0, "max_batches": 50, "selection": {"epsilon": 0.0, "min_reasoning_score": 0.0},
+             "budget": {"max_time_s": 20}}
         ),
         clock=lambda: float(next(ticks)),
     )
@@ -201,7 +229,7 @@ def test_a_pick_on_a_depth_hole_is_ineligible_and_another_view_is_used():
 
 def test_epsilon_one_explores_reproducibly(observation):
     def run() -> dict:
-        model = ScriptedModel([[GOOD]], {"GOOD": 0.1})
+        model = ScriptedModel([[GOOD]], {"GOOD": 0.9})
         return reasoner(model, selection={"epsilon": 1.0}).reason(query(observation)).extra["tts"]
 
     first, second = run(), run()

@@ -85,6 +85,17 @@ def test_ineligible_pairs_are_never_chosen_not_even_to_explore():
     assert (none.mode, none.index, none.best_index) == ("no_candidate", None, None)
 
 
+def test_exploration_keeps_to_the_explorable_pairs_and_else_falls_through_to_greedy():
+    joint, eligible = [0.0, 0.9, 0.0], [True, True, True]
+    for seed in range(50):
+        selection = select(joint, eligible, epsilon=1.0, threshold=0.4, rng=rng(seed), explorable=[False, True, False])
+        assert selection.mode == "explore" and selection.index == 1
+    none = select([0.0, 0.1], [True, True], epsilon=1.0, threshold=0.4, rng=rng(), explorable=[False, False])
+    assert (none.mode, none.index, none.best_index) == ("rejected", None, 1)
+    with pytest.raises(ValueError, match="explorable"):
+        select([0.1], [True], epsilon=0.1, threshold=0.4, rng=rng(), explorable=[True, False])
+
+
 def test_epsilon_explores_at_its_rate_with_a_fixed_seed():
     generator = rng(42)
     modes = [

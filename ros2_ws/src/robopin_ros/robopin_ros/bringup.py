@@ -402,7 +402,9 @@ class Bringup:
             calibrations = sim_calibrations(self.scene, system.views)
             for projection in system.nodes_running("projection_node"):
                 system = system.with_parameters(projection.name, calibrations=calibrations)
-        return system
+        # E-TTS without a seed of its own draws from the layout seed, as the in-process trials do: a layout
+        # errs the same way through the nodes and in process, and runs the same again.
+        return system.with_layout_seeded_reasoner()
 
     def _create(self, name: str, executable: str) -> Node:
         cls = node_class(executable)

@@ -70,15 +70,22 @@ class SelectionConfig:
     ``epsilon`` 0 disables exploration; ``threshold`` 0 accepts the first batch's best pair (best-of-N).
     ``on_exhausted``: after ``max_batches`` rejected batches, ``execute_best`` runs the best pair seen
     (Algorithm 1 of the paper) and ``refuse`` ends the step (reason ``tts_rejected``).
+    ``min_reasoning_score``: a pair whose reasoning the verifier rejected (Sc below this; 0.5 is "no" more
+    likely than "yes") is never explored and never run as the exhausted step's best pair, which refuses
+    (``tts_rejected``) when no pair reaches it: the paper's ε-greedy and Algorithm 1 ran answers the
+    verifier had judged wrong (#38: the other duck picked, a brick on its plate picked again). 0 keeps the
+    paper's selection. Greedy acceptance is left to ``threshold``.
     """
 
     epsilon: float = 0.1
     threshold: float = 0.4
     on_exhausted: str = "execute_best"
+    min_reasoning_score: float = 0.5
 
     def __post_init__(self) -> None:
         self.epsilon = _check_probability("selection.epsilon", self.epsilon)
         self.threshold = _check_probability("selection.threshold", self.threshold)
+        self.min_reasoning_score = _check_probability("selection.min_reasoning_score", self.min_reasoning_score)
         if self.on_exhausted not in ON_EXHAUSTED:
             raise TTSConfigError(f"selection.on_exhausted must be one of {ON_EXHAUSTED}, got {self.on_exhausted!r}")
 

@@ -8,11 +8,13 @@ with the pick/place points replaced by the chosen action. Per step (Algorithm 1 
 1. sample a batch of traces (one request, ``n`` = ``traces_per_batch``), validate each;
 2. score the valid traces with the reasoning verifier (concurrently), derive N actions per trace
    and score them with the action verifier, normalise the action scores per trace;
-3. S = Sc × Ŝa; ε-greedy: explore a random eligible pair, else take the best if S > η;
+3. S = Sc × Ŝa; ε-greedy: explore a random eligible pair whose reasoning the verifier did not reject
+   (``selection.min_reasoning_score``), else take the best if S > η;
 4. a rejected batch triggers feedback: the verifier critiques the best rejected pair, the critique
    is appended to the instruction prompt (the retry template) and the next batch is sampled;
-5. after ``max_batches`` (or when the time/call budget is spent) the best pair seen is run, or the
-   step is refused (``tts_rejected``) when so configured.
+5. after ``max_batches`` (or when the time/call budget is spent) the best pair seen whose reasoning the
+   verifier did not reject is run; the step is refused (``tts_rejected``) when there is none, or when so
+   configured.
 
 Everything is logged in ``Reasoning.extra["tts"]``: candidates, scores, selections, feedback text,
 time per stage.
@@ -53,7 +55,8 @@ from robopin.vlm.errors import VLMError
 logger = logging.getLogger(__name__)
 
 TTS_REFUSALS = {
-    "tts_rejected": "E-TTS rejected every batch (no pair scored above the threshold) and is set to refuse",
+    "tts_rejected": "E-TTS rejected every batch (no pair scored above the threshold) and is set to refuse, or the "
+    "verifier rejected the reasoning of every trace",
 }
 """Reasons an E-TTS step can end without an action, beyond the loop's own."""
 
@@ -306,6 +309,7 @@ class ETTSReasoner:
                 epsilon=config.selection.epsilon,
                 threshold=config.selection.threshold,
                 rng=self.rng,
+                explorable=[p.reasoning_score >= config.selection.min_reasoning_score for p in batch_pairs],
             )
             batch_log["traces"] = [
                 {
@@ -511,13 +515,23 @@ class ETTSReasoner:
         if not eligible:
             return None
         best = max(eligible, key=lambda p: p.joint)  # max keeps the earliest of equal scores
-        if self.config.selection.on_exhausted == "refuse":
+        selection = self.config.selection
+        if selection.on_exhausted == "refuse":
             raise TaskRefusal(
                 "tts_rejected",
-                f"no pair scored above the threshold {self.config.selection.threshold} in {len(log.batches)} "
+                f"no pair scored above the threshold {selection.threshold} in {len(log.batches)} "
                 f"batch(es) ({log.stop_reason}); best joint score {best.joint:.3f}",
             )
-        return best
+        verified = [p for p in eligible if p.reasoning_score >= selection.min_reasoning_score]
+        if not verified:
+            # Every trace's reasoning was judged wrong: running the best of them runs a known-wrong answer.
+            raise TaskRefusal(
+                "tts_rejected",
+                f"the verifier rejected the reasoning of every trace in {len(log.batches)} batch(es) "
+                f"({log.stop_reason}; best reasoning score {max(p.reasoning_score for p in eligible):.3f}, "
+                f"below min_reasoning_score {selection.min_reasoning_score})",
+            )
+        return max(verified, key=lambda p: p.joint)
 
     def _result(
         self,

@@ -85,6 +85,7 @@ def select(
     epsilon: float,
     threshold: float,
     rng: np.random.Generator,
+    explorable: Sequence[bool] | None = None,
 ) -> Selection:
     """ε-greedy selection over one batch (eq. 6).
 
@@ -93,17 +94,22 @@ def select(
     and the batch is rejected when it does not. Ties go to the earlier pair, so the action as the
     model wrote it wins a tie against its variants. Ineligible pairs (invalid reasoning, a hard
     infeasibility) are never chosen, not even to explore: the arm only moves on validated reasoning.
+    ``explorable`` (default: every eligible pair) narrows the pairs exploration may take (E-TTS: those whose
+    reasoning the verifier did not reject); with none, an exploration draw falls through to the greedy rule.
     """
     if len(joint) != len(eligible):
         raise ValueError(f"{len(joint)} joint scores for {len(eligible)} eligibility flags")
+    if explorable is not None and len(explorable) != len(eligible):
+        raise ValueError(f"{len(explorable)} explorable flags for {len(eligible)} eligibility flags")
     u = float(rng.random())
     indices = [i for i, ok in enumerate(eligible) if ok]
     if not indices:
         return Selection("no_candidate", None, None, 0.0, u)
     best = max(indices, key=lambda i: (joint[i], -i))
     best_score = float(joint[best])
-    if u < epsilon:
-        choice = indices[int(rng.integers(len(indices)))]
+    candidates = indices if explorable is None else [i for i in indices if explorable[i]]
+    if u < epsilon and candidates:
+        choice = candidates[int(rng.integers(len(candidates)))]
         return Selection("explore", choice, best, best_score, u)
     if best_score > threshold or threshold == 0.0:
         return Selection("greedy", best, best, best_score, u)

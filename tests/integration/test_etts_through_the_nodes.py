@@ -1,0 +1,50 @@
+"""E-TTS through every node on the layouts that once ran a wrong object (issue #38), against the in-process path.
+
+Through the nodes, ``tts:=etts`` on the simulated model ``robopin`` (RoboPIN's measured error rates) picked and
+placed the other duck on spatial layout 6 and picked a brick already on its plate on long-horizon layout 1,
+while the in-process trials (benchmarks/batch_models.py) succeeded on both: unseeded, E-TTS on the node path
+drew other model errors (and explored from the OS), the simulated verifier judged the history with the trace,
+and a rejected batch could be explored or run. Each trial must not execute a wrong answer, and spatial
+layout 6 must draw the same model errors as in process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from robopin.trials.log import read_trial
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+ARGUMENTS = {"model": "robopin", "tts": "etts"}
+TRIALS = {"spatial": 6, "long_horizon": 1}
+
+
+def test_etts_runs_no_wrong_object_through_the_nodes_and_draws_as_in_process(tmp_path):
+    from robopin.system import load_system
+    from robopin.trials.inprocess import run_inprocess_trial
+
+    out = tmp_path / "trials"
+    sets = [a for k, v in ARGUMENTS.items() for a in ("--set", f"{k}:={v}")]
+    result = subprocess.run(
+        [sys.executable, "-m", "robopin.cli", "trial", *(f"{t}@{s}" for t, s in TRIALS.items()),
+         "--system", "sim_xarm6", *sets, "--out", str(out)],
+        cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=1500,
+    )  # fmt: skip
+    log = result.stdout[-6000:] + result.stderr[-4000:]
+    summaries = {}
+    for task, seed in TRIALS.items():
+        summary, _ = read_trial(out / f"xarm6-{task}-seed{seed:03d}")
+        assert summary is not None, f"{task}@{seed}: no summary\n{log}"
+        assert summary.failure != "goal_not_met", f"{task}@{seed} executed a wrong answer: {summary.extra}\n{log}"
+        assert "E-TTS" in summary.method, summary.method
+        summaries[task] = summary
+    inprocess = run_inprocess_trial(load_system("sim_xarm6"), "spatial", 6, {**ARGUMENTS, "mode": "point"})
+    assert summaries["spatial"].extra["model_errors"] == inprocess.model_errors, (summaries["spatial"].extra, log)
+    assert summaries["spatial"].success and inprocess.success, (summaries["spatial"].extra, inprocess)
