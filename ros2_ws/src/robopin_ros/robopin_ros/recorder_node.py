@@ -281,16 +281,34 @@ class RecorderNode(LoggedNode):
     def _make_callback(self, topic: str, type_name: str):
         recorder = self.recorder
         is_status = topic == self.task_status_topic
+        # The task's feedback opens its bag too: a status the server latched reaches a recorder that matched late
+        # only after the writer's next heartbeat (Fast DDS: every 3 s by default), while a task held until the
+        # stack was ready publishes its first feedback live the moment it starts observing.
+        is_feedback = topic == self.task_status_topic.rsplit("/_action/", 1)[0] + "/_action/feedback"
 
         heard = self._heard
 
         def on_message(data: bytes) -> None:
+            if is_feedback:
+                self._on_task_feedback(data, type_name)
             recorder.record(topic, type_name, data, time.time_ns())
             heard.add(topic)
             if topic.endswith("/_action/status"):
                 self._on_action_status(topic, data, is_task=is_status)
 
         return on_message
+
+    def _on_task_feedback(self, data: bytes, type_name: str) -> None:
+        """Open the task's bag at its first feedback if its status has not opened it yet."""
+        with self._lock:
+            if self.recorder.recording:
+                return
+        message = self.recorder.typestore.deserialize_cdr(data, type_name)
+        goal_id = bytes(message.goal_id.uuid).hex()
+        with self._lock:
+            if not self.recorder.recording and goal_id not in self._fetched.get(self.task_status_topic, set()):
+                self._auto_goal = goal_id
+                self.recorder.start(f"task-{goal_id[:12]}")
 
     def _on_action_status(self, topic: str, data: bytes, *, is_task: bool) -> None:
         """Fetch the results of goals that just ended; for the task action, start and stop the bag."""
@@ -428,11 +446,12 @@ class RecorderNode(LoggedNode):
             subscription = self._subscribed.get(topic)
             if subscription is None:  # every recorded topic the graph has, the task's status first
                 waiting.append(f"not subscribed yet to {topic}")
-            elif (subscription.get_publisher_count() == 0 and self.count_publishers(topic) > 0
+            elif (subscription.get_publisher_count() < self.count_publishers(topic)
                   and time.monotonic() - self._subscribed_at.get(topic, 0.0) < _MATCH_WAIT_S):
                 # Subscribed is not matched: a message published before DDS matched the writer is lost to the
-                # bag. A writer whose QoS never matches ours is not waited for past _MATCH_WAIT_S.
-                waiting.append(f"not matched yet to a publisher of {topic}")
+                # bag. Every writer counts (one matched leftover of another process is not the stack's own); a
+                # writer whose QoS never matches ours is not waited for past _MATCH_WAIT_S.
+                waiting.append(f"not matched yet to every publisher of {topic}")
             elif image and topic not in self._heard:
                 waiting.append(f"no message recorded yet on {topic}")
         return waiting
