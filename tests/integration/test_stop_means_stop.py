@@ -447,9 +447,7 @@ def test_instruct_piped_to_head_cancels_its_task_once_the_reader_is_gone(stack, 
     t_start = time.monotonic()
     pipeline = _Pipeline(["head", "-c1"], tmp_path)
     status, ended_at = ros_watch.goal_ended(t_start, timeout_s=120)
-    if pipeline.instruct.poll() is None:
-        pipeline.interrupt()  # the operator's Ctrl-C after it, to the same process group
-    code = pipeline.wait(60)
+    code = pipeline.wait(60)  # it ends by itself: its reader left, so its task was canceled and it has nothing to say
     print(f"\n`robopin instruct | head -c1`: the task ended {ended_at - t_start:.2f} s after the command started "
           f"(status {status}); exit code {code}")
     assert status == 5, f"the task ended with status {status}, not canceled"
