@@ -170,7 +170,7 @@ def degraded_verdict(backend, score: YesNoScore, judged: str = "", layout_seed: 
 
     The draw is a function of the backend's seed, the layout and the judged trace (``judged``), not of how
     many verdicts came before: E-TTS asks for its verdicts concurrently, in no fixed order, and the node path
-    and the in-process trials must draw alike (#38). The same trace gets the same verdict, as a model scoring
+    and the in-process trials must draw alike. The same trace gets the same verdict, as a model scoring
     yes/no logprobs does.
     """
     key = zlib.crc32(judged.encode("utf-8"))

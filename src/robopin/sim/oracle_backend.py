@@ -138,7 +138,7 @@ def judged_reasoning(messages: Sequence[ChatMessage]) -> str | None:
     E-TTS's verifier prompt (pincot/templates/verifier.txt) holds more than the trace: the earlier steps'
     reasoning (history, with their own anchor tags, cut at 600 characters) before it and the question
     after it. Parsed together they made ID conflicts and unclosed tags that the trace does not have, so
-    from a long-horizon task's second step the simulated verifier said "no" to right answers too (#38).
+    from a long-horizon task's second step the simulated verifier said "no" to right answers too.
     The trace runs from its ``<think>`` (else the start of its text part) to its ``</answer>`` (else the
     ``---`` that closes the template's reasoning block, else the end of the part).
     """

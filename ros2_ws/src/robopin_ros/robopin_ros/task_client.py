@@ -85,7 +85,7 @@ class TaskClient(LoggedNode):
 
         ``deadman``: send the heartbeat that makes the planner cancel our task once we are gone. A client in the
         planner's own process (``robopin up``'s) sends none: it cannot die without the planner, and its beats
-        would share the interpreter with every node (a 0.62 s lapse under load canceled a benchmark's task).
+        would share the interpreter with every node.
         """
         super().__init__("robopin_task_client", **node_options)
         self.views = tuple(views)

@@ -73,7 +73,7 @@ class SelectionConfig:
     ``min_reasoning_score``: a pair whose reasoning the verifier rejected (Sc below this; 0.5 is "no" more
     likely than "yes") is never explored and never run as the exhausted step's best pair, which refuses
     (``tts_rejected``) when no pair reaches it: the paper's ε-greedy and Algorithm 1 ran answers the
-    verifier had judged wrong (#38: the other duck picked, a brick on its plate picked again). 0 keeps the
+    verifier had judged wrong. 0 keeps the
     paper's selection. Greedy acceptance is left to ``threshold``.
     """
 
