@@ -278,6 +278,9 @@ def _process_alive(pid16: int) -> bool:
         return True  # cannot tell: count it as alive
 
 
+UNNAMED_NODE = "_NODE_NAME_UNKNOWN_"  # what rmw's graph cache names a node it has not heard of yet
+
+
 class ActionServers:
     """Which processes serve an action, read from the graph: one stack per namespace is judged by this.
 
@@ -330,6 +333,26 @@ class ActionServers:
             if name not in servers.setdefault(key, []):
                 servers[key].append(name)
         return servers
+
+    def refusal(self, action: str, naming_s: float = 3.0) -> str:
+        """Why a goal must not be sent to ``action``: more than one process serves it ('' when one does).
+
+        Two stacks in one ROS domain and namespace would both take a goal sent to their action; which one moves
+        is up to DDS. Every action server publishes the action's status topic, so its publishers are the servers.
+        """
+        servers = self.by_process(f"{action}/_action/status")
+        deadline = time.monotonic() + naming_s
+        # rmw's graph cache knows an endpoint before its node's name (which comes with the participant's
+        # discovery info): a newly found server is given a moment to be named, and is refused either way.
+        while len(servers) > 1 and UNNAMED_NODE in str(servers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            servers = self.by_process(f"{action}/_action/status")
+        if len(servers) <= 1:
+            return ""
+        names = sorted(name for names in servers.values() for name in names)
+        return (f"{len(servers)} servers answer {action} ({', '.join(names)}): two stacks share this ROS "
+                "domain and namespace, and either could run the task; stop one, or give each its own namespace "
+                "or ROS_DOMAIN_ID")
 
     def close(self) -> None:
         self._node.destroy_publisher(self._own_publisher)

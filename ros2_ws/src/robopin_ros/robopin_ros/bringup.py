@@ -37,7 +37,7 @@ from robopin.env import apply_ros_environment
 from robopin.system import SystemFile, SystemFileError
 from robopin.system.names import absolute_name
 from robopin.system.task_run import BringupError
-from robopin_ros.actions import ActionServers, wait_future
+from robopin_ros.actions import UNNAMED_NODE, ActionServers, wait_future
 from robopin_ros.parameters import refuse_undeclared_parameters
 from robopin_ros.runtime import (
     PARENT_PID_ENV,
@@ -174,7 +174,6 @@ class NodeProcess:
         return self.process.returncode
 
 
-_UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"  # what rmw's graph cache names a node it has not heard of yet
 
 
 class GraphProbe:
@@ -239,11 +238,11 @@ class GraphProbe:
             found = self.other_stack()
             if found and found_s is None:
                 found_s = now
-            complete = not any(_UNKNOWN_NODE in name for name in found) and any(
+            complete = not any(UNNAMED_NODE in name for name in found) and any(
                 task_action in actions for actions in found.values())
             if found and (complete or now - found_s >= self.NAMING_S):
                 domain = os.environ.get("ROS_DOMAIN_ID", "0")
-                named = {name: actions for name, actions in found.items() if _UNKNOWN_NODE not in name} or found
+                named = {name: actions for name, actions in found.items() if UNNAMED_NODE not in name} or found
                 servers = "; ".join(f"{name} serves {', '.join(sorted(actions))}"
                                     for name, actions in sorted(named.items()))
                 raise StackConflictError(

@@ -34,7 +34,7 @@ from robopin.cameras.topics import ViewTopics
 from robopin.cameras.topics import view_topics as core_view_topics
 from robopin.trials.log import encode_png
 from robopin_ros import conversions
-from robopin_ros.actions import STATUS_NAMES, future_result
+from robopin_ros.actions import STATUS_NAMES, ActionServers, future_result
 from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.logs import LoggedNode
 from robopin_ros.runtime import shutdown_executor
@@ -66,6 +66,7 @@ class ConsoleRosLink(LoggedNode):
         self.result_client = self.create_client(ExecuteTask.Impl.GetResultService, f"{_TASK_ACTION}/_action/get_result")
         self.cancel_client = self.create_client(CancelGoal, f"{_TASK_ACTION}/_action/cancel_goal")
         self.stop_client = self.create_client(Trigger, f"{self.arm_prefix}/stop")
+        self._servers = ActionServers(self)  # an instruction is refused while two stacks answer
         for view in self.view_names:
             camera = (topics or {}).get(view) or core_view_topics(view)
             self.create_subscription(Image, camera.color, lambda msg, v=view: self._on_image("camera", v, msg),
@@ -165,12 +166,19 @@ class ConsoleRosLink(LoggedNode):
         if not self.instruct_client.wait_for_service(timeout_sec=5.0):
             return {"accepted": False, "task_id": "",
                     "message": f"{self.instruct_client.srv_name} is not available: is the stack up?"}
+        others = self._servers.refusal(_TASK_ACTION)
+        if others:
+            return {"accepted": False, "task_id": "", "message": others}
         request = Instruct.Request(instruction=instruction, dry_run=dry_run)
         response = future_result(self.instruct_client.call_async(request), 30.0)
         if response is None:
             return {"accepted": False, "task_id": "",
                     "message": f"{self.instruct_client.srv_name} did not answer within 30 s"}
         return {"accepted": bool(response.accepted), "task_id": response.task_id, "message": response.message}
+
+    def destroy_node(self) -> None:
+        self._servers.close()
+        super().destroy_node()
 
     def stop(self) -> dict[str, Any]:
         """Cancel every ExecuteTask goal and stop the arm; both are tried whatever the other answers."""

@@ -196,21 +196,12 @@ class TaskClient(LoggedNode):
     def other_servers(self, settle_s: float = 0.3) -> str:
         """Why a goal must not be sent: more than one server of the task action answers ('' when one does).
 
-        Two stacks in one ROS domain and namespace would both take a goal sent to their action; which one moves
-        is up to DDS. Every action server publishes the action's status topic, so its publishers are the servers.
         Waits ``settle_s`` for the graph once a server was found (the others are discovered with it).
         """
-        status_topic = f"{self.task_action}/_action/status"
         young_s = time.monotonic() - self._created_s
         if young_s < 1.0:  # a client long in the graph has discovered every server already
             time.sleep(min(settle_s, 1.0 - young_s))
-        servers = self._servers.by_process(status_topic)
-        if len(servers) <= 1:
-            return ""
-        names = sorted(name for names in servers.values() for name in names)
-        return (f"{len(servers)} servers answer {self.task_action} ({', '.join(names)}): two stacks share this ROS "
-                "domain and namespace, and either could run the task; stop one, or give each its own namespace "
-                "or ROS_DOMAIN_ID")
+        return self._servers.refusal(self.task_action)
 
     def destroy_node(self) -> None:
         if self._heartbeat is not None:

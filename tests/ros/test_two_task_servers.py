@@ -1,0 +1,79 @@
+"""Two servers of the task action in one domain and namespace: every client refuses to send a goal.
+
+The servers are tests/ros/task_server_fixture.py in processes of their own (as two ``robopin up`` would be);
+the clients are the real ones: the operator console's link (``robopin console``) and the TaskClient of
+``robopin instruct`` / ``robopin cancel``. Which of two servers takes a goal is up to DDS, so neither client
+may send one while two answer; with one server left, both send again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from rclpy.executors import MultiThreadedExecutor
+
+from tests.ros.rostest_utils import TESTS_ROS, start_process, stop_process
+
+pytestmark = pytest.mark.ros
+
+
+def _server(name: str):
+    return start_process([str(TESTS_ROS / "task_server_fixture.py"), "--step-period", "0.05", "--steps", "2",
+                          "--ros-args", "-r", f"__node:={name}"])
+
+
+def _until(predicate, timeout_s: float = 20.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    return predicate()
+
+
+def test_console_and_instruct_refuse_a_goal_while_two_servers_answer(ros_context):
+    from robopin_ros.operator_console import open_console_link
+    from robopin_ros.task_client import TaskClient
+
+    first = _server("first_stack_planner")
+    second = None
+    link = open_console_link([], initialize_logging=False)
+    client = TaskClient((), context=ros_context)
+    executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
+    executor.add_node(client)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        answer = _until(lambda: link.link.instruct("stack the cubes"), 30.0)
+        assert answer["accepted"], answer
+        run = client.run_task("stack the cubes", timeout_s=30.0)
+        assert run.accepted and run.result is not None and run.result.success, run.message
+
+        second = _server("second_stack_planner")
+        refused = _until(lambda: not (a := link.link.instruct("stack the cubes"))["accepted"] and a, 30.0)
+        assert refused, "the console sent an instruction while two servers answered"
+        message = refused["message"]
+        print(f"\nconsole: {message}")
+        assert "2 servers answer robopin/execute_task" in message, message
+        assert "/first_stack_planner" in message and "/second_stack_planner" in message, message
+        run = client.run_task("stack the cubes", timeout_s=30.0)
+        print(f"instruct: {run.message}")
+        assert not run.accepted and run.result is None, run.message
+        assert "2 servers answer" in run.message and "/second_stack_planner" in run.message, run.message
+
+        code, output = stop_process(second)  # SIGTERM: it leaves the graph, one server answers again
+        second = None
+        assert code == 0, output
+        answer = _until(lambda: link.link.instruct("stack the cubes"), 30.0)
+        assert answer["accepted"], answer
+    finally:
+        link.close()
+        executor.shutdown(timeout_sec=2.0)
+        spinner.join(timeout=5.0)
+        client.destroy_node()
+        for process in (first, second):
+            if process is not None:
+                stop_process(process)
