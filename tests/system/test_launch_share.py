@@ -111,6 +111,30 @@ def test_the_installed_launch_starts_existing_nodes_and_reaches_an_external_cont
     assert planner["execute_action"] == "/xarm6_traj_controller/follow_joint_trajectory"
     assert planner["gripper_action"] == "robopin/arm/gripper_cmd"  # relative: under namespace:=
     assert params["arm_driver"]["ros__parameters"]["options.ip"] == "192.168.1.200"
+    # Nothing supervises the launch's processes: the task node waits for every other node's ~/ready.
+    others = [n.name for n in load_system("real_xarm6").nodes if n.executable != "planner_node"]
+    assert params["planner_node"]["ros__parameters"]["ready_nodes"] == others
+
+
+def test_the_launch_refuses_a_second_stack_before_starting_a_node(launch_file):
+    from robopin_ros.bringup import StackConflictError
+
+    from tests.ros.rostest_utils import TESTS_ROS, start_process, stop_process
+
+    other = start_process([str(TESTS_ROS / "task_server_fixture.py")])  # serves /robopin/execute_task
+    try:
+        description = launch_file.generate_launch_description()
+        defaults = {a.args[0]: a.kwargs["default_value"] for a in description
+                    if type(a).__name__ == "DeclareLaunchArgument"}
+        context = types.SimpleNamespace(launch_configurations={**defaults, "system": "real_xarm6"})
+        (opaque,) = [a for a in description if type(a).__name__ == "OpaqueFunction"]
+        with pytest.raises(StackConflictError) as refused:
+            opaque.kwargs["function"](context)
+        print(f"\n{refused.value}")
+        assert "another robopin stack already runs in namespace /" in str(refused.value)
+        assert "/task_server_fixture" in str(refused.value) and "/robopin/execute_task" in str(refused.value)
+    finally:
+        stop_process(other)
 
 
 def test_show_args_lists_the_real_defaults(prefix, monkeypatch):

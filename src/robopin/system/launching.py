@@ -144,5 +144,12 @@ def launch_entries(system_path: str | Path, launch_configurations: Mapping[str, 
     system = system.with_arguments(overrides)
     params = Path(params_dir) / f"{system.name}.params.yaml"
     params.parent.mkdir(parents=True, exist_ok=True)
-    params.write_text(yaml.safe_dump(system.ros_parameters_file(), sort_keys=False), encoding="utf-8")
+    parameters = system.ros_parameters_file()
+    # Nothing supervises a launch's processes: each task node waits for the others' ~/ready itself, so the
+    # first task finds the arm enabled, a frame from every camera and the recorder hearing every topic.
+    for node in system.nodes:
+        if node.executable == "planner_node":
+            others = [n.name for n in system.nodes if n.name != node.name]
+            parameters.setdefault(node.name, {}).setdefault("ros__parameters", {})["ready_nodes"] = others
+    params.write_text(yaml.safe_dump(parameters, sort_keys=False), encoding="utf-8")
     return system, [LaunchEntry(n.name, n.executable, str(params), namespace=system.namespace) for n in system.nodes]

@@ -44,6 +44,11 @@ def _launch_system(context, *args, **kwargs):
     params_dir = tempfile.mkdtemp(prefix="robopin-launch-")
     system, entries = launch_entries(system_file, dict(context.launch_configurations), params_dir,
                                      config_dir=_config_dir())
+    if any(entry.is_node for entry in entries):
+        # One stack per namespace and domain: refused before any node starts (robopin up checks its own).
+        from robopin_ros.bringup import refuse_other_stack
+
+        refuse_other_stack(system)
     actions = [LogInfo(msg=f"robopin system {system.name}: {', '.join(e.name for e in entries)}")]
     for entry in entries:
         if entry.is_node:

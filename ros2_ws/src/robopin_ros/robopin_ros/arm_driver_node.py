@@ -173,6 +173,12 @@ class ArmDriverNode(LoggedNode):
         pose.header.frame_id = self.base_frame
         self.ee_pose_pub.publish(pose)
 
+    def not_ready(self) -> list[str]:
+        """What keeps the arm from taking a task (its ``~/ready`` answer; ``robopin up`` asks it too)."""
+        if self.arm.is_connected and self.arm.is_enabled:
+            return []
+        return [f"arm not connected/enabled ({self.last_error or 'starting'})"]
+
     def _publish_diagnostics(self) -> None:
         """Publish connection, enable state, motion and the active fault on /diagnostics."""
         fault = None

@@ -261,6 +261,17 @@ class GraphProbe:
         rclpy.try_shutdown(context=self._context)
 
 
+def refuse_other_stack(system: SystemFile) -> None:
+    """Raise :class:`StackConflictError` when another stack serves ``system``'s namespace (the launch path's
+    check; :class:`Bringup` probes while its scene builds)."""
+    apply_ros_environment()
+    probe = GraphProbe(system.namespace)
+    try:
+        probe.refuse_other_stack(system)
+    finally:
+        probe.close()
+
+
 class Bringup:
     """All nodes of ``system`` in this process (see the module docstring). Use as a context manager."""
 
@@ -482,12 +493,7 @@ class Bringup:
         check_model = self.check_model if check_model is None else check_model
         waiting = []
         for name, node in self.nodes.items():
-            arm = getattr(node, "arm", None)
-            if arm is not None and not (arm.is_connected and arm.is_enabled):
-                waiting.append(f"{name}: arm not connected/enabled ({getattr(node, 'last_error', '') or 'starting'})")
-            if hasattr(node, "frames_published") and node.frames_published == 0:
-                waiting.append(f"{name}: no camera frame yet ({getattr(node, 'last_error', '') or 'starting'})")
-            if callable(getattr(node, "not_ready", None)):  # a node's own readiness (recorder: every camera heard)
+            if callable(getattr(node, "not_ready", None)):  # its own readiness: arm enabled, a frame, topics heard
                 waiting += [f"{name}: {reason}" for reason in node.not_ready()]
             model = node.model_not_ready() if check_model and hasattr(node, "model_not_ready") else ""
             if model:

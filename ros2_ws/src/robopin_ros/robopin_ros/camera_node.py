@@ -123,6 +123,10 @@ class CameraNode(LoggedNode):
         self._capture.start()
         self.create_timer(float(self.get_parameter("diagnostics_period_s").value), self._publish_diagnostics)
 
+    def not_ready(self) -> list[str]:
+        """What keeps this camera from serving a task (its ``~/ready`` answer; ``robopin up`` asks it too)."""
+        return [] if self.frames_published else [f"no camera frame yet ({self.last_error or 'starting'})"]
+
     def _make_camera(self) -> Camera:
         """Build the camera config from parameters (validated by the backend's config class)."""
         options = dict(self.options)

@@ -35,6 +35,7 @@ from robopin_interfaces.msg import PinnedReasoning, Target3D
 from robopin_interfaces.srv import Instruct, ProjectPoints
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
+from std_srvs.srv import Trigger
 from unique_identifier_msgs.msg import UUID
 from visualization_msgs.msg import MarkerArray
 
@@ -349,6 +350,17 @@ class PlannerNode(LoggedNode):
         self._ready = threading.Event()
         self._ready.set()
         self._not_ready_reason = ""
+        # Under ros2 launch every node runs in a process of its own and nothing supervises the start: the
+        # launch names the stack's other nodes here, and tasks wait until each one's ~/ready answers success.
+        ready_nodes = [n for n in read_only("ready_nodes", [""],
+                                            "nodes of this stack, each in a process of its own (ros2 launch), "
+                                            "whose ~/ready must answer success before a task runs (empty: tasks "
+                                            "run at once, or when robopin up releases them)") if n]
+        if ready_nodes:
+            self.hold_tasks(f"every node's readiness ({', '.join(ready_nodes)})")
+            clients = {name: self._calls.node.create_client(Trigger, f"{name}/ready") for name in ready_nodes}
+            threading.Thread(target=self._release_when_nodes_ready, args=(clients,), name="robopin-ready",
+                             daemon=True).start()
         self.reasoning_pub = self.create_publisher(PinnedReasoning, "robopin/reasoning", 10)
         self.markers_pub = self.create_publisher(MarkerArray, "robopin/reasoning/markers", 10)
         self.targets_pub = self.create_publisher(Target3D, "robopin/targets", 10)
@@ -540,6 +552,26 @@ class PlannerNode(LoggedNode):
     def release_tasks(self) -> None:
         """The stack is ready: tasks run."""
         self._ready.set()
+
+    def _release_when_nodes_ready(self, clients: dict[str, Any]) -> None:
+        """Ask each node's ``~/ready`` until all answer success, then release the tasks (ros2 launch's gate)."""
+        while not self._ready.is_set():
+            waiting = []
+            for name, client in clients.items():
+                if not client.service_is_ready():
+                    waiting.append(f"{name}: starting")
+                    continue
+                future = client.call_async(Trigger.Request())
+                if not wait_future(future, 2.0) or future.result() is None:
+                    waiting.append(f"{name}: {client.srv_name} did not answer within 2 s")
+                elif not future.result().success:
+                    waiting.append(f"{name}: {future.result().message}")
+            if not waiting:
+                self.get_logger().info(f"every node of the stack is ready ({', '.join(clients)}): tasks run")
+                self.release_tasks()
+                return
+            self._not_ready_reason = "; ".join(waiting)
+            self._ready.wait(0.5)
 
     def _wait_ready(self, goal_handle, should_stop: Callable[[], bool]) -> bool:
         """Wait until the stack is ready for a task; False when it is not within ``ready_wait_s`` or stopped."""
