@@ -85,6 +85,7 @@ _MODEL_CHECK_PERIOD_S = 2.0
 # A step's own path, from the frames to the plan: display work waits while a task is in one of these.
 _STEP_CRITICAL_STAGES = frozenset({"observing", "reasoning", "validating", "projecting", "planning"})
 _DISPLAY_HOLD_S = 5.0  # the longest an image waits for the step (a plan runs up to its 3 s timeout)
+_DISPLAY_FLUSH_S = 5.0  # the longest a final status waits for the task's images and targets to be published
 
 
 def _model_status(backend: VLMBackend | None) -> str:
@@ -532,6 +533,7 @@ class PlannerNode(LoggedNode):
             result.success, result.reason, result.message = False, "internal_error", f"{type(error).__name__}: {error}"
         finally:
             self._display_open.set()
+        self._flush_display()
         if result.reason == "canceled" and self._shutting_down and not goal_handle.is_cancel_requested:
             result.reason, result.message = "shutdown", f"the stack is shutting down: {result.message}"
         elif result.reason == "canceled" and client_lost and not goal_handle.is_cancel_requested:
@@ -633,6 +635,16 @@ class PlannerNode(LoggedNode):
 
         with contextlib.suppress(RuntimeError):  # shut down: nothing more to show
             self._display.submit(run)
+
+    def _flush_display(self) -> None:
+        """Wait (up to ``_DISPLAY_FLUSH_S``) until the task's targets, markers and drawn views are published.
+
+        The recorder closes a task's bag on its final status: what the display worker published after it (a
+        first drawing is slow on a loaded machine) was missing from the bag, which then could not be replayed.
+        The worker is one thread, so a no-op submitted now runs after everything the task gave it.
+        """
+        with contextlib.suppress(RuntimeError, concurrent.futures.TimeoutError):
+            self._display.submit(lambda: None).result(_DISPLAY_FLUSH_S)
 
     # ------------------------------------------------------------------ readiness
     def model_not_ready(self) -> str:
