@@ -39,6 +39,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 
 from robopin.bags import ReplayOptions, TrialBag, TrialRecorder, replay  # noqa: E402
 from robopin.bags.recorder import record_messages  # noqa: E402
+from robopin.stats import summarize  # noqa: E402
 
 WIDTH, HEIGHT = 640, 480
 VIEWS = ("static", "wrist")
@@ -198,9 +199,8 @@ def replay_timing() -> tuple[dict[str, float], dict[str, float]]:
         started = time.perf_counter()
         time.sleep(1 / 30)
         overshoot.append(time.perf_counter() - started - 1 / 30)
-    values = np.asarray(overshoot) * 1e3
-    baseline = {"p50": float(np.percentile(values, 50)), "p95": float(np.percentile(values, 95)),
-                "max": float(values.max())}
+    ms = summarize(overshoot).scaled(1e3)
+    baseline = {"p50": ms.median, "p95": ms.p95, "max": ms.max}
     return stats.lateness_summary_ms(), baseline
 
 

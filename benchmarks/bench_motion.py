@@ -14,22 +14,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
-
-import numpy as np
 
 from robopin.motion.planner import OmplPlannerConfig, RoboplanPlannerConfig, make_planner
 from robopin.motion.problems import tabletop_problems
 from robopin.motion.verify import sampled_check
+from robopin.stats import summarize
 
 CUROBO_REFERENCE = "cuRobo v2 docs, RTX 6000 Ada, MotionBenchMaker+MπNets: 99.73 % success, mean 38 ms, p98 81 ms"
 CANDIDATES = {"ompl": OmplPlannerConfig, "roboplan": RoboplanPlannerConfig}
 ROBOTS = ("panda", "xarm6")
-
-
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
 
 
 def run_candidate(kind: str, robot: str, problems) -> dict[str, float]:
@@ -50,13 +44,14 @@ def run_candidate(kind: str, robot: str, problems) -> dict[str, float]:
         if result.success:
             successes += 1
             clean += int(sampled_check(planner.robot, result.trajectory.positions, max_step_rad=0.002))
+    wall_ms, cpu_ms = summarize(times).scaled(1e3), summarize(cpu).scaled(1e3)
     return {
         "success_rate": successes / len(problems),
-        "median_ms": 1e3 * statistics.median(times),
-        "p95_ms": 1e3 * percentile(times, 95),
-        "mean_ms": 1e3 * statistics.fmean(times),
-        "cpu_median_ms": 1e3 * statistics.median(cpu),
-        "cpu_p95_ms": 1e3 * percentile(cpu, 95),
+        "median_ms": wall_ms.median,
+        "p95_ms": wall_ms.p95,
+        "mean_ms": wall_ms.mean,
+        "cpu_median_ms": cpu_ms.median,
+        "cpu_p95_ms": cpu_ms.p95,
         "collision_free": clean / max(successes, 1),
         "problems": len(problems),
     }

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from robopin.env import ros_environment, test_domain_id  # noqa: E402
+from robopin.stats import summarize  # noqa: E402
 
 CAMERAS = ("static", "wrist")
 WIDTH, HEIGHT = 640, 480
@@ -123,13 +124,6 @@ def run_subscriber(reliability: str) -> None:
     rclpy.shutdown()
 
 
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
 def measure(profile: bool, reliability: str, seconds: float, rate_hz: float, domain: int) -> dict:
     env = ros_environment(domain_id=domain, log_dir=tempfile.mkdtemp(prefix="bench-ros-log-"), use_profile=profile)
     frames = int(seconds * rate_hz)
@@ -147,8 +141,8 @@ def measure(profile: bool, reliability: str, seconds: float, rate_hz: float, dom
         "sent": sum(t["sent"] for t in per_topic.values()),
         "received": sum(t["received"] for t in per_topic.values()),
         "min_rate_hz": min(t["rate_hz"] for t in per_topic.values()),
-        "p50_ms": _percentile(all_latencies, 50),
-        "p95_ms": _percentile(all_latencies, 95),
+        "p50_ms": summarize(all_latencies).median,
+        "p95_ms": summarize(all_latencies).p95,
     }
 
 

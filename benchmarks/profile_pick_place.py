@@ -13,14 +13,13 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import statistics
 import time
 
-import numpy as np
 from pick_place_cases import sim_cases
 
 from robopin.motion import plan_pick_place
 from robopin.motion.planner import RoboplanPlannerConfig, make_planner
+from robopin.stats import summarize
 
 
 def plan_cases(robot: str, seeds: int, profile: cProfile.Profile | None = None
@@ -55,10 +54,10 @@ def main() -> None:
     profile = cProfile.Profile() if args.profile else None
     for robot in args.robot or ["panda", "xarm6"]:
         rows = plan_cases(robot, args.seeds, profile)
-        times, cpu = [row[1] for row in rows], [row[2] for row in rows]
-        print(f"{robot}: {sum(row[3] for row in rows)}/{len(rows)} planned; median {statistics.median(times):.3f} s, "
-              f"p95 {float(np.percentile(times, 95)):.3f} s, max {max(times):.3f} s; CPU median "
-              f"{statistics.median(cpu):.3f} s, p95 {float(np.percentile(cpu, 95)):.3f} s")
+        wall, cpu = summarize(row[1] for row in rows), summarize(row[2] for row in rows)
+        print(f"{robot}: {sum(row[3] for row in rows)}/{len(rows)} planned; median {wall.median:.3f} s, "
+              f"p95 {wall.p95:.3f} s, max {wall.max:.3f} s; CPU median "
+              f"{cpu.median:.3f} s, p95 {cpu.p95:.3f} s")
     if profile is not None:
         pstats.Stats(profile).sort_stats("cumulative").print_stats(40)
 

@@ -18,10 +18,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
 from robopin.bags.reader import BagMessage, TrialBag
 from robopin.bags.recorder import is_latched_topic
+from robopin.stats import summarize
 
 __all__ = ["ReplayError", "ReplayOptions", "ReplayStats", "frames", "replay", "select_topics"]
 
@@ -75,11 +74,8 @@ class ReplayStats:
 
     def lateness_summary_ms(self) -> dict[str, float]:
         """Median, 95th percentile and maximum lateness in milliseconds (NaN when nothing was timed)."""
-        if not self.lateness_s:
-            return {"p50": math.nan, "p95": math.nan, "max": math.nan}
-        values = np.asarray(self.lateness_s) * 1e3
-        return {"p50": float(np.percentile(values, 50)), "p95": float(np.percentile(values, 95)),
-                "max": float(values.max())}
+        summary = summarize(self.lateness_s).scaled(1e3)
+        return {"p50": summary.median, "p95": summary.p95, "max": summary.max}
 
 
 def select_topics(available: Sequence[str], options: ReplayOptions) -> list[str]:

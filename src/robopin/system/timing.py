@@ -11,11 +11,10 @@ left of the step is the stack's overhead, compared with RoboPIN's per-sample mod
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
+from robopin.stats import summarize
 
 __all__ = [
     "FEEDBACK_STAGES",
@@ -163,9 +162,10 @@ def summarize_timings(steps: Iterable[StepTiming]) -> TimingSummary:
         if "project" in step.durations_s:  # a step that reached 3D targets: the full pre-motion path
             overheads.append(step.overhead_s)
             with_planning.append(step.overhead_s + step.durations_s.get("plan", 0.0))
-    mean = {k: statistics.fmean(v) for k, v in values.items() if v}
-    median = {k: statistics.median(v) for k, v in values.items() if v}
-    p95 = {k: float(np.percentile(v, 95.0)) for k, v in values.items() if v}
-    return TimingSummary(len(steps), mean, median, statistics.fmean(overheads) if overheads else 0.0,
-                         statistics.fmean(with_planning) if with_planning else 0.0, p95)
+    summaries = {k: summarize(v) for k, v in values.items() if v}
+    return TimingSummary(len(steps), {k: s.mean for k, s in summaries.items()},
+                         {k: s.median for k, s in summaries.items()},
+                         summarize(overheads).mean if overheads else 0.0,
+                         summarize(with_planning).mean if with_planning else 0.0,
+                         {k: s.p95 for k, s in summaries.items()})
 

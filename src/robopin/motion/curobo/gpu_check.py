@@ -9,16 +9,14 @@ collision check; exits 1 when cuRobo cannot run here or any returned plan collid
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
-
-import numpy as np
 
 from robopin.motion.curobo.config import CuroboPlannerConfig
 from robopin.motion.curobo.planner import CuroboPlanner, curobo_available
 from robopin.motion.problems import tabletop_problems
 from robopin.motion.verify import sampled_check
+from robopin.stats import summarize
 
 
 def check_robot(robot: str) -> bool:
@@ -46,9 +44,10 @@ def check_robot(robot: str) -> bool:
                 print(f"  {problem.name}: cuRobo's plan collides under the dense check")
         else:
             print(f"  {problem.name}: {result.status.value} {result.message}")
+    ms = summarize(times).scaled(1e3)
     print(
-        f"{robot}: success {successes}/{len(problems)}, median {1e3 * statistics.median(times):.1f} ms, "
-        f"p95 {1e3 * float(np.percentile(times, 95)):.1f} ms (published: mean 38 ms, p98 81 ms, RTX 6000 Ada)"
+        f"{robot}: success {successes}/{len(problems)}, median {ms.median:.1f} ms, "
+        f"p95 {ms.p95:.1f} ms (published: mean 38 ms, p98 81 ms, RTX 6000 Ada)"
     )
     return clean
 
