@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from robopin.system.results import load_summaries
+from robopin.trials.results import load_summaries
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robopin.system.results import failure_table, load_summaries, results_markdown, success_table, timing_summary
 from robopin.system.timing import ROBOPIN_MODEL_TIME_S, FeedbackEvent, step_timings, summarize_timings
 from robopin.trials.log import TrialLog, TrialSummary
+from robopin.trials.results import failure_table, load_summaries, results_markdown, success_table, timing_summary
 
 
 def events(*items):

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from robopin.system.results import load_summaries
 from robopin.trials.judging import StackVerdict, finish_judged_trial, judgement_from_answer, write_stack_verdict
 from robopin.trials.log import TrialLog, TrialStep
 from robopin.trials.report import build_report
-from robopin.trials.results import judged_results_markdown
+from robopin.trials.results import judged_results_markdown, load_summaries
 
 
 def _trial(root, trial_id, task, stack, answer, *, subgoals=None):

@@ -93,9 +93,8 @@ def _trial(args: argparse.Namespace) -> int:
         # A batch talks only to itself: a domain of its own keeps other stacks on this machine out.
         os.environ["ROS_DOMAIN_ID"] = str(test_domain_id())
     apply_ros_environment()
-    from robopin.system.results import load_summaries
     from robopin.trials import write_report
-    from robopin.trials.results import judged_results_markdown
+    from robopin.trials.results import judged_results_markdown, load_summaries
 
     out = Path(args.out or time.strftime("trials/trial-%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
@@ -240,9 +239,8 @@ class _Batch:
 
     # ------------------------------------------------------------------ results
     def write_results(self) -> None:
-        from robopin.system.results import load_summaries
         from robopin.trials import write_report
-        from robopin.trials.results import judged_results_markdown
+        from robopin.trials.results import judged_results_markdown, load_summaries
 
         summaries = load_summaries(self.out)
         if summaries:
@@ -307,7 +305,7 @@ class _Batch:
         if results.is_file():
             print("\n" + results.read_text(encoding="utf-8"))
             print(f"report: {self.out / 'report.html'}\nresults: {results}")
-        from robopin.system.results import load_summaries
+        from robopin.trials.results import load_summaries
 
         summaries = load_summaries(self.out)
         if self.operator:

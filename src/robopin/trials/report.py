@@ -147,8 +147,7 @@ def _markdown_html(text: str) -> str:
 
 def _judged_sections(trials: list[_Trial]) -> str:
     """Failures by the judge's reason, judge/stack agreement, sub-goal progress and stage timing."""
-    from robopin.system.results import timing_summary
-    from robopin.trials.results import agreement, failures_by_reason, subgoal_progress
+    from robopin.trials.results import agreement, failures_by_reason, subgoal_progress, timing_summary
 
     summaries = [t.summary for t in trials]
     timing = "".join(f"<h3>{html.escape(method)}</h3><pre>"
