@@ -28,7 +28,7 @@ from dataclasses import replace
 from robopin.geometry import CrossViewConfig, PointRequest, ProjectionConfig, Projector
 from robopin.reasoning import interpret_pointing
 from robopin.reasoning.inprocess import SnapshotProjector
-from robopin.reasoning.tts.study import STUDY_WORKSPACE, StudyScene, judge_trace
+from robopin.sim.tts_study import STUDY_WORKSPACE, StudyScene, judge_trace
 
 
 def _projectors(study: StudyScene) -> dict[str, SnapshotProjector]:

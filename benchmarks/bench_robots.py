@@ -23,7 +23,7 @@ from robopin.robots.base import make_arm
 from robopin.robots.franka_arm import FrankaArmConfig
 from robopin.robots.safety import SafetyConfig
 from robopin.robots.xarm_arm import XArmConfig
-from robopin.robots.xarm_emulator import XArmControllerEmulator
+from robopin.testing.xarm_emulator import XArmControllerEmulator
 
 REPEATS = 5
 # The watchdog limits are relaxed so a loaded machine (shared CI cores) does not stop a measured motion;
@@ -191,7 +191,7 @@ def bench_franka() -> None:
     try:
         import franky
 
-        from robopin.robots.franka_sim_process import FrankaSimProcess
+        from robopin.testing.franka_sim_process import FrankaSimProcess
     except ImportError as error:
         print(f"skipped: {error}")
         return

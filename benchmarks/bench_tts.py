@@ -5,7 +5,7 @@ the simulator's ground-truth oracle writing PinCoT with injected errors: each sa
 answers the wrong duck with probability ``--error-rate`` and jitters every point by
 ``--jitter-px`` (Gaussian σ). The verifier knows the truth and reports it with probability
 ``--verifier-accuracy`` (a soft P(yes)). A chosen pick/place is judged by the success model of
-``robopin.reasoning.tts.study.action_outcome`` (pick point on the goal object within 2.5 cm of its
+``robopin.sim.tts_study.action_outcome`` (pick point on the goal object within 2.5 cm of its
 centre, place point inside the target plate), not by running physics per candidate.
 
 Methods, each at budgets M×N (pairs):
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from robopin.pincot.prompts import View, pointing_prompt
 from robopin.reasoning import ReasoningQuery, SingleSampleReasoner, interpret_pointing
 from robopin.reasoning.tts import ETTSReasoner, TTSConfig
-from robopin.reasoning.tts.study import StudyPolicyBackend, StudyScene, StudyVerifierBackend, action_outcome
+from robopin.sim.tts_study import StudyPolicyBackend, StudyScene, StudyVerifierBackend, action_outcome
 from robopin.vlm.prompts import build_messages
 
 GENERATION_S_PER_SAMPLE = 0.281  # RoboPIN, one A800 with vLLM

@@ -71,3 +71,11 @@ def test_the_scan_counts_type_only_lazy_and_relative_imports(tmp_path, text):
     path = tmp_path / "a.py"
     path.write_text(text)
     assert _imports("pkg.a", path, {"pkg": tmp_path, "pkg.a": path, "pkg.b": tmp_path / "b.py"}) == {"pkg.b"}
+
+
+def test_nothing_a_deployment_runs_imports_the_test_stand_ins():
+    """robopin.testing (controller emulators, a tiny model) serves tests and benchmarks only."""
+    graph = _graph()
+    stand_ins = {m for m in graph if m.startswith("robopin.testing")}
+    importers = sorted(m for m, imported in graph.items() if m not in stand_ins and imported & stand_ins)
+    assert not importers, f"runtime modules importing robopin.testing: {importers}"

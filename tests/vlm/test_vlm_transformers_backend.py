@@ -14,11 +14,11 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from robopin.testing.tiny_model import build_tiny_qwen_vl
 from robopin.vlm.base import ChatMessage, SamplingParams, StructuredOutput, ViewImage, make_backend
 from robopin.vlm.errors import VLMConfigError, VLMRequestError
 from robopin.vlm.points import PointConvention
 from robopin.vlm.prompts import build_pincot_messages
-from robopin.vlm.tiny_model import build_tiny_qwen_vl
 from robopin.vlm.transformers_backend import TransformersBackend, TransformersBackendConfig
 
 MAX_PIXELS = 640 * 480

@@ -33,7 +33,7 @@ def _text_of(body: dict[str, Any]) -> str:
 
 def ground_truth_verifier_server(study):
     """The VLM tests' stub OpenAI server, with its yes/no answer taken from simulator ground truth."""
-    from robopin.reasoning.tts.study import judge_trace
+    from robopin.sim.tts_study import judge_trace
     from tests.vlm.conftest import StubOpenAIServer
 
     class GroundTruthVerifierServer(StubOpenAIServer):
@@ -66,9 +66,9 @@ def spatial():
 
 
 def test_etts_rejects_the_wrong_duck_and_the_task_succeeds(spatial):
-    from robopin.reasoning.tts.study import StudyScene
     from robopin.sim.oracle_backend import OracleBackend, OracleBackendConfig
     from robopin.sim.tasks import check_success
+    from robopin.sim.tts_study import StudyScene
     from robopin.vlm.openai_backend import OpenAIBackend, OpenAIBackendConfig
 
     class RecordingOracle(OracleBackend):
@@ -120,7 +120,7 @@ def test_etts_rejects_the_wrong_duck_and_the_task_succeeds(spatial):
 
 @pytest.fixture(scope="module")
 def study():
-    from robopin.reasoning.tts.study import StudyScene
+    from robopin.sim.tts_study import StudyScene
 
     scene = StudyScene.build("multi_view", 1)
     yield scene
@@ -128,7 +128,7 @@ def study():
 
 
 def test_study_verifier_has_its_configured_accuracy(study):
-    from robopin.reasoning.tts.study import StudyPolicyBackend, StudyVerifierBackend, judge_trace
+    from robopin.sim.tts_study import StudyPolicyBackend, StudyVerifierBackend, judge_trace
     from robopin.vlm.base import ChatMessage, SamplingParams
 
     policy = StudyPolicyBackend(study, {"wrong_target_probability": 0.5, "point_jitter_px": 3.0}, seed=3)
@@ -156,7 +156,7 @@ def test_study_verifier_has_its_configured_accuracy(study):
 
 def test_study_success_model_on_oracle_answers(study):
     from robopin.reasoning import interpret_pointing
-    from robopin.reasoning.tts.study import StudyPolicyBackend, action_outcome, judge_trace
+    from robopin.sim.tts_study import StudyPolicyBackend, action_outcome, judge_trace
     from robopin.vlm.base import ChatMessage
 
     clean = StudyPolicyBackend(study, {}, seed=0).generate([ChatMessage("user", ("x",))]).texts[0]

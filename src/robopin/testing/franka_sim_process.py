@@ -46,7 +46,7 @@ class FrankaSimProcess:
         env = dict(os.environ)
         env.setdefault("PYTHONWARNINGS", "ignore::RuntimeWarning")
         self._process = subprocess.Popen(
-            [sys.executable, "-u", "-m", "robopin.robots.franka_sim_process"],
+            [sys.executable, "-u", "-m", "robopin.testing.franka_sim_process"],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.PIPE,
