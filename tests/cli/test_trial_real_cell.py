@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_a_cell_without_a_simulator_is_judged_by_the_operator_through_one_stack(tmp_path, caplog):
     from robopin_ros.bringup import sim_calibrations
+    from robopin_ros.cli.trial import _Batch, _Planned
 
-    from robopin.cli.trial import _Batch, _Planned
     from robopin.sim.tasks import build_scene
     from robopin.system import load_system
 

@@ -2,7 +2,10 @@
 
 Every module ``robopin/cli/<name>.py`` that defines ``register(subparsers)`` adds its subcommands,
 so an area adds a command without editing this file. ``register`` creates its parser(s) with
-``subparsers.add_parser(...)`` and sets ``func=<callable(args) -> int>`` as a default.
+``subparsers.add_parser(...)`` and sets ``func=<callable(args) -> int>`` as a default. The commands
+that start or drive the ROS stack (``up``, ``trial``, ``instruct``, ``console``) are modules of the ROS
+package's ``robopin_ros.cli``, registered the same way when that package is installed: the core never
+imports ROS code, and one ``robopin`` command still offers everything.
 """
 
 from __future__ import annotations
@@ -16,16 +19,27 @@ from collections.abc import Sequence
 
 from robopin.errors import is_named_error, one_line
 
+ROS_COMMANDS = "robopin_ros.cli"
+"""The ROS package's command modules (``up``, ``trial``, ``instruct``, ``console``)."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every subcommand module registered."""
     parser = argparse.ArgumentParser(prog="robopin", description="Language instructions to robot-arm motion.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if module_info.name.startswith("_"):
+    packages = [importlib.import_module(__name__)]
+    try:
+        packages.append(importlib.import_module(ROS_COMMANDS))
+    except ImportError as error:  # the core installed alone: its own commands only
+        if error.name is None or not ROS_COMMANDS.startswith(error.name):
+            raise  # the ROS package is there but broken: say so rather than hide its commands
+        parser.epilog = f"robopin up, trial, instruct and console need the ROS package ({ROS_COMMANDS}: {error})"
+    modules = [(info.name, package) for package in packages for info in pkgutil.iter_modules(package.__path__)]
+    for name, package in sorted(modules, key=lambda item: item[0]):
+        if name.startswith("_"):
             continue
-        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        module = importlib.import_module(f"{package.__name__}.{name}")
         register = getattr(module, "register", None)
         if callable(register):
             register(subparsers)

@@ -206,7 +206,7 @@ def _record(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     """Add ``robopin bag …``."""
-    from robopin.cli.up import add_namespace_argument
+    from robopin.cli.arguments import add_namespace_argument
 
     parser = subparsers.add_parser("bag", help="inspect, step through, re-plan, record and play trial bags")
     commands = parser.add_subparsers(dest="bag_command", metavar="BAG_COMMAND", required=True)

@@ -64,7 +64,7 @@ def _console(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     """Add ``robopin console``."""
-    from robopin.cli.up import ros_namespace
+    from robopin.cli.arguments import ros_namespace
 
     parser = subparsers.add_parser("console", help="the operator console (browser) for a running stack",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

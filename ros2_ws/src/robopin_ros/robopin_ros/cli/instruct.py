@@ -110,11 +110,10 @@ _PIPE_CAUSES = ("stdout closed", "stderr closed", "output closed")
 
 
 def _instruct(args: argparse.Namespace) -> int:
+    from robopin.system.timing import summarize_timings
+    from robopin_ros.cli.up import stage_printer
     from robopin_ros.runtime import stop_signals
     from robopin_ros.task_client import instruct_running_stack
-
-    from robopin.cli.up import stage_printer
-    from robopin.system.timing import summarize_timings
 
     stop = threading.Event()
     why: list[str] = []  # what stopped the task, first cause first
@@ -189,7 +188,7 @@ def _cancel(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     """Add ``robopin instruct`` and ``robopin cancel``."""
-    from robopin.cli.up import add_namespace_argument
+    from robopin.cli.arguments import add_namespace_argument
 
     parser = subparsers.add_parser("instruct", help="give a running stack a language instruction",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+from robopin.cli.arguments import add_system_arguments, ros_namespace
+
 __all__ = ["register"]
 
 
@@ -126,9 +128,8 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, system) -> int:
-    from robopin_ros.bringup import Bringup, spin_until_signal
-
     from robopin.trials.stack_trial import run_trial
+    from robopin_ros.bringup import Bringup, spin_until_signal
 
     if args.demo:
         from robopin.trials import write_report
@@ -195,30 +196,6 @@ def _model(system) -> str:
 
     planners = system.nodes_running("planner_node")
     return str(mapping_parameter(planners[0], "vlm").get("type", "vlm")) if planners else "vlm"
-
-
-def add_system_arguments(parser: argparse.ArgumentParser, *, system_required: bool = True) -> None:
-    """The system file and its name:=value arguments (shared by up and trial)."""
-    if system_required:
-        parser.add_argument("system", help="system file (config/sim_panda.yaml) or its name in config/ (sim_panda)")
-    parser.add_argument("arguments", nargs="*", default=[], metavar="name:=value",
-                        help="arguments the system file declares (robot_ip:=..., vlm_url:=..., dry_run:=true)")
-
-
-def ros_namespace(text: str) -> str:
-    """A ``--namespace`` value: a ROS namespace (``left``, ``/lab/left``), normalized; refused by name otherwise."""
-    from robopin.system.names import NamespaceError, normalize_namespace
-
-    try:
-        return normalize_namespace(text)
-    except NamespaceError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def add_namespace_argument(parser: argparse.ArgumentParser) -> None:
-    """``--namespace``: the robot's ROS namespace (its system file's ``namespace``)."""
-    parser.add_argument("--namespace", type=ros_namespace, default="",
-                        help="the robot's ROS namespace, as its system file's namespace: (default: the root namespace)")
 
 
 def register(subparsers) -> None:

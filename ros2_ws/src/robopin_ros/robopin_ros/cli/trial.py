@@ -333,12 +333,11 @@ class _Batch:
                                                             subgoals_total or stack.goals_total))
 
     def _run_one(self, planned: _Planned) -> Any:
-        from robopin_ros.bringup import Bringup, NodeStartError
-
-        from robopin.cli.up import report_start_failure, stage_printer
         from robopin.trials.judging import sim_judgement, write_stack_verdict
         from robopin.trials.scenes import load_trial_scenario
         from robopin.trials.stack_trial import run_trial
+        from robopin_ros.bringup import Bringup, NodeStartError
+        from robopin_ros.cli.up import report_start_failure, stage_printer
 
         system = planned.system
         scenario = load_trial_scenario(planned.scenario)
