@@ -41,6 +41,7 @@ from robopin.cameras import Frame, SnapshotConfig, SnapshotError, SnapshotSynchr
 from robopin.cameras.bag import write_camera_bag  # noqa: E402
 from robopin.cameras.synthetic import SyntheticScene, write_realsense_recording  # noqa: E402
 from robopin.geometry.camera_model import CameraModel  # noqa: E402
+from robopin.stats import summarize  # noqa: E402
 
 MODEL = CameraModel.from_fov(640, 480, np.deg2rad(42.5))
 VIEWS = ("static", "wrist")
@@ -67,10 +68,6 @@ def make_sources(root: Path, wrist_depth_offset_m: float) -> dict[str, dict]:
         "static": {"type": "bag", "name": "static", "bag_path": str(bag), "loop": True},
         "wrist": {"type": "realsense", "name": "wrist", "playback_file": str(recording), "repeat_playback": True},
     }
-
-
-def percentile_ms(values: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values) * 1000.0, q)) if values else float("nan")
 
 
 def count_drops(markers: list[int], loop_length: int = LOOP_FRAMES) -> tuple[int, int]:
@@ -181,8 +178,8 @@ class Collector:
                 "restart_skips": float(missing[view][1]),
                 "camera_drops": float(np.subtract(*self.node_drops[view][::-1])) if view in self.node_drops
                 else float("nan"),
-                "p50_ms": percentile_ms(self.latencies[view], 50),
-                "p95_ms": percentile_ms(self.latencies[view], 95),
+                "p50_ms": summarize(self.latencies[view]).scaled(1e3).median,
+                "p95_ms": summarize(self.latencies[view]).scaled(1e3).p95,
                 "capture_to_publish_p50_ms": float(node.get("capture_to_publish_p50_ms", "nan")),
                 "capture_to_publish_p95_ms": float(node.get("capture_to_publish_p95_ms", "nan")),
                 "capture_to_read_p50_ms": float(node.get("capture_to_read_p50_ms", "nan")),
@@ -191,10 +188,10 @@ class Collector:
                 "read_to_messages_p95_ms": float(node.get("read_to_messages_p95_ms", "nan")),
                 "messages_to_published_p50_ms": float(node.get("messages_to_published_p50_ms", "nan")),
                 "messages_to_published_p95_ms": float(node.get("messages_to_published_p95_ms", "nan")),
-                "capture_to_callback_p50_ms": percentile_ms(self.to_callback[view], 50),
-                "capture_to_callback_p95_ms": percentile_ms(self.to_callback[view], 95),
-                "callback_to_ready_p50_ms": percentile_ms(self.callback_to_ready[view], 50),
-                "callback_to_ready_p95_ms": percentile_ms(self.callback_to_ready[view], 95),
+                "capture_to_callback_p50_ms": summarize(self.to_callback[view]).scaled(1e3).median,
+                "capture_to_callback_p95_ms": summarize(self.to_callback[view]).scaled(1e3).p95,
+                "callback_to_ready_p50_ms": summarize(self.callback_to_ready[view]).scaled(1e3).median,
+                "callback_to_ready_p95_ms": summarize(self.callback_to_ready[view]).scaled(1e3).p95,
             }
         total = self.snapshots_ok + sum(self.refusals.values())
         out["snapshot"] = {"ok_fraction": self.snapshots_ok / total if total else 0.0, "taken": float(total)}
