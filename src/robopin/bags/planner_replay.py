@@ -29,7 +29,7 @@ from robopin.cameras.images import decode_color, decode_depth_m, decode_image
 from robopin.geometry.camera_model import CameraModel
 from robopin.geometry.extrinsics import CameraMount, PoseBuffer
 from robopin.geometry.projection import PointRequest, ProjectionConfig, Projector, ViewConfig, ViewData
-from robopin.geometry.transforms import quaternion_to_matrix
+from robopin.messages import pose_to_matrix, stamp_to_seconds, transform_to_matrix
 
 __all__ = [
     "DryRunActor",
@@ -130,15 +130,7 @@ class StepReplay:
 
 
 def _stamp_s(header: Any) -> float:
-    return header.stamp.sec + header.stamp.nanosec * 1e-9
-
-
-def _transform(message: Any) -> np.ndarray:
-    t, q = message.transform.translation, message.transform.rotation
-    T = np.eye(4)
-    T[:3, :3] = quaternion_to_matrix([q.x, q.y, q.z, q.w])
-    T[:3, 3] = [t.x, t.y, t.z]
-    return T
+    return stamp_to_seconds(header.stamp)
 
 
 def _mounts(bag: TrialBag) -> dict[str, CameraMount]:
@@ -152,7 +144,7 @@ def _mounts(bag: TrialBag) -> dict[str, CameraMount]:
                 continue
             kind = "static" if parent == "base" else "wrist"
             child = transform.child_frame_id
-            mounts[child] = CameraMount(kind, _transform(transform), parent, child)
+            mounts[child] = CameraMount(kind, transform_to_matrix(transform.transform), parent, child)
     return mounts
 
 
@@ -183,7 +175,7 @@ def recorded_steps(bag: TrialBag, topics: TrialTopics | None = None) -> list[Rec
     trajectories: list[list[Any]] = [[] for _ in reasonings]
     for message, decoded in bag.decoded(wanted):
         if message.topic == topics.ee_pose:
-            poses.add(_stamp_s(decoded.header), _pose_matrix(decoded.pose))
+            poses.add(_stamp_s(decoded.header), pose_to_matrix(decoded.pose))
         elif message.topic == topics.reasoning:
             step += 1
         elif message.topic == topics.targets and step >= 0:
@@ -275,14 +267,6 @@ def check_replay_inputs(bag: TrialBag, steps: Sequence[RecordedStep], topics: Tr
                                          "through the arm pose at its frame")
     if need_targets and steps and topics.targets not in available:
         raise PlannerReplayError(f"bag has no {topics.targets}: there are no recorded targets to reproduce")
-
-
-def _pose_matrix(pose: Any) -> np.ndarray:
-    T = np.eye(4)
-    q = pose.orientation
-    T[:3, :3] = quaternion_to_matrix([q.x, q.y, q.z, q.w])
-    T[:3, 3] = [pose.position.x, pose.position.y, pose.position.z]
-    return T
 
 
 def _make_step(index: int, reasoning: Any, latest: Mapping[str, Any], *, mounts: dict[str, CameraMount],

@@ -30,6 +30,7 @@ from robopin.cameras.base import (
 )
 from robopin.cameras.images import decode_color, decode_depth_m, decode_image, depth_m_to_16uc1
 from robopin.geometry.camera_model import CameraModel
+from robopin.messages import seconds_to_nanoseconds, stamp_to_seconds, time_msg_ns
 
 __all__ = ["BagCamera", "BagCameraConfig", "camera_topics", "write_camera_bag"]
 
@@ -200,7 +201,7 @@ class BagCamera(Camera):
             if kind == "info":
                 self._model = CameraModel.from_camera_info(message)
                 continue
-            stamped = _Stamped(message.header.stamp.sec + message.header.stamp.nanosec * 1e-9, message)
+            stamped = _Stamped(stamp_to_seconds(message.header.stamp), message)
             (self._colors if kind == "color" else self._depths).append(stamped)
 
     def _build_frame(self, color: _Stamped, depth: _Stamped | None) -> Frame:
@@ -281,11 +282,8 @@ def write_camera_bag(
             "depth": writer.add_connection(topics["depth"], "sensor_msgs/msg/Image", typestore=typestore),
         }
         for frame in frames:
-            stamp_ns = round(frame.timestamp_s * 1e9)
-            header = types["std_msgs/msg/Header"](
-                stamp=types["builtin_interfaces/msg/Time"](sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9),
-                frame_id=frame.optical_frame_id,
-            )
+            stamp_ns = seconds_to_nanoseconds(frame.timestamp_s)
+            header = types["std_msgs/msg/Header"](stamp=time_msg_ns(types, stamp_ns), frame_id=frame.optical_frame_id)
             fields = frame.intrinsics.to_camera_info_fields()
             info = types["sensor_msgs/msg/CameraInfo"](
                 header=header, height=fields["height"], width=fields["width"],
@@ -306,10 +304,8 @@ def write_camera_bag(
                     raise ValueError(f"write_camera_bag: frame {frame.index} of {frame.camera_name!r} has unaligned "
                                      "depth; the bag layout holds aligned_depth_to_color only (align it first)")
                 depth_ns = stamp_ns + round(depth_offset_s * 1e9)
-                depth_header = types["std_msgs/msg/Header"](
-                    stamp=types["builtin_interfaces/msg/Time"](sec=depth_ns // 10**9, nanosec=depth_ns % 10**9),
-                    frame_id=frame.optical_frame_id,
-                )
+                depth_header = types["std_msgs/msg/Header"](stamp=time_msg_ns(types, depth_ns),
+                                                             frame_id=frame.optical_frame_id)
                 depth = types["sensor_msgs/msg/Image"](
                     header=depth_header, height=frame.height, width=frame.width, encoding="16UC1", is_bigendian=0,
                     step=frame.width * 2, data=depth_m_to_16uc1(frame.depth_m).view(np.uint8).reshape(-1),
