@@ -25,7 +25,7 @@ import numpy as np
 from robopin.bags.diff import StepDiff, StepOutcome, TargetPoint, diff_steps, outcome_from_messages
 from robopin.bags.reader import TrialBag
 from robopin.bags.recorder import REASONING_TYPE, TF_STATIC_TOPIC
-from robopin.cameras.images import decode_color, decode_depth_m, decode_image
+from robopin.cameras.images import image_message_to_color, image_message_to_depth_m
 from robopin.geometry.camera_model import CameraModel
 from robopin.geometry.extrinsics import CameraMount, PoseBuffer
 from robopin.geometry.projection import PointRequest, ProjectionConfig, Projector, ViewConfig, ViewData
@@ -277,11 +277,9 @@ def _make_step(index: int, reasoning: Any, latest: Mapping[str, Any], *, mounts:
         if color is None or info is None:
             raise PlannerReplayError(f"step {index}: view {name!r} has no color image or camera info recorded "
                                      f"before the reasoning ({topics.color(name)}, {topics.info(name)})")
-        rgb = decode_color(color.encoding, decode_image(color.encoding, color.height, color.width, color.step,
-                                                        color.data, is_bigendian=bool(color.is_bigendian)))
+        rgb = image_message_to_color(color)
         depth = latest.get(topics.depth(name))
-        depth_m = None if depth is None else decode_depth_m(depth.encoding, decode_image(
-            depth.encoding, depth.height, depth.width, depth.step, depth.data, is_bigendian=bool(depth.is_bigendian)))
+        depth_m = None if depth is None else image_message_to_depth_m(depth)
         views.append(RecordedView(name, img_idx, rgb.copy(), None if depth_m is None else depth_m.copy(),
                                   CameraModel.from_camera_info(info), _stamp_s(color.header)))
     return RecordedStep(index, _stamp_s(reasoning.header), reasoning.instruction, reasoning, views, mounts, poses)

@@ -28,7 +28,14 @@ from robopin.cameras.base import (
     CameraTimeoutError,
     Frame,
 )
-from robopin.cameras.images import decode_color, decode_depth_m, decode_image, depth_m_to_16uc1
+from robopin.cameras.images import (
+    camera_info_message,
+    color_image_fields,
+    depth_image_fields,
+    image_message,
+    image_message_to_color,
+    image_message_to_depth_m,
+)
 from robopin.geometry.camera_model import CameraModel
 from robopin.messages import seconds_to_nanoseconds, stamp_to_seconds, time_msg_ns
 
@@ -205,15 +212,8 @@ class BagCamera(Camera):
             (self._colors if kind == "color" else self._depths).append(stamped)
 
     def _build_frame(self, color: _Stamped, depth: _Stamped | None) -> Frame:
-        message = color.message
-        image = decode_image(message.encoding, message.height, message.width, message.step, message.data,
-                             is_bigendian=bool(message.is_bigendian))
-        rgb = decode_color(message.encoding, image)
-        depth_m = None
-        if depth is not None:
-            d = depth.message
-            depth_m = decode_depth_m(d.encoding, decode_image(d.encoding, d.height, d.width, d.step, d.data,
-                                                              is_bigendian=bool(d.is_bigendian)))
+        rgb = image_message_to_color(color.message)
+        depth_m = None if depth is None else image_message_to_depth_m(depth.message)
         if self._model is None:
             raise CameraReadError(f"camera {self.config.name!r}: color image at {color.stamp_s:.3f} s came before "
                                   f"any {self.config.topics['info']} message")
@@ -268,8 +268,6 @@ def write_camera_bag(
     record the desync real drivers show); a frame without depth writes no depth message.
     """
     rosbags = _import_rosbags()
-    import numpy as np
-
     typestore = rosbags.typesys.get_typestore(rosbags.typesys.Stores.ROS2_JAZZY)
     types = typestore.types
     plugin = {"mcap": rosbags.rosbag2.StoragePlugin.MCAP, "sqlite3": rosbags.rosbag2.StoragePlugin.SQLITE3}[storage]
@@ -284,19 +282,8 @@ def write_camera_bag(
         for frame in frames:
             stamp_ns = seconds_to_nanoseconds(frame.timestamp_s)
             header = types["std_msgs/msg/Header"](stamp=time_msg_ns(types, stamp_ns), frame_id=frame.optical_frame_id)
-            fields = frame.intrinsics.to_camera_info_fields()
-            info = types["sensor_msgs/msg/CameraInfo"](
-                header=header, height=fields["height"], width=fields["width"],
-                distortion_model=fields["distortion_model"], d=np.array(fields["d"], dtype=np.float64),
-                k=np.array(fields["k"], dtype=np.float64), r=np.array(fields["r"], dtype=np.float64),
-                p=np.array(fields["p"], dtype=np.float64), binning_x=0, binning_y=0,
-                roi=types["sensor_msgs/msg/RegionOfInterest"](x_offset=0, y_offset=0, height=0, width=0,
-                                                              do_rectify=False),
-            )
-            color = types["sensor_msgs/msg/Image"](
-                header=header, height=frame.height, width=frame.width, encoding="rgb8", is_bigendian=0,
-                step=frame.width * 3, data=np.ascontiguousarray(frame.color).reshape(-1),
-            )
+            info = camera_info_message(types, header, frame.intrinsics)
+            color = image_message(types, header, color_image_fields(frame.color))
             writer.write(connections["info"], stamp_ns, typestore.serialize_cdr(info, info.__msgtype__))
             writer.write(connections["color"], stamp_ns, typestore.serialize_cdr(color, color.__msgtype__))
             if frame.depth_m is not None:
@@ -306,9 +293,6 @@ def write_camera_bag(
                 depth_ns = stamp_ns + round(depth_offset_s * 1e9)
                 depth_header = types["std_msgs/msg/Header"](stamp=time_msg_ns(types, depth_ns),
                                                              frame_id=frame.optical_frame_id)
-                depth = types["sensor_msgs/msg/Image"](
-                    header=depth_header, height=frame.height, width=frame.width, encoding="16UC1", is_bigendian=0,
-                    step=frame.width * 2, data=depth_m_to_16uc1(frame.depth_m).view(np.uint8).reshape(-1),
-                )
+                depth = image_message(types, depth_header, depth_image_fields(frame.depth_m))
                 writer.write(connections["depth"], depth_ns, typestore.serialize_cdr(depth, depth.__msgtype__))
     return path

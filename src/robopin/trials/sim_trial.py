@@ -19,7 +19,14 @@ import numpy as np
 
 from robopin.bags.planner_replay import TrialTopics
 from robopin.bags.recorder import StaticTransform, TrialRecorder
-from robopin.cameras.images import decode_depth_m, depth_m_to_16uc1
+from robopin.cameras.images import (
+    camera_info_message,
+    color_image_fields,
+    decode_depth_m,
+    depth_image_fields,
+    depth_m_to_16uc1,
+    image_message,
+)
 from robopin.messages import header_msg, point_msg, pose_msg, pose_to_matrix, vector3_msg
 from robopin.trials.log import TrialLog, TrialStep, TrialSummary, trace_to_json
 
@@ -189,18 +196,6 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
 def _record_view(record: Any, types: Any, topics: TrialTopics, name: str, view: Any, *, depth_m: np.ndarray,
                  stamp: float) -> None:
     header = header_msg(types, stamp, f"{name}_optical")
-    fields = view.model.to_camera_info_fields()
-    record(topics.info(name), types["sensor_msgs/msg/CameraInfo"](
-        header=header, height=fields["height"], width=fields["width"], distortion_model=fields["distortion_model"],
-        d=np.array(fields["d"], np.float64), k=np.array(fields["k"], np.float64), r=np.array(fields["r"], np.float64),
-        p=np.array(fields["p"], np.float64), binning_x=0, binning_y=0,
-        roi=types["sensor_msgs/msg/RegionOfInterest"](x_offset=0, y_offset=0, height=0, width=0, do_rectify=False)),
-        stamp)
-    color = np.ascontiguousarray(view.color)
-    record(topics.color(name), types["sensor_msgs/msg/Image"](
-        header=header, height=color.shape[0], width=color.shape[1], encoding="rgb8", is_bigendian=0,
-        step=color.shape[1] * 3, data=color.reshape(-1)), stamp)
-    depth = depth_m_to_16uc1(depth_m)
-    record(topics.depth(name), types["sensor_msgs/msg/Image"](
-        header=header, height=depth.shape[0], width=depth.shape[1], encoding="16UC1", is_bigendian=0,
-        step=depth.shape[1] * 2, data=depth.view(np.uint8).reshape(-1)), stamp)
+    record(topics.info(name), camera_info_message(types, header, view.model), stamp)
+    record(topics.color(name), image_message(types, header, color_image_fields(view.color)), stamp)
+    record(topics.depth(name), image_message(types, header, depth_image_fields(depth_m)), stamp)
