@@ -26,6 +26,7 @@ from robopin.bags.diff import StepDiff, StepOutcome, TargetPoint, diff_steps, ou
 from robopin.bags.reader import TrialBag
 from robopin.bags.recorder import REASONING_TYPE, TF_STATIC_TOPIC
 from robopin.cameras.images import image_message_to_color, image_message_to_depth_m
+from robopin.cameras.topics import CAMERA_ROOT, CameraTopicsError, ViewTopics, view_topics
 from robopin.geometry.camera_model import CameraModel
 from robopin.geometry.extrinsics import CameraMount, PoseBuffer
 from robopin.geometry.projection import PointRequest, ProjectionConfig, Projector, ViewConfig, ViewData
@@ -75,16 +76,30 @@ class TrialTopics:
     targets: str = "/robopin/targets"
     trajectory: str = "/robopin/planned_trajectory"
     ee_pose: str = "/robopin/arm/ee_pose"
-    camera_prefix: str = "/cameras"
+    camera_prefix: str = f"/{CAMERA_ROOT}"
+
+    def view(self, view: str) -> ViewTopics:
+        """Where our camera_node's layout puts ``view`` under ``camera_prefix``."""
+        return view_topics(view, robopin_root=self.camera_prefix)
 
     def color(self, view: str) -> str:
-        return f"{self.camera_prefix}/{view}/color/image_raw"
+        return self.view(view).color
 
     def info(self, view: str) -> str:
-        return f"{self.camera_prefix}/{view}/color/camera_info"
+        return self.view(view).info
 
     def depth(self, view: str) -> str:
-        return f"{self.camera_prefix}/{view}/aligned_depth_to_color/image_raw"
+        return self.view(view).depth
+
+    def is_view_topic(self, topic: str) -> bool:
+        """Whether ``topic`` is some view's color, camera info or aligned depth under ``camera_prefix``."""
+        if not topic.startswith(self.camera_prefix.rstrip("/") + "/"):
+            return False
+        view = topic[len(self.camera_prefix.rstrip("/")) + 1:].partition("/")[0]
+        try:
+            return topic in self.view(view).names().values()
+        except CameraTopicsError:
+            return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,9 +181,7 @@ def recorded_steps(bag: TrialBag, topics: TrialTopics | None = None) -> list[Rec
     stamps = [_stamp_s(r.header) for r in reasonings]
     # (step index, topic) → newest frame message at or before the step's stamp
     frames: list[dict[str, Any]] = [{} for _ in reasonings]
-    wanted = [t for t in available if t.startswith(topics.camera_prefix + "/") and
-              (t.endswith("/color/image_raw") or t.endswith("/color/camera_info") or
-               t.endswith("/aligned_depth_to_color/image_raw"))]
+    wanted = [t for t in available if topics.is_view_topic(t)]
     wanted += [t for t in (topics.reasoning, topics.targets, topics.trajectory, topics.ee_pose) if t in available]
     step = -1
     targets: list[list[Any]] = [[] for _ in reasonings]

@@ -1,9 +1,9 @@
 """Bag backend: one recorded view played back from a rosbag2 bag (MCAP or SQLite3) as if it were a camera.
 
-It reads the realsense-ros topic layout under a prefix — ``<prefix>/color/image_raw``,
-``<prefix>/color/camera_info`` and ``<prefix>/aligned_depth_to_color/image_raw`` — with ``rosbags`` (pure
-Python, no rclpy), pairs each color image with the depth image whose header stamp is closest (within
-``max_depth_offset_s``), and paces delivery by the recorded stamps unless ``realtime`` is off.
+It reads our camera_node's (realsense-ros's) topic layout under a prefix (robopin.cameras.topics) —
+``<prefix>/color/image_raw``, ``<prefix>/color/camera_info`` and ``<prefix>/aligned_depth_to_color/image_raw`` —
+with ``rosbags`` (pure Python, no rclpy), pairs each color image with the depth image whose header stamp is
+closest (within ``max_depth_offset_s``), and paces delivery by the recorded stamps unless ``realtime`` is off.
 :func:`write_camera_bag` writes frames in the same layout (test fixtures, demo bags).
 """
 
@@ -36,22 +36,13 @@ from robopin.cameras.images import (
     image_message_to_color,
     image_message_to_depth_m,
 )
+from robopin.cameras.topics import CAMERA_ROOT, prefix_topics
 from robopin.geometry.camera_model import CameraModel
 from robopin.messages import seconds_to_nanoseconds, stamp_to_seconds, time_msg_ns
 
-__all__ = ["BagCamera", "BagCameraConfig", "camera_topics", "write_camera_bag"]
+__all__ = ["BagCamera", "BagCameraConfig", "write_camera_bag"]
 
 logger = logging.getLogger(__name__)
-
-
-def camera_topics(prefix: str) -> dict[str, str]:
-    """The realsense-ros topic names under ``prefix`` (e.g. ``/cameras/wrist`` or ``/camera/camera``)."""
-    prefix = "/" + prefix.strip("/")
-    return {
-        "color": f"{prefix}/color/image_raw",
-        "info": f"{prefix}/color/camera_info",
-        "depth": f"{prefix}/aligned_depth_to_color/image_raw",
-    }
 
 
 def _import_rosbags() -> Any:
@@ -103,7 +94,7 @@ class BagCameraConfig(CameraConfig):
 
     @property
     def topics(self) -> dict[str, str]:
-        return camera_topics(self.topic_prefix or f"/cameras/{self.name}")
+        return prefix_topics(self.topic_prefix or f"/{CAMERA_ROOT}/{self.name}")
 
 
 @dataclasses.dataclass
@@ -271,7 +262,7 @@ def write_camera_bag(
     typestore = rosbags.typesys.get_typestore(rosbags.typesys.Stores.ROS2_JAZZY)
     types = typestore.types
     plugin = {"mcap": rosbags.rosbag2.StoragePlugin.MCAP, "sqlite3": rosbags.rosbag2.StoragePlugin.SQLITE3}[storage]
-    topics = camera_topics(topic_prefix)
+    topics = prefix_topics(topic_prefix)
     path = Path(path)
     with rosbags.rosbag2.Writer(path, version=9, storage_plugin=plugin) as writer:
         connections = {
