@@ -9,11 +9,18 @@ from hypothesis import strategies as st
 
 from robopin.cameras.images import (
     ImageEncodingError,
+    camera_info_message,
+    color_image_fields,
     decode_color,
     decode_depth_m,
     decode_image,
+    depth_image_fields,
     depth_m_to_16uc1,
+    image_message,
+    image_message_to_color,
+    image_message_to_depth_m,
 )
+from robopin.geometry.camera_model import CameraModel
 
 
 def test_bgr8_with_row_padding_decodes_to_rgb():
@@ -65,3 +72,26 @@ def test_depth_mm_round_trip_within_half_a_millimetre(values):
     back = decode_depth_m("16UC1", depth_m_to_16uc1(depth))
     # Half a millimetre of quantisation plus float32 rounding at the value (ulp is ~2e-6 m at 17 m).
     assert np.all(np.abs(back - depth) <= 0.0005 + 4 * np.spacing(depth))
+
+
+def test_image_and_camera_info_fields_survive_a_bag_round_trip():
+    typesys = pytest.importorskip("rosbags.typesys")
+    typestore = typesys.get_typestore(typesys.Stores.ROS2_JAZZY)
+    types = typestore.types
+    header = types["std_msgs/msg/Header"](stamp=types["builtin_interfaces/msg/Time"](sec=1, nanosec=2), frame_id="c")
+
+    def round_trip(message):
+        return typestore.deserialize_cdr(typestore.serialize_cdr(message, message.__msgtype__), message.__msgtype__)
+
+    rgb = np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)
+    depth_m = np.full((4, 5), 0.5, np.float32)
+    depth_m[0, 0] = np.nan
+    np.testing.assert_array_equal(image_message_to_color(round_trip(image_message(types, header,
+                                                                                  color_image_fields(rgb)))), rgb)
+    depth = image_message_to_depth_m(round_trip(image_message(types, header, depth_image_fields(depth_m))))
+    np.testing.assert_array_equal(np.isnan(depth), np.isnan(depth_m))
+    np.testing.assert_allclose(depth[1:], depth_m[1:])
+    model = CameraModel(5, 4, 100.0, 101.0, 2.5, 2.0)
+    assert CameraModel.from_camera_info(round_trip(camera_info_message(types, header, model))) == model
+    with pytest.raises(ValueError, match="uint8"):
+        color_image_fields(rgb.astype(np.float32))

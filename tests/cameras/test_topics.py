@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from robopin.cameras.images import decode_depth_m
-from robopin.cameras.topics import CameraTopicsError, view_topics
+from robopin.cameras.topics import CameraTopicsError, camera_topic_patterns, prefix_topics, view_topics
 from robopin.system import SystemFileError, system_from_dict
 from tests.system.test_schema import SIM
 
@@ -106,3 +106,13 @@ def test_a_view_another_driver_publishes_needs_no_camera_node():
         system_from_dict(data)
     data["cameras"] = {"static": {"driver": "realsense"}}
     assert system_from_dict(data).view_topics()["static"].color == "/camera/static/color/image_raw"
+
+
+def test_a_prefix_and_the_recorder_patterns_come_from_the_same_layout():
+    assert prefix_topics("camera/camera") == {"color": "/camera/camera/color/image_raw",
+                                              "info": "/camera/camera/color/camera_info",
+                                              "depth": "/camera/camera/aligned_depth_to_color/image_raw"}
+    assert prefix_topics("/cameras/wrist/") == view_topics("wrist", robopin_root="/cameras").names()
+    assert camera_topic_patterns() == ("cameras/*/color/image_raw", "cameras/*/color/camera_info",
+                                       "cameras/*/aligned_depth_to_color/image_raw", "cameras/*/depth/image_rect_raw",
+                                       "cameras/*/depth/camera_info")

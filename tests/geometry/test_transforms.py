@@ -46,6 +46,15 @@ def test_quaternion_known_value_xyzw_order():
     np.testing.assert_allclose(matrix_to_quaternion(rpy_to_matrix(0, 0, math.pi / 2)), q, atol=1e-12)
 
 
+def test_quaternion_scalar_first_order():
+    # The same 90 deg about z in [w, x, y, z] (cuRobo's order).
+    q = [math.sqrt(0.5), 0, 0, math.sqrt(0.5)]
+    np.testing.assert_allclose(quaternion_to_matrix(q, order="wxyz"), rpy_to_matrix(0, 0, math.pi / 2), atol=1e-12)
+    np.testing.assert_allclose(matrix_to_quaternion(rpy_to_matrix(0, 0, math.pi / 2), order="wxyz"), q, atol=1e-12)
+    with pytest.raises(TransformError, match="order"):
+        matrix_to_quaternion(np.eye(3), order="zyxw")
+
+
 @given(angles, st.floats(-1.5, 1.5), angles)
 @settings(deadline=None)  # timing is never pass/fail; the machine is shared
 def test_rpy_round_trip(roll, pitch, yaw):
@@ -60,6 +69,9 @@ def test_quaternion_round_trip_up_to_sign(q):
     back = matrix_to_quaternion(quaternion_to_matrix(q))
     assert back[3] >= 0
     assert min(np.abs(back - q).max(), np.abs(back + q).max()) < 1e-9
+    wxyz = matrix_to_quaternion(quaternion_to_matrix(q), order="wxyz")
+    np.testing.assert_allclose(wxyz, np.roll(back, 1), atol=1e-12)
+    np.testing.assert_allclose(quaternion_to_matrix(wxyz, order="wxyz"), quaternion_to_matrix(q), atol=1e-9)
 
 
 @given(st.tuples(angles, angles, angles), st.tuples(coords, coords, coords))

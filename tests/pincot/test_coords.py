@@ -1,4 +1,5 @@
-"""Coordinate conventions: 0–1000 ↔ pixels and Qwen2.5-VL / Embodied-R1 resized pixels ↔ original pixels."""
+"""PinCoT coordinates: 0–1000 ↔ pixels and the Qwen processors' smart resize (a model's point convention is
+robopin.vlm.points.PointConvention, tested in tests/vlm)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,8 @@ from hypothesis import strategies as st
 from robopin.pincot.coords import (
     CoordinateError,
     ImageSize,
-    model_point_to_pixels,
     normalized_to_pixels,
     pixel_index_to_normalized,
-    pixels_to_model_point,
     pixels_to_normalized,
     smart_resize,
 )
@@ -58,21 +57,12 @@ def test_smart_resize_gives_multiples_of_28_within_the_pixel_budget(width, heigh
     assert 56 * 56 <= out.width * out.height <= 1_003_520
 
 
-def test_embodied_r1_pixels_convert_back_to_original_pixels():
-    # The model saw 644x476; its point (322, 238) is the image centre of the 640x480 original.
-    assert model_point_to_pixels(322, 238, (640, 480), "pixels_resized") == pytest.approx((320.0, 240.0))
-    assert pixels_to_model_point(320, 240, (640, 480), "pixels_resized") == pytest.approx((322.0, 238.0))
-    assert model_point_to_pixels(500, 500, (640, 480)) == (320.0, 240.0)
-    assert pixels_to_model_point(320, 240, (640, 480)) == (500.0, 500.0)
-
-
 @pytest.mark.parametrize(
     ("call", "match"),
     [
         (lambda: normalized_to_pixels(1, 1, (0, 480)), "positive"),
         (lambda: smart_resize((10000, 10)), "aspect ratio"),
         (lambda: smart_resize((640, 480), min_pixels=10, max_pixels=5), "min_pixels"),
-        (lambda: model_point_to_pixels(1, 1, (640, 480), "pixel"), "convention"),
     ],
 )
 def test_bad_inputs_raise_a_coordinate_error_naming_the_value(call, match):

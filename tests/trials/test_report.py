@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from robopin.trials import TrialLog, TrialLogError, TrialStep, TrialSummary, build_report, read_trial, write_report
-from robopin.trials.log import read_png, write_png
+from robopin.trials.log import encode_png, read_png, write_png
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -18,6 +18,11 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def test_png_round_trip(tmp_path):
     image = np.random.default_rng(0).integers(0, 255, (7, 5, 3), dtype=np.uint8)
     np.testing.assert_array_equal(read_png(write_png(tmp_path / "a.png", image)), image)
+    fast = tmp_path / "fast.png"
+    fast.write_bytes(encode_png(image, level=1))
+    np.testing.assert_array_equal(read_png(fast), image)
+    with pytest.raises(TrialLogError, match="HxWx3 uint8"):
+        encode_png(image.astype(np.float32))
 
 
 def test_trial_log_round_trip_and_refusals(tmp_path):

@@ -104,6 +104,17 @@ def test_pixels_resized_scales_by_the_smart_resized_frame():
     assert convention.to_pixels([322, 238], 640, 480).tolist() == pytest.approx([320, 240])
 
 
+def test_embodied_r1_pixels_convert_back_to_original_pixels():
+    # The model saw 644x476; its point (322, 238) is the image centre of the 640x480 original.
+    resized = PointConvention("pixels_resized", resize_factor=28)
+    assert resized.to_pixels([322, 238], 640, 480).tolist() == pytest.approx([320.0, 240.0])
+    assert resized.from_pixels([320, 240], 640, 480).tolist() == pytest.approx([322.0, 238.0])
+    assert PointConvention("norm1000").to_pixels([500, 500], 640, 480).tolist() == [320.0, 240.0]
+    assert PointConvention("norm1000").from_pixels([320, 240], 640, 480).tolist() == pytest.approx([500.0, 500.0])
+    assert PointConvention("pixels").to_pixels([320, 240], 640, 480).tolist() == [320.0, 240.0]
+    assert PointConvention("pixels").from_pixels([320, 240], 640, 480).tolist() == [320.0, 240.0]
+
+
 def test_bad_point_convention_values_are_named():
     with pytest.raises(VLMConfigError, match="'pixel'"):
         PointConvention("pixel")  # type: ignore[arg-type]

@@ -25,11 +25,12 @@ import numpy as np
 from robopin.bags.diff import StepDiff, StepOutcome, TargetPoint, diff_steps, outcome_from_messages
 from robopin.bags.reader import TrialBag
 from robopin.bags.recorder import REASONING_TYPE, TF_STATIC_TOPIC
-from robopin.cameras.images import decode_color, decode_depth_m, decode_image
+from robopin.cameras.images import image_message_to_color, image_message_to_depth_m
+from robopin.cameras.topics import CAMERA_ROOT, CameraTopicsError, ViewTopics, view_topics
 from robopin.geometry.camera_model import CameraModel
 from robopin.geometry.extrinsics import CameraMount, PoseBuffer
 from robopin.geometry.projection import PointRequest, ProjectionConfig, Projector, ViewConfig, ViewData
-from robopin.geometry.transforms import quaternion_to_matrix
+from robopin.messages import pose_to_matrix, stamp_to_seconds, transform_to_matrix
 
 __all__ = [
     "DryRunActor",
@@ -75,16 +76,30 @@ class TrialTopics:
     targets: str = "/robopin/targets"
     trajectory: str = "/robopin/planned_trajectory"
     ee_pose: str = "/robopin/arm/ee_pose"
-    camera_prefix: str = "/cameras"
+    camera_prefix: str = f"/{CAMERA_ROOT}"
+
+    def view(self, view: str) -> ViewTopics:
+        """Where our camera_node's layout puts ``view`` under ``camera_prefix``."""
+        return view_topics(view, robopin_root=self.camera_prefix)
 
     def color(self, view: str) -> str:
-        return f"{self.camera_prefix}/{view}/color/image_raw"
+        return self.view(view).color
 
     def info(self, view: str) -> str:
-        return f"{self.camera_prefix}/{view}/color/camera_info"
+        return self.view(view).info
 
     def depth(self, view: str) -> str:
-        return f"{self.camera_prefix}/{view}/aligned_depth_to_color/image_raw"
+        return self.view(view).depth
+
+    def is_view_topic(self, topic: str) -> bool:
+        """Whether ``topic`` is some view's color, camera info or aligned depth under ``camera_prefix``."""
+        if not topic.startswith(self.camera_prefix.rstrip("/") + "/"):
+            return False
+        view = topic[len(self.camera_prefix.rstrip("/")) + 1:].partition("/")[0]
+        try:
+            return topic in self.view(view).names().values()
+        except CameraTopicsError:
+            return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,15 +145,7 @@ class StepReplay:
 
 
 def _stamp_s(header: Any) -> float:
-    return header.stamp.sec + header.stamp.nanosec * 1e-9
-
-
-def _transform(message: Any) -> np.ndarray:
-    t, q = message.transform.translation, message.transform.rotation
-    T = np.eye(4)
-    T[:3, :3] = quaternion_to_matrix([q.x, q.y, q.z, q.w])
-    T[:3, 3] = [t.x, t.y, t.z]
-    return T
+    return stamp_to_seconds(header.stamp)
 
 
 def _mounts(bag: TrialBag) -> dict[str, CameraMount]:
@@ -152,7 +159,7 @@ def _mounts(bag: TrialBag) -> dict[str, CameraMount]:
                 continue
             kind = "static" if parent == "base" else "wrist"
             child = transform.child_frame_id
-            mounts[child] = CameraMount(kind, _transform(transform), parent, child)
+            mounts[child] = CameraMount(kind, transform_to_matrix(transform.transform), parent, child)
     return mounts
 
 
@@ -174,16 +181,14 @@ def recorded_steps(bag: TrialBag, topics: TrialTopics | None = None) -> list[Rec
     stamps = [_stamp_s(r.header) for r in reasonings]
     # (step index, topic) → newest frame message at or before the step's stamp
     frames: list[dict[str, Any]] = [{} for _ in reasonings]
-    wanted = [t for t in available if t.startswith(topics.camera_prefix + "/") and
-              (t.endswith("/color/image_raw") or t.endswith("/color/camera_info") or
-               t.endswith("/aligned_depth_to_color/image_raw"))]
+    wanted = [t for t in available if topics.is_view_topic(t)]
     wanted += [t for t in (topics.reasoning, topics.targets, topics.trajectory, topics.ee_pose) if t in available]
     step = -1
     targets: list[list[Any]] = [[] for _ in reasonings]
     trajectories: list[list[Any]] = [[] for _ in reasonings]
     for message, decoded in bag.decoded(wanted):
         if message.topic == topics.ee_pose:
-            poses.add(_stamp_s(decoded.header), _pose_matrix(decoded.pose))
+            poses.add(_stamp_s(decoded.header), pose_to_matrix(decoded.pose))
         elif message.topic == topics.reasoning:
             step += 1
         elif message.topic == topics.targets and step >= 0:
@@ -277,14 +282,6 @@ def check_replay_inputs(bag: TrialBag, steps: Sequence[RecordedStep], topics: Tr
         raise PlannerReplayError(f"bag has no {topics.targets}: there are no recorded targets to reproduce")
 
 
-def _pose_matrix(pose: Any) -> np.ndarray:
-    T = np.eye(4)
-    q = pose.orientation
-    T[:3, :3] = quaternion_to_matrix([q.x, q.y, q.z, q.w])
-    T[:3, 3] = [pose.position.x, pose.position.y, pose.position.z]
-    return T
-
-
 def _make_step(index: int, reasoning: Any, latest: Mapping[str, Any], *, mounts: dict[str, CameraMount],
                poses: PoseBuffer, topics: TrialTopics) -> RecordedStep:
     views = []
@@ -293,11 +290,9 @@ def _make_step(index: int, reasoning: Any, latest: Mapping[str, Any], *, mounts:
         if color is None or info is None:
             raise PlannerReplayError(f"step {index}: view {name!r} has no color image or camera info recorded "
                                      f"before the reasoning ({topics.color(name)}, {topics.info(name)})")
-        rgb = decode_color(color.encoding, decode_image(color.encoding, color.height, color.width, color.step,
-                                                        color.data, is_bigendian=bool(color.is_bigendian)))
+        rgb = image_message_to_color(color)
         depth = latest.get(topics.depth(name))
-        depth_m = None if depth is None else decode_depth_m(depth.encoding, decode_image(
-            depth.encoding, depth.height, depth.width, depth.step, depth.data, is_bigendian=bool(depth.is_bigendian)))
+        depth_m = None if depth is None else image_message_to_depth_m(depth)
         views.append(RecordedView(name, img_idx, rgb.copy(), None if depth_m is None else depth_m.copy(),
                                   CameraModel.from_camera_info(info), _stamp_s(color.header)))
     return RecordedStep(index, _stamp_s(reasoning.header), reasoning.instruction, reasoning, views, mounts, poses)

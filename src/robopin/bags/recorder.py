@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from robopin import messages
 from robopin.bags.annotations import annotation_topic, reasoning_to_annotations
 from robopin.bags.typestore import connection_definition, robopin_typestore
-from robopin.geometry.transforms import matrix_to_quaternion
 from robopin.system.names import normalize_namespace, strip_namespace
 
 __all__ = [
@@ -305,16 +305,11 @@ class TrialRecorder:
     def add_static_transform(self, transform: StaticTransform, stamp_ns: int = 0) -> None:
         """Remember one fixed transform; it is written at the start of every later bag."""
         types = self.typestore.types
-        T = np.asarray(transform.T_parent_child, dtype=np.float64)
-        qx, qy, qz, qw = (float(c) for c in matrix_to_quaternion(T[:3, :3]))
         message = types["geometry_msgs/msg/TransformStamped"](
-            header=types["std_msgs/msg/Header"](
-                stamp=types["builtin_interfaces/msg/Time"](sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9),
-                frame_id=transform.parent_frame),
+            header=types["std_msgs/msg/Header"](stamp=messages.time_msg_ns(types, stamp_ns),
+                                                frame_id=transform.parent_frame),
             child_frame_id=transform.child_frame,
-            transform=types["geometry_msgs/msg/Transform"](
-                translation=types["geometry_msgs/msg/Vector3"](x=float(T[0, 3]), y=float(T[1, 3]), z=float(T[2, 3])),
-                rotation=types["geometry_msgs/msg/Quaternion"](x=qx, y=qy, z=qz, w=qw)),
+            transform=messages.transform_msg(types, transform.T_parent_child),
         )
         with self._lock:
             self._static[transform.child_frame] = message

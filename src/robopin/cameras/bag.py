@@ -1,9 +1,9 @@
 """Bag backend: one recorded view played back from a rosbag2 bag (MCAP or SQLite3) as if it were a camera.
 
-It reads the realsense-ros topic layout under a prefix — ``<prefix>/color/image_raw``,
-``<prefix>/color/camera_info`` and ``<prefix>/aligned_depth_to_color/image_raw`` — with ``rosbags`` (pure
-Python, no rclpy), pairs each color image with the depth image whose header stamp is closest (within
-``max_depth_offset_s``), and paces delivery by the recorded stamps unless ``realtime`` is off.
+It reads our camera_node's (realsense-ros's) topic layout under a prefix (robopin.cameras.topics) —
+``<prefix>/color/image_raw``, ``<prefix>/color/camera_info`` and ``<prefix>/aligned_depth_to_color/image_raw`` —
+with ``rosbags`` (pure Python, no rclpy), pairs each color image with the depth image whose header stamp is
+closest (within ``max_depth_offset_s``), and paces delivery by the recorded stamps unless ``realtime`` is off.
 :func:`write_camera_bag` writes frames in the same layout (test fixtures, demo bags).
 """
 
@@ -28,22 +28,21 @@ from robopin.cameras.base import (
     CameraTimeoutError,
     Frame,
 )
-from robopin.cameras.images import decode_color, decode_depth_m, decode_image, depth_m_to_16uc1
+from robopin.cameras.images import (
+    camera_info_message,
+    color_image_fields,
+    depth_image_fields,
+    image_message,
+    image_message_to_color,
+    image_message_to_depth_m,
+)
+from robopin.cameras.topics import CAMERA_ROOT, prefix_topics
 from robopin.geometry.camera_model import CameraModel
+from robopin.messages import seconds_to_nanoseconds, stamp_to_seconds, time_msg_ns
 
-__all__ = ["BagCamera", "BagCameraConfig", "camera_topics", "write_camera_bag"]
+__all__ = ["BagCamera", "BagCameraConfig", "write_camera_bag"]
 
 logger = logging.getLogger(__name__)
-
-
-def camera_topics(prefix: str) -> dict[str, str]:
-    """The realsense-ros topic names under ``prefix`` (e.g. ``/cameras/wrist`` or ``/camera/camera``)."""
-    prefix = "/" + prefix.strip("/")
-    return {
-        "color": f"{prefix}/color/image_raw",
-        "info": f"{prefix}/color/camera_info",
-        "depth": f"{prefix}/aligned_depth_to_color/image_raw",
-    }
 
 
 def _import_rosbags() -> Any:
@@ -95,7 +94,7 @@ class BagCameraConfig(CameraConfig):
 
     @property
     def topics(self) -> dict[str, str]:
-        return camera_topics(self.topic_prefix or f"/cameras/{self.name}")
+        return prefix_topics(self.topic_prefix or f"/{CAMERA_ROOT}/{self.name}")
 
 
 @dataclasses.dataclass
@@ -200,19 +199,12 @@ class BagCamera(Camera):
             if kind == "info":
                 self._model = CameraModel.from_camera_info(message)
                 continue
-            stamped = _Stamped(message.header.stamp.sec + message.header.stamp.nanosec * 1e-9, message)
+            stamped = _Stamped(stamp_to_seconds(message.header.stamp), message)
             (self._colors if kind == "color" else self._depths).append(stamped)
 
     def _build_frame(self, color: _Stamped, depth: _Stamped | None) -> Frame:
-        message = color.message
-        image = decode_image(message.encoding, message.height, message.width, message.step, message.data,
-                             is_bigendian=bool(message.is_bigendian))
-        rgb = decode_color(message.encoding, image)
-        depth_m = None
-        if depth is not None:
-            d = depth.message
-            depth_m = decode_depth_m(d.encoding, decode_image(d.encoding, d.height, d.width, d.step, d.data,
-                                                              is_bigendian=bool(d.is_bigendian)))
+        rgb = image_message_to_color(color.message)
+        depth_m = None if depth is None else image_message_to_depth_m(depth.message)
         if self._model is None:
             raise CameraReadError(f"camera {self.config.name!r}: color image at {color.stamp_s:.3f} s came before "
                                   f"any {self.config.topics['info']} message")
@@ -267,12 +259,10 @@ def write_camera_bag(
     record the desync real drivers show); a frame without depth writes no depth message.
     """
     rosbags = _import_rosbags()
-    import numpy as np
-
     typestore = rosbags.typesys.get_typestore(rosbags.typesys.Stores.ROS2_JAZZY)
     types = typestore.types
     plugin = {"mcap": rosbags.rosbag2.StoragePlugin.MCAP, "sqlite3": rosbags.rosbag2.StoragePlugin.SQLITE3}[storage]
-    topics = camera_topics(topic_prefix)
+    topics = prefix_topics(topic_prefix)
     path = Path(path)
     with rosbags.rosbag2.Writer(path, version=9, storage_plugin=plugin) as writer:
         connections = {
@@ -281,24 +271,10 @@ def write_camera_bag(
             "depth": writer.add_connection(topics["depth"], "sensor_msgs/msg/Image", typestore=typestore),
         }
         for frame in frames:
-            stamp_ns = round(frame.timestamp_s * 1e9)
-            header = types["std_msgs/msg/Header"](
-                stamp=types["builtin_interfaces/msg/Time"](sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9),
-                frame_id=frame.optical_frame_id,
-            )
-            fields = frame.intrinsics.to_camera_info_fields()
-            info = types["sensor_msgs/msg/CameraInfo"](
-                header=header, height=fields["height"], width=fields["width"],
-                distortion_model=fields["distortion_model"], d=np.array(fields["d"], dtype=np.float64),
-                k=np.array(fields["k"], dtype=np.float64), r=np.array(fields["r"], dtype=np.float64),
-                p=np.array(fields["p"], dtype=np.float64), binning_x=0, binning_y=0,
-                roi=types["sensor_msgs/msg/RegionOfInterest"](x_offset=0, y_offset=0, height=0, width=0,
-                                                              do_rectify=False),
-            )
-            color = types["sensor_msgs/msg/Image"](
-                header=header, height=frame.height, width=frame.width, encoding="rgb8", is_bigendian=0,
-                step=frame.width * 3, data=np.ascontiguousarray(frame.color).reshape(-1),
-            )
+            stamp_ns = seconds_to_nanoseconds(frame.timestamp_s)
+            header = types["std_msgs/msg/Header"](stamp=time_msg_ns(types, stamp_ns), frame_id=frame.optical_frame_id)
+            info = camera_info_message(types, header, frame.intrinsics)
+            color = image_message(types, header, color_image_fields(frame.color))
             writer.write(connections["info"], stamp_ns, typestore.serialize_cdr(info, info.__msgtype__))
             writer.write(connections["color"], stamp_ns, typestore.serialize_cdr(color, color.__msgtype__))
             if frame.depth_m is not None:
@@ -306,13 +282,8 @@ def write_camera_bag(
                     raise ValueError(f"write_camera_bag: frame {frame.index} of {frame.camera_name!r} has unaligned "
                                      "depth; the bag layout holds aligned_depth_to_color only (align it first)")
                 depth_ns = stamp_ns + round(depth_offset_s * 1e9)
-                depth_header = types["std_msgs/msg/Header"](
-                    stamp=types["builtin_interfaces/msg/Time"](sec=depth_ns // 10**9, nanosec=depth_ns % 10**9),
-                    frame_id=frame.optical_frame_id,
-                )
-                depth = types["sensor_msgs/msg/Image"](
-                    header=depth_header, height=frame.height, width=frame.width, encoding="16UC1", is_bigendian=0,
-                    step=frame.width * 2, data=depth_m_to_16uc1(frame.depth_m).view(np.uint8).reshape(-1),
-                )
+                depth_header = types["std_msgs/msg/Header"](stamp=time_msg_ns(types, depth_ns),
+                                                             frame_id=frame.optical_frame_id)
+                depth = image_message(types, depth_header, depth_image_fields(frame.depth_m))
                 writer.write(connections["depth"], depth_ns, typestore.serialize_cdr(depth, depth.__msgtype__))
     return path

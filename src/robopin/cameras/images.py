@@ -1,11 +1,18 @@
-"""Raw image buffers ⇄ numpy for the encodings camera topics use (sensor_msgs/Image field semantics).
+"""Raw image buffers ⇄ numpy for the encodings camera topics use, and the fields of sensor_msgs Image and CameraInfo.
 
-Pure numpy, no ROS: the bag backend decodes recorded images with it and ``robopin_ros.conversions``
-builds and reads messages with it. Depth on the wire follows realsense-ros: 16UC1 in millimetres with 0
-as "no data"; 32FC1 metres (ZED) is read too. Inside robopin depth is float32 metres with NaN invalid.
+Pure numpy, no ROS: the bag backend and the trial recorders read and write recorded images with it and
+``robopin_ros.conversions`` builds and reads messages with it. Depth on the wire follows realsense-ros:
+16UC1 in millimetres with 0 as "no data"; 32FC1 metres (ZED) is read too. Inside robopin depth is
+float32 metres with NaN invalid.
+
+The ``*_fields`` functions give a message's fields (all but the header) with arrays as numpy arrays,
+which rosbags serializes; rclpy takes them after its own array conversion (robopin_ros.conversions.images).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -13,10 +20,17 @@ __all__ = [
     "COLOR_ENCODINGS",
     "DEPTH_ENCODINGS",
     "ImageEncodingError",
+    "camera_info_fields",
+    "camera_info_message",
+    "color_image_fields",
     "decode_color",
     "decode_depth_m",
     "decode_image",
+    "depth_image_fields",
     "depth_m_to_16uc1",
+    "image_message",
+    "image_message_to_color",
+    "image_message_to_depth_m",
 ]
 
 # encoding -> (numpy dtype, channels)
@@ -103,3 +117,56 @@ def depth_m_to_16uc1(depth_m: np.ndarray) -> np.ndarray:
     valid &= mm <= _MAX_DEPTH_MM
     np.copyto(mm, 0, where=~valid)
     return mm.astype(np.uint16)
+
+
+def _message_array(message: Any) -> np.ndarray:
+    return decode_image(message.encoding, message.height, message.width, message.step, message.data,
+                        is_bigendian=bool(message.is_bigendian))
+
+
+def image_message_to_color(message: Any) -> np.ndarray:
+    """A sensor_msgs/Image (rclpy's or one read from a bag; rgb8, bgr8, rgba8, bgra8, mono8) as uint8 (H, W, 3) RGB."""
+    return decode_color(message.encoding, _message_array(message))
+
+
+def image_message_to_depth_m(message: Any) -> np.ndarray:
+    """A depth sensor_msgs/Image (16UC1 mm or 32FC1 m) as float32 metres with NaN invalid."""
+    return decode_depth_m(message.encoding, _message_array(message))
+
+
+def color_image_fields(rgb: np.ndarray) -> dict[str, Any]:
+    """The rgb8 sensor_msgs/Image fields of a uint8 (H, W, 3) RGB array (``data``: flat uint8)."""
+    if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
+        raise ValueError(f"color must be uint8 (H, W, 3) RGB, got {rgb.dtype} {rgb.shape}")
+    height, width = rgb.shape[:2]
+    return {"height": height, "width": width, "encoding": "rgb8", "is_bigendian": 0, "step": width * 3,
+            "data": np.ascontiguousarray(rgb).reshape(-1)}
+
+
+def depth_image_fields(depth_m: np.ndarray) -> dict[str, Any]:
+    """The 16UC1 sensor_msgs/Image fields (millimetres, 0 = no data) of float32 metres with NaN invalid."""
+    millimetres = depth_m_to_16uc1(depth_m)
+    height, width = millimetres.shape
+    return {"height": height, "width": width, "encoding": "16UC1", "is_bigendian": 0, "step": width * 2,
+            "data": millimetres.view(np.uint8).reshape(-1)}
+
+
+def camera_info_fields(model: Any) -> dict[str, Any]:
+    """The sensor_msgs/CameraInfo fields of a robopin.geometry.CameraModel but the header and ``roi``
+    (``d``, ``k``, ``r``, ``p`` as float64 arrays; no binning)."""
+    fields = model.to_camera_info_fields()
+    return {"height": fields["height"], "width": fields["width"], "distortion_model": fields["distortion_model"],
+            **{key: np.array(fields[key], dtype=np.float64) for key in ("d", "k", "r", "p")},
+            "binning_x": 0, "binning_y": 0}
+
+
+def image_message(types: Mapping[str, Any], header: Any, fields: Mapping[str, Any]) -> Any:
+    """A sensor_msgs/Image of ``types`` (a rosbags typestore's) with ``fields`` from :func:`color_image_fields`
+    or :func:`depth_image_fields`."""
+    return types["sensor_msgs/msg/Image"](header=header, **fields)
+
+
+def camera_info_message(types: Mapping[str, Any], header: Any, model: Any) -> Any:
+    """A sensor_msgs/CameraInfo of ``types`` (a rosbags typestore's: every field given, the ROI empty)."""
+    roi = types["sensor_msgs/msg/RegionOfInterest"](x_offset=0, y_offset=0, height=0, width=0, do_rectify=False)
+    return types["sensor_msgs/msg/CameraInfo"](header=header, roi=roi, **camera_info_fields(model))

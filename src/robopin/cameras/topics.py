@@ -19,8 +19,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["CAMERA_DRIVERS", "CAMERA_QOS", "CameraDriverLayout", "CameraTopicsError",
-           "ViewTopics", "camera_topic_settings", "view_topics"]
+__all__ = ["CAMERA_DRIVERS", "CAMERA_QOS", "CAMERA_ROOT", "CameraDriverLayout", "CameraTopicsError",
+           "ViewTopics", "camera_topic_patterns", "camera_topic_settings", "prefix_topics", "view_topics"]
+
+CAMERA_ROOT = "cameras"
+"""Root of our camera_node's layout, ``<root>/<view>/...`` (relative: under the robot's namespace)."""
 
 CAMERA_QOS = ("reliable", "sensor_data")
 """``reliable``: RELIABLE, keep last 5 (our camera_node; realsense-ros's default image QoS SYSTEM_DEFAULT and
@@ -54,7 +57,7 @@ class CameraDriverLayout:
 
 CAMERA_DRIVERS: dict[str, CameraDriverLayout] = {
     # Ours: realsense-ros's names under cameras/<view> (relative: in the robot's namespace), published reliably.
-    "robopin": CameraDriverLayout("cameras/{view}", "color/image_raw", "color/camera_info",
+    "robopin": CameraDriverLayout(f"{CAMERA_ROOT}/{{view}}", "color/image_raw", "color/camera_info",
                                   "aligned_depth_to_color/image_raw", "depth/image_rect_raw", "depth/camera_info",
                                   "reliable"),
     # realsense-ros (ros2-development): the node is /<camera_namespace>/<camera_name> (defaults camera/camera,
@@ -110,7 +113,7 @@ def _join(prefix: str, name: str) -> str:
 
 
 def view_topics(view: str, driver: str = "robopin", prefix: str = "", qos: str = "", *, color: str = "",
-                info: str = "", depth: str = "", robopin_root: str = "cameras") -> ViewTopics:
+                info: str = "", depth: str = "", robopin_root: str = CAMERA_ROOT) -> ViewTopics:
     """The topics of ``view`` published by ``driver`` under ``prefix`` (empty: the driver's default) with ``qos``.
 
     ``qos`` empty takes the driver's own default. ``color`` / ``info`` / ``depth`` replace single names
@@ -138,6 +141,19 @@ def view_topics(view: str, driver: str = "robopin", prefix: str = "", qos: str =
         raw_depth=_join(prefix, layout.raw_depth) if layout.raw_depth else "",
         raw_depth_info=_join(prefix, layout.raw_depth_info) if layout.raw_depth_info else "",
     )
+
+
+def prefix_topics(prefix: str, driver: str = "robopin") -> dict[str, str]:
+    """``{color, info, depth}`` of ``driver``'s layout under ``prefix``, made absolute (e.g. a view in a bag)."""
+    prefix = "/" + prefix.strip("/")
+    return view_topics(prefix.rpartition("/")[2], driver, prefix).names()
+
+
+def camera_topic_patterns(root: str = CAMERA_ROOT, driver: str = "robopin") -> tuple[str, ...]:
+    """Glob patterns of every topic ``driver``'s layout gives a view under ``<root>/*`` (what a recorder takes)."""
+    layout = CAMERA_DRIVERS[driver]
+    names = (layout.color, layout.info, layout.depth, layout.raw_depth, layout.raw_depth_info)
+    return tuple(f"{root.rstrip('/')}/*/{name}" for name in names if name)
 
 
 def camera_topic_settings(cameras: Mapping[str, Any], views: tuple[str, ...] | list[str], *,

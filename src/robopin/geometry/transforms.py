@@ -4,7 +4,8 @@ Conventions used everywhere in robopin:
 
 * A pose is a 4x4 ``numpy.float64`` matrix named ``T_a_b``: it maps coordinates expressed in frame ``b``
   into frame ``a`` (``p_a = T_a_b @ p_b``), so ``T_a_c = T_a_b @ T_b_c`` chains left to right.
-* Quaternions are ``[x, y, z, w]`` (ROS order). Returned quaternions have ``w >= 0``.
+* Quaternions are ``[x, y, z, w]`` (ROS order) unless a call says ``order="wxyz"`` (scalar first, as cuRobo
+  writes them). Returned quaternions have ``w >= 0``.
 * Roll-pitch-yaw are fixed-axis X-Y-Z angles in radians, ``R = Rz(yaw) @ Ry(pitch) @ Rx(roll)``
   (the ROS / URDF ``rpy`` convention).
 """
@@ -17,6 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
+    "QUATERNION_ORDERS",
     "TransformError",
     "as_transform",
     "interpolate_transforms",
@@ -37,6 +39,9 @@ __all__ = [
 # Tolerances for accepting a matrix as a rotation: loose enough for float32 round-trips through
 # ROS messages and YAML, tight enough to catch a scaled or sheared matrix.
 _ORTHONORMAL_TOL = 1e-5
+
+QUATERNION_ORDERS = ("xyzw", "wxyz")
+"""Component orders a quaternion may be given in: ``xyzw`` (ROS, robopin's default) or ``wxyz`` (scalar first)."""
 
 
 class TransformError(ValueError):
@@ -117,15 +122,26 @@ def transform_vectors(T: ArrayLike, vectors: ArrayLike) -> NDArray[np.float64]:
     return np.dot(v, np.ascontiguousarray(T[:3, :3].T))
 
 
-def quaternion_to_matrix(q: ArrayLike) -> NDArray[np.float64]:
-    """Rotation matrix from a quaternion ``[x, y, z, w]`` (normalised here; zero norm is refused)."""
+def _check_order(order: str) -> str:
+    if order not in QUATERNION_ORDERS:
+        raise TransformError(f"quaternion order must be one of {QUATERNION_ORDERS}, got {order!r}")
+    return order
+
+
+def quaternion_to_matrix(q: ArrayLike, order: str = "xyzw") -> NDArray[np.float64]:
+    """Rotation matrix from a quaternion ``[x, y, z, w]`` (``order="wxyz"``: ``[w, x, y, z]``); normalised here,
+    zero norm is refused."""
+    components = ", ".join(_check_order(order))
     q = np.asarray(q, dtype=np.float64).reshape(-1)
     if q.shape != (4,) or not np.all(np.isfinite(q)):
-        raise TransformError(f"quaternion must be 4 finite numbers [x, y, z, w], got {q.tolist()}")
+        raise TransformError(f"quaternion must be 4 finite numbers [{components}], got {q.tolist()}")
     n = np.linalg.norm(q)
     if n < 1e-9:
-        raise TransformError(f"quaternion {q.tolist()} has zero norm, expected a unit quaternion [x, y, z, w]")
-    x, y, z, w = q / n
+        raise TransformError(f"quaternion {q.tolist()} has zero norm, expected a unit quaternion [{components}]")
+    if order == "wxyz":
+        w, x, y, z = q / n
+    else:
+        x, y, z, w = q / n
     return np.array(
         [
             [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
@@ -135,12 +151,15 @@ def quaternion_to_matrix(q: ArrayLike) -> NDArray[np.float64]:
     )
 
 
-def matrix_to_quaternion(R: ArrayLike) -> NDArray[np.float64]:
-    """Quaternion ``[x, y, z, w]`` with ``w >= 0`` from a rotation matrix (or the rotation of a 4x4)."""
+def matrix_to_quaternion(R: ArrayLike, order: str = "xyzw") -> NDArray[np.float64]:
+    """Quaternion ``[x, y, z, w]`` (``order="wxyz"``: ``[w, x, y, z]``) with ``w >= 0`` from a rotation matrix
+    (or the rotation of a 4x4)."""
+    _check_order(order)
     R = np.asarray(R, dtype=np.float64)
     if R.shape == (4, 4):
         R = R[:3, :3]
-    return _rotation_to_quaternion(_as_rotation(R))
+    q = _rotation_to_quaternion(_as_rotation(R))
+    return np.roll(q, 1) if order == "wxyz" else q
 
 
 def _rotation_to_quaternion(R: NDArray[np.float64]) -> NDArray[np.float64]:

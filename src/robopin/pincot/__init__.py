@@ -26,8 +26,8 @@ Public API::
 - Writing traces: :class:`TraceWriter`, :func:`format_anchor`, :func:`format_answer_json`,
   :func:`format_trace`.
 - Coordinates (:mod:`robopin.pincot.coords`): :func:`normalized_to_pixels`,
-  :func:`pixels_to_normalized`, :func:`smart_resize` (Qwen2.5-VL / Embodied-R1 resized pixels),
-  :func:`model_point_to_pixels` / :func:`pixels_to_model_point` for either convention.
+  :func:`pixels_to_normalized`, :func:`smart_resize` (Qwen2.5-VL / Embodied-R1 resized pixels); a
+  model's own point convention is :class:`robopin.vlm.points.PointConvention`.
 - Prompts (:mod:`robopin.pincot.prompts`, wording in ``templates/*.txt``): :func:`pointing_prompt`,
   :func:`step_prompt`, :func:`subtask_prompt` (R^3), :func:`plan_prompt` (RoboGPT-R1),
   :func:`verifier_prompt`, :func:`feedback_prompt`, :func:`retry_prompt` (E-TTS).
@@ -39,9 +39,7 @@ Public API::
 from robopin.pincot.answer import read_answer
 from robopin.pincot.coords import (
     ImageSize,
-    model_point_to_pixels,
     normalized_to_pixels,
-    pixels_to_model_point,
     pixels_to_normalized,
     smart_resize,
 )
@@ -120,13 +118,11 @@ __all__ = [
     "format_trace",
     "id_colors",
     "identity_consistency",
-    "model_point_to_pixels",
     "normalized_to_pixels",
     "parse",
     "parse_plan",
     "parse_subtask",
     "pin_accuracy",
-    "pixels_to_model_point",
     "pixels_to_normalized",
     "plan_accuracy",
     "plan_prompt",

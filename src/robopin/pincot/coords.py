@@ -1,10 +1,10 @@
-"""Image-point conventions of the VLMs the stack talks to, and conversions to original-image pixels.
+"""PinCoT's 0–1000 points ⇄ original-image pixels, and the Qwen processors' smart resize.
 
-- ``norm1000`` (Qwen3-VL, RoboPIN): x·1000/W and y·1000/H of the original image, 0–1000 on both axes.
-- ``pixels``: absolute pixels of the original image (no resize), for models that answer so.
-- ``pixels_resized`` (Qwen2.5-VL, Embodied-R1): absolute pixels of the image as fed to the model, which
-  the processor "smart-resizes" so both sides are multiples of 28 and the area lies within
-  [min_pixels, max_pixels] (:func:`smart_resize`).
+PinCoT points are ``norm1000`` (Qwen3-VL, RoboPIN): x·1000/W and y·1000/H of the original image, 0–1000 on
+both axes. Qwen2.5-VL / Embodied-R1 answer in pixels of the image as fed to the model, which the
+processor "smart-resizes" so both sides are multiples of 28 and the area lies within [min_pixels,
+max_pixels] (:func:`smart_resize`). A backend's point convention, and the conversion of any model's
+points to pixels, is :class:`robopin.vlm.points.PointConvention`.
 
 Pixels here are continuous image coordinates of the original image: the pixel in column ``i`` spans
 [i, i+1) and its centre is at ``u = i + 0.5``; 0 and W are the left and right image borders.
@@ -101,61 +101,3 @@ def smart_resize(
         resized_height = math.ceil(height * beta / factor) * factor
         resized_width = math.ceil(width * beta / factor) * factor
     return ImageSize(resized_width, resized_height)
-
-
-def resized_to_original(
-    u: float, v: float, resized: ImageSize | tuple[int, int], original: ImageSize | tuple[int, int]
-) -> tuple[float, float]:
-    """Pixels of the resized image the model saw → pixels of the original image."""
-    r = _check_size(resized, "resized size")
-    o = _check_size(original, "original size")
-    return u * o.width / r.width, v * o.height / r.height
-
-
-def original_to_resized(
-    u: float, v: float, original: ImageSize | tuple[int, int], resized: ImageSize | tuple[int, int]
-) -> tuple[float, float]:
-    """Pixels of the original image → pixels of the resized image the model sees."""
-    return resized_to_original(u, v, original, resized)
-
-
-def model_point_to_pixels(
-    x: float,
-    y: float,
-    original: ImageSize | tuple[int, int],
-    convention: str = "norm1000",
-    *,
-    resized: ImageSize | tuple[int, int] | None = None,
-) -> tuple[float, float]:
-    """A point as a model wrote it → pixels of the original image, for any convention.
-
-    ``convention`` is ``"norm1000"``, ``"pixels_resized"`` or ``"pixels"`` (already pixels of the
-    original image); for ``pixels_resized`` ``resized`` defaults to :func:`smart_resize` of ``original``.
-    """
-    if convention == "norm1000":
-        return normalized_to_pixels(x, y, original)
-    if convention == "pixels_resized":
-        model_size = resized if resized is not None else smart_resize(original)
-        return resized_to_original(x, y, model_size, original)
-    if convention == "pixels":
-        return float(x), float(y)
-    raise CoordinateError(f"convention must be 'norm1000', 'pixels_resized' or 'pixels', got {convention!r}")
-
-
-def pixels_to_model_point(
-    u: float,
-    v: float,
-    original: ImageSize | tuple[int, int],
-    convention: str = "norm1000",
-    *,
-    resized: ImageSize | tuple[int, int] | None = None,
-) -> tuple[float, float]:
-    """Pixels of the original image → the point a model of ``convention`` would write."""
-    if convention == "norm1000":
-        return pixels_to_normalized(u, v, original)
-    if convention == "pixels_resized":
-        model_size = resized if resized is not None else smart_resize(original)
-        return original_to_resized(u, v, original, model_size)
-    if convention == "pixels":
-        return float(u), float(v)
-    raise CoordinateError(f"convention must be 'norm1000', 'pixels_resized' or 'pixels', got {convention!r}")

@@ -10,24 +10,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from robopin.robots.errors import TrajectoryError
+from robopin.robots.errors import Reason, TrajectoryError
+from robopin.robots.state import ExecutionResult
 from robopin.robots.trajectory import JointTrajectory
 from robopin.sim.world import SimWorld
-
-
-@dataclass(frozen=True)
-class ExecutionResult:
-    """How an executed trajectory ended: final tracking error per joint (rad) and simulated duration."""
-
-    completed: bool
-    final_error_rad: NDArray[np.float64]
-    duration_s: float
-    message: str = ""
 
 
 def check_trajectory(world: SimWorld, trajectory: JointTrajectory) -> JointTrajectory:
@@ -96,8 +86,9 @@ def execute_joint_trajectory(
 ) -> ExecutionResult:
     """Execute a joint trajectory and block until it ends (stepping the world unless its thread runs).
 
-    Returns an :class:`ExecutionResult`; ``completed`` is False when cancelled or when the final
-    tracking error exceeds ``tolerance_rad`` after ``settle_s`` of holding the last point.
+    Returns the arm layer's :class:`~robopin.robots.state.ExecutionResult` (``final_error_rad``: the largest
+    joint error from the last point, ``duration_s``: simulated seconds); ``success`` is False when cancelled
+    or when that error exceeds ``tolerance_rad`` after ``settle_s`` of holding the last point.
     """
     follower = JointTrajectoryFollower(world, trajectory)
     start = world.sim_time_s
@@ -108,7 +99,8 @@ def execute_joint_trajectory(
             if cancel is not None and cancel.is_set():
                 follower.cancelled = True
                 world.set_arm_targets(world.joint_positions())
-                return ExecutionResult(False, _error(world, follower), world.sim_time_s - start, "cancelled")
+                return ExecutionResult(False, Reason.CANCELED, "cancelled", _error(world, follower),
+                                       world.sim_time_s - start)
             world.advance(step_s, timeout_s=timeout_s)
             if world.sim_time_s - start > follower.duration_s + 5.0:
                 break
@@ -116,13 +108,15 @@ def execute_joint_trajectory(
     finally:
         world.remove_step_callback(follower)
     error = _error(world, follower)
-    completed = bool(np.max(np.abs(error)) <= tolerance_rad)
-    message = "" if completed else f"final tracking error {np.max(np.abs(error)):.4f} rad > {tolerance_rad} rad"
-    return ExecutionResult(completed, error, world.sim_time_s - start, message)
+    if error <= tolerance_rad:
+        return ExecutionResult(True, Reason.COMPLETED, "", error, world.sim_time_s - start)
+    return ExecutionResult(False, Reason.GOAL_TOLERANCE, f"final tracking error {error:.4f} rad > {tolerance_rad} rad",
+                           error, world.sim_time_s - start)
 
 
-def _error(world: SimWorld, follower: JointTrajectoryFollower) -> NDArray[np.float64]:
-    return world.joint_positions() - follower.final_positions
+def _error(world: SimWorld, follower: JointTrajectoryFollower) -> float:
+    """The largest joint error (rad) from the trajectory's last point."""
+    return float(np.max(np.abs(world.joint_positions() - follower.final_positions)))
 
 
 def min_jerk_trajectory(

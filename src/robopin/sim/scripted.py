@@ -99,7 +99,7 @@ def move_to_pose(
         )
     trajectory = min_jerk_trajectory(world.model.arm_joints, q_start, q_goal, duration_s)
     result = execute_joint_trajectory(world, trajectory, settle_s=0.15, tolerance_rad=0.05)
-    if not result.completed:
+    if not result.success:
         raise ScriptedMotionError(f"arm did not reach {T_base_ee[:3, 3]}: {result.message}")
 
 
@@ -119,7 +119,7 @@ def move_linear(
         path.append(q)
     trajectory = JointTrajectory(world.model.arm_joints, times, path)
     result = execute_joint_trajectory(world, trajectory, settle_s=0.15, tolerance_rad=0.05)
-    if not result.completed:
+    if not result.success:
         raise ScriptedMotionError(f"linear move to {T_goal[:3, 3]} failed: {result.message}")
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from robopin.cameras.topics import CAMERA_ROOT
 from robopin.system.names import absolute_name
 from robopin.system.schema import NodeSpec, SystemFile, SystemFileError
 
@@ -20,7 +21,7 @@ __all__ = ["check_system", "mapping_parameter"]
 
 # Names robopin's own nodes create (robopin.system.names): given absolute in a namespaced system they
 # would reach the root namespace's robot instead of this one.
-_OWN_PREFIXES = ("/robopin/", "/cameras/", "/joint_states", "/tf", "/robot_description")
+_OWN_PREFIXES = ("/robopin/", f"/{CAMERA_ROOT}/", "/joint_states", "/tf", "/robot_description")
 
 
 def mapping_parameter(node: NodeSpec, key: str) -> dict[str, Any]:

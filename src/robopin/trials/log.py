@@ -16,8 +16,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import struct
-import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -100,23 +98,26 @@ class TrialSummary:
             raise TrialLogError(f"trial {self.trial_id!r} failed without a named failure; name it (e.g. 'no_path')")
 
 
-def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+def _check_rgb(rgb: np.ndarray) -> np.ndarray:
+    image = np.asarray(rgb)
+    if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+        raise TrialLogError(f"a view image must be HxWx3 uint8 RGB, got shape {image.shape} dtype {image.dtype}")
+    return image
 
 
 def encode_png(rgb: np.ndarray, level: int = 6) -> bytes:
-    """An H×W×3 uint8 RGB image as PNG bytes (stdlib zlib only; ``level`` 1 for live views)."""
-    image = np.ascontiguousarray(rgb)
-    if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
-        raise TrialLogError(f"a view image must be HxWx3 uint8 RGB, got shape {image.shape} dtype {image.dtype}")
-    height, width = image.shape[:2]
-    rows = np.hstack([np.zeros((height, 1), np.uint8), image.reshape(height, width * 3)])  # filter 0 per row
-    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + _chunk(b"IDAT", zlib.compress(rows.tobytes(), level)) + _chunk(b"IEND", b""))
+    """An H×W×3 uint8 RGB image as PNG bytes (zlib ``level`` 0-9; 1 for live views)."""
+    import cv2
+
+    image = _check_rgb(rgb)
+    ok, payload = cv2.imencode(".png", np.ascontiguousarray(image[..., ::-1]), [cv2.IMWRITE_PNG_COMPRESSION, level])
+    if not ok:
+        raise TrialLogError(f"OpenCV could not encode a {image.shape[1]}x{image.shape[0]} image as PNG")
+    return payload.tobytes()
 
 
 def write_png(path: str | Path, rgb: np.ndarray) -> Path:
-    """Write an H×W×3 uint8 RGB image as PNG (stdlib zlib only)."""
+    """Write an H×W×3 uint8 RGB image as PNG."""
     payload = encode_png(rgb)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,22 +126,13 @@ def write_png(path: str | Path, rgb: np.ndarray) -> Path:
 
 
 def read_png(path: str | Path) -> np.ndarray:
-    """Read back a PNG written by :func:`write_png` (8-bit RGB, filter 0 rows only)."""
-    data = Path(path).read_bytes()
-    offset, idat, size = 8, b"", (0, 0)
-    while offset < len(data):
-        (length,) = struct.unpack(">I", data[offset:offset + 4])
-        kind, body = data[offset + 4:offset + 8], data[offset + 8:offset + 8 + length]
-        if kind == b"IHDR":
-            size = struct.unpack(">II", body[:8])
-        elif kind == b"IDAT":
-            idat += body
-        offset += 12 + length
-    width, height = size
-    rows = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(height, width * 3 + 1)
-    if np.any(rows[:, 0] != 0):
-        raise TrialLogError(f"{path}: only unfiltered PNG rows are supported")
-    return rows[:, 1:].reshape(height, width, 3).copy()
+    """Read a PNG (such as :func:`write_png` writes) as H×W×3 uint8 RGB."""
+    import cv2
+
+    image = cv2.imdecode(np.frombuffer(Path(path).read_bytes(), np.uint8), cv2.IMREAD_COLOR)
+    if image is None:
+        raise TrialLogError(f"{path}: not an image OpenCV can read")
+    return np.ascontiguousarray(image[..., ::-1])
 
 
 class TrialLog:

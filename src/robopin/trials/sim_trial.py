@@ -19,19 +19,18 @@ import numpy as np
 
 from robopin.bags.planner_replay import TrialTopics
 from robopin.bags.recorder import StaticTransform, TrialRecorder
-from robopin.cameras.images import decode_depth_m, depth_m_to_16uc1
+from robopin.cameras.images import (
+    camera_info_message,
+    color_image_fields,
+    decode_depth_m,
+    depth_image_fields,
+    depth_m_to_16uc1,
+    image_message,
+)
+from robopin.messages import header_msg, point_msg, pose_msg, pose_to_matrix, vector3_msg
 from robopin.trials.log import TrialLog, TrialStep, TrialSummary, trace_to_json
 
 __all__ = ["record_sim_trial"]
-
-
-def _time(types: Any, stamp_s: float) -> Any:
-    ns = round(stamp_s * 1e9)
-    return types["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
-
-
-def _header(types: Any, stamp_s: float, frame_id: str) -> Any:
-    return types["std_msgs/msg/Header"](stamp=_time(types, stamp_s), frame_id=frame_id)
 
 
 def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, *, method: str = "",
@@ -52,14 +51,18 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
     types = typestore.types
     views = list(scene.camera_names)
     mounts: dict[str, CameraMount] = {}
+
+    def as_recorded(T: np.ndarray) -> np.ndarray:
+        return pose_to_matrix(pose_msg(types, T))
+
     # Mounts and arm poses reach a replay through quaternions in /tf_static and PoseStamped; project
     # with the same round-tripped matrices so the replay can reproduce the targets exactly.
     for name in views:
         camera = world.camera(name)
         if camera.mount == "ee":
-            mounts[name] = CameraMount("wrist", _via_quaternion(camera.T_mount_cam), "ee", f"{name}_optical")
+            mounts[name] = CameraMount("wrist", as_recorded(camera.T_mount_cam), "ee", f"{name}_optical")
         else:
-            mounts[name] = CameraMount("static", _via_quaternion(world.camera_pose(name)), "base", f"{name}_optical")
+            mounts[name] = CameraMount("static", as_recorded(world.camera_pose(name)), "base", f"{name}_optical")
         recorder.add_static_transform(StaticTransform(mounts[name].parent_frame, f"{name}_optical",
                                                       mounts[name].T_parent_cam))
     t0 = time.time() if stamp_s is None else stamp_s
@@ -78,18 +81,17 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
     # the bag back sees the same depth and can reproduce the targets bit for bit.
     depth_recorded = {name: decode_depth_m("16UC1", depth_m_to_16uc1(np.where(view.depth_m > 0, view.depth_m, np.nan)))
                       for name, view in rendered.items()}
-    T_base_ee = _via_quaternion(world.ee_pose())
+    T_base_ee = as_recorded(world.ee_pose())
     q = world.joint_positions()
     observe_s = time.perf_counter() - observe_start
     period = 1.0 / 30.0
     for k in range(frames_before + 1):
         stamp = t0 + k * period
-        pose = _pose(types, T_base_ee)
-        record(topics.ee_pose, types["geometry_msgs/msg/PoseStamped"](header=_header(types, stamp, "base"), pose=pose),
-               stamp)
+        record(topics.ee_pose, types["geometry_msgs/msg/PoseStamped"](header=header_msg(types, stamp, "base"),
+                                                                      pose=pose_msg(types, T_base_ee)), stamp)
         joint_names = list(getattr(world.model, "joint_names", None) or [f"joint{i + 1}" for i in range(len(q))])
         record("/joint_states", types["sensor_msgs/msg/JointState"](
-            header=_header(types, stamp, ""), name=joint_names, position=np.asarray(q, np.float64),
+            header=header_msg(types, stamp, ""), name=joint_names, position=np.asarray(q, np.float64),
             velocity=np.zeros(0), effort=np.zeros(0)), stamp)
         for name in views:
             _record_view(record, types, topics, name, rendered[name], depth_m=depth_recorded[name], stamp=stamp)
@@ -133,7 +135,7 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
         return normalized_to_pixels(x, y, sizes[img_idx])
 
     reasoning = types["robopin_interfaces/msg/PinnedReasoning"](
-        header=_header(types, snapshot_stamp, "base"), task_id=trial_id, step=0, instruction=scene.task.instruction,
+        header=header_msg(types, snapshot_stamp, "base"), task_id=trial_id, step=0, instruction=scene.task.instruction,
         model=step_record.model, raw_text=text, think=trace.think, answer=trace.answer,
         anchors=[types["robopin_interfaces/msg/Anchor"](
             kind=a.kind, name=a.name, id=a.id, img_idx=a.img_idx, x=float(a.x), y=float(a.y),
@@ -160,10 +162,8 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
     targets = list(task.steps[-1].targets) if task.steps else []
     for target in targets:
         record(topics.targets, types["robopin_interfaces/msg/Target3D"](
-            header=_header(types, snapshot_stamp, "base"), id=target.id, name=target.name,
-            point=types["geometry_msgs/msg/Point"](**dict(zip("xyz", (float(c) for c in target.point), strict=True))),
-            normal=types["geometry_msgs/msg/Vector3"](**dict(zip("xyz", (float(c) for c in target.normal),
-                                                                 strict=True))),
+            header=header_msg(types, snapshot_stamp, "base"), id=target.id, name=target.name,
+            point=point_msg(types, target.point), normal=vector3_msg(types, target.normal),
             source_view=target.source_view, img_idx=target.img_idx, u=float(target.u), v=float(target.v),
             depth_m=float(target.depth_m), depth_spread_m=float(target.depth_spread_m),
             depth_valid_fraction=float(target.depth_valid_fraction), valid=target.valid,
@@ -193,39 +193,9 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
     return log.folder
 
 
-def _via_quaternion(T: np.ndarray) -> np.ndarray:
-    from robopin.geometry.transforms import matrix_to_quaternion, quaternion_to_matrix
-
-    result = np.eye(4)
-    result[:3, :3] = quaternion_to_matrix(matrix_to_quaternion(np.asarray(T)[:3, :3]))
-    result[:3, 3] = np.asarray(T)[:3, 3]
-    return result
-
-
-def _pose(types: Any, T: np.ndarray) -> Any:
-    from robopin.geometry.transforms import matrix_to_quaternion
-
-    qx, qy, qz, qw = (float(c) for c in matrix_to_quaternion(T[:3, :3]))
-    return types["geometry_msgs/msg/Pose"](
-        position=types["geometry_msgs/msg/Point"](x=float(T[0, 3]), y=float(T[1, 3]), z=float(T[2, 3])),
-        orientation=types["geometry_msgs/msg/Quaternion"](x=qx, y=qy, z=qz, w=qw))
-
-
 def _record_view(record: Any, types: Any, topics: TrialTopics, name: str, view: Any, *, depth_m: np.ndarray,
                  stamp: float) -> None:
-    header = _header(types, stamp, f"{name}_optical")
-    fields = view.model.to_camera_info_fields()
-    record(topics.info(name), types["sensor_msgs/msg/CameraInfo"](
-        header=header, height=fields["height"], width=fields["width"], distortion_model=fields["distortion_model"],
-        d=np.array(fields["d"], np.float64), k=np.array(fields["k"], np.float64), r=np.array(fields["r"], np.float64),
-        p=np.array(fields["p"], np.float64), binning_x=0, binning_y=0,
-        roi=types["sensor_msgs/msg/RegionOfInterest"](x_offset=0, y_offset=0, height=0, width=0, do_rectify=False)),
-        stamp)
-    color = np.ascontiguousarray(view.color)
-    record(topics.color(name), types["sensor_msgs/msg/Image"](
-        header=header, height=color.shape[0], width=color.shape[1], encoding="rgb8", is_bigendian=0,
-        step=color.shape[1] * 3, data=color.reshape(-1)), stamp)
-    depth = depth_m_to_16uc1(depth_m)
-    record(topics.depth(name), types["sensor_msgs/msg/Image"](
-        header=header, height=depth.shape[0], width=depth.shape[1], encoding="16UC1", is_bigendian=0,
-        step=depth.shape[1] * 2, data=depth.view(np.uint8).reshape(-1)), stamp)
+    header = header_msg(types, stamp, f"{name}_optical")
+    record(topics.info(name), camera_info_message(types, header, view.model), stamp)
+    record(topics.color(name), image_message(types, header, color_image_fields(view.color)), stamp)
+    record(topics.depth(name), image_message(types, header, depth_image_fields(depth_m)), stamp)

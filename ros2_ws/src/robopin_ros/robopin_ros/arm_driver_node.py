@@ -362,14 +362,14 @@ class ArmDriverNode(LoggedNode):
         stamp_s = conversions.stamp_to_seconds(request.trajectory.header.stamp)
         if stamp_s != 0.0 and points:
             now_s = self.get_clock().now().nanoseconds * 1e-9
-            end_s = stamp_s + points[-1].time_from_start.sec + points[-1].time_from_start.nanosec * 1e-9
+            end_s = stamp_s + conversions.duration_to_seconds(points[-1].time_from_start)
             if end_s < now_s:
                 return self._refuse_follow(goal_handle, codes.OLD_HEADER_TIMESTAMP, Reason.INVALID_TRAJECTORY.value,
                                            f"the trajectory ended {now_s - end_s:.3f} s ago (header.stamp)")
             if abs(stamp_s - now_s) > 0.5:
                 return self._refuse_follow(goal_handle, codes.INVALID_GOAL, Reason.INVALID_TRAJECTORY.value,
                                            "a trajectory starts when it is received: leave header.stamp zero")
-        goal_time_s = request.goal_time_tolerance.sec + request.goal_time_tolerance.nanosec * 1e-9
+        goal_time_s = conversions.duration_to_seconds(request.goal_time_tolerance)
         try:
             path_tolerance = conversions.resolve_joint_tolerances(request.path_tolerance, names, math.inf)
             goal_tolerance = conversions.resolve_joint_tolerances(

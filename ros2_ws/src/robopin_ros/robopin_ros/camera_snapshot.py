@@ -28,7 +28,7 @@ from robopin.cameras import Frame, MultiViewSnapshot, SnapshotConfig, SnapshotEr
 from robopin.cameras.memory import retain_freed_image_memory
 from robopin.cameras.pairing import StampPairer
 from robopin.cameras.snapshot import PoseSource
-from robopin.cameras.topics import ViewTopics
+from robopin.cameras.topics import CAMERA_ROOT, ViewTopics
 from robopin.cameras.topics import view_topics as core_view_topics
 from robopin_ros import conversions
 from robopin_ros.parameters import declare
@@ -59,7 +59,8 @@ def camera_qos(qos: str, depth: int | None = None) -> QoSProfile:
                       durability=profile.durability)
 
 
-def declare_view_topics(node: Node, views: Sequence[str], *, robopin_root: str = "cameras") -> dict[str, ViewTopics]:
+def declare_view_topics(node: Node, views: Sequence[str], *,
+                        robopin_root: str = CAMERA_ROOT) -> dict[str, ViewTopics]:
     """Declare ``cameras.<view>.{driver,prefix,qos,color,info,depth}`` on ``node`` and resolve each view's topics.
 
     The one place a node learns where its camera views publish (robopin.cameras.topics.view_topics);

@@ -245,8 +245,7 @@ class MotionPlannerNode(LoggedNode):
         duration_s = max(float(trajectory.duration_s), 1e-9)
 
         def relay(message) -> None:
-            t = message.feedback.desired.time_from_start
-            progress = min(1.0, (t.sec + t.nanosec * 1e-9) / duration_s)
+            progress = min(1.0, conversions.duration_to_seconds(message.feedback.desired.time_from_start) / duration_s)
             goal_handle.publish_feedback(feedback_type(stage=stage, progress=progress))
 
         result = self._call(

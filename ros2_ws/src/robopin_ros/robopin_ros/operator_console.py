@@ -97,8 +97,7 @@ class ConsoleRosLink(LoggedNode):
             for status in msg.status_list:
                 goal = bytes(status.goal_info.goal_id.uuid)
                 self._status[goal] = status.status
-                stamp = status.goal_info.stamp
-                self._accepted.setdefault(goal, stamp.sec + stamp.nanosec * 1e-9)
+                self._accepted.setdefault(goal, conversions.stamp_to_seconds(status.goal_info.stamp))
                 if status.status in _ENDED and goal not in self._results:
                     self._results[goal] = None
                     ask.append(goal)

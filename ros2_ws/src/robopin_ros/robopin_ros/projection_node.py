@@ -38,6 +38,7 @@ from visualization_msgs.msg import MarkerArray
 
 from robopin.calibration import load_mount_for_view
 from robopin.cameras.pairing import StampPairer
+from robopin.cameras.topics import CAMERA_ROOT
 from robopin.geometry import (
     CalibrationError,
     CameraMount,
@@ -130,7 +131,7 @@ class ProjectionNode(LoggedNode):
         p = self._declare
         self.view_names = [v for v in p("views", ["static"], "camera view names in img_idx order (0, 1, ...)") if v]
         self.target_frame = str(p("target_frame", "base", "frame the 3D targets are expressed in"))
-        camera_prefix = str(p("camera_prefix", "cameras",
+        camera_prefix = str(p("camera_prefix", CAMERA_ROOT,
                               "topic prefix of the camera views (<prefix>/<view>/...)")).rstrip("/")
         calibration_dir = Path(str(p("calibration_dir", "calibration",
                                      "folder of <view>.yaml camera mounts, used for views missing from calibrations")))

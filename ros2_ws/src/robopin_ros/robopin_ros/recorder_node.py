@@ -45,6 +45,7 @@ from robopin.bags.recorder import (
     TrialRecorder,
 )
 from robopin.bags.typestore import trim_cdr
+from robopin.cameras.topics import CAMERA_ROOT, camera_topic_patterns
 from robopin.system.names import absolute_name, strip_namespace
 from robopin_ros import conversions
 from robopin_ros.actions import TERMINAL_STATUSES
@@ -56,8 +57,7 @@ from robopin_ros.runtime import run_node
 DEFAULT_OUTPUT_DIR = "trials/bags"
 # Relative to the recorder's namespace, as the nodes name them (a leading '/' would record outside it).
 DEFAULT_TOPICS = [
-    "cameras/*/color/image_raw", "cameras/*/color/camera_info", "cameras/*/aligned_depth_to_color/image_raw",
-    "cameras/*/depth/image_rect_raw", "cameras/*/depth/camera_info",  # views with align_depth:=false
+    *camera_topic_patterns(),  # with depth/image_rect_raw and depth/camera_info of views with align_depth:=false
     "joint_states", "robopin/arm/ee_pose", "robopin/reasoning", "robopin/reasoning/*/image",
     "robopin/reasoning/markers", "robopin/targets", "robopin/targets/markers", "robopin/workspace_cloud",
     "*/_action/feedback", "*/_action/status", *(t.lstrip("/") for t in (TF_STATIC_TOPIC, TF_TOPIC, *LATCHED_TOPICS)),
@@ -172,7 +172,7 @@ class RecorderNode(LoggedNode):
         return topic in self.camera_topics or any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.patterns)
 
     def _is_camera_topic(self, topic: str) -> bool:
-        return topic in self.camera_topics or strip_namespace(topic, self.namespace).startswith("/cameras/")
+        return topic in self.camera_topics or strip_namespace(topic, self.namespace).startswith(f"/{CAMERA_ROOT}/")
 
     def _camera_qos(self, topic: str) -> QoSProfile:
         """A camera topic's subscription QoS: its view's (history 100), unless sensor_reliability says best effort."""

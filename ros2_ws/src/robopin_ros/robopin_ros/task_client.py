@@ -32,6 +32,7 @@ from sensor_msgs.msg import Image
 from unique_identifier_msgs.msg import UUID
 from visualization_msgs.msg import MarkerArray
 
+from robopin.cameras.images import ImageEncodingError
 from robopin.cameras.topics import ViewTopics
 from robopin.cameras.topics import view_topics as core_view_topics
 from robopin.env import apply_ros_environment
@@ -67,10 +68,11 @@ _CANCEL_WAIT_S = 30.0
 
 
 def _rgb(msg: Image) -> np.ndarray | None:
-    if msg.encoding not in ("rgb8", "bgr8"):
+    """The view as uint8 RGB; None for an image no color encoding describes (the step keeps the views it can show)."""
+    try:
+        return conversions.image_msg_to_color(msg)
+    except ImageEncodingError:
         return None
-    image = np.frombuffer(bytes(msg.data), np.uint8).reshape(msg.height, msg.step // 3, 3)[:, : msg.width]
-    return np.ascontiguousarray(image[..., ::-1] if msg.encoding == "bgr8" else image)
 
 
 class TaskClient(LoggedNode):

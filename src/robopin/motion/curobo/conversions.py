@@ -12,54 +12,22 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from robopin.geometry.transforms import matrix_to_quaternion, quaternion_to_matrix
 from robopin.motion.types import JointTrajectory, PlanStatus
 from robopin.motion.world import CollisionWorld
-
-
-def matrix_to_quaternion_wxyz(R: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Unit quaternion [w, x, y, z] of a rotation matrix (w >= 0)."""
-    R = np.asarray(R, dtype=np.float64)
-    trace = np.trace(R)
-    if trace > 0.0:
-        s = 2.0 * np.sqrt(trace + 1.0)
-        q = [0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s]
-    elif R[0, 0] > R[1, 1] and R[0, 0] > R[2, 2]:
-        s = 2.0 * np.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
-        q = [(R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s]
-    elif R[1, 1] > R[2, 2]:
-        s = 2.0 * np.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
-        q = [(R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s]
-    else:
-        s = 2.0 * np.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
-        q = [(R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s]
-    q = np.asarray(q)
-    q /= np.linalg.norm(q)
-    return q if q[0] >= 0.0 else -q
-
-
-def quaternion_wxyz_to_matrix(q: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Rotation matrix of a quaternion [w, x, y, z] (normalised first)."""
-    w, x, y, z = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
 
 
 def matrix_to_curobo_pose(T: NDArray[np.float64]) -> list[float]:
     """``[x, y, z, qw, qx, qy, qz]`` of a 4x4 pose."""
     T = np.asarray(T, dtype=np.float64)
-    return [float(v) for v in T[:3, 3]] + [float(v) for v in matrix_to_quaternion_wxyz(T[:3, :3])]
+    return [float(v) for v in T[:3, 3]] + [float(v) for v in matrix_to_quaternion(T[:3, :3], order="wxyz")]
 
 
 def curobo_pose_to_matrix(pose: list[float] | NDArray[np.float64]) -> NDArray[np.float64]:
     """4x4 pose of ``[x, y, z, qw, qx, qy, qz]``."""
     values = np.asarray(pose, dtype=np.float64).reshape(7)
     T = np.eye(4)
-    T[:3, :3] = quaternion_wxyz_to_matrix(values[3:])
+    T[:3, :3] = quaternion_to_matrix(values[3:], order="wxyz")
     T[:3, 3] = values[:3]
     return T
 

@@ -14,7 +14,13 @@ import numpy as np
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
 
 from robopin.cameras.base import Frame
-from robopin.cameras.images import decode_color, decode_depth_m, decode_image, depth_m_to_16uc1
+from robopin.cameras.images import (
+    camera_info_fields,
+    color_image_fields,
+    depth_image_fields,
+    image_message_to_color,
+    image_message_to_depth_m,
+)
 from robopin.geometry.camera_model import CameraModel
 from robopin_ros.conversions.common import make_header, stamp_to_seconds
 
@@ -25,30 +31,25 @@ def _image_bytes(array_: np.ndarray):
     return buffer
 
 
+def _image_msg(fields: dict, header):
+    return Image(header=header, **{**fields, "data": _image_bytes(fields["data"])})
+
+
 def color_to_image_msg(rgb: np.ndarray, header):
     """Return an rgb8 sensor_msgs/Image of a uint8 (H, W, 3) RGB array."""
-    if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
-        raise ValueError(f"color must be uint8 (H, W, 3) RGB, got {rgb.dtype} {rgb.shape}")
-    height, width = rgb.shape[:2]
-    return Image(header=header, height=height, width=width, encoding="rgb8", is_bigendian=0, step=width * 3,
-                 data=_image_bytes(rgb))
+    return _image_msg(color_image_fields(rgb), header)
 
 
 def depth_to_image_msg(depth_m: np.ndarray, header):
     """Return a 16UC1 (millimetres, 0 = no data) sensor_msgs/Image of float32 metres with NaN invalid."""
-    millimetres = depth_m_to_16uc1(depth_m)
-    height, width = millimetres.shape
-    return Image(header=header, height=height, width=width, encoding="16UC1", is_bigendian=0, step=width * 2,
-                 data=_image_bytes(millimetres))
+    return _image_msg(depth_image_fields(depth_m), header)
 
 
 def camera_model_to_camera_info(model, header):
     """Return sensor_msgs/CameraInfo of a robopin.geometry.CameraModel."""
-    fields = model.to_camera_info_fields()
-    return CameraInfo(header=header, height=fields["height"], width=fields["width"],
-                      distortion_model=fields["distortion_model"], d=[float(x) for x in fields["d"]],
-                      k=[float(x) for x in fields["k"]], r=[float(x) for x in fields["r"]],
-                      p=[float(x) for x in fields["p"]])
+    fields = camera_info_fields(model)
+    # rclpy takes an unbounded float64 sequence as array('d') (its fast path), not as a numpy array.
+    return CameraInfo(header=header, **{**fields, "d": array.array("d", fields["d"].tobytes())})
 
 
 def camera_info_to_camera_model(info):
@@ -56,16 +57,9 @@ def camera_info_to_camera_model(info):
     return CameraModel.from_camera_info(info)
 
 
-def image_msg_to_color(msg) -> np.ndarray:
-    """Return a sensor_msgs/Image (rgb8, bgr8, rgba8, bgra8, mono8) as uint8 (H, W, 3) RGB."""
-    image = decode_image(msg.encoding, msg.height, msg.width, msg.step, msg.data, is_bigendian=bool(msg.is_bigendian))
-    return decode_color(msg.encoding, image)
-
-
-def image_msg_to_depth_m(msg) -> np.ndarray:
-    """Return a depth sensor_msgs/Image (16UC1 mm or 32FC1 m) as float32 metres with NaN invalid."""
-    image = decode_image(msg.encoding, msg.height, msg.width, msg.step, msg.data, is_bigendian=bool(msg.is_bigendian))
-    return decode_depth_m(msg.encoding, image)
+# One decoder for live messages and recorded ones (robopin.cameras.images).
+image_msg_to_color = image_message_to_color
+image_msg_to_depth_m = image_message_to_depth_m
 
 
 def frame_to_msgs(frame, stamp_s: float | None = None):

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Quaternion, Transform, TransformStamped
+from geometry_msgs.msg import TransformStamped
 from sensor_msgs.msg import JointState as JointStateMsg
 from std_msgs.msg import Header
 from tf2_msgs.msg import TFMessage
 
-from robopin.geometry import transforms
+from robopin import messages
 from robopin.robots.state import JointState
-from robopin_ros.conversions.common import seconds_to_stamp, vector_to_vector3
+from robopin_ros.conversions.common import RCLPY_TYPES, seconds_to_stamp
 
 
 def joint_state_to_msg(state: JointState, stamp_s: float) -> JointStateMsg:
@@ -42,9 +41,7 @@ def frame_transforms_to_tf_message(edges, stamp: Time):
     """``robopin.robots.urdf.FrameTransform`` edges as one tf2_msgs/TFMessage stamped ``stamp``."""
     stamped = []
     for edge in edges:
-        T = np.asarray(edge.T_parent_child, dtype=np.float64)
-        qx, qy, qz, qw = transforms.matrix_to_quaternion(T[:3, :3])
         stamped.append(TransformStamped(
             header=Header(stamp=stamp, frame_id=edge.parent), child_frame_id=edge.child,
-            transform=Transform(translation=vector_to_vector3(T[:3, 3]), rotation=Quaternion(x=qx, y=qy, z=qz, w=qw))))
+            transform=messages.transform_msg(RCLPY_TYPES, edge.T_parent_child)))
     return TFMessage(transforms=stamped)
