@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from robopin.interfaces import pinned_annotations
 from robopin.pincot.draw import ANSWER_COLOR, id_colors
+from robopin.system.names import absolute_name
 
 __all__ = ["annotation_topic", "reasoning_to_annotations"]
 
@@ -21,7 +23,7 @@ ANSWER_DIAMETER_PX = 22.0
 
 def annotation_topic(view: str) -> str:
     """The annotation topic of a view, next to its color image (pick it in Foxglove's image panel)."""
-    return f"/cameras/{view}/color/pinned_annotations"
+    return absolute_name(pinned_annotations(view))
 
 
 def _view_name(reasoning: Any, img_idx: int) -> str:

@@ -30,7 +30,9 @@ from robopin.cameras.topics import CAMERA_ROOT, CameraTopicsError, ViewTopics, v
 from robopin.geometry.camera_model import CameraModel
 from robopin.geometry.extrinsics import CameraMount, PoseBuffer
 from robopin.geometry.projection import PointRequest, ProjectionConfig, Projector, ViewConfig, ViewData
+from robopin.interfaces import ARM, PLANNED_TRAJECTORY, REASONING, TARGETS
 from robopin.messages import pose_to_matrix, stamp_to_seconds, transform_to_matrix
+from robopin.system.names import absolute_name
 
 __all__ = [
     "DryRunActor",
@@ -72,10 +74,10 @@ MODEL_FAILURES = frozenset({"vlm_unavailable", "vlm_timeout", "vlm_error", "inte
 class TrialTopics:
     """Where a trial's planner inputs and outputs are recorded."""
 
-    reasoning: str = "/robopin/reasoning"
-    targets: str = "/robopin/targets"
-    trajectory: str = "/robopin/planned_trajectory"
-    ee_pose: str = "/robopin/arm/ee_pose"
+    reasoning: str = absolute_name(REASONING)
+    targets: str = absolute_name(TARGETS)
+    trajectory: str = absolute_name(PLANNED_TRAJECTORY)
+    ee_pose: str = absolute_name(ARM.ee_pose)
     camera_prefix: str = f"/{CAMERA_ROOT}"
 
     def view(self, view: str) -> ViewTopics:

@@ -26,7 +26,8 @@ import numpy as np
 from robopin import messages
 from robopin.bags.annotations import annotation_topic, reasoning_to_annotations
 from robopin.bags.typestore import connection_definition, robopin_typestore
-from robopin.system.names import normalize_namespace, strip_namespace
+from robopin.interfaces import NODE_PARAMETERS_PREFIX, ROBOT_DESCRIPTION, TF, TF_STATIC
+from robopin.system.names import absolute_name, normalize_namespace, strip_namespace
 
 __all__ = [
     "DEFAULT_FLUSH_INTERVAL_S",
@@ -47,15 +48,16 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-TF_STATIC_TOPIC = "/tf_static"
-TF_TOPIC = "/tf"
+# Bag names: as the root namespace has them (strip_namespace).
+TF_STATIC_TOPIC = absolute_name(TF_STATIC)
+TF_TOPIC = absolute_name(TF)
 TF_TYPE = "tf2_msgs/msg/TFMessage"
 # Latched topics other than /tf_static: the last message is written at the start of every bag, as the
 # static transforms are (a bag that starts after the publisher latched it would lack it otherwise).
-LATCHED_TOPICS = ("/robot_description",)
+LATCHED_TOPICS = (absolute_name(ROBOT_DESCRIPTION),)
 # recorder_node writes each configured node's parameters (YAML, std_msgs/String) on <prefix><node>,
 # kept like a latched topic: a replay projects with the parameters the live projection_node had.
-PARAMETERS_PREFIX = "/robopin/parameters"
+PARAMETERS_PREFIX = absolute_name(NODE_PARAMETERS_PREFIX)
 # State a task starts from: the newest message of each such topic from before the bag began goes in,
 # however old (a camera at 1 Hz, a still arm publishing rarely), so the frames the first observation
 # took and the arm pose at them are in the bag.

@@ -41,12 +41,15 @@ def _recover(args: argparse.Namespace) -> int:
 
 def _step(args: argparse.Namespace) -> int:
     from robopin.bags import TrialBag, frames
+    from robopin.interfaces import view_topics
+    from robopin.system.names import absolute_name
 
+    topic = args.topic or absolute_name(view_topics("static").color)  # as a bag names it
     interactive = args.all or sys.stdin.isatty()
     if not interactive:  # piped or run by a script: nobody can press Enter, so print every frame
         print("(standard input is not a terminal: printing every frame, as --all)", file=sys.stderr)
     with TrialBag(args.bag) as bag:
-        for number, (message, between) in enumerate(frames(bag, args.topic)):
+        for number, (message, between) in enumerate(frames(bag, topic)):
             stamp = (message.stamp_ns - bag.start_ns) * 1e-9
             others = ", ".join(sorted({m.topic for m in between})) or "nothing else"
             print(f"frame {number} at +{stamp:.3f} s; since the previous: {others}")
@@ -215,7 +218,7 @@ def register(subparsers) -> None:
     info.set_defaults(func=_info)
     step = commands.add_parser("step", help="step through a bag one message of a topic at a time")
     step.add_argument("bag")
-    step.add_argument("--topic", default="/cameras/static/color/image_raw")
+    step.add_argument("--topic", default="", help="topic stepped through (default: the static view's color image)")
     step.add_argument("--all", action="store_true", help="print every frame without waiting for Enter")
     step.add_argument("--show", type=int, default=0, metavar="CHARS", help="print the decoded message (truncated)")
     step.set_defaults(func=_step)

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from robopin.cameras.topics import CAMERA_ROOT
+from robopin.interfaces import ARM, CAMERA_ROOT, JOINT_STATES, ROBOPIN_ROOT, ROBOT_DESCRIPTION, TF, arm_names
 from robopin.system.names import absolute_name
 from robopin.system.schema import NodeSpec, SystemFile, SystemFileError
 
@@ -21,7 +21,8 @@ __all__ = ["check_system", "mapping_parameter"]
 
 # Names robopin's own nodes create (robopin.system.names): given absolute in a namespaced system they
 # would reach the root namespace's robot instead of this one.
-_OWN_PREFIXES = ("/robopin/", f"/{CAMERA_ROOT}/", "/joint_states", "/tf", "/robot_description")
+_OWN_PREFIXES = tuple(f"/{name}" for name in
+                      (f"{ROBOPIN_ROOT}/", f"{CAMERA_ROOT}/", JOINT_STATES, TF, ROBOT_DESCRIPTION))
 
 
 def mapping_parameter(node: NodeSpec, key: str) -> dict[str, Any]:
@@ -82,14 +83,14 @@ def check_system(system: SystemFile) -> None:
             fail(f"node {driver.name!r} drives robot {robot!r}, but the system's robot is {system.robot!r}")
         if driver.parameters.get("backend", "sim") == "sim":
             check_world(driver, options.get("world"))
-        prefix = str(driver.parameters.get("prefix", "robopin/arm")).rstrip("/")
-        ee_pose_topics.add(absolute_name(str(driver.parameters.get("ee_pose_topic", f"{prefix}/ee_pose"))))
+        names = arm_names(str(driver.parameters.get("prefix", ARM.prefix)))
+        ee_pose_topics.add(absolute_name(str(driver.parameters.get("ee_pose_topic", names.ee_pose))))
     for motion in system.nodes_running("motion_planner_node"):
         robot = motion.parameters.get("robot", "panda")
         if robot != system.robot:
             fail(f"node {motion.name!r} plans for robot {robot!r}, but the system's robot is {system.robot!r}")
     for projection in system.nodes_running("projection_node"):
-        topic = absolute_name(str(projection.parameters.get("ee_pose_topic", "robopin/arm/ee_pose")))
+        topic = absolute_name(str(projection.parameters.get("ee_pose_topic", ARM.ee_pose)))
         if ee_pose_topics and topic not in ee_pose_topics:
             fail(f"node {projection.name!r} reads the arm pose on {topic!r}, but the arm driver publishes it on "
                  f"{sorted(ee_pose_topics)}")

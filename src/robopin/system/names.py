@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import re
 
+from robopin.interfaces import DIAGNOSTICS_TOPIC
+
 __all__ = ["DIAGNOSTICS_TOPIC", "GLOBAL_NAMES", "NamespaceError", "absolute_name", "namespaced_label",
            "normalize_namespace", "strip_namespace"]
 
-# ros/diagnostics, diagnostic_updater/include/diagnostic_updater/diagnostic_updater.hpp: the Updater publishes
-# on the absolute "/diagnostics", and diagnostic_aggregator reads that one topic for the whole graph.
-DIAGNOSTICS_TOPIC = "/diagnostics"
 # rcl_logging's /rosout publisher and rclpy's /parameter_events publisher, created by every node
 # (rcl/src/rcl/node.c, rclpy/node.py); they stay global under any namespace, as /diagnostics does.
 GLOBAL_NAMES = ("/rosout", "/parameter_events", DIAGNOSTICS_TOPIC)

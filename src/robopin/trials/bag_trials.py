@@ -15,11 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
+from robopin.interfaces import EXECUTE_TASK, REASONING, action_feedback, action_result
+from robopin.system.names import absolute_name
 from robopin.trials.log import TrialStep, TrialSummary
 
 __all__ = ["BagTrial", "bag_folders", "read_bag_trial"]
 
-TASK_ACTION = "/robopin/execute_task"
+TASK_ACTION = absolute_name(EXECUTE_TASK)  # as a bag names it
 _SUCCEEDED = 4  # action_msgs/GoalStatus STATUS_SUCCEEDED
 
 
@@ -57,12 +59,11 @@ def read_bag_trial(folder: str | Path, root: str | Path | None = None) -> BagTri
     folder = Path(folder)
     with TrialBag(folder) as bag:
         topics = bag.topics
-        steps = recorded_steps(bag) if "/robopin/reasoning" in topics else []
+        feedback, result = action_feedback(TASK_ACTION), action_result(TASK_ACTION)
+        steps = recorded_steps(bag) if absolute_name(REASONING) in topics else []
         events = [FeedbackEvent(m.stamp_ns * 1e-9, f.feedback.stage, int(f.feedback.step), f.feedback.detail)
-                  for m, f in bag.decoded([f"{TASK_ACTION}/_action/feedback"])] \
-            if f"{TASK_ACTION}/_action/feedback" in topics else []
-        results = [r for _, r in bag.decoded([f"{TASK_ACTION}/_action/result"])] \
-            if f"{TASK_ACTION}/_action/result" in topics else []
+                  for m, f in bag.decoded([feedback])] if feedback in topics else []
+        results = [r for _, r in bag.decoded([result])] if result in topics else []
         start_s, end_s = bag.start_ns * 1e-9, bag.end_ns * 1e-9
         duration_s = bag.duration_s
     timings = {t.step: t for t in step_timings(events, events[0].time_s if events else start_s, end_s,

@@ -27,7 +27,9 @@ from robopin.cameras.images import (
     depth_m_to_16uc1,
     image_message,
 )
+from robopin.interfaces import JOINT_STATES
 from robopin.messages import header_msg, point_msg, pose_msg, pose_to_matrix, vector3_msg
+from robopin.system.names import absolute_name
 from robopin.trials.log import TrialLog, TrialStep, TrialSummary, trace_to_json
 
 __all__ = ["record_sim_trial"]
@@ -90,7 +92,7 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
         record(topics.ee_pose, types["geometry_msgs/msg/PoseStamped"](header=header_msg(types, stamp, "base"),
                                                                       pose=pose_msg(types, T_base_ee)), stamp)
         joint_names = list(getattr(world.model, "joint_names", None) or [f"joint{i + 1}" for i in range(len(q))])
-        record("/joint_states", types["sensor_msgs/msg/JointState"](
+        record(absolute_name(JOINT_STATES), types["sensor_msgs/msg/JointState"](
             header=header_msg(types, stamp, ""), name=joint_names, position=np.asarray(q, np.float64),
             velocity=np.zeros(0), effort=np.zeros(0)), stamp)
         for name in views:
