@@ -33,9 +33,10 @@ from robopin_interfaces.action import ExecuteTrajectory
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 
+from robopin.interfaces import ARM, DIAGNOSTICS_TOPIC, JOINT_STATES, arm_names
 from robopin.robots import Arm, ArmError, make_arm, make_arm_config
 from robopin.robots.errors import Reason, TrajectoryError
-from robopin.system.names import DIAGNOSTICS_TOPIC, namespaced_label
+from robopin.system.names import namespaced_label
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, goal_key
 from robopin_ros.logs import LoggedNode
@@ -75,8 +76,8 @@ class ArmDriverNode(LoggedNode):
         backend = str(p("backend", "sim", "arm backend: sim, xarm or franka"))
         # Nested: options.robot, options.ip, options.dry_run, ... (or the older one YAML string `options`).
         options = declare_nested(self, "options", {}, "the backend's arm config (robot, ip, gripper, dry_run, ...)")
-        prefix = str(p("prefix", "robopin/arm",
-                       "name prefix of the driver's actions, services and ee_pose topic")).rstrip("/")
+        names = arm_names(str(p("prefix", ARM.prefix,
+                                "name prefix of the driver's actions, services and ee_pose topic")))
         self.base_frame = str(p("base_frame", "base", "frame_id of the published end-effector pose"))
         self.enable_on_connect = bool(p("enable_on_connect", True, "enable the arm (servo on) after each connect"))
         self.reconnect_period_s = float(p("reconnect_period_s", 2.0,
@@ -97,31 +98,31 @@ class ArmDriverNode(LoggedNode):
         # Actions and services may block for seconds; state publishing must not wait behind them.
         actions = ReentrantCallbackGroup()
         state = MutuallyExclusiveCallbackGroup()
-        self.joint_state_pub = self.create_publisher(JointState, str(p("joint_states_topic", "joint_states",
+        self.joint_state_pub = self.create_publisher(JointState, str(p("joint_states_topic", JOINT_STATES,
                                                                        "topic the joint states are published on")), 10)
-        self.ee_pose_pub = self.create_publisher(PoseStamped, str(p("ee_pose_topic", f"{prefix}/ee_pose",
+        self.ee_pose_pub = self.create_publisher(PoseStamped, str(p("ee_pose_topic", names.ee_pose,
                                                                     "topic the TCP pose is published on")), 10)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
         accepting = lambda: not self._shutting_down  # noqa: E731
         self.execute_server = self.execute_guard.serve(
-            self, ExecuteTrajectory, f"{prefix}/execute_trajectory", self._run_trajectory,
+            self, ExecuteTrajectory, names.execute_trajectory, self._run_trajectory,
             lambda message: ExecuteTrajectory.Result(success=False, reason=BUSY_REASON, message=message,
                                                      final_error_rad=math.nan),
             accepting=accepting, cancel_callback=self._cancel_trajectory, callback_group=actions)
         # Shares the one-motion-at-a-time slot with ExecuteTrajectory. joint_trajectory_controller preempts
         # the running goal instead; robopin never replaces a motion under way without a cancel.
         self.follow_server = self.execute_guard.serve(
-            self, FollowJointTrajectory, f"{prefix}/follow_joint_trajectory", self._follow_joint_trajectory,
+            self, FollowJointTrajectory, names.follow_joint_trajectory, self._follow_joint_trajectory,
             lambda message: conversions.follow_joint_trajectory_result(
                 FollowJointTrajectory.Result.INVALID_GOAL, BUSY_REASON, message),
             accepting=accepting, cancel_callback=self._cancel_trajectory, callback_group=actions)
         # ros2_controllers' gripper_action_controller serves the same action as <controller>/gripper_cmd.
         self.gripper_server = self.gripper_guard.serve(
-            self, GripperCommand, f"{prefix}/gripper_cmd", self._execute_gripper, self._gripper_busy,
+            self, GripperCommand, names.gripper_cmd, self._execute_gripper, self._gripper_busy,
             accepting=accepting, cancel_callback=self._refuse_gripper_cancel, callback_group=actions)
-        self.create_service(SetBool, f"{prefix}/enable", self._enable, callback_group=actions)
-        self.create_service(Trigger, f"{prefix}/stop", self._stop, callback_group=actions)
-        self.create_service(Trigger, f"{prefix}/recover", self._recover, callback_group=actions)
+        self.create_service(SetBool, names.enable, self._enable, callback_group=actions)
+        self.create_service(Trigger, names.stop, self._stop, callback_group=actions)
+        self.create_service(Trigger, names.recover, self._recover, callback_group=actions)
         # The state stream's timer runs on a child node spun on its own thread (robopin_ros.runtime
         # .StreamSpinner): this node's pool is for the goals, which block while the arm moves.
         self._stream_spinner = StreamSpinner(self)

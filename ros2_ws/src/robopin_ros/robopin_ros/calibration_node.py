@@ -61,6 +61,14 @@ from robopin.calibration import (
 from robopin.calibration.capture import make_capture_planner
 from robopin.cameras.topics import view_topics
 from robopin.geometry.extrinsics import mount_from_dict
+from robopin.interfaces import (
+    ARM,
+    CALIBRATION_CAPTURE,
+    CALIBRATION_CLEAR,
+    CALIBRATION_RUN_GUIDED,
+    CALIBRATION_SOLVE,
+    CALIBRATION_VERIFY,
+)
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode
@@ -182,16 +190,16 @@ class CalibrationNode(LoggedNode):
             self.planner = make_capture_planner(self.arm, planner_settings, table_height_m=table)
         else:
             self.arm = _PoseOnlyArm()
-            topic = str(p("ee_pose_topic", "robopin/arm/ee_pose", "end-effector pose topic in manual capture"))
+            topic = str(p("ee_pose_topic", ARM.ee_pose, "end-effector pose topic in manual capture"))
             self.create_subscription(PoseStamped, topic, self.arm.update, 10, callback_group=streams)
         self.create_subscription(Image, topics.color, self._on_image, image_qos, callback_group=streams)
         self.create_subscription(CameraInfo, topics.info, self._on_info, image_qos, callback_group=streams)
         services = MutuallyExclusiveCallbackGroup()
-        self.create_service(Trigger, "~/capture", self._on_capture, callback_group=services)
-        self.create_service(SetBool, "~/run_guided", self._on_run_guided, callback_group=services)
-        self.create_service(Trigger, "~/solve", self._on_solve, callback_group=services)
-        self.create_service(Trigger, "~/verify", self._on_verify, callback_group=services)
-        self.create_service(Trigger, "~/clear", self._on_clear, callback_group=services)
+        self.create_service(Trigger, CALIBRATION_CAPTURE, self._on_capture, callback_group=services)
+        self.create_service(SetBool, CALIBRATION_RUN_GUIDED, self._on_run_guided, callback_group=services)
+        self.create_service(Trigger, CALIBRATION_SOLVE, self._on_solve, callback_group=services)
+        self.create_service(Trigger, CALIBRATION_VERIFY, self._on_verify, callback_group=services)
+        self.create_service(Trigger, CALIBRATION_CLEAR, self._on_clear, callback_group=services)
         if bool(p("keyboard", False,
                   "read keys from the terminal: Enter capture, s solve, v verify, g guided, q quit")):
             threading.Thread(target=self._keyboard_loop, name="calibration-keys", daemon=True).start()

@@ -30,7 +30,8 @@ from sensor_msgs.msg import CameraInfo, Image
 
 from robopin.cameras import Camera, CameraError, CameraTimeoutError, camera_config_from_dict, make_camera
 from robopin.cameras.memory import retain_freed_image_memory
-from robopin.system.names import DIAGNOSTICS_TOPIC, namespaced_label
+from robopin.interfaces import DIAGNOSTICS_TOPIC
+from robopin.system.names import namespaced_label
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode

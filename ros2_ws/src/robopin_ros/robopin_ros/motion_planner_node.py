@@ -31,6 +31,7 @@ from robopin_interfaces.action import MoveToPose, PickPlace
 from sensor_msgs.msg import JointState, PointCloud2
 
 from robopin.geometry.workspace import WorkspaceBox
+from robopin.interfaces import ARM, JOINT_STATES, MOVE_TO_POSE, PICK_PLACE, WORKSPACE_CLOUD
 from robopin.motion import PickPlaceConfig, make_planner, plan_pick_place, planner_config_from_dict
 from robopin.motion.grasps import GraspConfig
 from robopin.motion.scene import SceneConfig, SceneKeeper, StaleWorldError
@@ -137,31 +138,31 @@ class MotionPlannerNode(LoggedNode):
         self._stream_spinner = StreamSpinner(self)
         self._stream_spinner.node.create_subscription(
             JointState,
-            str(p("joint_states_topic", "joint_states", "topic of the arm's joint states")),
+            str(p("joint_states_topic", JOINT_STATES, "topic of the arm's joint states")),
             self._on_joint_state,
             STATE_QOS,
         )
         self._stream_spinner.node.create_subscription(
             PointCloud2,
-            str(p("cloud_topic", "robopin/workspace_cloud", "topic of the workspace obstacle cloud (PointCloud2)")),
+            str(p("cloud_topic", WORKSPACE_CLOUD, "topic of the workspace obstacle cloud (PointCloud2)")),
             self._on_cloud,
             SENSOR_QOS,
         )
         self._stream_spinner.start()
-        self.execute_action = str(p("execute_action", "robopin/arm/follow_joint_trajectory",
+        self.execute_action = str(p("execute_action", ARM.follow_joint_trajectory,
                                     "FollowJointTrajectory action the trajectories are sent to"))
-        self.gripper_action = str(p("gripper_action", "robopin/arm/gripper_cmd",
+        self.gripper_action = str(p("gripper_action", ARM.gripper_cmd,
                                     "GripperCommand action the gripper goals are sent to"))
         self.execute_client = ActionClient(self, FollowJointTrajectory, self.execute_action, callback_group=group)
         self.gripper_client = ActionClient(self, GripperCommand, self.gripper_action, callback_group=group)
         # One goal at a time across both actions; cancelling one cancels the running phase's driver goal.
         accepting = lambda: not self._shutting_down  # noqa: E731
         self.pick_place_server = self.guard.serve(
-            self, PickPlace, "robopin/motion/pick_place", self._execute_pick_place,
+            self, PickPlace, PICK_PLACE, self._execute_pick_place,
             lambda message: PickPlace.Result(status=BUSY_REASON, message=message), accepting=accepting,
             callback_group=group)
         self.move_server = self.guard.serve(
-            self, MoveToPose, "robopin/motion/move_to_pose", self._execute_move_to_pose,
+            self, MoveToPose, MOVE_TO_POSE, self._execute_move_to_pose,
             lambda message: MoveToPose.Result(status=BUSY_REASON, message=message), accepting=accepting,
             callback_group=group)
         self.get_logger().info(f"motion planner ready: {self.planner!r}, workspace {workspace}")

@@ -57,6 +57,7 @@ from robopin.geometry import (
     voxel_downsample,
 )
 from robopin.geometry.pointcloud import PointCloud
+from robopin.interfaces import ARM, JOINT_STATES, PROJECT_POINTS, TARGET_MARKERS, WORKSPACE_CLOUD
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode
@@ -155,9 +156,9 @@ class ProjectionNode(LoggedNode):
         self.frame_history_s = float(p("frame_history_s", 10.0,
                                        "seconds of frames kept for requests that name a stamp", min=0.0))
         sync_color = bool(p("sync_color", False, "also require a color image synced to each depth frame"))
-        ee_pose_topic = str(p("ee_pose_topic", "robopin/arm/ee_pose",
+        ee_pose_topic = str(p("ee_pose_topic", ARM.ee_pose,
                               "topic of the end-effector pose in the base frame (wrist view poses)"))
-        joint_states_topic = str(p("joint_states_topic", "joint_states", "topic of the arm's joint states"))
+        joint_states_topic = str(p("joint_states_topic", JOINT_STATES, "topic of the arm's joint states"))
         robot_description = str(p("robot_description", "",
                                   "robot description name (panda, xarm6, ...) whose kinematics give wrist poses from "
                                   "joint states (empty: ee_pose only)"))
@@ -252,10 +253,10 @@ class ProjectionNode(LoggedNode):
 
         self._camera_models: dict[tuple, Any] = {}
         self._decoded: dict[int, tuple[_SyncedFrame, ViewData]] = {}  # img_idx -> its last decoded frame
-        self.markers_pub = self.create_publisher(MarkerArray, "robopin/targets/markers", 10)
+        self.markers_pub = self.create_publisher(MarkerArray, TARGET_MARKERS, 10)
         self._markers = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="projection-markers")
-        self.cloud_pub = self.create_publisher(PointCloud2, "robopin/workspace_cloud", 2)
-        self.create_service(ProjectPoints, "robopin/project_points", self._on_project_points)
+        self.cloud_pub = self.create_publisher(PointCloud2, WORKSPACE_CLOUD, 2)
+        self.create_service(ProjectPoints, PROJECT_POINTS, self._on_project_points)
         self._cloud_source: tuple = ()  # (img_idx, frame stamp) of the frames the last cloud was built from
         self._view_clouds: dict[int, tuple] = {}  # img_idx -> (depth_m, T_base_cam, points, camera) of its last cloud
         self._merged_cloud: tuple = ((), None)  # (the views' clouds, their merged downsampled points)

@@ -35,6 +35,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from robopin.env import apply_ros_environment
 from robopin.errors import is_named_error, one_line
+from robopin.interfaces import READY
 from robopin_ros.parameters import refuse_undeclared_parameters
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -165,7 +166,7 @@ def serve_readiness(node: Node) -> None:
         response.success, response.message = not waiting, "; ".join(waiting) or "ready"
         return response
 
-    node.create_service(Trigger, "~/ready", answer)
+    node.create_service(Trigger, READY, answer)
 
 
 def stop_with_parent(stop: threading.Event) -> None:

@@ -27,6 +27,7 @@ from tf2_msgs.msg import TFMessage
 
 from robopin.calibration import load_mount_for_view
 from robopin.geometry import CalibrationError, CameraMount, mount_from_dict
+from robopin.interfaces import JOINT_STATES, ROBOT_DESCRIPTION, TF, TF_STATIC
 from robopin.robots.description import load_description
 from robopin.robots.state_publisher import robopin_frame_transforms
 from robopin_ros import conversions
@@ -61,7 +62,7 @@ class StatePublisherNode(LoggedNode):
         sim_world = str(p("sim_world", "", "simulated world whose ground-truth camera mounts are used (empty: none)"))
         unaligned = declare_nested(self, "unaligned_depth", {},
                                    "view -> T_color_depth: <view>_depth_optical goes under <view>_optical")
-        joint_states_topic = str(p("joint_states_topic", "joint_states", "topic of the arm's joint states"))
+        joint_states_topic = str(p("joint_states_topic", JOINT_STATES, "topic of the arm's joint states"))
         description = load_description(robot)
         urdf_text = description.urdf_path.read_text(encoding="utf-8")
         self.tree = description.urdf_tree
@@ -74,14 +75,14 @@ class StatePublisherNode(LoggedNode):
                           for v, d in unaligned.items()}
         self.static_edges = self.tree.fixed_transforms() + robopin_frame_transforms(
             description.base_link, description.tcp_link, description.T_link_tcp, mounts, depth_to_color)
-        self.description_pub = self.create_publisher(String, "robot_description", LATCHED_QOS)
+        self.description_pub = self.create_publisher(String, ROBOT_DESCRIPTION, LATCHED_QOS)
         # TF under the robot's namespace (/left/tf), not frame prefixes: nav2_bringup's launch files remap
         # ('/tf', 'tf') and ('/tf_static', 'tf_static') for every namespaced node (navigation2,
         # nav2_bringup/launch/navigation_launch.py, "there doesn't seem to be a better alternative"), so each
         # robot keeps one tree with the frame names every robopin node and calibration file uses (base, ee,
         # <view>_optical). Frame prefixes (xarm_ros2's prefix:=) would rename every frame the core reads.
-        self.static_pub = self.create_publisher(TFMessage, "tf_static", LATCHED_QOS)
-        self.tf_pub = self.create_publisher(TFMessage, "tf", TF_QOS)
+        self.static_pub = self.create_publisher(TFMessage, TF_STATIC, LATCHED_QOS)
+        self.tf_pub = self.create_publisher(TFMessage, TF, TF_QOS)
         self.description_pub.publish(String(data=urdf_text))
         self.static_pub.publish(conversions.frame_transforms_to_tf_message(
             self.static_edges, self.get_clock().now().to_msg()))
