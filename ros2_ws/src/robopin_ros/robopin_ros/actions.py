@@ -20,16 +20,17 @@ from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalRespons
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from unique_identifier_msgs.msg import UUID
 
+from robopin.interfaces import PROCESS_PROBE_PREFIX, action_status
+
 BUSY_REASON = "busy"
 # A task belongs to its client (ARCHITECTURE.md, safety rules), and a client must learn when its stack is gone.
 # Neither shows in the ROS graph in time: a process killed with SIGKILL leaves its DDS participant in the graph
 # until Fast DDS's participant lease runs out (20 s by default, ParticipantAttributes.leaseDuration). So each
-# side publishes the id of the goal it follows or runs (action_msgs/GoalInfo) every HEARTBEAT_PERIOD_S, as a
+# side publishes the id of the goal it follows or runs (action_msgs/GoalInfo, on robopin.interfaces'
+# TASK_CLIENT_HEARTBEAT and TASK_SERVER_HEARTBEAT) every HEARTBEAT_PERIOD_S, as a
 # teleop pendant's deadman does: the server cancels a goal whose client heartbeat stopped for
 # CLIENT_DEADMAN_S; the client gives up on a server whose heartbeat stopped for SERVER_LOST_S. A goal whose
 # client never sent one (the Instruct service, `ros2 action send_goal`) has no client to watch and runs on.
-TASK_CLIENT_HEARTBEAT = "robopin/execute_task/_heartbeat/client"
-TASK_SERVER_HEARTBEAT = "robopin/execute_task/_heartbeat/server"
 HEARTBEAT_PERIOD_S = 0.1
 CLIENT_DEADMAN_S = 0.5
 SERVER_LOST_S = 2.0
@@ -298,7 +299,7 @@ class ActionServers:
         from robopin.system.names import absolute_name
 
         self._node = node
-        relative = f"_robopin_process/pid{os.getpid()}_{id(self):x}"  # relative: under the node's namespace
+        relative = f"{PROCESS_PROBE_PREFIX}/pid{os.getpid()}_{id(self):x}"  # relative: under the node's namespace
         self._own_topic = absolute_name(relative, node.get_namespace())
         self._own_publisher = node.create_publisher(Empty, relative, 1)
         self._own: bytes | None = None
@@ -340,13 +341,13 @@ class ActionServers:
         Two stacks in one ROS domain and namespace would both take a goal sent to their action; which one moves
         is up to DDS. Every action server publishes the action's status topic, so its publishers are the servers.
         """
-        servers = self.by_process(f"{action}/_action/status")
+        servers = self.by_process(action_status(action))
         deadline = time.monotonic() + naming_s
         # rmw's graph cache knows an endpoint before its node's name (which comes with the participant's
         # discovery info): a newly found server is given a moment to be named, and is refused either way.
         while len(servers) > 1 and UNNAMED_NODE in str(servers) and time.monotonic() < deadline:
             time.sleep(0.1)
-            servers = self.by_process(f"{action}/_action/status")
+            servers = self.by_process(action_status(action))
         if len(servers) <= 1:
             return ""
         names = sorted(name for names in servers.values() for name in names)

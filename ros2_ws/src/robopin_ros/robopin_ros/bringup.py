@@ -34,6 +34,7 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from robopin.env import apply_ros_environment
+from robopin.interfaces import ACTION_STATUS_SUFFIX, EXECUTE_TASK, ROBOPIN_ROOT, ready_service
 from robopin.system import SystemFile, SystemFileError
 from robopin.system.names import absolute_name
 from robopin.system.task_run import BringupError
@@ -210,14 +211,14 @@ class GraphProbe:
         where it runs) -> the actions it serves."""
         if self._servers.own_prefix() is None:  # our own endpoint is not in the graph cache yet
             return {}
-        prefix = absolute_name("robopin/", self.namespace)
+        prefix = absolute_name(f"{ROBOPIN_ROOT}/", self.namespace)
         found: dict[str, list[str]] = {}
         for topic, _types in self._node.get_topic_names_and_types():
-            if topic.startswith(prefix) and topic.endswith("/_action/status"):
+            if topic.startswith(prefix) and topic.endswith(ACTION_STATUS_SUFFIX):
                 for process, names in self._servers.by_process(topic).items():
                     if process != b"self":
                         for name in names:
-                            found.setdefault(name, []).append(topic.rsplit("/_action", 1)[0])
+                            found.setdefault(name, []).append(topic.removesuffix(ACTION_STATUS_SUFFIX))
         return found
 
     def refuse_other_stack(self, system: SystemFile) -> None:
@@ -230,7 +231,7 @@ class GraphProbe:
         """
         seen_own_s: float | None = None
         found_s: float | None = None
-        task_action = absolute_name("robopin/execute_task", self.namespace)
+        task_action = absolute_name(EXECUTE_TASK, self.namespace)
         while True:
             now = time.monotonic()
             if seen_own_s is None and self._servers.own_prefix() is not None:
@@ -385,7 +386,7 @@ class Bringup:
             self._supervisor = Node("robopin_up")
             self._supervisor.EXECUTOR_THREADS = 1  # only waits on replies (runtime.make_executor)
             self._spin_node("robopin_up", self._supervisor)
-        return self._supervisor.create_client(Trigger, f"{name}/ready")
+        return self._supervisor.create_client(Trigger, ready_service(name))
 
     def bag_roots(self) -> list[Path]:
         """Where the system's recorders write their bags (``output_dir`` of each node that has one)."""

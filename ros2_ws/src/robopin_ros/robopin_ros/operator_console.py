@@ -32,6 +32,17 @@ from std_srvs.srv import Trigger
 
 from robopin.cameras.topics import ViewTopics
 from robopin.cameras.topics import view_topics as core_view_topics
+from robopin.interfaces import (
+    ARM,
+    EXECUTE_TASK,
+    INSTRUCT,
+    action_cancel_goal,
+    action_feedback,
+    action_get_result,
+    action_status,
+    arm_names,
+    reasoning_image,
+)
 from robopin.trials.log import encode_png
 from robopin_ros import conversions
 from robopin_ros.actions import STATUS_NAMES, ActionServers, future_result
@@ -41,7 +52,6 @@ from robopin_ros.runtime import shutdown_executor
 
 __all__ = ["ConsoleRosLink", "open_console_link"]
 
-_TASK_ACTION = "robopin/execute_task"
 _KINDS = ("camera", "reasoning")
 _ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED)
 
@@ -49,12 +59,12 @@ _ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.ST
 class ConsoleRosLink(LoggedNode):
     """Subscribes to the views and the task, calls Instruct, cancel and stop (see the module docstring)."""
 
-    def __init__(self, views: Sequence[str], *, arm_prefix: str = "robopin/arm",
+    def __init__(self, views: Sequence[str], *, arm_prefix: str = ARM.prefix,
                  topics: Mapping[str, ViewTopics] | None = None, **node_options: Any) -> None:
         """``topics``: view -> its camera topics and QoS (a system's ``view_topics()``; default: camera_node's)."""
         super().__init__("robopin_operator_console", **node_options)
         self.view_names = tuple(views)
-        self.arm_prefix = arm_prefix.rstrip("/")
+        self.arm_prefix = arm_names(arm_prefix).prefix
         self._lock = threading.Lock()
         self._images: dict[tuple[str, str], tuple[int, Image]] = {}
         self._png: dict[tuple[str, str], tuple[int, bytes]] = {}
@@ -62,20 +72,20 @@ class ConsoleRosLink(LoggedNode):
         self._status: dict[bytes, int] = {}
         self._accepted: dict[bytes, float] = {}  # goal id -> when the server accepted it (its goal_info stamp)
         self._results: dict[bytes, dict[str, Any] | None] = {}  # None: asked, not answered yet
-        self.instruct_client = self.create_client(Instruct, "robopin/instruct")
-        self.result_client = self.create_client(ExecuteTask.Impl.GetResultService, f"{_TASK_ACTION}/_action/get_result")
-        self.cancel_client = self.create_client(CancelGoal, f"{_TASK_ACTION}/_action/cancel_goal")
-        self.stop_client = self.create_client(Trigger, f"{self.arm_prefix}/stop")
+        self.instruct_client = self.create_client(Instruct, INSTRUCT)
+        self.result_client = self.create_client(ExecuteTask.Impl.GetResultService, action_get_result(EXECUTE_TASK))
+        self.cancel_client = self.create_client(CancelGoal, action_cancel_goal(EXECUTE_TASK))
+        self.stop_client = self.create_client(Trigger, arm_names(self.arm_prefix).stop)
         self._servers = ActionServers(self)  # an instruction is refused while two stacks answer
         for view in self.view_names:
             camera = (topics or {}).get(view) or core_view_topics(view)
             self.create_subscription(Image, camera.color, lambda msg, v=view: self._on_image("camera", v, msg),
                                      camera_qos(camera.qos, depth=2))
-            self.create_subscription(Image, f"robopin/reasoning/{view}/image",
+            self.create_subscription(Image, reasoning_image(view),
                                      lambda msg, v=view: self._on_image("reasoning", v, msg), 2)
-        self.create_subscription(ExecuteTask.Impl.FeedbackMessage, f"{_TASK_ACTION}/_action/feedback",
+        self.create_subscription(ExecuteTask.Impl.FeedbackMessage, action_feedback(EXECUTE_TASK),
                                  self._on_feedback, 20)
-        self.create_subscription(GoalStatusArray, f"{_TASK_ACTION}/_action/status", self._on_status, 10)
+        self.create_subscription(GoalStatusArray, action_status(EXECUTE_TASK), self._on_status, 10)
 
     def _on_image(self, kind: str, view: str, msg: Image) -> None:
         """Keep the newest image of a view (encoded only when a page asks for it)."""
@@ -165,7 +175,7 @@ class ConsoleRosLink(LoggedNode):
         if not self.instruct_client.wait_for_service(timeout_sec=5.0):
             return {"accepted": False, "task_id": "",
                     "message": f"{self.instruct_client.srv_name} is not available: is the stack up?"}
-        others = self._servers.refusal(_TASK_ACTION)
+        others = self._servers.refusal(EXECUTE_TASK)
         if others:
             return {"accepted": False, "task_id": "", "message": others}
         request = Instruct.Request(instruction=instruction, dry_run=dry_run)
@@ -218,7 +228,7 @@ class _LinkHandle:
         self._context.try_shutdown()
 
 
-def open_console_link(views: Sequence[str], *, arm_prefix: str = "robopin/arm", namespace: str = "",
+def open_console_link(views: Sequence[str], *, arm_prefix: str = ARM.prefix, namespace: str = "",
                       initialize_logging: bool = True, topics: Mapping[str, ViewTopics] | None = None) -> _LinkHandle:
     """Start a :class:`ConsoleRosLink` spinning in a context and thread of its own.
 

@@ -41,6 +41,19 @@ from visualization_msgs.msg import MarkerArray
 
 from robopin.cameras import SnapshotConfig
 from robopin.geometry import PointRequest, Target, WorkspaceBox
+from robopin.interfaces import (
+    EXECUTE_TASK,
+    INSTRUCT,
+    PICK_PLACE,
+    PROJECT_POINTS,
+    REASONING,
+    REASONING_MARKERS,
+    TARGETS,
+    TASK_CLIENT_HEARTBEAT,
+    TASK_SERVER_HEARTBEAT,
+    ready_service,
+    reasoning_image,
+)
 from robopin.pincot import draw_trace
 from robopin.reasoning import (
     MotionOutcome,
@@ -63,8 +76,6 @@ from robopin_ros.actions import (
     BUSY_REASON,
     CLIENT_DEADMAN_S,
     CLIENT_LOST_REASON,
-    TASK_CLIENT_HEARTBEAT,
-    TASK_SERVER_HEARTBEAT,
     HeartbeatSender,
     HeartbeatWatch,
     SingleGoalGuard,
@@ -287,10 +298,10 @@ class PlannerNode(LoggedNode):
                                               "(0: the motion planner's default)", min=0.0, max=1.0))
         self.publish_images = bool(read_only("publish_images", True,
                                              "publish the PinCoT drawn on each view on "
-                                             "robopin/reasoning/<view>/image"))
-        self.project_service = str(read_only("project_service", "robopin/project_points",
+                                             f"{reasoning_image('<view>')}"))
+        self.project_service = str(read_only("project_service", PROJECT_POINTS,
                                              "ProjectPoints service of the projection node"))
-        self.pick_place_action = str(read_only("pick_place_action", "robopin/motion/pick_place",
+        self.pick_place_action = str(read_only("pick_place_action", PICK_PLACE,
                                                "PickPlace action of the motion planner"))
         snapshot = SnapshotConfig(
             tuple(self.views),
@@ -359,26 +370,26 @@ class PlannerNode(LoggedNode):
                                             "run at once, or when robopin up releases them)") if n]
         if ready_nodes:
             self.hold_tasks(f"every node's readiness ({', '.join(ready_nodes)})")
-            clients = {name: self._calls.node.create_client(Trigger, f"{name}/ready") for name in ready_nodes}
+            clients = {name: self._calls.node.create_client(Trigger, ready_service(name)) for name in ready_nodes}
             threading.Thread(target=self._release_when_nodes_ready, args=(clients,), name="robopin-ready",
                              daemon=True).start()
-        self.reasoning_pub = self.create_publisher(PinnedReasoning, "robopin/reasoning", 10)
-        self.markers_pub = self.create_publisher(MarkerArray, "robopin/reasoning/markers", 10)
-        self.targets_pub = self.create_publisher(Target3D, "robopin/targets", 10)
-        self.image_pubs = {v: self.create_publisher(Image, f"robopin/reasoning/{v}/image", 2) for v in self.views}
+        self.reasoning_pub = self.create_publisher(PinnedReasoning, REASONING, 10)
+        self.markers_pub = self.create_publisher(MarkerArray, REASONING_MARKERS, 10)
+        self.targets_pub = self.create_publisher(Target3D, TARGETS, 10)
+        self.image_pubs = {v: self.create_publisher(Image, reasoning_image(v), 2) for v in self.views}
         # Annotated images and target markers are for people watching: drawn and published on this worker
         # once the step has moved past its plan request (every node of `robopin up` shares one interpreter,
         # so a drawing during the projection or the plan is time the step waits for).
         self._display = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="robopin-display")
         self._display_open = threading.Event()
         self._display_open.set()
-        self.create_service(Instruct, "robopin/instruct", self._on_instruct, callback_group=group)
+        self.create_service(Instruct, INSTRUCT, self._on_instruct, callback_group=group)
         self.task_server = self.guard.serve(
-            self, ExecuteTask, "robopin/execute_task", self._execute_task,
+            self, ExecuteTask, EXECUTE_TASK, self._execute_task,
             lambda message: ExecuteTask.Result(reason=BUSY_REASON, message=message),
             accepting=lambda: not self._shutting_down, cancel_callback=self._cancel_task, callback_group=group)
         # Instruct runs its task as a goal of our own action, so clients can watch or cancel it there.
-        self.task_client = ActionClient(self, ExecuteTask, "robopin/execute_task", callback_group=group)
+        self.task_client = ActionClient(self, ExecuteTask, EXECUTE_TASK, callback_group=group)
         self.get_logger().info(f"planner ready: views {self.views}, backend {self._backend!r}")
 
     # ------------------------------------------------------------------ configuration

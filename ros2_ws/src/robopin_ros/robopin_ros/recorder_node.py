@@ -45,7 +45,29 @@ from robopin.bags.recorder import (
     TrialRecorder,
 )
 from robopin.bags.typestore import trim_cdr
-from robopin.cameras.topics import CAMERA_ROOT, camera_topic_patterns
+from robopin.interfaces import (
+    ACTION_FEEDBACK_SUFFIX,
+    ACTION_STATUS_SUFFIX,
+    ARM,
+    CAMERA_ROOT,
+    EXECUTE_TASK,
+    JOINT_STATES,
+    PLANNED_PATH_MARKERS,
+    PLANNED_TRAJECTORY,
+    REASONING,
+    REASONING_IMAGES,
+    REASONING_MARKERS,
+    RECORDER_START,
+    RECORDER_STOP,
+    TARGET_MARKERS,
+    TARGETS,
+    WORKSPACE_CLOUD,
+    action_feedback,
+    action_get_result,
+    action_result,
+    action_status,
+    camera_topic_patterns,
+)
 from robopin.system.names import absolute_name, strip_namespace
 from robopin_ros import conversions
 from robopin_ros.actions import TERMINAL_STATUSES
@@ -58,14 +80,14 @@ DEFAULT_OUTPUT_DIR = "trials/bags"
 # Relative to the recorder's namespace, as the nodes name them (a leading '/' would record outside it).
 DEFAULT_TOPICS = [
     *camera_topic_patterns(),  # with depth/image_rect_raw and depth/camera_info of views with align_depth:=false
-    "joint_states", "robopin/arm/ee_pose", "robopin/reasoning", "robopin/reasoning/*/image",
-    "robopin/reasoning/markers", "robopin/targets", "robopin/targets/markers", "robopin/workspace_cloud",
-    "*/_action/feedback", "*/_action/status", *(t.lstrip("/") for t in (TF_STATIC_TOPIC, TF_TOPIC, *LATCHED_TOPICS)),
+    JOINT_STATES, ARM.ee_pose, REASONING, REASONING_IMAGES, REASONING_MARKERS, TARGETS, TARGET_MARKERS,
+    WORKSPACE_CLOUD, f"*{ACTION_FEEDBACK_SUFFIX}", f"*{ACTION_STATUS_SUFFIX}",
+    *(t.lstrip("/") for t in (TF_STATIC_TOPIC, TF_TOPIC, *LATCHED_TOPICS)),
 ]
 # Written by this node from each PickPlace result, named as if it published them (a topic every ROS tool reads;
 # the result itself is on <action>/_action/result): one JointTrajectory per planned phase and the tool path as markers.
-PLANNED_TRAJECTORY_TOPIC = "robopin/planned_trajectory"
-PLANNED_PATH_MARKERS_TOPIC = "robopin/planned_trajectory/markers"
+PLANNED_TRAJECTORY_TOPIC = PLANNED_TRAJECTORY
+PLANNED_PATH_MARKERS_TOPIC = PLANNED_PATH_MARKERS
 _ACTIVE = {1, 2, 3}  # ACCEPTED, EXECUTING, CANCELING
 _PARAMETER_FETCH_S = 2.0  # a parameter fetch unanswered this long is asked again
 _MATCH_WAIT_S = 5.0  # readiness waits this long for a new subscription to match one of its topic's publishers
@@ -109,7 +131,7 @@ class RecorderNode(LoggedNode):
         super().__init__("recorder_node", **kwargs)
         declare(self, "output_dir", DEFAULT_OUTPUT_DIR, "folder the per-task bags are written to")
         declare(self, "topics", DEFAULT_TOPICS, "topic names or glob patterns recorded")
-        declare(self, "task_status_topic", "robopin/execute_task/_action/status",
+        declare(self, "task_status_topic", action_status(EXECUTE_TASK),
                 "action status topic whose goals start and end a task's bag")
         declare(self, "discovery_period_s", 0.5, "seconds between searches for new matching topics (> 0)", min=0.0)
         declare(self, "queue_size", 2000, "messages buffered for the bag writer thread (0: unbounded)", min=0)
@@ -163,8 +185,8 @@ class RecorderNode(LoggedNode):
         self.unsupported: dict[str, str] = {}
         self._result_clients: dict[str, tuple[Any, str, str]] = {}  # status topic → (client, topic, type)
         self._fetched: dict[str, set[str]] = {}  # status topic → goal ids whose result was requested
-        self.create_service(Trigger, "~/start", self._on_start)
-        self.create_service(Trigger, "~/stop", self._on_stop)
+        self.create_service(Trigger, RECORDER_START, self._on_start)
+        self.create_service(Trigger, RECORDER_STOP, self._on_stop)
         self.create_timer(float(self.get_parameter("discovery_period_s").value), self._discover)
         self._discover()
 
@@ -197,7 +219,7 @@ class RecorderNode(LoggedNode):
             # local): a recorder that found the topic after a goal was accepted still learns the goal runs, and
             # opens its bag (the planner holds the task until the recorder is ready, so nothing is lost).
             latched = strip_namespace(topic, self.namespace) in (TF_STATIC_TOPIC, *LATCHED_TOPICS) \
-                or topic.endswith("/_action/status")
+                or topic.endswith(ACTION_STATUS_SUFFIX)
             qos = _LATCHED_QOS if latched else (
                 self._camera_qos(topic) if self._is_camera_topic(topic) else _RELIABLE_QOS)
             self._subscribed[topic] = self.create_subscription(
@@ -262,10 +284,10 @@ class RecorderNode(LoggedNode):
         """For each recorded action status, a get_result client (the action type comes from its feedback)."""
         types = dict(self.get_topic_names_and_types())
         for status_topic in self._subscribed:
-            if not status_topic.endswith("/_action/status") or status_topic in self._result_clients:
+            if not status_topic.endswith(ACTION_STATUS_SUFFIX) or status_topic in self._result_clients:
                 continue
-            prefix = status_topic[: -len("/status")]
-            feedback_type = next(iter(types.get(f"{prefix}/feedback", [])), "")
+            action_name = status_topic.removesuffix(ACTION_STATUS_SUFFIX)
+            feedback_type = next(iter(types.get(action_feedback(action_name), [])), "")
             if not feedback_type.endswith("_FeedbackMessage"):
                 continue
             action_type = feedback_type[: -len("_FeedbackMessage")]
@@ -273,10 +295,11 @@ class RecorderNode(LoggedNode):
                 package, _, name = action_type.split("/")
                 action = getattr(importlib.import_module(f"{package}.action"), name)
             except (ImportError, AttributeError, ValueError) as error:
-                self.get_logger().warning(f"cannot fetch results of {prefix}: {error}")
+                self.get_logger().warning(f"cannot fetch results of {action_name}: {error}")
                 continue
-            client = self.create_client(action.Impl.GetResultService, f"{prefix}/get_result")
-            self._result_clients[status_topic] = (client, f"{prefix}/result", f"{action_type}_GetResult_Response")
+            client = self.create_client(action.Impl.GetResultService, action_get_result(action_name))
+            self._result_clients[status_topic] = (client, action_result(action_name),
+                                                  f"{action_type}_GetResult_Response")
 
     def _make_callback(self, topic: str, type_name: str):
         recorder = self.recorder
@@ -284,7 +307,7 @@ class RecorderNode(LoggedNode):
         # The task's feedback opens its bag too: a status the server latched reaches a recorder that matched late
         # only after the writer's next heartbeat (Fast DDS: every 3 s by default), while a task held until the
         # stack was ready publishes its first feedback live the moment it starts observing.
-        is_feedback = topic == self.task_status_topic.rsplit("/_action/", 1)[0] + "/_action/feedback"
+        is_feedback = topic == action_feedback(self.task_status_topic.rsplit("/_action/", 1)[0])
 
         heard = self._heard
 
@@ -293,7 +316,7 @@ class RecorderNode(LoggedNode):
                 self._on_task_feedback(data, type_name)
             recorder.record(topic, type_name, data, time.time_ns())
             heard.add(topic)
-            if topic.endswith("/_action/status"):
+            if topic.endswith(ACTION_STATUS_SUFFIX):
                 self._on_action_status(topic, data, is_task=is_status)
 
         return on_message

@@ -36,6 +36,13 @@ from robopin.cameras.images import ImageEncodingError
 from robopin.cameras.topics import ViewTopics
 from robopin.cameras.topics import view_topics as core_view_topics
 from robopin.env import apply_ros_environment
+from robopin.interfaces import (
+    EXECUTE_TASK,
+    TARGET_MARKERS,
+    TASK_CLIENT_HEARTBEAT,
+    TASK_SERVER_HEARTBEAT,
+    action_status,
+)
 from robopin.system.names import absolute_name
 from robopin.system.task_run import TaskRun
 from robopin.system.timing import FeedbackEvent
@@ -44,8 +51,6 @@ from robopin_ros.actions import (
     BUSY_REASON,
     SERVER_LOST_S,
     STATUS_NAMES,
-    TASK_CLIENT_HEARTBEAT,
-    TASK_SERVER_HEARTBEAT,
     TERMINAL_STATUSES,
     ActionServers,
     HeartbeatSender,
@@ -59,7 +64,7 @@ from robopin_ros.runtime import shutdown_executor
 
 __all__ = ["TASK_ACTION", "CancelOutcome", "TaskClient", "TaskRun", "cancel_running_tasks", "instruct_running_stack"]
 
-TASK_ACTION = "robopin/execute_task"  # relative: under the stack's namespace (robopin.system.names)
+TASK_ACTION = EXECUTE_TASK  # relative: under the stack's namespace (robopin.system.names)
 # Reasons with which the planner ends a goal before any step ran (robopin.reasoning.loop's checks of the
 # request, and the single-goal refusal): the task did not start, as an Instruct rejection says.
 _NOT_STARTED = (BUSY_REASON, "invalid_instruction", "invalid_mode", "not_ready")
@@ -107,13 +112,13 @@ class TaskClient(LoggedNode):
         self._servers = ActionServers(self)  # who serves the task action (other_servers)
         # Only to learn which tasks run (`robopin cancel` from a fresh process): the action server's own
         # status QoS (transient local) hands a late subscriber the current statuses at once.
-        self._status_sub = self.create_subscription(GoalStatusArray, f"{TASK_ACTION}/_action/status",
+        self._status_sub = self.create_subscription(GoalStatusArray, action_status(TASK_ACTION),
                                                     self._on_status, qos_profile_action_status_default)
         for view in self.views:
             view_topics = (topics or {}).get(view) or core_view_topics(view)
             self.create_subscription(Image, view_topics.color, lambda msg, v=view: self._on_image(v, msg),
                                      camera_qos(view_topics.qos, depth=2))
-        self.create_subscription(MarkerArray, "robopin/targets/markers", self._on_targets, 10)
+        self.create_subscription(MarkerArray, TARGET_MARKERS, self._on_targets, 10)
 
     def not_ready(self) -> list[str]:
         """The action server and camera images this client still waits for."""

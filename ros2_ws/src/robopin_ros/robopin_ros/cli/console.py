@@ -19,6 +19,7 @@ __all__ = ["register"]
 
 def _console(args: argparse.Namespace) -> int:
     from robopin.env import apply_ros_environment
+    from robopin.interfaces import ARM
     from robopin.system import SystemFileError, load_system
     from robopin.trials.console import ConsoleError, ConsoleServer
 
@@ -35,7 +36,7 @@ def _console(args: argparse.Namespace) -> int:
         namespace = args.namespace if args.namespace is not None else system.namespace
     else:
         namespace = args.namespace or ""  # ros_namespace has normalized and checked it
-    views, prefix = views or ["static", "wrist"], prefix or "robopin/arm"
+    views, prefix = views or ["static", "wrist"], prefix or ARM.prefix
     apply_ros_environment()
     from robopin_ros.operator_console import open_console_link
 

@@ -79,9 +79,11 @@ def _method(system: Any) -> str:
 
 
 def _arm_prefix(system: Any) -> str:
+    from robopin.interfaces import ARM
+
     for node in system.nodes_running("arm_driver_node"):
-        return str(node.parameters.get("prefix", "robopin/arm"))
-    return "robopin/arm"
+        return str(node.parameters.get("prefix", ARM.prefix))
+    return ARM.prefix
 
 
 def _trial(args: argparse.Namespace) -> int:
