@@ -17,6 +17,8 @@ def test_the_link_reports_a_failed_task_with_its_reason(ros_context):
     from robopin_interfaces.action import ExecuteTask
     from robopin_ros.operator_console import open_console_link
 
+    from robopin.interfaces import EXECUTE_TASK
+
     server_node = Node("test_fake_planner", context=ros_context, namespace="/linktest")
 
     def execute(goal_handle):
@@ -26,7 +28,7 @@ def test_the_link_reports_a_failed_task_with_its_reason(ros_context):
         return ExecuteTask.Result(success=False, task_id="x", reason="model_declined",
                                   message="the model gave no target: say which one")
 
-    ActionServer(server_node, ExecuteTask, "robopin/execute_task", execute)
+    ActionServer(server_node, ExecuteTask, EXECUTE_TASK, execute)
     executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
     executor.add_node(server_node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -35,7 +37,7 @@ def test_the_link_reports_a_failed_task_with_its_reason(ros_context):
     try:
         from rclpy.action import ActionClient
 
-        client = ActionClient(server_node, ExecuteTask, "robopin/execute_task")
+        client = ActionClient(server_node, ExecuteTask, EXECUTE_TASK)
         assert client.wait_for_server(timeout_sec=20)
         deadline = time.monotonic() + 10
         while not link.link.result_client.service_is_ready() and time.monotonic() < deadline:

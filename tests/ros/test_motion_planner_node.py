@@ -24,6 +24,7 @@ from robopin_ros import conversions
 from robopin_ros.arm_driver_node import ArmDriverNode
 from robopin_ros.motion_planner_node import MotionPlannerNode
 
+from robopin.interfaces import ARM
 from robopin.sim.world import SimWorld
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -129,8 +130,8 @@ def test_pick_and_place_through_the_node_moves_the_cube(cell):
     _wait_for_joint_state(planner)
     # The planner executes through the standard ros2_control actions, served by the arm driver (over DDS).
     # Relative names: /robopin/arm/... here in the root namespace, /left/robopin/arm/... in namespace left.
-    assert planner.execute_action == "robopin/arm/follow_joint_trajectory"
-    assert planner.gripper_action == "robopin/arm/gripper_cmd"
+    assert planner.execute_action == ARM.follow_joint_trajectory
+    assert planner.gripper_action == ARM.gripper_cmd
     finished: dict[bytes, int] = {}
     for action in (planner.execute_action, planner.gripper_action):
         client.create_subscription(GoalStatusArray, f"{action}/_action/status", lambda m, a=action: finished.update(

@@ -23,6 +23,8 @@ def test_tasks_wait_for_every_named_node_and_run_once_all_are_ready(ros_context)
     from robopin_ros.task_client import TaskClient
     from std_srvs.srv import Trigger
 
+    from robopin.interfaces import READY
+
     ready = threading.Event()
 
     def answer(_request, response):
@@ -33,7 +35,7 @@ def test_tasks_wait_for_every_named_node_and_run_once_all_are_ready(ros_context)
     planner = PlannerNode(context=ros_context, parameter_overrides=[
         Parameter("ready_nodes", value=["camera_static"]), Parameter("ready_wait_s", value=2.0)])
     peer = Node("camera_static", context=ros_context)
-    peer.create_service(Trigger, "~/ready", answer)
+    peer.create_service(Trigger, READY, answer)
     client = TaskClient((), context=ros_context)
     executor = MultiThreadedExecutor(num_threads=4, context=ros_context)
     for node in (planner, peer, client):

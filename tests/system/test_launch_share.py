@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from robopin.interfaces import ARM
 from robopin.system import load_system
 from robopin.system.launching import show_arguments
 from tests.system.test_configs import SYSTEM_FILES, _stand_in_launch_modules, node_scripts
@@ -109,7 +110,7 @@ def test_the_installed_launch_starts_existing_nodes_and_reaches_an_external_cont
     params = yaml.safe_load(Path(nodes[0].kwargs["parameters"][0]).read_text())
     planner = params["motion_planner_node"]["ros__parameters"]
     assert planner["execute_action"] == "/xarm6_traj_controller/follow_joint_trajectory"
-    assert planner["gripper_action"] == "robopin/arm/gripper_cmd"  # relative: under namespace:=
+    assert planner["gripper_action"] == ARM.gripper_cmd  # relative: under namespace:=
     assert params["arm_driver"]["ros__parameters"]["options.ip"] == "192.168.1.200"
     # Nothing supervises the launch's processes: the task node waits for every other node's ~/ready.
     others = [n.name for n in load_system("real_xarm6").nodes if n.executable != "planner_node"]
