@@ -523,7 +523,11 @@ class _Composer:
             self.mention(place)
             self.say(". ")
         self.answer_pick(pick)
-        spot = place_points(self.scene).get(target) if self.oracle.own_task else _top_centre(self.scene, place)
+        # A move the task plans (its own instruction, or one naming a goal of it, as a plan's action or an
+        # R^3 step does) is released at the task's planned spot: objects sharing a plate each have their own
+        # spot on a ring, so a second one is not aimed at the centre where the first one lies.
+        planned = (target, place) in {(g.object, g.target) for g in self.scene.task.goals}
+        spot = place_points(self.scene).get(target) if planned else _top_centre(self.scene, place)
         if spot is None:
             candidates = [self.scene.world.object_center(place)]
         elif pick == target:
@@ -601,7 +605,7 @@ def oracle_with_errors(oracle: GroundTruthOracle, errors: OracleErrors, seed: in
 
 
 def _top_centre(scene: Scene, target: str) -> NDArray[np.float64]:
-    """The release point on ``target`` for an instruction's own goal: its top centre (as ``place_points``)."""
+    """The release point on ``target`` for a goal the task does not plan: its top centre (as ``place_points``)."""
     world = scene.world
     centre = world.object_center(target)
     top = centre[2] + world.object(target).height_m / 2 if world.object(target).kind == "plate" else 0.0
