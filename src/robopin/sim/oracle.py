@@ -75,11 +75,14 @@ def free_spots(scene: Scene, target: str, moving: str, preferred: NDArray[np.flo
     objects already resting on the plate. The rest are points of a grid inside the plate that keep
     ``moving``'s footprint ``RIM_MARGIN_M`` inside the rim: those that leave ``HAND_CLEARANCE_M``, nearest
     the plate centre first, then those that leave ``FREE_CLEARANCE_M``, likewise, then the others by
-    clearance. This is what "a free area on the plate" means. The planned ring of points alone sent a
-    later object onto one that had landed off its own spot; the spot farthest from the others lay on the
-    rim, where a release a centimetre off dropped the object over the edge; and a spot 1 cm from a duck
-    left the xArm's gripper no room (every place pose in collision). The caller takes the first one a
-    camera sees (``answer_place``).
+    clearance. A ``preferred`` that leaves ``FREE_CLEARANCE_M`` but not ``HAND_CLEARANCE_M`` comes before
+    the grid points that leave no more than it must: among those, the one nearest the centre lies just
+    ``FREE_CLEARANCE_M`` from its neighbour, where the planned spot usually leaves more (a duck planned
+    opposite a ball on a small plate: 3.5 cm against 1.1 cm). This is what "a free area on the plate"
+    means. The planned ring of points alone sent a later object onto one that had landed off its own spot;
+    the spot farthest from the others lay on the rim, where a release a centimetre off dropped the object
+    over the edge; and a spot 1 cm from a duck left the xArm's gripper no room (every place pose in
+    collision). The caller takes the first one a camera sees (``answer_place``).
     """
     world = scene.world
     plate = world.object(target)
@@ -114,8 +117,12 @@ def free_spots(scene: Scene, target: str, moving: str, preferred: NDArray[np.flo
             ranked.append((key, np.array([xy[0], xy[1], preferred[2]])))
     ranked.sort(key=lambda item: item[0], reverse=True)
     spots = [spot for _, spot in ranked]
-    if clearance(preferred[:2]) >= HAND_CLEARANCE_M:
+    planned = clearance(preferred[:2])
+    if planned >= HAND_CLEARANCE_M:
         return [preferred, *spots]
+    if planned >= FREE_CLEARANCE_M:
+        roomy = sum(1 for key, _ in ranked if key[0] == 2)
+        return [*spots[:roomy], preferred, *spots[roomy:]]
     return spots or [preferred]
 
 
