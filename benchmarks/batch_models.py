@@ -32,18 +32,23 @@ def _plan(args) -> list[tuple[str, int, dict[str, str]]]:
     if "point" in args.rows:
         for model in args.models:
             for task in args.tasks:
-                runs += [(task, seed, {"model": model, "mode": "point", "tts": "single"}) for seed in range(args.seeds)]
+                runs += [(task, seed, {"model": model, "mode": "point", "tts": "single"}) for seed in _seeds(args)]
     if "long_horizon" in args.tasks and "modes" in args.rows:
         for mode in args.long_horizon_modes:
             for model in args.models:
                 runs += [("long_horizon", seed, {"model": model, "mode": mode, "tts": "single"})
-                         for seed in range(args.seeds)]
+                         for seed in _seeds(args)]
     if "tts" in args.rows:
         for model in args.models:
             for task in args.tasks:
-                runs += [(task, seed, {"model": model, "mode": "point", "tts": "etts"}) for seed in range(args.seeds)]
+                runs += [(task, seed, {"model": model, "mode": "point", "tts": "etts"}) for seed in _seeds(args)]
     extra = _settings(args.set)
     return [(task, seed, {**arguments, **extra}) for task, seed, arguments in runs]
+
+
+def _seeds(args) -> range:
+    """The layouts of the batch: ``--seeds`` of them from ``--seed-start``."""
+    return range(args.seed_start, args.seed_start + args.seeds)
 
 
 def _settings(pairs: list[str]) -> dict[str, str]:
@@ -102,7 +107,9 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["spatial", "multi_view", "long_horizon"])
     parser.add_argument("--models", nargs="+", default=["oracle", "robopin", "without_rft"])
     parser.add_argument("--long-horizon-modes", nargs="*", default=["plan", "subtask"])
-    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--seeds", type=int, default=10, help="how many layouts (seeds) per row")
+    parser.add_argument("--seed-start", type=int, default=0, help="the first seed (e.g. a held-out layout: "
+                        "--seed-start 1003 --seeds 1)")
     parser.add_argument("--rows", nargs="+", choices=["point", "modes", "tts"], default=["point", "modes", "tts"],
                         help="which rows to run (several processes can share a batch: one --out each, then "
                              "--results-only over the joined trials.jsonl)")

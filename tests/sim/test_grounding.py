@@ -85,3 +85,65 @@ def test_a_plural_names_every_object_that_fits(long_scene):
     outside = {g.object for g in long_scene.task.goals}
     grounding = ground_instruction(long_scene, "put all the yellow objects outside the plates into the yellow plate")
     assert {o for o, _ in grounding.goals} == outside and {t for _, t in grounding.goals} == {yellow}
+
+
+# Look-alikes: the simulated xArm 6's long-horizon layout 8 has two yellow cubes outside the plates (goals
+# yellow_cube_0 and yellow_cube_2, a yellow lego between them); layout 6 has a yellow lego outside the plates
+# and another one on a white plate that must stay there.
+CUBE = "pick up the yellow cube outside the plates and place it in the yellow plate"
+
+
+@pytest.fixture
+def twin_cubes():
+    scene = build_scene("long_horizon", 8, robot="xarm6", register=False)
+    assert [g.object for g in scene.task.goals] == ["yellow_cube_0", "yellow_lego_1", "yellow_cube_2"]
+    yield scene
+    scene.close()
+
+
+def _rest_on(scene, name: str, target: str) -> None:
+    """Put ``name`` on ``target`` (beside its centre) and let it settle."""
+    import pybullet as p
+
+    world = scene.world
+    centre = world.object_center(target)
+    body = world.object(name).body_id
+    _, orientation = p.getBasePositionAndOrientation(body, physicsClientId=world.client)
+    p.resetBasePositionAndOrientation(body, [centre[0] + 0.04, centre[1], centre[2] + 0.05], orientation,
+                                      physicsClientId=world.client)
+    world.settle()
+
+
+def test_look_alikes_all_bound_for_the_named_place_ground_to_the_first_not_there_yet(twin_cubes):
+    grounding = ground_instruction(twin_cubes, CUBE)
+    assert grounding.goals == (("yellow_cube_0", "plate_yellow"),)
+    assert grounding.alike == ("yellow_cube_0", "yellow_cube_2")
+    # Without "outside the plates" too: both are bound for the yellow plate.
+    plain = ground_instruction(twin_cubes, "put the yellow cube in the yellow plate")
+    assert plain.goals == (("yellow_cube_0", "plate_yellow"),) and plain.alike == grounding.alike
+    _rest_on(twin_cubes, "yellow_cube_0", "plate_yellow")
+    # Said again, the same words move the other one (the first is no longer outside the plates).
+    assert ground_instruction(twin_cubes, CUBE).goals == (("yellow_cube_2", "plate_yellow"),)
+    after = ground_instruction(twin_cubes, "put the yellow cube in the yellow plate")
+    assert after.goals == (("yellow_cube_2", "plate_yellow"),) and after.alike == ("yellow_cube_0", "yellow_cube_2")
+
+
+def test_look_alikes_sent_elsewhere_than_the_task_sends_them_stay_ambiguous(twin_cubes):
+    other = next(o for o in twin_cubes.world.objects.values() if o.kind == "plate" and o.color != "yellow")
+    with pytest.raises(GroundingError, match=r"fits 2 objects \(yellow_cube_0, yellow_cube_2\)") as raised:
+        ground_instruction(twin_cubes, f"put the yellow cube on the {other.color} plate")
+    assert raised.value.kind == "ambiguous"
+    # A place that names nothing: still the objects' ambiguity that is reported first.
+    with pytest.raises(GroundingError, match="fits 2 objects"):
+        ground_instruction(twin_cubes, "put the yellow cube in the bowl")
+
+
+def test_look_alikes_the_task_does_not_all_send_to_the_place_stay_ambiguous():
+    with build_scene("long_horizon", 6, robot="xarm6", register=False) as scene:
+        assert scene.task.must_stay == ("yellow_lego_on_plate_0",)
+        with pytest.raises(GroundingError, match=r"fits 2 objects") as raised:
+            ground_instruction(scene, "pick up the yellow lego brick and place it in the yellow plate")
+        assert set(raised.value.candidates) == {"yellow_lego_0", "yellow_lego_on_plate_0"}
+        outside = ground_instruction(scene, "pick up the yellow lego brick outside the plates and place it in the "
+                                            "yellow plate")
+        assert outside.goals == (("yellow_lego_0", "plate_yellow"),) and outside.alike == ()

@@ -245,3 +245,51 @@ def test_free_spot_moves_off_an_object_that_landed_on_the_planned_spot():
         needed = footprints + room - np.linalg.norm(occupied - centre)
         assert np.linalg.norm(spot[:2] - centre) <= max(needed, 0.0) + 2 * rim / 20 + 1e-6
         assert spot[2] == spots[second][2]
+
+
+def test_actions_naming_goals_place_at_the_tasks_planned_spots_not_the_plate_centre():
+    # The simulated xArm 6's long-horizon layout 4: the ball, then the duck, into the yellow plate. Run as
+    # plan actions (instructions other than the task's own), the ball was aimed at the plate centre, which
+    # left the duck no free spot inside the rim (it slid off the plate). Each goes to its planned spot, and
+    # the duck keeps its planned spot, which leaves more room beside the ball than the spot nearest the centre.
+    import pybullet as p
+
+    from robopin.sim.oracle import _top_centre
+    from robopin.sim.render import project
+    from robopin.sim.selfcheck import place_points
+
+    def answered(scene, instruction, name):
+        oracle = GroundTruthOracle(scene, instruction=instruction)
+        rendered = oracle.render()
+        written = oracle.write(rendered)
+        assert (written.pick_object, written.place_target) == (name, "plate_yellow")
+        place = parse(written.text, num_views=2).answer_points[1]
+        view = rendered[place.img_idx]
+        height, width = view.depth_m.shape
+        return view, np.array(normalized_to_pixels(place.x, place.y, (width, height)))
+
+    action = "pick up the yellow {} outside the plates and place it in the yellow plate"
+    with build_scene("long_horizon", 4, robot="xarm6", register=False) as scene:
+        world = scene.world
+        assert [g.object for g in scene.task.goals] == ["yellow_ball_0", "yellow_duck_1"]
+        spots = place_points(scene)
+        centre = _top_centre(scene, "plate_yellow")
+        view, ball_px = answered(scene, action.format("ball"), "yellow_ball_0")
+        assert np.linalg.norm(ball_px - project(view, spots["yellow_ball_0"])[:2]) < 2.0
+        assert np.linalg.norm(ball_px - project(view, centre)[:2]) > 10.0
+        # The ball rests there; the duck's spot is its planned one moved clear of the ball, inside the rim.
+        body = world.object("yellow_ball_0").body_id
+        _, orientation = p.getBasePositionAndOrientation(body, physicsClientId=world.client)
+        ball = spots["yellow_ball_0"]
+        p.resetBasePositionAndOrientation(body, [ball[0], ball[1], ball[2] + 0.03], orientation,
+                                          physicsClientId=world.client)
+        world.settle()
+        # No spot inside the rim leaves the hand 4 cm beside the ball here; the planned one leaves the most
+        # room of those that leave 1 cm (3.5 cm, where the one nearest the centre leaves 1.1 cm).
+        duck = spots["yellow_duck_1"]
+        assert free_spot(scene, "plate_yellow", "yellow_duck_1", duck) is duck
+        gap = (np.linalg.norm(duck[:2] - world.object_center("yellow_ball_0")[:2])
+               - world.object("yellow_ball_0").radius_m - world.object("yellow_duck_1").radius_m)
+        assert FREE_CLEARANCE_M <= gap < HAND_CLEARANCE_M
+        view, duck_px = answered(scene, action.format("duck"), "yellow_duck_1")
+        assert np.linalg.norm(duck_px - project(view, duck)[:2]) < 2.0

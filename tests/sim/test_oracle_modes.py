@@ -67,3 +67,45 @@ def test_a_goal_the_action_dictionary_cannot_name_empties_the_plan_by_name(long_
     text = _ask(long_scene, prompt)
     plan = parse_plan(text, actions)
     assert plan.steps == () and "no action moves the yellow" in text
+
+
+# Layouts of the simulated arms with look-alikes among the goals (the shipped dictionary's IDs: 1 duck, 2 cube,
+# 3 lego, 4 ball): each look-alike is carried out by its kind's action once, in the task's order.
+LOOKALIKE_PLANS = [("xarm6", 3, [4, 2, 2]), ("xarm6", 8, [2, 3, 2]), ("xarm6", 1003, [2, 2, 2]),
+                   ("panda", 1003, [3, 3, 1])]
+
+
+@pytest.mark.parametrize(("robot", "seed", "expected"), LOOKALIKE_PLANS)
+def test_plan_repeats_an_action_for_look_alikes_and_the_reference_plan_agrees(robot, seed, expected):
+    from robopin.reasoning.ground_truth import make_ground_truth, plan_measures
+
+    config = shipped_reasoning()
+    scene = build_scene("long_horizon", seed, robot=robot, world_name=unique_world_name("lh-alike"))
+    try:
+        prompt = plan_prompt(scene.task.instruction, ["static", "wrist"], config.actions)
+        plan = parse_plan(_ask(scene, prompt), config.actions)
+        assert not plan.errors, plan.errors
+        assert list(plan.action_ids) == expected
+        reference = make_ground_truth({"type": "sim", "world": scene.world.name}).reference_plan(
+            scene.task.instruction, config.actions)
+        assert reference == tuple(config.actions[k] for k in expected)
+        assert plan_measures(plan.action_names, reference) == {"plan_accuracy": 1.0}
+        # Each action grounds, when it runs, to the goal it was planned for: the first look-alike still waiting.
+        assert ground_instruction(scene, config.actions[expected[0]]).goals == (
+            (scene.task.goals[0].object, scene.task.goals[0].target),)
+    finally:
+        scene.close()
+
+
+def test_subtask_step_names_a_look_alike_with_the_words_that_name_both():
+    config = shipped_reasoning()
+    scene = build_scene("long_horizon", 8, robot="xarm6", world_name=unique_world_name("lh-alike"))
+    try:
+        prompt = subtask_prompt(scene.task.instruction, ["static", "wrist"], config.grammar.format_strings())
+        response = parse_subtask(_ask(scene, prompt), config.grammar)
+        assert response.valid and not response.done, response.errors
+        grounding = ground_instruction(scene, response.instruction)
+        assert grounding.goals == (("yellow_cube_0", "plate_yellow"),)
+        assert grounding.alike == ("yellow_cube_0", "yellow_cube_2")
+    finally:
+        scene.close()

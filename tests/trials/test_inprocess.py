@@ -21,6 +21,19 @@ def test_the_oracle_carries_out_the_spatial_task_and_the_world_agrees():
     assert pointing and pointing[0]["pin_accuracy"] == 1.0 and pointing[0]["answer_accuracy"] == 1.0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("system", "seed", "mode"), [("config/sim_xarm6.yaml", 8, "plan"),
+                                                      ("config/sim_panda.yaml", 1003, "subtask")])
+def test_the_oracle_carries_out_a_long_horizon_layout_with_look_alikes(system, seed, mode):
+    # xArm 6 layout 8: two yellow cubes outside the plates (the plan repeats the cube's action); Panda layout
+    # 1003: two yellow lego bricks and a duck (R^3 names a lego brick twice).
+    trial = run_inprocess_trial(load_system(system), "long_horizon", seed, {"model": "oracle", "mode": mode})
+    assert trial.success, (trial.failure, trial.detail)
+    assert trial.steps_executed == trial.goals_reached == trial.goals_total == 3
+    if mode == "plan":
+        assert [m["plan_accuracy"] for m in trial.measures if m["kind"] == "plan"] == [1.0]
+
+
 def _trial(task, model, success, failure="", *, errors=None, measures=()):
     return InProcessTrial(task, 0, {"model": model, "mode": "point", "tts": "single"}, success, failure, "",
                           success or failure == "goal_not_met", 1, None, None, errors or {}, 1, list(measures), 1.0)

@@ -7,12 +7,13 @@ of each object's segmentation mask per view, in RoboPIN's 0-1000 coordinates; an
 words the oracle uses for it (``describe``) and a plate also as its free area, so a pin is right when it
 lies on an object so named. The next goal comes from the instruction grounded in the scene, as the oracle
 reads it; the reference plan is, for each goal not yet met in order, the first action of the dictionary that
-grounds to exactly that goal (RoboGPT-R1's per-task action dictionary).
+carries out that goal (RoboGPT-R1's per-task action dictionary; :func:`robopin.sim.grounding.action_plan`: an
+action naming look-alikes appears once for each of them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -96,7 +97,7 @@ class SimGroundTruth:
         return GroundTruthRegions({k: tuple(v) for k, v in entities.items()}, pick, place)
 
     def reference_plan(self, instruction: str, actions: Mapping[int, str]) -> tuple[str, ...] | None:
-        from robopin.sim.grounding import GroundingError, ground_instruction
+        from robopin.sim.grounding import GroundingError, action_plan, ground_instruction
         from robopin.sim.tasks import on_plate
 
         scene = self._scene()
@@ -104,24 +105,11 @@ class SimGroundTruth:
             goals = ground_instruction(scene, instruction).goals
         except GroundingError:
             return None
-        names: list[str] = []
-        for goal in goals:
-            if on_plate(scene.world, goal[0], goal[1])[0]:
-                continue
-            match = next((name for _, name in sorted(actions.items()) if _grounds_to(scene, name, goal)), None)
-            if match is None:
-                return None  # the dictionary cannot say this plan: no reference to score against
-            names.append(match)
-        return tuple(names)
-
-
-def _grounds_to(scene, text: str, goal: Sequence[str]) -> bool:
-    from robopin.sim.grounding import GroundingError, ground_instruction
-
-    try:
-        return ground_instruction(scene, text).goals == (tuple(goal),)
-    except GroundingError:
-        return False
+        remaining = [goal for goal in goals if not on_plate(scene.world, goal[0], goal[1])[0]]
+        ids, missing = action_plan(scene, actions, remaining)
+        if missing:
+            return None  # the dictionary cannot say this plan: no reference to score against
+        return tuple(actions[key] for key in ids)
 
 
 @GROUND_TRUTH.register("sim")

@@ -10,11 +10,18 @@ goals: relations between objects are read only there, from the layout that made 
 Forms read: ``<verb> [the] <object> and place|put it <on|in|into|to> [the] <place>`` and
 ``<verb> [the] <object> <on|onto|in|into|to> [the] <place>``; a plural or generic head ("yellow
 objects", "all the red cubes") names every graspable object that fits.
+
+Look-alikes: when the object phrase fits several objects of one kind and colour and the task sends every
+one of them to the place the instruction names, it does not matter which one is meant: the instruction
+grounds to the first of them (in the task's order) not there yet, and saying it again moves the next one
+(:attr:`Grounding.alike`, :func:`action_plan`). An action dictionary names kinds, not objects ("the yellow cube
+outside the plates"), so a layout with two yellow cubes is carried out by that action twice.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from robopin.sim.assets import CATALOG, COLORS_RGBA
@@ -50,11 +57,16 @@ class GroundingError(ValueError):
 
 @dataclass(frozen=True)
 class Grounding:
-    """The goals an instruction asks for: (object, target) pairs in order; ``own``: the scenario's task."""
+    """The goals an instruction asks for: (object, target) pairs in order; ``own``: the scenario's task.
+
+    ``alike``: the look-alike objects the object phrase fits when the task sends all of them to the named
+    place, in the task's order (empty otherwise); ``goals`` then holds the first of them not there yet.
+    """
 
     instruction: str
     goals: tuple[tuple[str, str], ...]
     own: bool = False
+    alike: tuple[str, ...] = ()
 
 
 def _normalise(text: str) -> str:
@@ -148,6 +160,7 @@ def ground_instruction(scene: Scene, instruction: str) -> Grounding:
     objects = list(scene.world.objects.values())
     graspable = [o for o in objects if o.graspable]
     supports = [o for o in objects if not o.graspable]
+    ambiguous: list = []
     if own is not None and _ARTICLE.sub("", obj_phrase) == _ARTICLE.sub("", own[0]):
         picks = list(dict.fromkeys(g[0] for g in goals))
     else:
@@ -161,19 +174,91 @@ def ground_instruction(scene: Scene, instruction: str) -> Grounding:
                 f"(the scene has: {_describe_all(graspable)})"
             )
         if len(found) > 1 and not every:
-            raise _ambiguous(obj_phrase, found, "objects")
+            ambiguous = found
         picks = [o.name for o in found]
-    if own is not None and _ARTICLE.sub("", place_phrase) == _ARTICLE.sub("", own[1]):
-        targets = list(dict.fromkeys(g[1] for g in goals))
-    else:
-        found, _every = _head(place_phrase, supports)
-        if not found:
-            raise GroundingError(
-                f"the instruction asks to place on {place_phrase!r}, but nothing in the scene is that "
-                f"(the places are: {_describe_all(supports)})"
-            )
-        targets = [o.name for o in found]
+    if ambiguous:
+        # Which one is meant does not matter only for look-alikes all bound for the one place named.
+        try:
+            targets = _places(scene, place_phrase, own, goals, supports)
+        except GroundingError:
+            targets = []
+        alike = _alike_goals(scene, ambiguous, targets[0]) if len(targets) == 1 else ()
+        if not alike:
+            raise _ambiguous(obj_phrase, ambiguous, "objects")
+        waiting = [name for name in alike if not on_plate(scene.world, name, targets[0])[0]]
+        return Grounding(instruction, (((waiting or alike)[0], targets[0]),), own=False, alike=alike)
+    targets = _places(scene, place_phrase, own, goals, supports)
     if len(targets) != 1:
         by_name = {o.name: o for o in supports}
         raise _ambiguous(place_phrase, [by_name[t] for t in targets if t in by_name], "places")
     return Grounding(instruction, tuple((pick, targets[0]) for pick in picks), own=False)
+
+
+def _places(scene: Scene, place_phrase: str, own, goals, supports: list) -> list[str]:
+    """The places ``place_phrase`` fits (the scenario's own place phrase: its goals' targets)."""
+    if own is not None and _ARTICLE.sub("", place_phrase) == _ARTICLE.sub("", own[1]):
+        return list(dict.fromkeys(g[1] for g in goals))
+    found, _every = _head(place_phrase, supports)
+    if not found:
+        raise GroundingError(
+            f"the instruction asks to place on {place_phrase!r}, but nothing in the scene is that "
+            f"(the places are: {_describe_all(supports)})"
+        )
+    return [o.name for o in found]
+
+
+def _look(obj) -> tuple[str, str | None]:
+    return obj.kind, obj.color or NATURAL_COLORS.get(obj.kind)
+
+
+def _alike_goals(scene: Scene, found: list, target: str) -> tuple[str, ...]:
+    """``found``'s names in the task's order when they look alike and the task sends each to ``target``,
+    else () (then which one is meant matters: the instruction is ambiguous)."""
+    if len({_look(o) for o in found}) != 1:
+        return ()
+    order = [g.object for g in scene.task.goals if g.target == target]
+    names = {o.name for o in found}
+    if not names <= set(order):
+        return ()
+    return tuple(name for name in order if name in names)
+
+
+def action_plan(
+    scene: Scene, actions: Mapping[int, str], goals: Sequence[tuple[str, str]]
+) -> tuple[list[int], list[tuple[str, str]]]:
+    """For each of ``goals`` in order, the first action ID of ``actions`` (ID -> instruction) that carries it
+    out once the goals before it are met; and the goals no action carries out.
+
+    An action carries out a goal when it grounds to exactly that goal, or when it names look-alikes
+    (:attr:`Grounding.alike`) and the goal's object is the first of them still waiting: then the same
+    action serves each look-alike in turn, and the plan repeats it.
+    """
+    groundings: dict[int, Grounding | None] = {}
+    for key, text in sorted(actions.items()):
+        try:
+            groundings[key] = ground_instruction(scene, text)
+        except GroundingError:
+            groundings[key] = None
+    steps: list[int] = []
+    missing: list[tuple[str, str]] = []
+    met: set[tuple[str, str]] = set()
+    for obj, target in goals:
+        goal = (obj, target)
+        match = next((key for key, grounding in groundings.items()
+                      if grounding is not None and _next_move(scene, grounding, met) == goal), None)
+        if match is None:
+            missing.append(goal)
+            continue
+        steps.append(match)
+        met.add(goal)
+    return steps, missing
+
+
+def _next_move(scene: Scene, grounding: Grounding, met: set[tuple[str, str]]) -> tuple[str, str] | None:
+    """The one goal ``grounding``'s instruction carries out once ``met`` hold (None: not exactly one)."""
+    if not grounding.alike:
+        return grounding.goals[0] if len(grounding.goals) == 1 else None
+    target = grounding.goals[0][1]
+    waiting = [(name, target) for name in grounding.alike
+               if (name, target) not in met and not on_plate(scene.world, name, target)[0]]
+    return waiting[0] if waiting else None

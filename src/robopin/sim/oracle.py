@@ -75,11 +75,14 @@ def free_spots(scene: Scene, target: str, moving: str, preferred: NDArray[np.flo
     objects already resting on the plate. The rest are points of a grid inside the plate that keep
     ``moving``'s footprint ``RIM_MARGIN_M`` inside the rim: those that leave ``HAND_CLEARANCE_M``, nearest
     the plate centre first, then those that leave ``FREE_CLEARANCE_M``, likewise, then the others by
-    clearance. This is what "a free area on the plate" means. The planned ring of points alone sent a
-    later object onto one that had landed off its own spot; the spot farthest from the others lay on the
-    rim, where a release a centimetre off dropped the object over the edge; and a spot 1 cm from a duck
-    left the xArm's gripper no room (every place pose in collision). The caller takes the first one a
-    camera sees (``answer_place``).
+    clearance. A ``preferred`` that leaves ``FREE_CLEARANCE_M`` but not ``HAND_CLEARANCE_M`` comes before
+    the grid points that leave no more than it must: among those, the one nearest the centre lies just
+    ``FREE_CLEARANCE_M`` from its neighbour, where the planned spot usually leaves more (a duck planned
+    opposite a ball on a small plate: 3.5 cm against 1.1 cm). This is what "a free area on the plate"
+    means. The planned ring of points alone sent a later object onto one that had landed off its own spot;
+    the spot farthest from the others lay on the rim, where a release a centimetre off dropped the object
+    over the edge; and a spot 1 cm from a duck left the xArm's gripper no room (every place pose in
+    collision). The caller takes the first one a camera sees (``answer_place``).
     """
     world = scene.world
     plate = world.object(target)
@@ -114,8 +117,12 @@ def free_spots(scene: Scene, target: str, moving: str, preferred: NDArray[np.flo
             ranked.append((key, np.array([xy[0], xy[1], preferred[2]])))
     ranked.sort(key=lambda item: item[0], reverse=True)
     spots = [spot for _, spot in ranked]
-    if clearance(preferred[:2]) >= HAND_CLEARANCE_M:
+    planned = clearance(preferred[:2])
+    if planned >= HAND_CLEARANCE_M:
         return [preferred, *spots]
+    if planned >= FREE_CLEARANCE_M:
+        roomy = sum(1 for key, _ in ranked if key[0] == 2)
+        return [*spots[:roomy], preferred, *spots[roomy:]]
     return spots or [preferred]
 
 
@@ -523,7 +530,11 @@ class _Composer:
             self.mention(place)
             self.say(". ")
         self.answer_pick(pick)
-        spot = place_points(self.scene).get(target) if self.oracle.own_task else _top_centre(self.scene, place)
+        # A move the task plans (its own instruction, or one naming a goal of it, as a plan's action or an
+        # R^3 step does) is released at the task's planned spot: objects sharing a plate each have their own
+        # spot on a ring, so a second one is not aimed at the centre where the first one lies.
+        planned = (target, place) in {(g.object, g.target) for g in self.scene.task.goals}
+        spot = place_points(self.scene).get(target) if planned else _top_centre(self.scene, place)
         if spot is None:
             candidates = [self.scene.world.object_center(place)]
         elif pick == target:
@@ -601,7 +612,7 @@ def oracle_with_errors(oracle: GroundTruthOracle, errors: OracleErrors, seed: in
 
 
 def _top_centre(scene: Scene, target: str) -> NDArray[np.float64]:
-    """The release point on ``target`` for an instruction's own goal: its top centre (as ``place_points``)."""
+    """The release point on ``target`` for a goal the task does not plan: its top centre (as ``place_points``)."""
     world = scene.world
     centre = world.object_center(target)
     top = centre[2] + world.object(target).height_m / 2 if world.object(target).kind == "plate" else 0.0

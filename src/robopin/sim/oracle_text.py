@@ -4,7 +4,8 @@
   show now, then one ``Instruction:`` line in an allowed skill format naming the next goal's object
   and place so that they ground to exactly those (:mod:`robopin.sim.grounding`), or ``done``.
 - :func:`plan_response`: RoboGPT-R1's plan (the RoboGPT-R1 paper): the four JSON sections with an
-  ``executable_plan`` of the action dictionary's entries that carry out the remaining goals in order.
+  ``executable_plan`` of the action dictionary's entries that carry out the remaining goals in order (an
+  action naming look-alikes, such as two yellow cubes, appears once for each of them).
 
 Both read only what the request gives (the allowed formats, the action dictionary) and the scene's
 ground truth. A goal no allowed wording or action can name is said so, by name, and left out; the
@@ -18,7 +19,7 @@ import re
 from collections.abc import Sequence
 
 from robopin.sim.assets import CATALOG
-from robopin.sim.grounding import NATURAL_COLORS, GroundingError, ground_instruction, split_instruction
+from robopin.sim.grounding import NATURAL_COLORS, GroundingError, action_plan, ground_instruction, split_instruction
 
 _FORMAT_LINE = re.compile(r"^- (.*\{object\}.*\{target\}.*)$", re.MULTILINE)
 _ACTION_LINE = re.compile(r"^(\d+): (.+)$", re.MULTILINE)
@@ -93,17 +94,13 @@ def plan_response(oracle, prompt: str) -> str:
     scene = oracle.scene
     actions = action_dictionary(prompt)
     remaining = [g for g in oracle.goals() if not _done(scene, g)]
-    steps: list[dict[str, object]] = []
     missing: list[str] = []
     if oracle.grounding_error:
         missing.append(oracle.grounding_error)
         remaining = []
-    for goal in remaining:
-        match = next((k for k, name in sorted(actions.items()) if _grounds_to(scene, name, goal)), None)
-        if match is None:
-            missing.append(f"no action moves the {_word(scene, goal[0])} to the {_word(scene, goal[1])}")
-            continue
-        steps.append({"action_id": match, "action_name": actions[match]})
+    ids, unnamed = action_plan(scene, actions, remaining)
+    steps: list[dict[str, object]] = [{"action_id": key, "action_name": actions[key]} for key in ids]
+    missing += [f"no action moves the {_word(scene, o)} to the {_word(scene, t)}" for o, t in unnamed]
     if missing:
         steps = []
     names = [str(s["action_name"]) for s in steps]
