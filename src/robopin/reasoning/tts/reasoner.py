@@ -54,6 +54,9 @@ from robopin.vlm.errors import VLMError
 
 logger = logging.getLogger(__name__)
 
+# What a seeded draw is for: each purpose has a stream of its own per (step, query, batch).
+_SAMPLING, _ACTIONS, _SELECTION = 0, 1, 2
+
 TTS_REFUSALS = {
     "tts_rejected": "E-TTS rejected every batch (no pair scored above the threshold) and is set to refuse, or the "
     "verifier rejected the reasoning of every trace",
@@ -199,6 +202,8 @@ class ETTSReasoner:
         self.actor = actor
         self.clock = clock
         self.rng = np.random.default_rng(self.config.seed)
+        self._seed = self.config.seed
+        self._asked: dict[int, int] = {}  # step -> queries answered for it in this task
         self.history: deque[HistoryEntry] = deque(maxlen=max(self.config.reasoning_verifier.history, 1))
         self.last_log: StepLog | None = None
         self._segments: SegmentCache | None = None
@@ -223,10 +228,25 @@ class ETTSReasoner:
             self._pool = None
 
     def reset(self, seed: int | None = None) -> None:
-        """Forget the history buffer (a new task); with ``seed``, restart the random stream too."""
+        """Forget the history buffer (a new task); with ``seed``, restart the random draws from it."""
         self.history.clear()
+        self._asked.clear()
         if seed is not None:
             self.rng = np.random.default_rng(seed)
+            self._seed = seed
+
+    def _draws(self, key: tuple[int, ...], purpose: int) -> np.random.Generator:
+        """The random draws for ``purpose`` at ``key`` (step, query of the step, batch[, trace]).
+
+        Seeded, each draw is a function of the seed and of where it is made, never of how many draws
+        came before: how many action candidates a trace yields depends on the depth under its pins, so
+        one shared stream let a pixel of difference between two runs of a layout (through the nodes, in
+        process) change every later request's sampling seed, hence the model's answers. Unseeded, the
+        one stream from the OS serves every purpose.
+        """
+        if self._seed is None:
+            return self.rng
+        return np.random.default_rng([int(self._seed) % 2**63, *key, purpose])
 
     # ------------------------------------------------------------------ the stage
     def reason(self, query: ReasoningQuery) -> Reasoning:
@@ -234,6 +254,10 @@ class ETTSReasoner:
         if query.step == 0 and not query.history:
             self.reset()  # the first query of a task: the buffer holds another task's steps
         config = self.config
+        # A step may ask more than once (a subtask, then its pointing): the draws tell them apart.
+        asked = self._asked.get(query.step, 0)
+        self._asked[query.step] = asked + 1
+        step_key = (max(int(query.step), 0), asked)
         log = StepLog()
         start = self.clock()
         model_time = 0.0
@@ -265,7 +289,8 @@ class ETTSReasoner:
                     temperature=config.temperature,
                     max_tokens=config.max_tokens,
                     # A fixed config seed gives each request its own reproducible sampling seed.
-                    seed=None if config.seed is None else int(self.rng.integers(2**31 - 1)),
+                    seed=None if self._seed is None
+                    else int(self._draws((*step_key, batch), _SAMPLING).integers(2**31 - 1)),
                 )
                 result = self.backend.generate(messages, sampling)
             except VLMError as error:
@@ -300,7 +325,8 @@ class ETTSReasoner:
             model_time += elapsed
 
             batch_pairs = self._score_actions(
-                query, batch_interpretations, reasoning_scores, first=first, batch=batch, segments=segments, log=log
+                query, batch_interpretations, reasoning_scores, first=first, batch=batch, segments=segments, log=log,
+                key=(*step_key, batch),
             )
             pairs += batch_pairs
             selection = select(
@@ -308,7 +334,7 @@ class ETTSReasoner:
                 [p.eligible for p in batch_pairs],
                 epsilon=config.selection.epsilon,
                 threshold=config.selection.threshold,
-                rng=self.rng,
+                rng=self._draws((*step_key, batch), _SELECTION),
                 explorable=[p.reasoning_score >= config.selection.min_reasoning_score for p in batch_pairs],
             )
             batch_log["traces"] = [
@@ -418,6 +444,7 @@ class ETTSReasoner:
         batch: int,
         segments: SegmentCache,
         log: StepLog,
+        key: tuple[int, ...],
     ) -> list[PairRecord]:
         config = self.config
         t0 = self.clock()
@@ -431,7 +458,7 @@ class ETTSReasoner:
                     count=config.actions_per_trace,
                     config=config.actions,
                     segments=segments,
-                    rng=self.rng,
+                    rng=self._draws((*key, first + k), _ACTIONS),
                 )
         log.add_time("sample_actions", self.clock() - t0)
         t0 = self.clock()
