@@ -90,7 +90,7 @@ def test_etts_rejects_the_wrong_duck_and_the_task_succeeds(spatial):
         )
         verifier = OpenAIBackend(OpenAIBackendConfig(base_url=server.base_url, max_retries=0))
         config = TTSConfig.from_dict(
-            {"seed": 1, "max_batches": 4, "actions_per_trace": 3, "selection": {"epsilon": 0.0}}
+            {"seed": 2, "max_batches": 4, "actions_per_trace": 3, "selection": {"epsilon": 0.0}}
         )
         observer, projector = sim_stages(spatial)
         arm = SimScriptedPickPlace(spatial)
