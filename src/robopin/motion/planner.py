@@ -336,6 +336,7 @@ class MotionPlanner(abc.ABC, RegisteredBackend, registry=PLANNERS):
             velocity_scale=scale,
             acceleration_scale=self.config.acceleration_scale,
             sample_dt_s=self.config.sample_dt_s,
+            position_limits=(self.robot.lower, self.robot.upper),
         )
         if trajectory is None:
             return PlanResult(
