@@ -171,6 +171,41 @@ def test_a_grasp_whose_hand_would_touch_the_world_is_not_planned_first(caplog, m
         p.update_world(CollisionWorld())
 
 
+def test_a_place_pose_whose_hand_would_touch_the_world_is_not_planned_first(caplog, monkeypatch):
+    # The place side of the look-ahead above: on a plate already holding an object (a later step of a
+    # long-horizon task), the first place pose's hand reached the neighbour's cloud points; the transport
+    # was searched, the straight lowering ended in contact, the dense check rejected it, and the next place
+    # pose's transport was searched anew. Here a column of cloud points stands 8 cm beside the place point
+    # in y, where the hand spans at the held yaw.
+    p = planner("roboplan", "panda")
+    world = _scene()
+    world.remove("post")
+    column = np.mgrid[0.33:0.37:0.005, -0.15:-0.13:0.005, 0.0:0.10:0.005].reshape(3, -1).T
+    world.set_point_cloud(column, voxel_size_m=0.01)
+    pick, place = [0.45, 0.12, 0.05], [0.35, -0.22, 0.0]
+    p.update_world(world)
+    try:
+        with monkeypatch.context() as patched, caplog.at_level(logging.WARNING, logger="robopin.motion.planner"):
+            patched.setattr(pick_place, "_hand_blocked", lambda *args: False)
+            unordered = plan_pick_place(p, p.robot.home, pick, place)
+        assert unordered.success, unordered.message
+        assert _rejections(caplog)  # without the look-ahead the first place pose's lowering is rejected
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="robopin.motion.planner"):
+            plan = plan_pick_place(p, p.robot.home, pick, place)
+        assert plan.success, plan.message
+        assert not _rejections(caplog)  # every phase's first result passed the dense check
+        held_yaw = plan.grasp.yaw_rad
+        place_tcp = p.robot.forward_kinematics(plan.phases[4].result.trajectory.positions[-1])
+        placed_yaw = np.arctan2(place_tcp[1, 0], place_tcp[0, 0])
+        assert not np.isclose(np.cos(placed_yaw - held_yaw), 1.0, atol=1e-3)  # not the held yaw: it was blocked
+        for phase in plan.phases:  # and every returned trajectory was still checked densely
+            p.robot.set_world(phase.world, padding_m=0.0)
+            assert verify_trajectory(p.robot, phase.result.trajectory).collision_free, phase.stage
+    finally:
+        p.update_world(CollisionWorld())
+
+
 def test_grasp_clamps_to_the_world_table_when_no_height_is_given():
     # The support surface comes from the planner's table box; a pick point 0.5 mm under the table
     # (the xArm long-horizon `workspace` refusal) still grasps above it.

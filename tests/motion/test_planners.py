@@ -245,3 +245,36 @@ def test_continuous_check_rejects_every_path_a_dense_sampler_finds_in_contact(ro
         assert any(s for s, _ in verdicts) and not all(s for s, _ in verdicts), "both kinds of path are tried"
     finally:
         model.set_world(CollisionWorld(), padding_m=0.0)
+
+
+def test_a_straight_line_holding_a_joint_at_its_limit_is_not_rejected_by_its_own_timing(caplog):
+    # From the multi_view layout 19 (Panda): the grasp descent's IK holds joint 7 at its planning limit
+    # for its last centimetres, TOPP-RA's spline through that corner overshot the limit by 0.6 mrad, and
+    # the planner rejected its own result ("leaves the joint limits"), then searched the next grasp anew.
+    import logging
+
+    from robopin.motion.timing import time_parameterize
+    from robopin.motion.verify import verify_trajectory
+
+    plan = planner("roboplan", "panda")
+    plan.update_world(CollisionWorld())
+    start = [-0.7346, 0.1137, 0.854, -2.6337, -0.206, 2.7007, 2.6391]
+    T = np.array([[0.0203, -0.9998, 0.0, 0.4237], [-0.9998, -0.0203, 0.0, 0.0664],
+                  [0.0, 0.0, -1.0, 0.016], [0.0, 0.0, 0.0, 1.0]])
+    with caplog.at_level(logging.WARNING, logger="robopin.motion.planner"):
+        result = plan.plan_linear(start, T)
+    assert result.success, result.message
+    assert not [r for r in caplog.records if "rejected its own result" in r.getMessage()]
+    path, trajectory, robot = result.path, result.trajectory, plan.robot
+    assert np.isclose(path[-1, 6], robot.upper[6])  # the path does run into the limit
+    assert np.all(trajectory.positions <= robot.upper) and np.all(trajectory.positions >= robot.lower)
+    assert verify_trajectory(robot, trajectory).collision_free
+    # The cause: the same path timed without the limits leaves them.
+    unheld = time_parameterize(path, plan.joint_names, robot.max_velocity, robot.max_acceleration,
+                               velocity_scale=plan.config.velocity_scale,
+                               acceleration_scale=plan.config.acceleration_scale)
+    assert unheld.positions[:, 6].max() > robot.upper[6]
+    # Held samples are at rest; the rest of the trajectory is the spline's own.
+    held = np.isclose(trajectory.positions[:, 6], robot.upper[6]) & (unheld.positions[:, 6] > robot.upper[6])
+    assert held.any() and np.all(trajectory.velocities[held, 6] == 0.0)
+    np.testing.assert_allclose(trajectory.positions[~held], unheld.positions[~held])

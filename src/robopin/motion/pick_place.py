@@ -248,7 +248,8 @@ def _no_candidate(stage: str) -> _Failure:
 def _hand_blocked(
     request: _Request, world: CollisionWorld, q_seed: NDArray[np.float64], T_base_tcp: NDArray[np.float64]
 ) -> bool:
-    """True when the gripper at TCP pose ``T_base_tcp`` touches ``world`` at the dense check's margin.
+    """True when the gripper (and what it holds) at TCP pose ``T_base_tcp`` touches ``world`` at the dense
+    check's margin.
 
     A cheap look-ahead (one IK from the seed or home, one collision check) before an expensive phase;
     the hand's place depends on the TCP pose alone. A pose without IK here is not judged (False).
@@ -325,9 +326,16 @@ def _plan_lift(request: _Request, held: _Held, grasp: GraspCandidate, q: NDArray
 def _plan_place_at(
     request: _Request, held: _Held, grasp: GraspCandidate, q: NDArray[np.float64], point: NDArray[np.float64]
 ) -> _Placement | _Failure:
-    """Transport to the first place pose at ``point`` whose pre-place and straight descent both plan."""
+    """Transport to the first place pose at ``point`` whose pre-place and straight descent both plan.
+
+    A place pose where the hand or the object it holds touches the world is tried last, as a blocked grasp
+    is: its descent would end in contact and be rejected after a transport had been searched for it.
+    """
     failure = _no_candidate("placing")
-    for candidate in place_candidates(point, grasp, held.top, request.config.grasp, object_height_m=held.height_m):
+    candidates = place_candidates(point, grasp, held.top, request.config.grasp, object_height_m=held.height_m)
+    clear = [c for c in candidates if not _hand_blocked(request, held.world, q, c.T_base_place)]
+    blocked = [c for c in candidates if all(c is not free for free in clear)]
+    for candidate in clear + blocked:
         moved = request.to_pose(held.world, q, candidate.T_base_pre_place)
         if not moved.success:
             failure = _Failure("placing", moved)

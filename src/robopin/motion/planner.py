@@ -169,9 +169,14 @@ class MotionPlanner(abc.ABC, RegisteredBackend, registry=PLANNERS):
         q = self.robot.home
         self.robot.in_collision(q)
         self.robot.forward_kinematics(q)
-        # Importing toppra (scipy, matplotlib) costs seconds: pay it here, not in the first plan.
+        # Importing toppra (scipy, matplotlib) costs seconds: pay it here, not in the first plan. Timed at the
+        # configured scales: toppra's limit constraints are built (tens to hundreds of ms, formatting every
+        # limit into a description) and cached per scaled limit, so the plans' own scales must be the ones built.
         q_next = q + 0.01 * (self.robot.upper - q) / np.maximum(np.abs(self.robot.upper - q), 1e-9)
-        time_parameterize(np.stack([q, q_next]), self.joint_names, self.robot.max_velocity, self.robot.max_acceleration)
+        time_parameterize(
+            np.stack([q, q_next]), self.joint_names, self.robot.max_velocity, self.robot.max_acceleration,
+            velocity_scale=self.config.velocity_scale, acceleration_scale=self.config.acceleration_scale,
+        )
 
     # --- state validity shared by CPU searches ---------------------------------------------------
 
@@ -336,6 +341,7 @@ class MotionPlanner(abc.ABC, RegisteredBackend, registry=PLANNERS):
             velocity_scale=scale,
             acceleration_scale=self.config.acceleration_scale,
             sample_dt_s=self.config.sample_dt_s,
+            position_limits=(self.robot.lower, self.robot.upper),
         )
         if trajectory is None:
             return PlanResult(

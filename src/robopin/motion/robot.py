@@ -512,16 +512,17 @@ class RobotModel:
         return names
 
     def hand_world_contacts(self, q: NDArray[np.float64], *, margin_m: float | None = None) -> list[tuple[str, str]]:
-        """The pairs of :meth:`colliding_pairs` between a gripper link and a world obstacle.
+        """The pairs of :meth:`colliding_pairs` between a gripper link (or the object it holds) and a world
+        obstacle.
 
-        Where the hand is depends on the TCP pose alone, so these contacts hold for every arm
-        configuration reaching that pose.
+        Where the hand and its load are depends on the TCP pose alone, so these contacts hold for every
+        arm configuration reaching that pose.
         """
         hand = set(self.hand_links())
         return [
             (a, b)
             for a, b in self.colliding_pairs(q, margin_m=margin_m)
-            if b.startswith("world/") and a.rsplit("_", 1)[0] in hand
+            if b.startswith("world/") and (a.rsplit("_", 1)[0] in hand or a.startswith("attached/"))
         ]
 
     def nearest_cloud_points(

@@ -2,6 +2,9 @@
 
 The path is first densified so the spline TOPP-RA fits through it stays within a few millimetres of
 the straight segments the planner checked; the dense verifier then judges the timed result anyway.
+Where the path runs into a joint limit and stays there (a straight-line move whose IK holds a joint
+at its limit), the interpolating spline overshoots the limit by a fraction of a milliradian; given the
+limits, the samples are held at them instead, so the verifier does not reject a path that never left them.
 """
 
 from __future__ import annotations
@@ -37,6 +40,14 @@ def _drop_duplicates(path: NDArray[np.float64]) -> NDArray[np.float64]:
     return path[keep]
 
 
+@functools.cache
+def _quiet_toppra() -> None:
+    """toppra's own logging at WARNING, set once (reconfiguring its logger on every call costs ~0.2 ms)."""
+    import toppra
+
+    toppra.setup_logging("WARNING")
+
+
 @functools.lru_cache(maxsize=32)
 def _limit_constraints(vlim: tuple[float, ...], alim: tuple[float, ...]) -> tuple:
     """TOPP-RA's joint velocity and acceleration constraints for these limits.
@@ -63,8 +74,13 @@ def time_parameterize(
     acceleration_scale: float = 1.0,
     sample_dt_s: float = 0.02,
     max_step_rad: float = 0.05,
+    position_limits: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
 ) -> JointTrajectory | None:
-    """A trajectory through ``path`` at rest at both ends, or None when TOPP-RA finds no solution."""
+    """A trajectory through ``path`` at rest at both ends, or None when TOPP-RA finds no solution.
+
+    ``position_limits`` (lower, upper): samples of the spline beyond a limit the path itself keeps are
+    held at that limit, at rest.
+    """
     if not 0.0 < velocity_scale <= 1.0 or not 0.0 < acceleration_scale <= 1.0:
         raise MotionConfigError(
             f"velocity_scale and acceleration_scale must be in (0, 1], got {velocity_scale}, {acceleration_scale}"
@@ -75,7 +91,7 @@ def time_parameterize(
         import toppra.constraint
     except ImportError as exc:  # pragma: no cover
         raise BackendUnavailableError(f"time parameterisation needs toppra: {exc}") from exc
-    toppra.setup_logging("WARNING")
+    _quiet_toppra()
     path = _drop_duplicates(np.asarray(path, dtype=np.float64))
     if len(path) == 1:
         return JointTrajectory.stationary(joint_names, path[0])
@@ -101,4 +117,14 @@ def time_parameterize(
     positions[0], positions[-1] = path[0], path[-1]
     velocities = timed(times, 1)
     velocities[0] = velocities[-1] = 0.0
-    return JointTrajectory(joint_names, times, positions, velocities, timed(times, 2))
+    accelerations = timed(times, 2)
+    if position_limits is not None:
+        # Hold only what the spline adds: the path's own range stays as it is (the verifier judges it).
+        lower = np.minimum(np.asarray(position_limits[0], dtype=np.float64), path.min(axis=0))
+        upper = np.maximum(np.asarray(position_limits[1], dtype=np.float64), path.max(axis=0))
+        held = (positions < lower) | (positions > upper)
+        if np.any(held):
+            positions = np.clip(positions, lower, upper)
+            velocities[held] = 0.0
+            accelerations[held] = 0.0
+    return JointTrajectory(joint_names, times, positions, velocities, accelerations)
