@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 
-import numpy as np
-
 from robopin.env import apply_ros_environment, test_domain_id
+from robopin.stats import summarize
 
 STAGES = ("observe", "reason", "validate", "project", "plan")
 
@@ -242,21 +240,20 @@ def main() -> None:
     for stage in (*STAGES, "model", "reason_overhead"):
         # The in-process loop plans nothing (a dry-run actor): its plan stage is no baseline.
         ours, theirs = stack.median_s.get(stage), None if stage == "plan" else base.median_s.get(stage)
-        stall = statistics.median([s.get(stage, 0.0) for s in stalls]) if stage in STAGES else float("nan")
+        stall = summarize(s.get(stage, 0.0) for s in stalls).median if stage in STAGES else float("nan")
         print(f"{stage:<16}{ours if ours is not None else float('nan'):>10.3f}"
               f"{theirs if theirs is not None else float('nan'):>14.3f}{_ratio(ours, theirs)}{stall:>9.3f}")
     overheads = [t.overhead_s for t in timings if "project" in t.durations_s]
     base_steps = [t.overhead_s for t in baseline if "project" in t.durations_s]
-    stack_median = statistics.median(overheads) if overheads else float("nan")
-    base_median = statistics.median(base_steps) if base_steps else float("nan")
+    stack_median, base_median = summarize(overheads).median, summarize(base_steps).median
     print(f"non-model overhead before planning (observe + reason overhead + validate + project): stack median "
           f"{stack_median:.3f} s (mean {stack.overhead_mean_s:.3f} s), in-process median {base_median:.3f} s "
           f"(mean {base.overhead_mean_s:.3f} s), ratio of medians {stack_median / max(base_median, 1e-9):.2f}")
     print(f"  = {stack.overhead_ratio:.2f} x RoboPIN's {ROBOPIN_MODEL_TIME_S} s model time per sample "
           f"(with planning: {stack.overhead_with_planning_ratio:.2f} x)")
-    median, p95 = statistics.median(pick_place_s), float(np.percentile(pick_place_s, 95))
-    node_median, node_p95 = (statistics.median(node_pick_place_s), float(np.percentile(node_pick_place_s, 95))) \
-        if node_pick_place_s else (float("nan"), float("nan"))
+    in_process, through_nodes = summarize(pick_place_s), summarize(node_pick_place_s)
+    median, p95 = in_process.median, in_process.p95
+    node_median, node_p95 = through_nodes.median, through_nodes.p95
     print(f"pick-and-place planning through the nodes, {node_planned}/{3 * args.node_seeds} dry runs planned "
           f"(3 tasks x {args.node_seeds} seeds, plan stage): median {node_median:.3f} s, p95 {node_p95:.3f} s; "
           f"in-process, {planned}/{len(pick_place_s)} planned (3 tasks x {args.seeds} seeds): median {median:.3f} s, "
