@@ -136,13 +136,13 @@ def measure(profile: bool, reliability: str, seconds: float, rate_hz: float, dom
     if line is None:
         raise RuntimeError(f"subscriber printed no result (profile={profile}, {reliability})")
     per_topic = json.loads(line[len("RESULT ") :])
-    all_latencies = [v for t in per_topic.values() for v in t["latencies_ms"]]
+    latency = summarize(v for t in per_topic.values() for v in t["latencies_ms"])
     return {
         "sent": sum(t["sent"] for t in per_topic.values()),
         "received": sum(t["received"] for t in per_topic.values()),
         "min_rate_hz": min(t["rate_hz"] for t in per_topic.values()),
-        "p50_ms": summarize(all_latencies).median,
-        "p95_ms": summarize(all_latencies).p95,
+        "p50_ms": latency.median,
+        "p95_ms": latency.p95,
     }
 
 

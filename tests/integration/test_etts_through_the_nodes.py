@@ -51,10 +51,10 @@ def test_etts_runs_no_wrong_object_through_the_nodes_and_draws_as_in_process(tmp
 
 
 def test_etts_draws_as_in_process_when_the_verifier_errs(tmp_path):
-    """Spatial layout 7 with the simulated verifier wrong one time in five: through the nodes it once drew other
-    model errors than in process (and executed the other duck) because one random stream served the sampling
-    seeds, the action candidates and the selection, so a candidate more or less (the depth under a pin) moved
-    every later request's seed. Seeded draws are now a function of step, batch and trace."""
+    """Spatial layout 7 with the simulated verifier wrong one time in five draws the same samples, model errors and
+    verdict through the nodes as in process: E-TTS's seeded draws depend on step, batch and trace only, so the
+    depth under a pin (a candidate more or less, slightly different between the paths) cannot move a later
+    request's seed."""
     from robopin.system import load_system
     from robopin.trials.inprocess import run_inprocess_trial
 
