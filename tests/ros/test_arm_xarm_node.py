@@ -13,9 +13,9 @@ import yaml
 from control_msgs.action import GripperCommand
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
-from rclpy.action import ActionClient
 from robopin_interfaces.action import ExecuteTrajectory
 from robopin_ros import conversions
+from robopin_ros.actions import ActionClient
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 

@@ -8,9 +8,10 @@ import pytest
 
 pytest.importorskip("robopin_interfaces.action")
 
-from rclpy.action import ActionClient, ActionServer
+from rclpy.action import ActionServer
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.serialization import deserialize_message
+from robopin_ros.actions import ActionClient
 
 from robopin.bags import TrialBag
 

@@ -17,7 +17,7 @@ def test_the_link_reports_a_failed_task_with_its_reason(ros_context):
     from robopin_interfaces.action import ExecuteTask
     from robopin_ros.operator_console import open_console_link
 
-    from robopin.interfaces import EXECUTE_TASK
+    from robopin.interfaces import EXECUTE_TASK, action_feedback
 
     server_node = Node("test_fake_planner", context=ros_context, namespace="/linktest")
 
@@ -35,12 +35,16 @@ def test_the_link_reports_a_failed_task_with_its_reason(ros_context):
     spinner.start()
     link = open_console_link(["static"], namespace="/linktest", initialize_logging=False)
     try:
-        from rclpy.action import ActionClient
+        from robopin_ros.actions import ActionClient
 
         client = ActionClient(server_node, ExecuteTask, EXECUTE_TASK)
         assert client.wait_for_server(timeout_sec=20)
-        deadline = time.monotonic() + 10
-        while not link.link.result_client.service_is_ready() and time.monotonic() < deadline:
+        # The feedback is published once, at once: sent before the link's subscription matched, it is lost
+        # (volatile, as ROS action feedback is), and discovery on a busy machine can take seconds.
+        feedback_topic = action_feedback(f"/linktest/{EXECUTE_TASK}")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (link.link.result_client.service_is_ready()
+                                                   and server_node.count_subscribers(feedback_topic) > 0):
             time.sleep(0.1)
         client.send_goal_async(ExecuteTask.Goal(instruction="put the duck on the red plate"))
         deadline = time.monotonic() + 30

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rclpy.action import ActionClient
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from robopin_interfaces.action import MoveToPose, PickPlace
 from robopin_interfaces.msg import Target3D
 from robopin_ros import conversions
+from robopin_ros.actions import ActionClient
 from robopin_ros.arm_driver_node import ArmDriverNode
 from robopin_ros.motion_planner_node import MotionPlannerNode
 from robopin_ros.recorder_node import RecorderNode

@@ -11,11 +11,11 @@ import threading
 
 import pytest
 from action_msgs.msg import GoalStatus
-from rclpy.action import ActionClient
 from rclpy.executors import MultiThreadedExecutor
 from robopin_interfaces.action import ExecuteTask
 from robopin_interfaces.msg import PinnedReasoning
 from robopin_interfaces.srv import Instruct
+from robopin_ros.actions import ActionClient
 
 from tests.ros.rostest_utils import TESTS_ROS, SpunNode, start_process, stop_process, wait_for, wait_future
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
-from rclpy.action import ActionClient
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter as NodeParameter
 from robopin_interfaces.action import ExecuteTask
 from robopin_interfaces.srv import Instruct
 from robopin_ros import conversions
+from robopin_ros.actions import ActionClient
 from robopin_ros.planner_node import PlannerNode
 
 from robopin.geometry import PointRequest, RefusalReason, Target

@@ -284,10 +284,10 @@ class Client:
 
     def __init__(self, ros_context) -> None:
         from rcl_interfaces.srv import SetParameters
-        from rclpy.action import ActionClient
         from robopin_interfaces.action import ExecuteTask
         from robopin_interfaces.msg import PinnedReasoning
         from robopin_interfaces.srv import Instruct
+        from robopin_ros.actions import ActionClient
         from sensor_msgs.msg import JointState
         from std_srvs.srv import SetBool, Trigger
 

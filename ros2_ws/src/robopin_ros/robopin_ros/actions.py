@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from action_msgs.msg import GoalInfo, GoalStatus
-from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionClient as _RclpyActionClient
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from unique_identifier_msgs.msg import UUID
 
@@ -40,6 +41,38 @@ STATUS_NAMES = {GoalStatus.STATUS_UNKNOWN: "unknown", GoalStatus.STATUS_ACCEPTED
                 GoalStatus.STATUS_EXECUTING: "executing", GoalStatus.STATUS_CANCELING: "canceling",
                 GoalStatus.STATUS_SUCCEEDED: "succeeded", GoalStatus.STATUS_CANCELED: "canceled",
                 GoalStatus.STATUS_ABORTED: "aborted"}
+
+
+class ActionClient(_RclpyActionClient):
+    """rclpy's ActionClient whose goal, cancel and result requests are registered before any answer is handled.
+
+    rclpy (jazzy) sends a request, then records its sequence number; an executor thread that takes the
+    answer in between logs "Ignoring unexpected ... response" and the future never completes
+    (ros2/rclpy#1123, fix proposed in ros2/rclpy#1308, not in jazzy). With a MultiThreadedExecutor
+    spinning beside the caller, ``robopin cancel`` then reported "no running task" for a task it had just
+    canceled. Sending and handling an answer here take one lock, so an answer waits for its request's entry.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Reentrant: a feedback callback runs inside execute() and may send a request of its own.
+        self._requests_lock = threading.RLock()
+
+    def send_goal_async(self, *args: Any, **kwargs: Any) -> Any:
+        with self._requests_lock:
+            return super().send_goal_async(*args, **kwargs)
+
+    def _cancel_goal_async(self, goal_handle: Any) -> Any:
+        with self._requests_lock:
+            return super()._cancel_goal_async(goal_handle)
+
+    def _get_result_async(self, goal_handle: Any) -> Any:
+        with self._requests_lock:
+            return super()._get_result_async(goal_handle)
+
+    async def execute(self, taken_data: Any) -> None:
+        with self._requests_lock:
+            await super().execute(taken_data)
 
 
 def goal_key(goal_handle: Any) -> str:

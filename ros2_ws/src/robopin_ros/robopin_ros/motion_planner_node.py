@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 from control_msgs.action import FollowJointTrajectory, GripperCommand
-from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from robopin_interfaces.action import MoveToPose, PickPlace
@@ -36,7 +35,7 @@ from robopin.motion import PickPlaceConfig, make_planner, plan_pick_place, plann
 from robopin.motion.grasps import GraspConfig
 from robopin.motion.scene import SceneConfig, SceneKeeper, StaleWorldError
 from robopin_ros import conversions
-from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, follow_goal
+from robopin_ros.actions import BUSY_REASON, ActionClient, SingleGoalGuard, follow_goal
 from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare, declare_nested
 from robopin_ros.runtime import StreamSpinner, run_node

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.action import ActionClient, CancelResponse
+from rclpy.action import CancelResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from robopin_interfaces.action import ExecuteTask, PickPlace
 from robopin_interfaces.msg import PinnedReasoning, Target3D
@@ -76,6 +76,7 @@ from robopin_ros.actions import (
     BUSY_REASON,
     CLIENT_DEADMAN_S,
     CLIENT_LOST_REASON,
+    ActionClient,
     HeartbeatSender,
     HeartbeatWatch,
     SingleGoalGuard,

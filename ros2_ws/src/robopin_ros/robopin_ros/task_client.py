@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 from action_msgs.msg import GoalStatus, GoalStatusArray
-from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.qos import qos_profile_action_status_default
@@ -52,6 +51,7 @@ from robopin_ros.actions import (
     SERVER_LOST_S,
     STATUS_NAMES,
     TERMINAL_STATUSES,
+    ActionClient,
     ActionServers,
     HeartbeatSender,
     HeartbeatWatch,
