@@ -1,10 +1,9 @@
-"""Pick-and-place planned by robopin.motion and executed by the sim arm driver, in-process, per robot.
+"""The motion planner node's pick-and-place task (robopin.motion.PickPlaceTask) on the sim arm, per robot.
 
-The multi-view layout puts the two toys between the duck and its plate. These tests plan the way
-the motion planner node does (table plus the depth cloud of both views, robot masked out, the
-oracle's pick and place points deprojected from the rendered depth) and run every phase on the
-simulated arm, so a plan made without the cloud (carrying the duck through a toy) or a place point
-outside the robot's reach fails here.
+The multi-view layout puts the two toys between the duck and its plate. The task's scene holds the table
+plus the depth cloud of both views (robot masked out), the oracle's pick and place points are deprojected
+from the rendered depth, and every phase runs on the simulated arm, so a plan made without the cloud
+(carrying the duck through a toy) or a place point outside the robot's reach fails here.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import pytest
 
 from robopin.geometry import WorkspaceBox
 from robopin.geometry.pointcloud import depth_to_point_cloud
-from robopin.motion import PickPlaceConfig, plan_pick_place
+from robopin.motion.pick_place_task import DirectArm, PickPlaceRequest, PickPlaceSettings, PickPlaceTask
 from robopin.motion.planner import RoboplanPlannerConfig, make_planner
 from robopin.motion.scene import SceneConfig, SceneKeeper
 from robopin.robots.base import make_arm, make_arm_config
@@ -47,43 +46,75 @@ def _oracle_targets(scene) -> tuple[np.ndarray, np.ndarray]:
     return points[0], points[1]
 
 
+def _task(scene, robot: str) -> tuple[PickPlaceTask, object]:
+    """The motion planner node's task at its defaults, its scene holding both views' depth cloud; the sim arm."""
+    world = scene.world
+    planner = make_planner(RoboplanPlannerConfig(robot=robot, timeout_s=3.0))
+    keeper = SceneKeeper(planner.robot, SceneConfig(workspace=WORKSPACE, table_height_m=0.0))
+    clouds = []
+    for name in ("static", "wrist"):
+        view = world.render(name)
+        clouds.append(depth_to_point_cloud(view.depth_m, view.model, view.T_base_cam, voxel_size_m=0.01).points)
+    keeper.update_cloud(np.vstack(clouds), world.joint_positions(), 0.0)
+    assert keeper.world(0.0).points is not None and len(keeper.world(0.0).points) > 500, "the toys must be seen"
+    arm = make_arm(make_arm_config("sim", {"world": world.name, "robot": robot}))
+    arm.connect()
+    arm.enable()
+    return PickPlaceTask(planner, keeper, PickPlaceSettings(), clock=lambda: 0.0), arm
+
+
 @pytest.mark.parametrize("robot", ["panda", "xarm6"])
 def test_multi_view_pick_and_place_runs_every_phase_within_tolerance(robot):
     scene = build_scene("multi_view", 0, robot=robot, world_name=f"pp-{robot}-{next(_names)}")
     try:
-        world = scene.world
-        planner = make_planner(RoboplanPlannerConfig(robot=robot, timeout_s=3.0))
-        keeper = SceneKeeper(planner.robot, SceneConfig(workspace=WORKSPACE, table_height_m=0.0))
-        clouds = []
-        for name in ("static", "wrist"):
-            view = world.render(name)
-            clouds.append(depth_to_point_cloud(view.depth_m, view.model, view.T_base_cam, voxel_size_m=0.01).points)
-        keeper.update_cloud(np.vstack(clouds), world.joint_positions(), 0.0)
-        collision_world = keeper.world(0.0)
-        assert collision_world.points is not None and len(collision_world.points) > 500, "the toys must be seen"
-
+        task, arm = _task(scene, robot)
         pick, place = _oracle_targets(scene)
-        near = np.linalg.norm(collision_world.points[:, :2] - pick[:2], axis=1) <= 0.06
-        planner.update_world(collision_world)
-        arm = make_arm(make_arm_config("sim", {"world": world.name, "robot": robot}))
-        arm.connect()
-        arm.enable()
-        plan = plan_pick_place(
-            planner,
-            arm.joint_state().positions,
-            pick,
-            place,
-            PickPlaceConfig(object_size_m=(0.05, 0.05, max(pick[2], 0.01))),
-            object_points=collision_world.points[near],
-        )
-        assert plan.success, plan.message
-        for phase in plan.phases:
-            result = arm.execute(phase.result.trajectory)
-            assert result.success, f"{phase.stage}: {result.reason.value}: {result.message}"
-            if phase.gripper_after_m is not None:
-                arm.gripper_move(phase.gripper_after_m, 20.0)
+        stages = []
+        outcome = task.pick_place(arm.joint_state().positions, PickPlaceRequest(pick, place),
+                                  DirectArm(arm, stages.append))
         arm.disconnect()
+        assert outcome.success and outcome.executed, (outcome.status, outcome.message)
+        assert stages == ["approaching", "grasping", "lifting", "placing", "placing", "retreating"]
+        assert set(outcome.stages_s) == {"world", "collision_model", "plan"}
         report = check_success(scene)
         assert report.success, str(report)
+    finally:
+        scene.close()
+
+
+def test_fingers_closing_on_nothing_end_the_task_grasp_missed_before_it_lifts():
+    """The pick point is bare table beside the objects: the sim gripper closes fully, so nothing is held."""
+    scene = build_scene("multi_view", 0, robot="panda", world_name=f"pp-miss-{next(_names)}")
+    try:
+        task, arm = _task(scene, "panda")
+        cloud = task.scene.world(0.0).points
+        bare = np.array([0.45, 0.0, 0.005])
+        while np.min(np.linalg.norm(cloud[:, :2] - bare[:2], axis=1)) < 0.12:  # clear of every object seen
+            bare[1] += 0.02
+        stages = []
+        outcome = task.pick_place(arm.joint_state().positions, PickPlaceRequest(bare, bare + np.array([0.0, 0.1, 0.0])),
+                                  DirectArm(arm, stages.append))
+        arm.disconnect()
+        assert (outcome.success, outcome.status, outcome.executed) == (False, "grasp_missed", True), outcome.message
+        assert stages == ["approaching", "grasping"]  # it never lifted
+    finally:
+        scene.close()
+
+
+def test_a_target_outside_the_workspace_is_refused_before_planning_and_a_stop_before_moving_moves_nothing():
+    scene = build_scene("multi_view", 0, robot="panda", world_name=f"pp-refuse-{next(_names)}")
+    try:
+        task, arm = _task(scene, "panda")
+        pick, place = _oracle_targets(scene)
+        q = arm.joint_state().positions
+        outside = task.pick_place(q, PickPlaceRequest(pick, np.array([1.5, 0.0, 0.0])), DirectArm(arm))
+        assert (outside.status, outside.plan) == ("outside_workspace", None), outside.message
+        assert "place point" in outside.message
+        stages = []
+        stopped = task.pick_place(q, PickPlaceRequest(pick, place), DirectArm(arm, stages.append),
+                                  should_stop=lambda: True)
+        assert (stopped.status, stopped.executed, stages) == ("canceled", False, [])
+        assert np.allclose(arm.joint_state().positions, q)
+        arm.disconnect()
     finally:
         scene.close()

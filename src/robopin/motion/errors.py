@@ -27,3 +27,14 @@ class BackendUnavailableError(MotionError, ImportError):
 
 class WorldError(MotionError, ValueError):
     """A collision-world update with bad geometry (non-positive size, wrong array shape, NaN)."""
+
+
+class MotionGoalError(MotionError):
+    """A motion goal ends now with a named status (``outside_workspace``, ``stale_world``, ``grasp_missed``...).
+
+    ``executed``: the arm had moved for this goal before it ended.
+    """
+
+    def __init__(self, status: str, message: str, *, executed: bool = False) -> None:
+        super().__init__(message)
+        self.status, self.executed = status, executed

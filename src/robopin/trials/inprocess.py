@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from robopin.motion.pick_place_task import DirectArm, PickPlaceRequest, PickPlaceSettings, PickPlaceTask
 from robopin.reasoning.interfaces import MotionOutcome
 
 __all__ = ["InProcessTrial", "SimPickPlaceActor", "run_inprocess_trial"]
@@ -77,7 +78,7 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 
 class SimPickPlaceActor:
-    """The loop's actor: plan with ``robopin.motion`` as motion_planner_node does, execute on the sim arm.
+    """The loop's actor: the motion planner node's pick-and-place task (``PickPlaceTask``) on the sim arm.
 
     ``planner_params`` are the motion planner node's parameters from the system file (planner, table
     height, workspace); the grasp settings are the node's defaults.
@@ -107,9 +108,8 @@ class SimPickPlaceActor:
         self.arm = make_arm(make_arm_config("sim", options))
         self.arm.connect()
         self.arm.enable()
-        # motion_planner_node's defaults (its parameters of the same names).
-        self.gripper_open_m, self.gripper_effort_n, self.min_held_width_m = 0.08, 20.0, 0.003
-        self.object_footprint_m, self.place_search_radius_m = 0.05, 0.02
+        # motion_planner_node's pick-and-place defaults (PickPlaceSettings are its parameters' defaults).
+        self.task = PickPlaceTask(self.planner, self.keeper, PickPlaceSettings(), clock=time.monotonic)
 
     def close(self) -> None:
         self.arm.disconnect()
@@ -125,51 +125,15 @@ class SimPickPlaceActor:
         self.keeper.update_cloud(np.vstack(clouds), self.arm.joint_state().positions, time.monotonic())
 
     def pick_place(self, pick, place, *, dry_run, on_stage, should_stop) -> MotionOutcome:
-        from robopin.motion import PickPlaceConfig, plan_pick_place
-
         self._update_cloud()
-        world = self.keeper.world(time.monotonic())
-        table = self.keeper.config.table_height_m
-        height = max(float(pick.point[2] - table), 0.01) if table is not None else 0.05
-        config = PickPlaceConfig(object_size_m=(self.object_footprint_m, self.object_footprint_m, height),
-                                 gripper_open_width_m=self.gripper_open_m,
-                                 place_search_radius_m=self.place_search_radius_m)
-        object_points = None
-        if world.points is not None and len(world.points):
-            near = np.linalg.norm(world.points[:, :2] - pick.point[:2], axis=1) <= config.target_clearance_radius_m
-            object_points = world.points[near] if near.sum() >= 3 else None
-        normal = np.asarray(pick.normal, float)
-        normal = normal / np.linalg.norm(normal) if np.all(np.isfinite(normal)) and np.linalg.norm(normal) > 1e-9 \
-            else None
-        self.planner.update_world(world)
-        plan = plan_pick_place(self.planner, self.arm.joint_state().positions, np.asarray(pick.point, float),
-                               np.asarray(place.point, float), config, object_points=object_points, pick_normal=normal)
-        if not plan.success:
-            return MotionOutcome(False, plan.status.value, plan.message, plan.planning_time_s)
-        if dry_run:
-            return MotionOutcome(True, "success", "planned (dry run)", plan.planning_time_s)
-        for phase in plan.phases:
-            if should_stop():
-                self.arm.stop()
-                return MotionOutcome(False, "canceled", f"stopped before {phase.stage}", plan.planning_time_s,
-                                     executed=True)
-            on_stage("executing", phase.stage)
-            try:
-                result = self.arm.execute(phase.result.trajectory)
-            except Exception as error:  # a refusal of the arm's safety layer, named as the driver names it
-                reason = getattr(getattr(error, "reason", None), "value", "") or type(error).__name__
-                return MotionOutcome(False, str(reason), f"{phase.stage}: {error}", plan.planning_time_s)
-            if not result.success:
-                return MotionOutcome(False, "execution_failed", f"{phase.stage}: {result.message}",
-                                     plan.planning_time_s, executed=True)
-            if phase.gripper_after_m is not None:
-                gripper = self.arm.gripper_move(phase.gripper_after_m, self.gripper_effort_n)
-                closing = phase.gripper_after_m < self.gripper_open_m / 2
-                if closing and not gripper.stalled and gripper.width_m < self.min_held_width_m:
-                    return MotionOutcome(False, "grasp_missed",
-                                         f"gripper closed to {gripper.width_m * 1e3:.1f} mm: nothing held",
-                                         plan.planning_time_s, executed=True)
-        return MotionOutcome(True, "success", "picked and placed", plan.planning_time_s, executed=True)
+        request = PickPlaceRequest(np.asarray(pick.point, float), np.asarray(place.point, float),
+                                   pick_normal=pick.normal, dry_run=dry_run)
+        arm = DirectArm(self.arm, lambda stage: on_stage("executing", stage))
+        outcome = self.task.pick_place(self.arm.joint_state().positions, request, arm, should_stop)
+        if outcome.status == "canceled":
+            self.arm.stop()
+        return MotionOutcome(outcome.success, outcome.status, outcome.message, outcome.planning_time_s,
+                             executed=outcome.executed)
 
 
 def run_inprocess_trial(system, task: str, seed: int, arguments: Mapping[str, str] | None = None) -> InProcessTrial:

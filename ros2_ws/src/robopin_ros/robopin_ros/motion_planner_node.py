@@ -31,25 +31,20 @@ from sensor_msgs.msg import JointState, PointCloud2
 
 from robopin.geometry.workspace import WorkspaceBox
 from robopin.interfaces import ARM, JOINT_STATES, MOVE_TO_POSE, PICK_PLACE, WORKSPACE_CLOUD
-from robopin.motion import PickPlaceConfig, make_planner, plan_pick_place, planner_config_from_dict
+from robopin.motion import make_planner, planner_config_from_dict
+from robopin.motion.errors import MotionGoalError
 from robopin.motion.grasps import GraspConfig
-from robopin.motion.scene import SceneConfig, SceneKeeper, StaleWorldError
+from robopin.motion.pick_place_task import PickPlaceRequest, PickPlaceSettings, PickPlaceTask
+from robopin.motion.scene import SceneConfig, SceneKeeper
+from robopin.robots.state import GripperResult
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, ActionClient, SingleGoalGuard, follow_goal
 from robopin_ros.logs import LoggedNode
-from robopin_ros.parameters import declare, declare_nested
+from robopin_ros.parameters import declare, declare_fields, declare_nested
 from robopin_ros.runtime import StreamSpinner, run_node
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
 STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
-
-
-class _RefusalError(Exception):
-    """A goal that must end now with a named status (never moved the arm past this point)."""
-
-    def __init__(self, status: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class MotionPlannerNode(LoggedNode):
@@ -94,29 +89,24 @@ class MotionPlannerNode(LoggedNode):
                                                 "than this, rad", min=0.0)),
             ),
         )
-        self.grasp_config = GraspConfig(
-            pre_grasp_distance_m=float(p("pre_grasp_distance_m", 0.10,
-                                         "approach distance before the grasp along the gripper axis, metres", min=0.0)),
-            grasp_depth_m=float(p("grasp_depth_m", 0.02,
-                                  "how far below the picked surface point the TCP goes, metres")),
-            lift_height_m=float(p("lift_height_m", 0.12, "lift height after the grasp, metres", min=0.0)),
-            place_clearance_m=float(p("place_clearance_m", 0.01, "gap left under the object when releasing, metres")),
-            pre_place_distance_m=float(p("pre_place_distance_m", 0.10,
-                                         "approach distance before the place pose, metres", min=0.0)),
-            retreat_distance_m=float(p("retreat_distance_m", 0.10,
-                                       "retreat distance after releasing, metres", min=0.0)),
-        )
-        self.gripper_open_m = float(p("gripper_open_m", 0.08,
-                                      "gripper opening width for approach and release, metres", min=0.0))
-        self.gripper_max_effort_n = float(p("gripper_max_effort_n", 20.0, "gripper grasp force, newtons", min=0.0))
-        self.min_held_width_m = float(p("min_held_width_m", 0.003,
-                                        "finger width below this after closing means nothing is held, metres", min=0.0))
-        self.object_footprint_m = float(p("object_footprint_m", 0.05,
-                                          "object width and depth assumed for place collision checks, metres", min=0.0))
-        # A place point blocked for every place pose may move this far on its surface (0: never).
-        self.place_search_radius_m = float(p("place_search_radius_m", 0.02,
-                                             "a blocked place point may move this far on its surface, "
-                                             "metres (0: never)", min=0.0))
+        grasp = GraspConfig(**declare_fields(self, GraspConfig(), {
+            "pre_grasp_distance_m": "approach distance before the grasp along the gripper axis, metres",
+            "grasp_depth_m": "how far below the picked surface point the TCP goes, metres",
+            "lift_height_m": "lift height after the grasp, metres",
+            "place_clearance_m": "gap left under the object when releasing, metres",
+            "pre_place_distance_m": "approach distance before the place pose, metres",
+            "retreat_distance_m": "retreat distance after releasing, metres",
+        }, nonnegative={"pre_grasp_distance_m", "lift_height_m", "pre_place_distance_m", "retreat_distance_m"}))
+        settings = declare_fields(self, PickPlaceSettings(), {
+            "gripper_open_m": "gripper opening width for approach and release, metres",
+            "gripper_max_effort_n": "gripper grasp force, newtons",
+            "min_held_width_m": "finger width below this after closing means nothing is held, metres",
+            "object_footprint_m": "object width and depth assumed for place collision checks, metres",
+            "place_search_radius_m": "a blocked place point may move this far on its surface, metres (0: never)",
+        }, nonnegative={"gripper_open_m", "gripper_max_effort_n", "min_held_width_m", "object_footprint_m",
+                        "place_search_radius_m"})
+        self.task = PickPlaceTask(self.planner, self.scene, PickPlaceSettings(grasp=grasp, **settings),
+                                  clock=self._now_s)
         self.max_joint_state_age_s = float(p("max_joint_state_age_s", 1.0,
                                              "a joint state older than this many seconds refuses the goal", min=0.0))
         self.execution_timeout_s = float(p("execution_timeout_s", 60.0,
@@ -126,8 +116,6 @@ class MotionPlannerNode(LoggedNode):
 
         self.guard = SingleGoalGuard()
         self._shutting_down = False
-        self._plan_lock = threading.Lock()  # planners are not thread-safe
-        self._plan_stages_s: dict[str, float] = {}  # the last goal's planning stages (logged with the plan)
         self._last_cloud: tuple[np.ndarray, np.ndarray] | None = None  # (points, joint state) last masked
         self._state_lock = threading.Lock()
         self._joint_history: collections.deque[tuple[float, np.ndarray]] = collections.deque(maxlen=200)
@@ -209,10 +197,10 @@ class MotionPlannerNode(LoggedNode):
         with self._state_lock:
             latest = self._joint_history[-1] if self._joint_history else None
         if latest is None:
-            raise _RefusalError("no_joint_state", "no joint state received yet")
+            raise MotionGoalError("no_joint_state", "no joint state received yet")
         age = self._now_s() - latest[0]
         if age > self.max_joint_state_age_s:
-            raise _RefusalError("stale_state", f"joint state is {age:.2f} s old (max {self.max_joint_state_age_s} s)")
+            raise MotionGoalError("stale_state", f"joint state is {age:.2f} s old (max {self.max_joint_state_age_s} s)")
         return latest[1]
 
     # --- downstream actions -----------------------------------------------------------------------
@@ -223,21 +211,21 @@ class MotionPlannerNode(LoggedNode):
     def _call(self, client: ActionClient, name: str, goal, goal_handle, *, feedback=None, timeout_s: float = 30.0):
         """Run one driver action to its end; cancels it when our own goal is cancelled."""
         if not client.wait_for_server(timeout_sec=self.driver_wait_s):
-            raise _RefusalError("driver_unavailable", f"arm driver action {name} is not available")
+            raise MotionGoalError("driver_unavailable", f"arm driver action {name} is not available")
         outcome = follow_goal(client, goal, answer_timeout_s=self.driver_wait_s, timeout_s=timeout_s,
                               feedback=feedback, should_stop=lambda: self._stop_requested(goal_handle))
         if outcome.ending == "unanswered":
-            raise _RefusalError(
+            raise MotionGoalError(
                 "canceled" if self._stop_requested(goal_handle) else "driver_timeout",
                 "driver did not accept the goal in time",
             )
         if outcome.ending == "rejected":
-            raise _RefusalError("driver_rejected", f"{name} rejected the goal")
+            raise MotionGoalError("driver_rejected", f"{name} rejected the goal")
         if outcome.ending == "stopped":
             why = "canceled by the client" if goal_handle.is_cancel_requested else "the motion planner is shutting down"
-            raise _RefusalError("canceled", why)
+            raise MotionGoalError("canceled", why)
         if outcome.ending == "timed_out":
-            raise _RefusalError("execution_timeout", f"driver took longer than {timeout_s} s")
+            raise MotionGoalError("execution_timeout", f"driver took longer than {timeout_s} s")
         return outcome.result
 
     def _execute(self, trajectory, goal_handle, stage: str, feedback_type) -> None:
@@ -257,12 +245,14 @@ class MotionPlannerNode(LoggedNode):
             timeout_s=max(self.execution_timeout_s, 3.0 * trajectory.duration_s),
         )
         if result.error_code != FollowJointTrajectory.Result.SUCCESSFUL:
-            raise _RefusalError(_trajectory_status(result), f"{self.execute_action}: {result.error_string}")
+            raise MotionGoalError(_trajectory_status(result), f"{self.execute_action}: {result.error_string}")
 
     def _gripper(self, width_m: float, goal_handle):
         goal = GripperCommand.Goal()
-        goal.command.position, goal.command.max_effort = float(width_m), self.gripper_max_effort_n
-        return self._call(self.gripper_client, self.gripper_action, goal, goal_handle, timeout_s=15.0)
+        goal.command.position, goal.command.max_effort = float(width_m), self.task.settings.gripper_max_effort_n
+        answer = self._call(self.gripper_client, self.gripper_action, goal, goal_handle, timeout_s=15.0)
+        return GripperResult(float(answer.position), float(answer.effort), bool(answer.stalled),
+                             bool(answer.reached_goal))
 
     # --- MoveToPose -------------------------------------------------------------------------------
 
@@ -273,27 +263,27 @@ class MotionPlannerNode(LoggedNode):
         try:
             frame = request.target.header.frame_id or "base"
             if frame != "base":
-                raise _RefusalError("unsupported_frame", f"target frame {frame!r}; expected 'base'")
+                raise MotionGoalError("unsupported_frame", f"target frame {frame!r}; expected 'base'")
             T_goal = conversions.pose_to_matrix(request.target.pose)
             if not self.scene.inside_workspace(T_goal[:3, 3]):
-                raise _RefusalError(
+                raise MotionGoalError(
                     "outside_workspace", f"target {T_goal[:3, 3].round(3).tolist()} is outside the workspace"
                 )
             goal_handle.publish_feedback(MoveToPose.Feedback(stage="planning", progress=0.0))
             q_start = self._current_q()
-            with self._plan_lock:
-                self.planner.update_world(self._world())
+            with self.task.lock:
+                self.planner.update_world(self.task.world())
                 plan = self.planner.plan_to_pose(q_start, T_goal, velocity_scale=request.velocity_scale or None)
             result.planning_time_s = plan.planning_time_s
             if not plan.success:
-                raise _RefusalError(plan.status.value, plan.message or "planning failed")
+                raise MotionGoalError(plan.status.value, plan.message or "planning failed")
             result.trajectory = conversions.motion_trajectory_to_msg(plan.trajectory)
             if not request.dry_run:
                 self._execute(plan.trajectory, goal_handle, "executing", MoveToPose.Feedback)
             result.success, result.status = True, "success"
             result.message = "planned (dry run)" if request.dry_run else "moved"
             goal_handle.succeed()
-        except _RefusalError as refusal:
+        except MotionGoalError as refusal:
             result.success, result.status, result.message = False, refusal.status, str(refusal)
             self._finish_failed(goal_handle, refusal)
         return result
@@ -305,28 +295,29 @@ class MotionPlannerNode(LoggedNode):
         request = goal_handle.request
         result = PickPlace.Result()
         try:
-            pick, normal = conversions.target3d_to_pick_point(request.pick)
-            place, _ = conversions.target3d_to_pick_point(request.place)
-            for name, target, point in (("pick", request.pick, pick), ("place", request.place, place)):
+            for name, target in (("pick", request.pick), ("place", request.place)):
                 if not target.valid:
-                    raise _RefusalError(
+                    raise MotionGoalError(
                         "invalid_target", f"{name} target is not valid: {target.reason or 'no reason given'}"
                     )
-                if not self.scene.inside_workspace(point):
-                    raise _RefusalError(
-                        "outside_workspace", f"{name} point {np.round(point, 3).tolist()} is outside the workspace"
-                    )
+            pick, normal = conversions.target3d_to_pick_point(request.pick)
+            place, _ = conversions.target3d_to_pick_point(request.place)
+            task = PickPlaceRequest(pick, place, pick_normal=normal,
+                                    yaw_rad=None if math.isnan(request.grasp_yaw) else float(request.grasp_yaw),
+                                    approach_distance_m=float(request.approach_distance_m),
+                                    velocity_scale=request.velocity_scale or None, dry_run=request.dry_run)
+            self.task.check(task)
             goal_handle.publish_feedback(PickPlace.Feedback(stage="planning", progress=0.0))
             q_start = self._current_q()
             started = time.perf_counter()
-            plan = self._plan_pick_place(request, q_start, pick, place, normal=normal)
+            outcome = self.task.plan(q_start, task)
             planned = time.perf_counter()
-            result.planning_time_s = plan.planning_time_s
+            plan = outcome.plan
+            result.planning_time_s = outcome.planning_time_s
             result.trajectories = [conversions.motion_trajectory_to_msg(ph.result.trajectory) for ph in plan.phases]
-            stages = {**self._plan_stages_s, "plan": plan.planning_time_s,
-                      "goal_to_plan": planned - started, "messages": time.perf_counter() - planned}
-            if not plan.success:
-                raise _RefusalError(plan.status.value, plan.message)
+            stages = {**outcome.stages_s, "goal_to_plan": planned - started, "messages": time.perf_counter() - planned}
+            if not outcome.success:
+                raise MotionGoalError(outcome.status, outcome.message)
             grasp = plan.grasp.T_base_grasp
             self.get_logger().info(
                 f"pick-and-place planned in {plan.planning_time_s:.2f} s: grasp TCP at "
@@ -337,61 +328,16 @@ class MotionPlannerNode(LoggedNode):
             if plan.place_offset_m > 0.0:
                 self.get_logger().info(plan.message)
             if not request.dry_run:
-                self._run_phases(plan, goal_handle)
+                self.task.run(plan, _DriverArm(self, goal_handle), lambda: self._stop_requested(goal_handle))
             result.success, result.status = True, "success"
             result.message = "planned (dry run)" if request.dry_run else "picked and placed"
             if plan.place_offset_m > 0.0:
                 result.message += f"; {plan.message}"
             goal_handle.succeed()
-        except _RefusalError as refusal:
+        except MotionGoalError as refusal:
             result.success, result.status, result.message = False, refusal.status, str(refusal)
             self._finish_failed(goal_handle, refusal)
         return result
-
-    def _plan_pick_place(self, request, q_start, pick, place, *, normal):
-        grasp = GraspConfig(**{**self.grasp_config.__dict__})
-        if request.approach_distance_m > 0.0:
-            grasp.pre_grasp_distance_m = grasp.pre_place_distance_m = float(request.approach_distance_m)
-        table = self.scene.config.table_height_m
-        height = max(float(pick[2] - table), 0.01) if table is not None else 0.05
-        config = PickPlaceConfig(
-            grasp=grasp,
-            object_size_m=(self.object_footprint_m, self.object_footprint_m, height),
-            gripper_open_width_m=self.gripper_open_m,
-            place_search_radius_m=self.place_search_radius_m,
-        )
-        yaw = None if math.isnan(request.grasp_yaw) else float(request.grasp_yaw)
-        with self._plan_lock:
-            started = time.perf_counter()
-            world = self._world()
-            object_points = None
-            if world.points is not None and len(world.points):
-                near = np.linalg.norm(world.points[:, :2] - pick[:2], axis=1) <= config.target_clearance_radius_m
-                object_points = world.points[near] if near.sum() >= 3 else None
-            world_s = time.perf_counter()
-            self.planner.update_world(world)
-            self._plan_stages_s = {"world": world_s - started, "collision_model": time.perf_counter() - world_s}
-            return plan_pick_place(
-                self.planner,
-                q_start,
-                pick,
-                place,
-                config,
-                yaw_rad=yaw,
-                object_points=object_points,
-                pick_normal=normal,
-                velocity_scale=request.velocity_scale or None,
-            )
-
-    def _run_phases(self, plan, goal_handle) -> None:
-        for phase in plan.phases:
-            self._execute(phase.result.trajectory, goal_handle, phase.stage, PickPlace.Feedback)
-            if phase.gripper_after_m is None:
-                continue
-            closing = phase.gripper_after_m < self.gripper_open_m / 2
-            gripper = self._gripper(phase.gripper_after_m, goal_handle)
-            if closing and not gripper.stalled and gripper.position < self.min_held_width_m:
-                raise _RefusalError("grasp_missed", f"gripper closed to {gripper.position * 1e3:.1f} mm: nothing held")
 
     # --- shutdown ---------------------------------------------------------------------------------
 
@@ -410,18 +356,25 @@ class MotionPlannerNode(LoggedNode):
         self._stream_spinner.close()
         super().destroy_node()
 
-    def _world(self):
-        try:
-            return self.scene.world(self._now_s())
-        except StaleWorldError as error:
-            raise _RefusalError("stale_world", str(error)) from None
-
-    def _finish_failed(self, goal_handle, refusal: _RefusalError) -> None:
+    def _finish_failed(self, goal_handle, refusal: MotionGoalError) -> None:
         self.get_logger().warning(f"goal refused or failed: {refusal.status}: {refusal}")
         if refusal.status == "canceled" and goal_handle.is_cancel_requested:
             goal_handle.canceled()
         else:
             goal_handle.abort()
+
+
+class _DriverArm:
+    """The pick-and-place task's arm: the driver's FollowJointTrajectory and GripperCommand actions."""
+
+    def __init__(self, node: MotionPlannerNode, goal_handle) -> None:
+        self.node, self.goal_handle = node, goal_handle
+
+    def run_trajectory(self, trajectory, stage: str) -> None:
+        self.node._execute(trajectory, self.goal_handle, stage, PickPlace.Feedback)
+
+    def move_gripper(self, width_m: float, max_effort_n: float) -> GripperResult:
+        return self.node._gripper(width_m, self.goal_handle)
 
 
 _ERROR_CODE_NAMES = {getattr(FollowJointTrajectory.Result, name): name.lower() for name in (

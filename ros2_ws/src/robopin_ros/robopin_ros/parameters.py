@@ -64,6 +64,20 @@ def declare(node: Node, name: str, default: Any, description: str, *, read_only:
         raise ParameterRangeError(f"parameter {name} must be {bound}, got {value!r}") from None
 
 
+def declare_fields(node: Node, defaults: Any, descriptions: Mapping[str, str], *,
+                   nonnegative: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
+    """Declare one parameter per field of the dataclass instance ``defaults`` named in ``descriptions``.
+
+    Each parameter's default is the field's value (the core's default, never a copy of it); fields in
+    ``nonnegative`` get a range from 0. Returns ``{field: value}`` to build the dataclass from.
+    """
+    values = {}
+    for name, description in descriptions.items():
+        default = getattr(defaults, name)
+        values[name] = declare(node, name, default, description, min=0.0 if name in nonnegative else None)
+    return values
+
+
 def declare_nested(node: Node, name: str, default: Mapping[str, Any], description: str, *,
                    read_only: bool = True) -> dict[str, Any]:
     """Declare the nested setting ``name`` as dotted parameters (``name.key``) and return it as a mapping.
