@@ -17,15 +17,11 @@ import yaml
 
 from robopin.system import NODE_EXECUTABLES, load_system
 from robopin.system.launching import COMMON_LAUNCH_ARGUMENTS, launch_entries
+from robopin.system.node_parameters import NODE_PARAMETERS
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = ROOT / "ros2_ws" / "src" / "robopin_ros" / "robopin_ros"
 SYSTEM_FILES = sorted(p for p in (ROOT / "config").glob("*.yaml") if "nodes" in (yaml.safe_load(p.read_text()) or {}))
-# Calls through which the nodes declare their parameters (rclpy's, or the nodes' small wrappers).
-_DECLARING_CALLS = {"declare_parameter", "declare", "_declare", "_parameter", "_declare_read_only", "read_only",
-                    "p", "declare_nested"}
-
-
 def node_scripts() -> set[str]:
     """Console scripts of robopin_ros: every *_node.py with a top-level main() (as setup.py does)."""
     scripts = set()
@@ -37,19 +33,9 @@ def node_scripts() -> set[str]:
 
 
 def declared_parameters(executable: str) -> set[str]:
-    """Parameter names a node's source declares (string literal first argument of a declaring call)."""
-    tree = ast.parse((NODES / f"{executable}.py").read_text(encoding="utf-8"))
-    names = set()
-    for call in ast.walk(tree):
-        if not isinstance(call, ast.Call) or not call.args:
-            continue
-        func = call.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        # robopin_ros.parameters.declare(node, name, default, description, ...) names the node first.
-        first = call.args[1] if name in ("declare", "declare_nested") and len(call.args) > 1 else call.args[0]
-        if name in _DECLARING_CALLS and isinstance(first, ast.Constant) and isinstance(first.value, str):
-            names.add(first.value)
-    return names
+    """The top-level parameters the node declares: the core's table, which tests/ros/test_node_parameter_table.py
+    holds equal to the live nodes' declared parameters."""
+    return set(NODE_PARAMETERS[executable])
 
 
 def test_the_four_deployments_ship():

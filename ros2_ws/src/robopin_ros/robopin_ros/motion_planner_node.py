@@ -67,28 +67,19 @@ class MotionPlannerNode(LoggedNode):
             "workspace box {min_xyz, max_xyz} in the base frame, metres; targets outside are refused"))
         table = float(p("table_height_m", 0.0,
                         "table surface height in the base frame, metres (nan: no table collision plane)"))
-        self.scene = SceneKeeper(
-            self.planner.robot,
-            SceneConfig(
-                workspace=workspace,
-                table_height_m=None if math.isnan(table) else table,
-                robot_mask_padding_m=float(p("robot_mask_padding_m", 0.03,
-                                             "padding around the robot's links removed from the obstacle "
-                                             "cloud, metres", min=0.0)),
-                voxel_size_m=float(p("voxel_size_m", 0.01, "obstacle cloud voxel size, metres", min=0.0)),
-                max_cloud_age_s=float(p("max_cloud_age_s", 2.0,
-                                        "an obstacle cloud older than this many seconds is stale", min=0.0)),
-                require_cloud=bool(p("require_cloud", False, "refuse to plan without a fresh obstacle cloud")),
-                min_cloud_height_m=float(p("min_cloud_height_m", 0.01,
-                                           "cloud points at most this many metres above the table are the table, "
-                                           "not obstacles")),
-                cloud_wait_s=float(p("cloud_wait_s", 5.0,
-                                     "seconds a goal waits for a cloud taken while the arm was still", min=0.0)),
-                arm_still_tolerance_rad=float(p("arm_still_tolerance_rad", 0.005,
-                                                "the arm moved when a joint leaves its rest pose by more "
-                                                "than this, rad", min=0.0)),
-            ),
-        )
+        self.scene = SceneKeeper(self.planner.robot, SceneConfig(
+            workspace=workspace, table_height_m=None if math.isnan(table) else table,
+            **declare_fields(self, SceneConfig(), {
+                "robot_mask_padding_m": "padding around the robot's links removed from the obstacle cloud, metres",
+                "voxel_size_m": "obstacle cloud voxel size, metres",
+                "max_cloud_age_s": "an obstacle cloud older than this many seconds is stale",
+                "require_cloud": "refuse to plan without a fresh obstacle cloud",
+                "min_cloud_height_m": "cloud points at most this many metres above the table are the table, "
+                                      "not obstacles",
+                "cloud_wait_s": "seconds a goal waits for a cloud taken while the arm was still",
+                "arm_still_tolerance_rad": "the arm moved when a joint leaves its rest pose by more than this, rad",
+            }, nonnegative={"robot_mask_padding_m", "voxel_size_m", "max_cloud_age_s", "cloud_wait_s",
+                            "arm_still_tolerance_rad"})))
         grasp = GraspConfig(**declare_fields(self, GraspConfig(), {
             "pre_grasp_distance_m": "approach distance before the grasp along the gripper axis, metres",
             "grasp_depth_m": "how far below the picked surface point the TCP goes, metres",
