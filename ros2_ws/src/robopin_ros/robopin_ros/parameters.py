@@ -9,6 +9,7 @@ rclpy enforces (on the override at start and on every later set) where one holds
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -64,17 +65,29 @@ def declare(node: Node, name: str, default: Any, description: str, *, read_only:
         raise ParameterRangeError(f"parameter {name} must be {bound}, got {value!r}") from None
 
 
-def declare_fields(node: Node, defaults: Any, descriptions: Mapping[str, str], *,
-                   nonnegative: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
-    """Declare one parameter per field of the dataclass instance ``defaults`` named in ``descriptions``.
+@dataclasses.dataclass(frozen=True)
+class Described:
+    """A config field's parameter: its description and range, and its ROS name where that is not the field's."""
 
-    Each parameter's default is the field's value (the core's default, never a copy of it); fields in
+    text: str
+    min: float | None = None
+    max: float | None = None
+    parameter: str = ""
+
+
+def declare_fields(node: Node, defaults: Any, fields: Mapping[str, str | Described], *,
+                   nonnegative: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
+    """Declare one parameter per field of the dataclass instance ``defaults`` named in ``fields``.
+
+    Each parameter's default is the field's value (the core's default, never a copy of it). ``fields`` maps
+    a field to its description, or to a :class:`Described` with a range or another parameter name; fields in
     ``nonnegative`` get a range from 0. Returns ``{field: value}`` to build the dataclass from.
     """
     values = {}
-    for name, description in descriptions.items():
-        default = getattr(defaults, name)
-        values[name] = declare(node, name, default, description, min=0.0 if name in nonnegative else None)
+    for name, given in fields.items():
+        about = given if isinstance(given, Described) else Described(given, 0.0 if name in nonnegative else None)
+        values[name] = declare(node, about.parameter or name, getattr(defaults, name), about.text, min=about.min,
+                               max=about.max)
     return values
 
 
