@@ -330,3 +330,39 @@ def test_a_pick_on_the_bare_table_is_refused_and_the_next_batch_is_taken(observa
     first = log["batches"][0]["pairs"][0]
     assert first["action_refusal"] == "pick_not_on_object" and not first["eligible"]
     assert log["chosen"]["trace"] == 1
+
+
+class _CountingProjector:
+    """The real SnapshotProjector, counting its calls (each a ProjectPoints round trip through the nodes)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.calls = inner, []
+
+    def project(self, requests, observation):
+        self.calls.append(len(requests))
+        return self.inner.project(requests, observation)
+
+
+def test_the_action_verifier_projects_a_batch_of_candidates_in_one_call_with_the_scores_of_one_call_per_point(
+        monkeypatch):
+    from robopin.reasoning.tts import verifiers
+
+    observation = tabletop([CUP, MUG], views=2)
+    traces = [trace((231, 181), (500, 350), tag="A", extra_pick_views={1: (420, 120)}),
+              trace((231, 181), (500, 350), tag="B", extra_pick_views={1: (252, 202)})]
+
+    def chosen_pairs(projector):
+        model = ScriptedModel([traces], {"A": 0.9, "B": 0.8})
+        tts = reasoner(model, max_batches=1, actions_per_trace=3, action_verifier={"plan": 0.0})
+        tts.bind_stages(projector=projector)
+        return [(p["action_score"], p["action_refusal"]) for p in tts.reason(query(observation)).extra["tts"]
+                ["batches"][0]["pairs"]]
+
+    batched = _CountingProjector(_two_view_projector())
+    together = chosen_pairs(batched)
+    assert len(batched.calls) == 1 and batched.calls[0] > 6  # every candidate's points and pick groups at once
+    monkeypatch.setattr(verifiers._Scoring, "prefetch", lambda *args, **kwargs: None)
+    one_by_one = _CountingProjector(_two_view_projector())
+    assert chosen_pairs(one_by_one) == together
+    assert len(one_by_one.calls) > 3 and max(one_by_one.calls) <= 2
+    assert any(refusal == "pick_views_disagree" for _, refusal in together)  # the group projection still fuses

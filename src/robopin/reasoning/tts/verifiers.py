@@ -167,6 +167,15 @@ class NoActionVerifier(ActionVerifier):
         return [ActionScore(1.0) for _ in candidates]
 
 
+def _point_key(request: PointRequest) -> tuple[int, float, float, str]:
+    return (request.img_idx, round(request.u, 2), round(request.v, 2), request.id)
+
+
+def _group_key(requests: Sequence[PointRequest]) -> tuple:
+    """A pick with its other-view pins (the pick first, the place left out)."""
+    return tuple(_point_key(r) for r in [requests[0], *requests[2:]])
+
+
 @dataclass
 class _Scoring:
     """State of one ``score`` call: projected targets per candidate, and a memo of projections (the
@@ -176,11 +185,36 @@ class _Scoring:
     memo: dict[tuple[int, float, float, str], Target] = field(default_factory=dict)
     agreement: dict[tuple, bool] = field(default_factory=dict)
 
+    def prefetch(self, context: ActionContext, points: Sequence[PointRequest],
+                 groups: Sequence[Sequence[PointRequest]]) -> None:
+        """Project every point and every pick group the candidates will ask for, in one projector call.
+
+        Through the nodes each call is a ProjectPoints round trip on the same frames, so one call for a batch
+        of candidates instead of one per point. Each point gets an ID of its own in the call (the projection
+        fuses pins that share an ID across views: these must stay apart), each group one ID for its members
+        (fused as the loop would fuse them); the answers are kept under the original requests.
+        """
+        assert context.projector is not None
+        points = list({_point_key(r): r for r in points if _point_key(r) not in self.memo}.values())
+        groups = list({_group_key(g): g for g in groups if _group_key(g) not in self.agreement}.values())
+        if not points and not groups:
+            return
+        batch = [replace(r, id=f"point-{k}") for k, r in enumerate(points)]
+        starts = []
+        for k, group in enumerate(groups):
+            starts.append(len(batch))
+            batch += [replace(r, id=f"group-{k}") for r in [group[0], *group[2:]]]
+        targets = context.projector.project(batch, context.observation)
+        for request, target in zip(points, targets, strict=False):
+            self.memo[_point_key(request)] = replace(target, id=request.id)
+        for group, start in zip(groups, starts, strict=True):
+            self.agreement[_group_key(group)] = bool(targets[start].valid)
+
     def same_object(self, context: ActionContext, requests: Sequence[PointRequest]) -> bool:
         """Whether the projection, given the pick with its other-view pins, keeps the pick valid: its
         cross-view rule (:mod:`robopin.geometry.crossview`) found them on one object."""
         assert context.projector is not None
-        key = tuple((r.img_idx, round(r.u, 2), round(r.v, 2), r.id) for r in requests[:1] + list(requests[2:]))
+        key = _group_key(requests)
         if key not in self.agreement:
             group = [requests[0], *requests[2:]]
             self.agreement[key] = bool(context.projector.project(group, context.observation)[0].valid)
@@ -188,7 +222,7 @@ class _Scoring:
 
     def project(self, context: ActionContext, request: PointRequest) -> Target:
         assert context.projector is not None
-        key = (request.img_idx, round(request.u, 2), round(request.v, 2), request.id)
+        key = _point_key(request)
         if key not in self.memo:
             self.memo[key] = context.projector.project([request], context.observation)[0]
         return self.memo[key]
@@ -203,11 +237,39 @@ class FeasibilityVerifier(ActionVerifier):
 
     def score(self, candidates: Sequence[ActionCandidate], context: ActionContext) -> list[ActionScore]:
         state = _Scoring()
+        if context.projector is not None:
+            state.prefetch(context, *self._projections(candidates, context))
         scores = [self._local(index, candidate, context, state) for index, candidate in enumerate(candidates)]
         config = self.config
         if config.plan > 0 and config.plan_check_top_k and context.actor is not None and state.targets:
             scores = self._plan_check(scores, context, state.targets)
         return scores
+
+    def _projections(self, candidates: Sequence[ActionCandidate],
+                     context: ActionContext) -> tuple[list[PointRequest], list[list[PointRequest]]]:
+        """The points and pick groups :meth:`_local` may project for ``candidates`` (some it will not need:
+        a candidate refused on depth first; they ride along in the same call)."""
+        config = self.config
+        points: list[PointRequest] = []
+        groups: list[list[PointRequest]] = []
+        views = context.segments.views if context.segments is not None else {}
+        for candidate in candidates:
+            if candidate.pick is None or candidate.place is None:
+                continue
+            pins = [r for r in candidate.support if r.id == candidate.pick.id]
+            points += [candidate.pick, candidate.place, *pins]
+            if pins and config.agreement > 0:
+                groups.append([candidate.pick, candidate.place, *pins])
+            if config.centrality > 0 and config.visibility > 0 and candidate.pick.img_idx in views:
+                segment = context.segments(candidate.pick.img_idx, candidate.pick.u, candidate.pick.v)
+                if segment is None:
+                    continue
+                points.append(replace(candidate.pick, u=segment.centre_u, v=segment.centre_v))
+                for pin in pins:
+                    other = context.segments(pin.img_idx, pin.u, pin.v)
+                    if other is not None:
+                        points.append(replace(pin, u=other.centre_u, v=other.centre_v))
+        return points, groups
 
     # -- per-candidate features from the images and (when bound) the projection
     def _local(self, index: int, candidate: ActionCandidate, context: ActionContext, state: _Scoring) -> ActionScore:
