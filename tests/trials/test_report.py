@@ -1,10 +1,13 @@
-"""Trial log and report: JSON lines round trip, success table, self-contained HTML opened in headless chromium."""
+"""Trial log and report: JSON lines round trip, success table, an HTML page (images linked as files beside it)
+opened in headless chromium."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+import urllib.parse
 
 import numpy as np
 import pytest
@@ -58,8 +61,23 @@ def test_report_counts_successes_per_task_and_method(sim_trial, tmp_path):
     table = facts["table"]["sanity_cube"]
     assert table["oracle"] == {"successes": 1, "trials": 1}
     assert table["ground-truth-oracle"] == {"successes": 0, "trials": 1}
-    assert "failure: invalid_reasoning" in page and "data:image/png;base64," in page
-    assert "<svg" in page and "http" not in page.replace("http://www.w3.org/2000/svg", "")  # self-contained
+    assert "failure: invalid_reasoning" in page and "data:image" not in page
+    assert "<svg" in page and "http" not in page.replace("http://www.w3.org/2000/svg", "")  # needs no server
+    links = re.findall(r"<img src='([^']+)'", page)
+    assert links and all((root / urllib.parse.unquote(link)).is_file() for link in links)
+    assert any("drawn_step000_static.png" in link for link in links)  # the anchors drawn, as a file
+
+
+def test_a_report_rewritten_after_each_trial_draws_each_trials_views_once(sim_trial):
+    _, _, root, _ = sim_trial
+    _failed_trial(root, "trial-101", "ground-truth-oracle")
+    write_report(root)
+    drawn = sorted(root.rglob("drawn_step*.png"))
+    stamps = {path: path.stat().st_mtime_ns for path in drawn}
+    _failed_trial(root, "trial-102", "other-model")
+    write_report(root)
+    assert all(path.stat().st_mtime_ns == stamp for path, stamp in stamps.items())  # earlier trials: not redrawn
+    assert len(list(root.rglob("drawn_step*.png"))) > len(drawn)
 
 
 @pytest.mark.slow

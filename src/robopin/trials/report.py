@@ -3,16 +3,20 @@
 Per trial (a sim trial's log, or a recorder bag of a real session: :mod:`robopin.trials.bag_trials`):
 every step's views with the reasoning's anchors drawn (:func:`robopin.pincot.draw_trace`),
 the reasoning text, a timeline of the stages and success or the named failure. Per task: RoboPIN's
-success table (successes / trials per task and method) and a bar plot of the success rates. Images
-are embedded as data URIs and plots are inline SVG, so the page opens anywhere without a server.
+success table (successes / trials per task and method) and a bar plot of the success rates. Plots are
+inline SVG; images are linked as files beside the page (each trial folder's views, and its views with the
+anchors drawn, written once into the folder), so the page opens from its folder without a server, and a
+batch of hundreds of trials stays a page a browser opens (embedded, 38 trials already made 56 MB) and is
+rewritten after each trial without encoding every earlier trial's images again.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import html
 import json
+import os
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,22 +45,38 @@ class _Trial:
     images: dict[tuple[int, str], np.ndarray] | None = None  # a recorder bag's views, in memory
 
 
-def _png_data_uri(rgb: np.ndarray, scratch: Path) -> str:
-    path = write_png(scratch, rgb)
-    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+def _href(path: Path, base: Path) -> str:
+    """``path`` as a link from a page in ``base``."""
+    return urllib.parse.quote(Path(os.path.relpath(path, base)).as_posix())
 
 
-def _drawn_views(trial: _Trial, step: TrialStep, scratch: Path) -> list[tuple[str, str]]:
+def _drawn_views(trial: _Trial, step: TrialStep, root: Path, base: Path) -> list[tuple[str, str]]:
+    """Each view of ``step`` with the reasoning's anchors drawn, as a link to its file (drawn once, then kept).
+
+    A trial folder keeps its drawn views in its ``views/``; a recorder bag's (views only in the bag) go under
+    ``<root>/.report-views/<bag>/``. A drawing older than the trial's steps is drawn again.
+    """
     from robopin.pincot import draw_trace, parse
 
     names = list(step.views)
     if trial.images is not None:
-        images = [trial.images[(step.step, name)] for name in names]
+        folder, source = root / ".report-views" / trial.folder.name, None
     else:
-        images = [read_png(trial.folder / step.views[name]) for name in names]
-    if step.raw_output and images:
-        images = draw_trace(images, parse(step.raw_output, len(images)))
-    return [(name, _png_data_uri(image, scratch)) for name, image in zip(names, images, strict=True)]
+        folder, source = trial.folder / "views", trial.folder / "steps.jsonl"
+    paths = [folder / f"drawn_step{step.step:03d}_{name}.png" for name in names]
+    fresh = all(p.is_file() and (source is None or not source.is_file()
+                                 or p.stat().st_mtime >= source.stat().st_mtime) for p in paths)
+    if not fresh and names:
+        if trial.images is not None:
+            images = [trial.images[(step.step, name)] for name in names]
+        else:
+            images = [read_png(trial.folder / step.views[name]) for name in names]
+        if step.raw_output:
+            images = draw_trace(images, parse(step.raw_output, len(images)))
+        folder.mkdir(parents=True, exist_ok=True)
+        for path, image in zip(paths, images, strict=True):
+            write_png(path, image)
+    return [(name, _href(path, base)) for name, path in zip(names, paths, strict=True)]
 
 
 def _timeline_svg(steps: Sequence[TrialStep]) -> str:
@@ -179,11 +199,11 @@ def _verdicts(summary: TrialSummary) -> str:
     return f"<p class='judgement'>{text}</p>"
 
 
-def _initial_views(trial: _Trial, scratch: Path) -> str:
+def _initial_views(trial: _Trial, base: Path) -> str:
     images = sorted((trial.folder / "views").glob("initial_*.png"))
     if not images:
         return ""
-    figures = "".join(f"<figure><img src='{_png_data_uri(read_png(path), scratch)}' alt='{path.stem}'/>"
+    figures = "".join(f"<figure><img src='{_href(path, base)}' alt='{path.stem}'/>"
                       f"<figcaption>{html.escape(path.stem.replace('initial_', 'before: '))}</figcaption></figure>"
                       for path in images)
     return f"<div class='views initial'>{figures}</div>"
@@ -204,9 +224,13 @@ def _load(root: Path) -> list[_Trial]:
     return trials
 
 
-def build_report(root: str | Path) -> tuple[str, dict[str, Any]]:
-    """Return (HTML page, JSON-ready facts) for every finished trial under ``root``."""
+def build_report(root: str | Path, base: str | Path | None = None) -> tuple[str, dict[str, Any]]:
+    """Return (HTML page, JSON-ready facts) for every finished trial under ``root``.
+
+    ``base``: the folder the page will be written into (its image links are relative to it; default ``root``).
+    """
     root = Path(root)
+    base = Path(base) if base is not None else root
     trials = _load(root)
     methods = sorted({t.summary.method for t in trials})
     table: dict[str, dict[str, tuple[int, int]]] = {}
@@ -227,33 +251,29 @@ def build_report(root: str | Path) -> tuple[str, dict[str, Any]]:
         f"<td>{sum(table[t][m][0] for t in table if m in table[t])}/"
         f"{sum(table[t][m][1] for t in table if m in table[t])}</td>" for m in methods)
     sections = []
-    scratch = root / ".report-scratch.png"
-    try:
-        for trial in trials:
-            s = trial.summary
-            verdict = ("<span class='ok'>success</span>" if s.success
-                       else f"<span class='fail'>failure: {html.escape(s.failure)}</span>")
-            steps_html = []
-            for step in trial.steps:
-                views = "".join(f"<figure><img src='{uri}' alt='{html.escape(name)}'/><figcaption>{html.escape(name)}"
-                                f"</figcaption></figure>" for name, uri in _drawn_views(trial, step, scratch))
-                errors = "".join(f"<li>{html.escape(e)}</li>" for e in step.errors)
-                steps_html.append(
-                    f"<div class='step'><h4>step {step.step}: {html.escape(step.instruction)}</h4>"
-                    f"<div class='views'>{views}</div>"
-                    f"<details open><summary>reasoning ({html.escape(step.model or 'model')})</summary>"
-                    f"<pre>{html.escape(step.raw_output)}</pre></details>"
-                    f"<p>planner: {html.escape(step.planner_status or '–')} in {step.planning_time_s:.3f} s; "
-                    f"execution: {html.escape(step.execution or '–')}</p>"
-                    + (f"<ul class='errors'>{errors}</ul>" if errors else "") + "</div>")
-            sections.append(
-                f"<section class='trial' id='{html.escape(s.trial_id)}'><h3>{html.escape(s.trial_id)} — "
-                f"{html.escape(s.task)} / {html.escape(s.method)}: {verdict}</h3>"
-                f"<p class='muted'>{html.escape(s.instruction)} · {s.steps} step(s) · {s.duration_s:.2f} s</p>"
-                f"{_verdicts(s)}{_initial_views(trial, scratch)}"
-                f"{_timeline_svg(trial.steps)}{''.join(steps_html)}</section>")
-    finally:
-        scratch.unlink(missing_ok=True)
+    for trial in trials:
+        s = trial.summary
+        verdict = ("<span class='ok'>success</span>" if s.success
+                   else f"<span class='fail'>failure: {html.escape(s.failure)}</span>")
+        steps_html = []
+        for step in trial.steps:
+            views = "".join(f"<figure><img src='{uri}' alt='{html.escape(name)}'/><figcaption>{html.escape(name)}"
+                            f"</figcaption></figure>" for name, uri in _drawn_views(trial, step, root, base))
+            errors = "".join(f"<li>{html.escape(e)}</li>" for e in step.errors)
+            steps_html.append(
+                f"<div class='step'><h4>step {step.step}: {html.escape(step.instruction)}</h4>"
+                f"<div class='views'>{views}</div>"
+                f"<details open><summary>reasoning ({html.escape(step.model or 'model')})</summary>"
+                f"<pre>{html.escape(step.raw_output)}</pre></details>"
+                f"<p>planner: {html.escape(step.planner_status or '–')} in {step.planning_time_s:.3f} s; "
+                f"execution: {html.escape(step.execution or '–')}</p>"
+                + (f"<ul class='errors'>{errors}</ul>" if errors else "") + "</div>")
+        sections.append(
+            f"<section class='trial' id='{html.escape(s.trial_id)}'><h3>{html.escape(s.trial_id)} — "
+            f"{html.escape(s.task)} / {html.escape(s.method)}: {verdict}</h3>"
+            f"<p class='muted'>{html.escape(s.instruction)} · {s.steps} step(s) · {s.duration_s:.2f} s</p>"
+            f"{_verdicts(s)}{_initial_views(trial, base)}"
+            f"{_timeline_svg(trial.steps)}{''.join(steps_html)}</section>")
     judged = _judged_sections(trials)
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>robopin trial report</title>
@@ -282,8 +302,8 @@ section.trial {{ border-top: 2px solid #ddd; }}
 def write_report(root: str | Path, output: str | Path | None = None) -> tuple[Path, Path]:
     """Write ``report.html`` and ``report.json`` (default: into ``root``); return both paths."""
     root = Path(root)
-    page, facts = build_report(root)
     html_path = Path(output) if output is not None else root / "report.html"
+    page, facts = build_report(root, html_path.parent)
     html_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.write_text(page, encoding="utf-8")
     json_path = html_path.with_suffix(".json")
