@@ -20,6 +20,7 @@ from rcl_interfaces.srv import ListParameters
 from rclpy.node import Node
 
 from robopin.env import REPO_ROOT
+from robopin.settings import described
 from robopin.system import load_system
 from robopin.system.node_parameters import NESTED_SETTINGS, NODE_PARAMETERS, ROS_OWN_PARAMETERS, VIEW_TOPIC_PREFIX
 from tests.ros.rostest_utils import wait_for
@@ -52,6 +53,29 @@ def _remote_parameter_names(name: str, timeout_s: float = 60.0) -> list[str]:
         probe.destroy_node()
 
 
+def _configs() -> dict[str, tuple[type, ...]]:
+    from robopin.geometry.crossview import CrossViewConfig
+    from robopin.geometry.depth import DepthConfig
+    from robopin.geometry.projection import ProjectionConfig
+    from robopin.motion.grasps import GraspConfig
+    from robopin.motion.pick_place_task import PickPlaceSettings
+    from robopin.motion.scene import SceneConfig
+
+    return {"motion_planner_node": (SceneConfig, GraspConfig, PickPlaceSettings),
+            "projection_node": (DepthConfig, CrossViewConfig, ProjectionConfig)}
+
+
+_SETTINGS = _configs()
+
+
+def _node_default(executable: str, config: type):
+    """The node's default of a config: the core's, but for the projection node's stale-frame check (1 s)."""
+    defaults = config()
+    if executable == "projection_node" and config.__name__ == "ProjectionConfig":
+        defaults = dataclasses.replace(defaults, max_frame_age_s=1.0)
+    return defaults
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("system_name", ["sim_panda", "sim_xarm6"])
 def test_every_live_node_declares_exactly_the_tables_parameters(system_name):
@@ -66,6 +90,13 @@ def test_every_live_node_declares_exactly_the_tables_parameters(system_name):
             table = set(NODE_PARAMETERS[executable])
             assert live == table, (f"{name} ({executable}): declared but not in the table {sorted(live - table)}, "
                                    f"in the table but not declared {sorted(table - live)}")
+            for config in _SETTINGS.get(executable, ()):
+                for field, about in described(config).items():
+                    parameter = node._parameters[about.parameter or field]
+                    descriptor = node.describe_parameter(about.parameter or field)
+                    assert descriptor.description == about.text, (executable, field)
+                    assert parameter.value == getattr(_node_default(executable, config), field) or \
+                        f"{about.parameter or field}" in system.node(name).parameters, (executable, field)
             seen.add(name)
         for name, process in bringup.processes.items():
             wait_for(lambda p=process: p.exit_code() is not None or not p.not_ready(), 120.0, f"{name} ready")

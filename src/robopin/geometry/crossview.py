@@ -24,6 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from robopin.geometry.camera_model import CameraModel, pixel_rays
 from robopin.geometry.transforms import transform_points
+from robopin.settings import setting
 
 __all__ = ["CROSS_VIEW_RULES", "CrossViewConfig", "CrossViewError", "CrossViewVerdict", "ViewDepth", "same_object"]
 
@@ -58,8 +59,11 @@ class CrossViewConfig:
         support_tolerance_m: two pins both on the support agree within this distance.
     """
 
-    rule: str = "object_extent"
-    radius_m: float = 0.15
+    rule: str = setting("object_extent", "estimates of one anchor further apart than fusion_tolerance_m: "
+                                         "object_extent = agree when on one object, distance = disagree",
+                        parameter="cross_view_rule")
+    radius_m: float = setting(0.15, "depth this close to each pin is searched for its object, metres", min=0.0,
+                              parameter="cross_view_radius_m")
     voxel_m: float = 0.004
     plane_distance_m: float = 0.006
     max_plane_tilt_deg: float = 20.0

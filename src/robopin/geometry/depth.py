@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from robopin.geometry.camera_model import CameraModel
 from robopin.geometry.reasons import RefusalReason
+from robopin.settings import setting
 
 __all__ = [
     "DepthConfig",
@@ -54,11 +55,13 @@ class DepthConfig:
             else the point is ``depth_edge_ambiguous``.
     """
 
-    window_px: int = 7
-    min_depth_m: float = 0.1
-    max_depth_m: float = 3.0
-    min_valid_fraction: float = 0.3
-    edge_gap_m: float = 0.015
+    window_px: int = setting(7, "side of the depth sample window around a point, pixels (odd)", min=1)
+    min_depth_m: float = setting(0.1, "nearest valid depth, metres", min=0.0)
+    max_depth_m: float = setting(3.0, "farthest valid depth, metres", min=0.0)
+    min_valid_fraction: float = setting(0.3, "below this fraction of valid samples in the window the point has no "
+                                             "depth", min=0.0, max=1.0)
+    edge_gap_m: float = setting(0.015, "a jump between neighbouring sorted depth samples larger than this marks an "
+                                       "edge, metres", min=0.0)
     edge_gap_relative: float = 0.02
     min_surface_fraction: float = 0.1
     centre_px: int = 1

@@ -29,6 +29,7 @@ from robopin.geometry.reasons import RefusalReason
 from robopin.geometry.surface import estimate_normal
 from robopin.geometry.transforms import transform_points, transform_vectors
 from robopin.geometry.workspace import WorkspaceBox
+from robopin.settings import setting
 
 __all__ = [
     "FUSION_POLICIES",
@@ -173,15 +174,19 @@ class ProjectionConfig:
     """
 
     depth: DepthConfig = field(default_factory=DepthConfig)
-    normal_window_px: int = 9
+    normal_window_px: int = setting(9, "window of the surface normal plane fit, pixels", min=1)
     workspace: WorkspaceBox | None = None
-    pose_tolerance_s: float = 0.05
-    fusion_tolerance_m: float = 0.02
+    pose_tolerance_s: float = setting(0.05, "a wrist view needs an arm pose within this many seconds of the frame",
+                                      min=0.0)
+    fusion_tolerance_m: float = setting(0.02, "estimates of one anchor from several views must agree within this, "
+                                              "metres", min=0.0)
     cross_view: CrossViewConfig = field(default_factory=CrossViewConfig)
-    fusion_policy: str = "refuse"
+    fusion_policy: str = setting("refuse", "when views disagree: refuse, prefer_view (see view_priority) or "
+                                           "nearest_view")
     view_priority: tuple[str, ...] = ()
     plane_agreement_m: float = 0.005
-    max_frame_age_s: float = 0.0
+    max_frame_age_s: float = setting(0.0, "frames older than this at projection time are refused as stale_frame, "
+                                          "seconds (0: no check)", min=0.0)
 
     def __post_init__(self) -> None:
         if self.fusion_policy not in FUSION_POLICIES:

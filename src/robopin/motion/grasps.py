@@ -12,14 +12,16 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from robopin.motion.errors import MotionConfigError
+from robopin.settings import setting
 
 
 @dataclass
 class GraspConfig:
     """Offsets and choices of the pick-and-place primitives (metres, radians)."""
 
-    pre_grasp_distance_m: float = 0.10  # stand-off along the approach axis before descending
-    grasp_depth_m: float = 0.02  # how far below the picked surface point the TCP goes
+    pre_grasp_distance_m: float = setting(0.10, "approach distance before the grasp along the gripper axis, metres",
+                                          min=0.0)
+    grasp_depth_m: float = setting(0.02, "how far below the picked surface point the TCP goes, metres")
     # Lowest TCP height above the support surface at a grasp: the fingertips reach ~1.1 cm (Panda) and
     # ~0.6 cm (xArm gripper) past the TCP, and the planner pads links, so a small object is grasped
     # this high instead of pushing the fingers into the table.
@@ -28,10 +30,10 @@ class GraspConfig:
     # grasp centres on the points within this radius (xy) of it, moving at most max_centring_m.
     centring_radius_m: float = 0.035
     max_centring_m: float = 0.025
-    lift_height_m: float = 0.12
-    place_clearance_m: float = 0.01  # gap left under the object when releasing
-    pre_place_distance_m: float = 0.10
-    retreat_distance_m: float = 0.10
+    lift_height_m: float = setting(0.12, "lift height after the grasp, metres", min=0.0)
+    place_clearance_m: float = setting(0.01, "gap left under the object when releasing, metres")
+    pre_place_distance_m: float = setting(0.10, "approach distance before the place pose, metres", min=0.0)
+    retreat_distance_m: float = setting(0.10, "retreat distance after releasing, metres", min=0.0)
     object_height_m: float = 0.05  # used when the object's height is not measured
     yaw_variants: int = 4  # yaw candidates tried, spread over a half turn (the gripper is symmetric)
     normal_aligned: bool = False  # approach against the surface normal instead of straight down

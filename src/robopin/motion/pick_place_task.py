@@ -26,6 +26,7 @@ from robopin.motion.pick_place import PickPlaceConfig, PickPlacePlan, plan_pick_
 from robopin.motion.planner import MotionPlanner
 from robopin.motion.scene import SceneKeeper, StaleWorldError
 from robopin.motion.types import JointTrajectory
+from robopin.settings import setting
 
 
 @dataclasses.dataclass
@@ -33,11 +34,14 @@ class PickPlaceSettings:
     """A cell's pick-and-place options, set once (the motion planner node's parameters of the same names)."""
 
     grasp: GraspConfig = dataclasses.field(default_factory=GraspConfig)
-    gripper_open_m: float = 0.08
-    gripper_max_effort_n: float = 20.0
-    min_held_width_m: float = 0.003  # finger width below this after closing: nothing is held
-    object_footprint_m: float = 0.05  # width and depth assumed for the held object
-    place_search_radius_m: float = 0.02  # a blocked place point may move this far on its surface (0: never)
+    gripper_open_m: float = setting(0.08, "gripper opening width for approach and release, metres", min=0.0)
+    gripper_max_effort_n: float = setting(20.0, "gripper grasp force, newtons", min=0.0)
+    min_held_width_m: float = setting(0.003, "finger width below this after closing means nothing is held, metres",
+                                      min=0.0)
+    object_footprint_m: float = setting(0.05, "object width and depth assumed for place collision checks, metres",
+                                        min=0.0)
+    place_search_radius_m: float = setting(0.02, "a blocked place point may move this far on its surface, metres "
+                                                 "(0: never)", min=0.0)
 
 
 @dataclasses.dataclass

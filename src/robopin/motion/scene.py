@@ -19,6 +19,7 @@ from robopin.geometry.workspace import WorkspaceBox
 from robopin.motion.errors import MotionConfigError, MotionError
 from robopin.motion.robot import RobotModel
 from robopin.motion.world import CollisionWorld
+from robopin.settings import setting
 
 
 class StaleWorldError(MotionError):
@@ -31,16 +32,19 @@ class SceneConfig:
 
     workspace: WorkspaceBox = field(default_factory=lambda: WorkspaceBox((0.1, -0.6, -0.05), (0.9, 0.6, 0.8)))
     table_height_m: float | None = 0.0
-    robot_mask_padding_m: float = 0.03
-    voxel_size_m: float = 0.01
-    max_cloud_age_s: float = 2.0
-    require_cloud: bool = False
-    min_cloud_height_m: float = 0.01  # points at or below the table top are the table (a primitive already)
+    robot_mask_padding_m: float = setting(0.03, "padding around the robot's links removed from the obstacle cloud, "
+                                                "metres", min=0.0)
+    voxel_size_m: float = setting(0.01, "obstacle cloud voxel size, metres", min=0.0)
+    max_cloud_age_s: float = setting(2.0, "an obstacle cloud older than this many seconds is stale", min=0.0)
+    require_cloud: bool = setting(False, "refuse to plan without a fresh obstacle cloud")
+    # Points at or below the table top are the table (a primitive already).
+    min_cloud_height_m: float = setting(0.01, "cloud points at most this many metres above the table are the table, "
+                                              "not obstacles")
     # With require_cloud, how long world() waits for a fresh cloud before refusing: the first one
     # can arrive a few seconds after start-up (cameras at ~1 Hz, DDS discovery).
-    cloud_wait_s: float = 5.0
-    # The arm has moved when a joint leaves the pose it rested at by more than this (rad).
-    arm_still_tolerance_rad: float = 0.005
+    cloud_wait_s: float = setting(5.0, "seconds a goal waits for a cloud taken while the arm was still", min=0.0)
+    arm_still_tolerance_rad: float = setting(0.005, "the arm moved when a joint leaves its rest pose by more than "
+                                                    "this, rad", min=0.0)
 
     def __post_init__(self) -> None:
         for name in ("robot_mask_padding_m", "voxel_size_m", "max_cloud_age_s", "arm_still_tolerance_rad"):

@@ -40,7 +40,7 @@ from robopin.robots.state import GripperResult
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, ActionClient, SingleGoalGuard, follow_goal
 from robopin_ros.logs import LoggedNode
-from robopin_ros.parameters import declare, declare_fields, declare_nested
+from robopin_ros.parameters import declare, declare_nested, declare_settings
 from robopin_ros.runtime import StreamSpinner, run_node
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
@@ -69,34 +69,10 @@ class MotionPlannerNode(LoggedNode):
                         "table surface height in the base frame, metres (nan: no table collision plane)"))
         self.scene = SceneKeeper(self.planner.robot, SceneConfig(
             workspace=workspace, table_height_m=None if math.isnan(table) else table,
-            **declare_fields(self, SceneConfig(), {
-                "robot_mask_padding_m": "padding around the robot's links removed from the obstacle cloud, metres",
-                "voxel_size_m": "obstacle cloud voxel size, metres",
-                "max_cloud_age_s": "an obstacle cloud older than this many seconds is stale",
-                "require_cloud": "refuse to plan without a fresh obstacle cloud",
-                "min_cloud_height_m": "cloud points at most this many metres above the table are the table, "
-                                      "not obstacles",
-                "cloud_wait_s": "seconds a goal waits for a cloud taken while the arm was still",
-                "arm_still_tolerance_rad": "the arm moved when a joint leaves its rest pose by more than this, rad",
-            }, nonnegative={"robot_mask_padding_m", "voxel_size_m", "max_cloud_age_s", "cloud_wait_s",
-                            "arm_still_tolerance_rad"})))
-        grasp = GraspConfig(**declare_fields(self, GraspConfig(), {
-            "pre_grasp_distance_m": "approach distance before the grasp along the gripper axis, metres",
-            "grasp_depth_m": "how far below the picked surface point the TCP goes, metres",
-            "lift_height_m": "lift height after the grasp, metres",
-            "place_clearance_m": "gap left under the object when releasing, metres",
-            "pre_place_distance_m": "approach distance before the place pose, metres",
-            "retreat_distance_m": "retreat distance after releasing, metres",
-        }, nonnegative={"pre_grasp_distance_m", "lift_height_m", "pre_place_distance_m", "retreat_distance_m"}))
-        settings = declare_fields(self, PickPlaceSettings(), {
-            "gripper_open_m": "gripper opening width for approach and release, metres",
-            "gripper_max_effort_n": "gripper grasp force, newtons",
-            "min_held_width_m": "finger width below this after closing means nothing is held, metres",
-            "object_footprint_m": "object width and depth assumed for place collision checks, metres",
-            "place_search_radius_m": "a blocked place point may move this far on its surface, metres (0: never)",
-        }, nonnegative={"gripper_open_m", "gripper_max_effort_n", "min_held_width_m", "object_footprint_m",
-                        "place_search_radius_m"})
-        self.task = PickPlaceTask(self.planner, self.scene, PickPlaceSettings(grasp=grasp, **settings),
+            **declare_settings(self, SceneConfig())))
+        grasp = GraspConfig(**declare_settings(self, GraspConfig()))
+        self.task = PickPlaceTask(self.planner, self.scene,
+                                  PickPlaceSettings(grasp=grasp, **declare_settings(self, PickPlaceSettings())),
                                   clock=self._now_s)
         self.max_joint_state_age_s = float(p("max_joint_state_age_s", 1.0,
                                              "a joint state older than this many seconds refuses the goal", min=0.0))

@@ -9,7 +9,6 @@ rclpy enforces (on the override at start and on every later set) where one holds
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -19,6 +18,7 @@ from rclpy.exceptions import InvalidParameterValueException
 from rclpy.node import Node
 
 from robopin.errors import did_you_mean
+from robopin.settings import described
 from robopin.system.nested import flatten_setting, setting_from_parameters
 from robopin.system.node_parameters import VIEW_TOPIC_PREFIX
 from robopin.system.schema import SystemFileError
@@ -65,30 +65,13 @@ def declare(node: Node, name: str, default: Any, description: str, *, read_only:
         raise ParameterRangeError(f"parameter {name} must be {bound}, got {value!r}") from None
 
 
-@dataclasses.dataclass(frozen=True)
-class Described:
-    """A config field's parameter: its description and range, and its ROS name where that is not the field's."""
-
-    text: str
-    min: float | None = None
-    max: float | None = None
-    parameter: str = ""
-
-
-def declare_fields(node: Node, defaults: Any, fields: Mapping[str, str | Described], *,
-                   nonnegative: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
-    """Declare one parameter per field of the dataclass instance ``defaults`` named in ``fields``.
-
-    Each parameter's default is the field's value (the core's default, never a copy of it). ``fields`` maps
-    a field to its description, or to a :class:`Described` with a range or another parameter name; fields in
-    ``nonnegative`` get a range from 0. Returns ``{field: value}`` to build the dataclass from.
-    """
-    values = {}
-    for name, given in fields.items():
-        about = given if isinstance(given, Described) else Described(given, 0.0 if name in nonnegative else None)
-        values[name] = declare(node, about.parameter or name, getattr(defaults, name), about.text, min=about.min,
-                               max=about.max)
-    return values
+def declare_settings(node: Node, defaults: Any) -> dict[str, Any]:
+    """Declare one parameter per described field (:func:`robopin.settings.setting`) of the config dataclass
+    instance ``defaults``: its name (or the setting's ``parameter``), the field's value as the default, its
+    description and range. Returns ``{field: value}`` to build the dataclass from."""
+    return {name: declare(node, about.parameter or name, getattr(defaults, name), about.text, min=about.min,
+                          max=about.max)
+            for name, about in described(defaults).items()}
 
 
 def declare_nested(node: Node, name: str, default: Mapping[str, Any], description: str, *,

@@ -62,7 +62,7 @@ from robopin.interfaces import ARM, JOINT_STATES, PROJECT_POINTS, TARGET_MARKERS
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode
-from robopin_ros.parameters import Described, declare, declare_fields, declare_nested
+from robopin_ros.parameters import declare, declare_nested, declare_settings
 from robopin_ros.runtime import run_node
 
 
@@ -168,34 +168,16 @@ class ProjectionNode(LoggedNode):
                                  "workspace cloud publish period, seconds (0: no cloud)", min=0.0))
         cloud_views = [v for v in p("cloud_views", [""],
                                     "views the workspace cloud is built from (empty: all views)") if v]
-        depth = DepthConfig(**declare_fields(self, DepthConfig(), {
-            "window_px": Described("side of the depth sample window around a point, pixels (odd)", min=1),
-            "min_depth_m": "nearest valid depth, metres",
-            "max_depth_m": "farthest valid depth, metres",
-            "min_valid_fraction": Described("below this fraction of valid samples in the window the point has no "
-                                            "depth", min=0.0, max=1.0),
-            "edge_gap_m": "a jump between neighbouring sorted depth samples larger than this marks an edge, metres",
-        }, nonnegative={"min_depth_m", "max_depth_m", "edge_gap_m"}))
+        depth = DepthConfig(**declare_settings(self, DepthConfig()))
         self.workspace = WorkspaceBox.from_dict(workspace) if workspace else None
-        cross_view = CrossViewConfig(**declare_fields(self, CrossViewConfig(), {
-            "rule": Described("estimates of one anchor further apart than fusion_tolerance_m: object_extent = agree "
-                              "when on one object, distance = disagree", parameter="cross_view_rule"),
-            "radius_m": Described("depth this close to each pin is searched for its object, metres", min=0.0,
-                                  parameter="cross_view_radius_m"),
-        }))
+        cross_view = CrossViewConfig(**declare_settings(self, CrossViewConfig()))
         # A running node refuses stale frames; the core's default (0: no check) is for offline projection.
         node_defaults = dataclasses.replace(ProjectionConfig(), max_frame_age_s=1.0)
         config = ProjectionConfig(
             depth=depth, workspace=self.workspace, cross_view=cross_view,
             view_priority=tuple(v for v in p("view_priority", [""],
                                              "view names, most trusted first (fusion_policy prefer_view)") if v),
-            **declare_fields(self, node_defaults, {
-                "normal_window_px": Described("window of the surface normal plane fit, pixels", min=1),
-                "pose_tolerance_s": "a wrist view needs an arm pose within this many seconds of the frame",
-                "fusion_tolerance_m": "estimates of one anchor from several views must agree within this, metres",
-                "fusion_policy": "when views disagree: refuse, prefer_view (see view_priority) or nearest_view",
-                "max_frame_age_s": "frames older than this at projection time are refused as stale_frame, seconds",
-            }, nonnegative={"pose_tolerance_s", "fusion_tolerance_m", "max_frame_age_s"}),
+            **declare_settings(self, node_defaults),
         )
         if not self.view_names:
             raise ValueError("parameter views must name at least one camera view (img_idx 0, 1, ...)")

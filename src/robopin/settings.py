@@ -1,0 +1,36 @@
+"""Described settings: a config dataclass field that carries its own description and range.
+
+A node's ROS parameters are generated from the fields of the core config dataclasses it reads (name,
+default, type, description, range), so the core's default is the node's default and a field documents itself
+once, in the dataclass (``robopin_ros.parameters.declare_settings`` declares them). A field made with
+:func:`setting` is a parameter of every node that reads that dataclass; a field without it is not.
+No rclpy here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+__all__ = ["Setting", "described", "setting"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """A field's description, its inclusive range, and its parameter name where that is not the field's."""
+
+    text: str
+    min: float | None = None
+    max: float | None = None
+    parameter: str = ""
+
+
+def setting(default: Any, text: str, *, min: float | None = None, max: float | None = None,
+            parameter: str = "") -> Any:
+    """A dataclass field with ``default``, described by ``text`` (and its range: ``min``/``max``, inclusive)."""
+    return dataclasses.field(default=default, metadata={"setting": Setting(text, min, max, parameter)})
+
+
+def described(config: Any) -> dict[str, Setting]:
+    """The described fields of a config dataclass (class or instance), in declaration order."""
+    return {f.name: f.metadata["setting"] for f in dataclasses.fields(config) if "setting" in f.metadata}
