@@ -54,6 +54,7 @@ def _remote_parameter_names(name: str, timeout_s: float = 60.0) -> list[str]:
 
 
 def _configs() -> dict[str, tuple[type, ...]]:
+    from robopin.cameras.base import CameraConfig
     from robopin.geometry.crossview import CrossViewConfig
     from robopin.geometry.depth import DepthConfig
     from robopin.geometry.projection import ProjectionConfig
@@ -62,7 +63,7 @@ def _configs() -> dict[str, tuple[type, ...]]:
     from robopin.motion.scene import SceneConfig
 
     return {"motion_planner_node": (SceneConfig, GraspConfig, PickPlaceSettings),
-            "projection_node": (DepthConfig, CrossViewConfig, ProjectionConfig)}
+            "projection_node": (DepthConfig, CrossViewConfig, ProjectionConfig), "camera_node": (CameraConfig,)}
 
 
 _SETTINGS = _configs()

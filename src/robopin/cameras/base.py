@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from robopin.registry import RegisteredBackend, RegisteredConfig, Registry, UnknownTypeError
+from robopin.settings import setting
 
 if TYPE_CHECKING:
     from robopin.geometry import CameraModel
@@ -256,10 +257,10 @@ class CameraConfig(RegisteredConfig, registry=CAMERAS):
 
     type: ClassVar[str] = ""
 
-    name: str = "camera"
-    width: int = 640
-    height: int = 480
-    fps: int = 30
+    name: str = setting("camera", "camera view name: topics /cameras/<name>/..., frame <name>_optical")
+    width: int = setting(640, "color (and depth) stream width, pixels", min=1)
+    height: int = setting(480, "color (and depth) stream height, pixels", min=1)
+    fps: int = setting(30, "stream frame rate, frames per second", min=1)
     warmup_s: float = 0.0
     read_timeout_s: float = 1.0
 

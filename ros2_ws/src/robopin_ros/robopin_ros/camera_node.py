@@ -29,13 +29,14 @@ from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import CameraInfo, Image
 
 from robopin.cameras import Camera, CameraError, CameraTimeoutError, camera_config_from_dict, make_camera
+from robopin.cameras.base import CameraConfig
 from robopin.cameras.memory import retain_freed_image_memory
 from robopin.interfaces import DIAGNOSTICS_TOPIC
 from robopin.system.names import namespaced_label
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode
-from robopin_ros.parameters import declare, declare_nested
+from robopin_ros.parameters import declare, declare_nested, declare_settings
 from robopin_ros.runtime import run_node
 
 # Parameters that, when set, are copied into the backend config (only if that backend has the field).
@@ -57,13 +58,10 @@ class CameraNode(LoggedNode):
         super().__init__("camera_node", **node_kwargs)
         # Each frame allocates and frees megabytes; keep them mapped rather than fault them in every frame.
         retain_freed_image_memory()
-        declare(self, "name", "camera", "camera view name: topics /cameras/<name>/..., frame <name>_optical")
+        declare_settings(self, CameraConfig())  # name, width, height, fps
         declare(self, "backend", "realsense", "camera backend: realsense, zed, sim or bag")
         # Serials are digits: dynamic typing lets `-p serial:=123456` through (as an int) instead of failing.
         declare(self, "serial", "", "device serial number (empty: the only connected device)", dynamic_typing=True)
-        declare(self, "width", 640, "color (and depth) stream width, pixels", min=1)
-        declare(self, "height", 480, "color (and depth) stream height, pixels", min=1)
-        declare(self, "fps", 30, "stream frame rate, frames per second", min=1)
         declare(self, "filters", [""], "depth post-processing filters of the backend, in order")
         declare(self, "playback_file", "",
                 "RealSense .db3 (or .bag) recording played instead of a device (empty: a live device)")
