@@ -145,3 +145,29 @@ def test_a_real_run_takes_the_dry_runs_plan_only_while_nothing_it_was_planned_fr
         assert not task.plan(q + 0.01, PickPlaceRequest(pick, place)).reused
     finally:
         scene.close()
+
+
+def test_a_grasp_below_a_twisted_arm_is_approached_on_the_grasps_own_branch(monkeypatch):
+    """Layout 33 of the Panda long-horizon task (a fresh-layouts batch failure, issue 36): after placing the first
+    lego brick the arm rests twisted (joint 1 2.57 rad, joint 3 -2.23 rad, read from that trial's bag), and the
+    pre-grasp IK seeded there lies on a branch whose straight descent to the second brick, 0.33 m in front of the
+    base, breaks half way ("grasping: ik_fail straight line breaks at 5/11"). The grasp is reachable."""
+    from robopin.motion import pick_place
+
+    scene = build_scene("long_horizon", 33, robot="panda", world_name=f"pp-twisted-{next(_names)}")
+    try:
+        scene.world.reset_arm([2.57, -0.69, -2.23, -1.92, -0.71, 2.25, 0.01])
+        task, arm = _task(scene, "panda")
+        brick = scene.world.object_center("yellow_lego_1")
+        pick, place = np.array([brick[0] + 0.021, brick[1], 0.022]), np.array([0.495, 0.152, 0.013])  # the trial's
+        q = arm.joint_state().positions
+        with monkeypatch.context() as patched:
+            patched.setattr(pick_place, "_approach_on_the_grasps_branch", lambda *args, **kwargs: None)
+            seeded_here = task.plan(q, PickPlaceRequest(pick, place))
+        assert (seeded_here.status, seeded_here.plan.failed_stage) == ("ik_fail", "grasping"), seeded_here.message
+        outcome = task.pick_place(q, PickPlaceRequest(pick, place), DirectArm(arm))
+        arm.disconnect()
+        assert outcome.success, (outcome.status, outcome.message)
+        assert np.linalg.norm(scene.world.object_center("yellow_lego_1")[:2] - [0.547, 0.163]) < 0.099  # on the plate
+    finally:
+        scene.close()

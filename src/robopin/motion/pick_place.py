@@ -282,9 +282,40 @@ def _plan_grasp(
         descent = request.linear(target_free, approach.trajectory.positions[-1], grasp.T_base_grasp)
         if not descent.success:
             failure = _Failure("grasping", descent)
-            continue
+            retried = _approach_on_the_grasps_branch(request, q, grasp, world, target_free)
+            if retried is None:
+                continue
+            approach, descent = retried
         return grasp, approach, descent
     return failure
+
+
+def _approach_on_the_grasps_branch(
+    request: _Request, q: NDArray[np.float64], grasp: GraspCandidate, world: CollisionWorld,
+    target_free: CollisionWorld,
+) -> tuple[PlanResult, PlanResult] | None:
+    """Approach and descent through a pre-grasp configuration chosen from the grasp's end, or None.
+
+    The approach's IK is seeded from where the arm is. After a place far to one side the arm can rest
+    twisted (the Panda with joint 1 near 2.6 rad and joint 3 near -2.2 rad): the pre-grasp solution
+    closest to that is on a branch from which the straight descent runs into a joint limit part way
+    down, although the grasp is reachable. Here the grasp's IK is seeded from the home configuration,
+    the pre-grasp's from the grasp's, and the approach plans to that configuration.
+    """
+    planner = request.planner
+    robot = planner.robot
+    q_grasp = robot.inverse_kinematics(grasp.T_base_grasp, robot.home, collision_free=False)
+    if q_grasp is None:
+        return None
+    planner.update_world(world)
+    q_pre = robot.inverse_kinematics(grasp.T_base_pre_grasp, q_grasp, restarts=0)
+    if q_pre is None:
+        return None
+    approach = planner.plan_to_joints(q, q_pre, velocity_scale=request.velocity_scale)
+    if not approach.success:
+        return None
+    descent = request.linear(target_free, approach.trajectory.positions[-1], grasp.T_base_grasp)
+    return (approach, descent) if descent.success else None
 
 
 def _held_object(request: _Request, grasp: GraspCandidate, target_free: CollisionWorld) -> _Held:
