@@ -1,6 +1,8 @@
 """Parameter declaration with descriptors: what `ros2 param describe` shows for every robopin node.
 
-Every node declares through :func:`declare`, so each parameter carries a description, is read-only
+Every node declares through :func:`declare` (or :func:`declare_settings`, which declares the described fields of a
+core config dataclass: name, default, description and range from the dataclass), so each parameter carries a
+description, is read-only
 unless its node's set-parameters callback really applies a change at run time, and carries the range
 rclpy enforces (on the override at start and on every later set) where one holds. Nested settings
 (``vlm``, ``reasoning``, ...) are declared by :func:`declare_nested` as dotted parameters, one per key.
