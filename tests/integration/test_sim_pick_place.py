@@ -8,6 +8,7 @@ from the rendered depth, and every phase runs on the simulated arm, so a plan ma
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -63,12 +64,20 @@ def _task(scene, robot: str) -> tuple[PickPlaceTask, object]:
     return PickPlaceTask(planner, keeper, PickPlaceSettings(), clock=lambda: 0.0), arm
 
 
-@pytest.mark.parametrize("robot", ["panda", "xarm6"])
-def test_multi_view_pick_and_place_runs_every_phase_within_tolerance(robot):
-    scene = build_scene("multi_view", 0, robot=robot, world_name=f"pp-{robot}-{next(_names)}")
+@contextlib.contextmanager
+def _multi_view(robot: str, label: str):
+    """Layout 0 of the multi-view task: (scene, task, sim arm, the oracle's pick and place points); closed after."""
+    scene = build_scene("multi_view", 0, robot=robot, world_name=f"pp-{label}-{robot}-{next(_names)}")
     try:
         task, arm = _task(scene, robot)
-        pick, place = _oracle_targets(scene)
+        yield (scene, task, arm, *_oracle_targets(scene))
+    finally:
+        scene.close()
+
+
+@pytest.mark.parametrize("robot", ["panda", "xarm6"])
+def test_multi_view_pick_and_place_runs_every_phase_within_tolerance(robot):
+    with _multi_view(robot, "run") as (scene, task, arm, pick, place):
         stages = []
         outcome = task.pick_place(arm.joint_state().positions, PickPlaceRequest(pick, place),
                                   DirectArm(arm, stages.append))
@@ -78,15 +87,11 @@ def test_multi_view_pick_and_place_runs_every_phase_within_tolerance(robot):
         assert set(outcome.stages_s) == {"world", "collision_model", "plan"}
         report = check_success(scene)
         assert report.success, str(report)
-    finally:
-        scene.close()
 
 
 def test_fingers_closing_on_nothing_end_the_task_grasp_missed_before_it_lifts():
     """The pick point is bare table beside the objects: the sim gripper closes fully, so nothing is held."""
-    scene = build_scene("multi_view", 0, robot="panda", world_name=f"pp-miss-{next(_names)}")
-    try:
-        task, arm = _task(scene, "panda")
+    with _multi_view("panda", "miss") as (_, task, arm, _pick, _place):
         cloud = task.scene.world(0.0).points
         bare = np.array([0.45, 0.0, 0.005])
         while np.min(np.linalg.norm(cloud[:, :2] - bare[:2], axis=1)) < 0.12:  # clear of every object seen
@@ -97,15 +102,10 @@ def test_fingers_closing_on_nothing_end_the_task_grasp_missed_before_it_lifts():
         arm.disconnect()
         assert (outcome.success, outcome.status, outcome.executed) == (False, "grasp_missed", True), outcome.message
         assert stages == ["approaching", "grasping"]  # it never lifted
-    finally:
-        scene.close()
 
 
 def test_a_target_outside_the_workspace_is_refused_before_planning_and_a_stop_before_moving_moves_nothing():
-    scene = build_scene("multi_view", 0, robot="panda", world_name=f"pp-refuse-{next(_names)}")
-    try:
-        task, arm = _task(scene, "panda")
-        pick, place = _oracle_targets(scene)
+    with _multi_view("panda", "refuse") as (_, task, arm, pick, place):
         q = arm.joint_state().positions
         outside = task.pick_place(q, PickPlaceRequest(pick, np.array([1.5, 0.0, 0.0])), DirectArm(arm))
         assert (outside.status, outside.plan) == ("outside_workspace", None), outside.message
@@ -116,15 +116,10 @@ def test_a_target_outside_the_workspace_is_refused_before_planning_and_a_stop_be
         assert (stopped.status, stopped.executed, stages) == ("canceled", False, [])
         assert np.allclose(arm.joint_state().positions, q)
         arm.disconnect()
-    finally:
-        scene.close()
 
 
 def test_a_real_run_takes_the_dry_runs_plan_only_while_nothing_it_was_planned_from_changed():
-    scene = build_scene("multi_view", 0, robot="panda", world_name=f"pp-reuse-{next(_names)}")
-    try:
-        task, arm = _task(scene, "panda")
-        pick, place = _oracle_targets(scene)
+    with _multi_view("panda", "reuse") as (scene, task, arm, pick, place):
         q = arm.joint_state().positions
         dry = task.pick_place(q, PickPlaceRequest(pick, place, dry_run=True), DirectArm(arm))
         assert dry.success and not dry.reused and dry.planning_time_s > 0
@@ -143,8 +138,6 @@ def test_a_real_run_takes_the_dry_runs_plan_only_while_nothing_it_was_planned_fr
         assert not task.plan(q, PickPlaceRequest(pick + np.array([0.0, 0.0, 0.001]), place)).reused
         task.plan(q, PickPlaceRequest(pick, place, dry_run=True))
         assert not task.plan(q + 0.01, PickPlaceRequest(pick, place)).reused
-    finally:
-        scene.close()
 
 
 def test_a_grasp_below_a_twisted_arm_is_approached_on_the_grasps_own_branch(monkeypatch):
