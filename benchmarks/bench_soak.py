@@ -120,7 +120,9 @@ def main() -> int:
     from robopin.stats import summarize
 
     base = min(args.baseline, len(task_s)) - 1
-    print(f"\n{len(task_s)} tasks on one stack; task time {summarize(task_s)}")
+    times = summarize(task_s)
+    print(f"\n{len(task_s)} tasks on one stack; task time median {times.median:.2f} s, p95 {times.p95:.2f} s, "
+          f"max {times.max:.2f} s")
     print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
     for name, series in samples.items():
         (rss0, fd0), (rss1, fd1) = series[base], series[-1]
