@@ -141,7 +141,7 @@ def test_a_real_run_takes_the_dry_runs_plan_only_while_nothing_it_was_planned_fr
 
 
 def test_a_grasp_below_a_twisted_arm_is_approached_on_the_grasps_own_branch(monkeypatch):
-    """Layout 33 of the Panda long-horizon task (a fresh-layouts batch failure, issue 36): after placing the first
+    """Layout 33 of the Panda long-horizon task: after placing the first
     lego brick the arm rests twisted (joint 1 2.57 rad, joint 3 -2.23 rad, read from that trial's bag), and the
     pre-grasp IK seeded there lies on a branch whose straight descent to the second brick, 0.33 m in front of the
     base, breaks half way ("grasping: ik_fail straight line breaks at 5/11"). The grasp is reachable."""

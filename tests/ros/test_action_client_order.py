@@ -3,7 +3,7 @@
 rclpy's ActionClient (jazzy) sends a cancel request, then records its sequence number (ros2/rclpy#1123). On a
 busy machine an executor thread can take the answer in between: rclpy logs "Ignoring unexpected cancel
 response" and the future never completes. The window is widened here by a client handle that pauses after
-sending (the real rcl handle behind it), so the race happens every time instead of once a CI run.
+sending (the real rcl handle behind it), so the race happens every time instead of rarely.
 """
 
 from __future__ import annotations

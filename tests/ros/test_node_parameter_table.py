@@ -71,10 +71,11 @@ _SETTINGS = _configs()
 
 def _node_default(executable: str, config: type):
     """The node's default of a config: the core's, but for the projection node's stale-frame check (1 s)."""
-    defaults = config()
-    if executable == "projection_node" and config.__name__ == "ProjectionConfig":
-        defaults = dataclasses.replace(defaults, max_frame_age_s=1.0)
-    return defaults
+    from robopin_ros.projection_node import NODE_PROJECTION_DEFAULTS
+
+    if executable == "projection_node" and config is type(NODE_PROJECTION_DEFAULTS):
+        return NODE_PROJECTION_DEFAULTS
+    return config()
 
 
 @pytest.mark.slow

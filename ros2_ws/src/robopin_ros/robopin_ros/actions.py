@@ -49,8 +49,8 @@ class ActionClient(_RclpyActionClient):
     rclpy (jazzy) sends a request, then records its sequence number; an executor thread that takes the
     answer in between logs "Ignoring unexpected ... response" and the future never completes
     (ros2/rclpy#1123, fix proposed in ros2/rclpy#1308, not in jazzy). With a MultiThreadedExecutor
-    spinning beside the caller, ``robopin cancel`` then reported "no running task" for a task it had just
-    canceled. Sending and handling an answer here take one lock, so an answer waits for its request's entry.
+    spinning beside the caller a lost cancel answer makes ``robopin cancel`` report no running task for a task
+    it did cancel. Sending and handling an answer here take one lock, so an answer waits for its request's entry.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

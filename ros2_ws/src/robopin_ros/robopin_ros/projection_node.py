@@ -65,6 +65,9 @@ from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare, declare_nested, declare_settings
 from robopin_ros.runtime import run_node
 
+# A running node refuses stale frames; the core's default (0: no check) is for offline projection.
+NODE_PROJECTION_DEFAULTS = dataclasses.replace(ProjectionConfig(), max_frame_age_s=1.0)
+
 
 @dataclass
 class _SyncedFrame:
@@ -171,13 +174,11 @@ class ProjectionNode(LoggedNode):
         depth = DepthConfig(**declare_settings(self, DepthConfig()))
         self.workspace = WorkspaceBox.from_dict(workspace) if workspace else None
         cross_view = CrossViewConfig(**declare_settings(self, CrossViewConfig()))
-        # A running node refuses stale frames; the core's default (0: no check) is for offline projection.
-        node_defaults = dataclasses.replace(ProjectionConfig(), max_frame_age_s=1.0)
         config = ProjectionConfig(
             depth=depth, workspace=self.workspace, cross_view=cross_view,
             view_priority=tuple(v for v in p("view_priority", [""],
                                              "view names, most trusted first (fusion_policy prefer_view)") if v),
-            **declare_settings(self, node_defaults),
+            **declare_settings(self, NODE_PROJECTION_DEFAULTS),
         )
         if not self.view_names:
             raise ValueError("parameter views must name at least one camera view (img_idx 0, 1, ...)")
