@@ -45,6 +45,7 @@ __all__ = [
     "REASONING",
     "REASONING_IMAGES",
     "REASONING_MARKERS",
+    "REASONING_SEARCH",
     "RECORDER_START",
     "RECORDER_STOP",
     "ROBOPIN_ROOT",
@@ -179,6 +180,9 @@ TASK_SERVER_HEARTBEAT = f"{EXECUTE_TASK}/_heartbeat/server"
 """action_msgs/GoalInfo, published by planner_node (the goal it runs); a client gives up on a server gone quiet."""
 REASONING = f"{ROBOPIN_ROOT}/reasoning"
 """robopin_interfaces/msg/PinnedReasoning: each step's VLM answer with its points and views."""
+REASONING_SEARCH = f"{REASONING}/search"
+"""std_msgs/String, JSON: how a test-time search (E-TTS) chose each step's answer (every trace, verdict, pair,
+selection; ``robopin.reasoning.loop.ReasoningRecord.search``) with the task id and step. Nothing for one sample."""
 REASONING_MARKERS = f"{REASONING}/markers"
 """visualization_msgs/MarkerArray: the reasoning's targets."""
 TARGETS = f"{ROBOPIN_ROOT}/targets"

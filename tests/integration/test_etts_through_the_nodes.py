@@ -10,6 +10,8 @@ layout 6 must draw the same model errors as in process.
 
 from __future__ import annotations
 
+import collections
+import json
 import os
 import subprocess
 import sys
@@ -17,7 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from robopin.reasoning.tts import step_log_lines
+from robopin.sim.model_errors import error_kind
 from robopin.trials.log import read_trial
+from robopin.trials.stack_trial import SEARCH_LOG
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -48,6 +53,25 @@ def test_etts_runs_no_wrong_object_through_the_nodes_and_draws_as_in_process(tmp
     inprocess = run_inprocess_trial(load_system("sim_xarm6"), "spatial", 6, {**ARGUMENTS, "mode": "point"})
     assert summaries["spatial"].extra["model_errors"] == inprocess.model_errors, (summaries["spatial"].extra, log)
     assert summaries["spatial"].success and inprocess.success, (summaries["spatial"].extra, inprocess)
+    # Both paths log every candidate: the traces with their drawn errors and verdicts, the selection, the
+    # choice. Where the model drew alike, E-TTS must have decided alike.
+    for task, seed in TRIALS.items():
+        assert (out / f"xarm6-{task}-seed{seed:03d}" / SEARCH_LOG).is_file(), task
+    node = [json.loads(line) for line in (out / "xarm6-spatial-seed006" / SEARCH_LOG).read_text().splitlines()]
+    assert [_decisions(e["search"]) for e in node] == [_decisions(e["search"]) for e in inprocess.search], (
+        node, inprocess.search)
+    drawn = [n for e in node for b in e["search"]["batches"] for t in b["traces"] for n in t["drawn_errors"]]
+    assert collections.Counter(error_kind(n) for n in drawn) == inprocess.model_errors, drawn
+    last = node[-1]["search"]
+    assert step_log_lines(last, 0)[-1].startswith(f"step 0: {last['stop_reason']} after {len(last['batches'])} batch")
+
+
+def _decisions(search: dict) -> list:
+    """What E-TTS decided in a step: per batch each trace's drawn errors and verdict and the selection's mode and
+    index; the chosen trace."""
+    return [[[(t["drawn_errors"], t["reasoning_score"]) for t in b["traces"]],
+             (b["selection"]["mode"], b["selection"]["index"])] for b in search["batches"]] + [
+        search["chosen"]["trace"] if search["chosen"] else None]
 
 
 def test_etts_draws_as_in_process_when_the_verifier_errs(tmp_path):

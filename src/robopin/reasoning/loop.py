@@ -99,6 +99,9 @@ class ReasoningRecord:
     (0.3 sections + 0.3 types + 0.4 validity) for plans. With a ground-truth source (simulation) also
     ``pin_accuracy`` and ``answer_accuracy`` (pointing, step) and ``plan_accuracy`` (RoboGPT-R1's LCS
     accuracy; plans). A measure that does not apply, or has no ground truth, is absent."""
+    search: Mapping[str, Any] = field(default_factory=dict)
+    """How a test-time search chose this answer (E-TTS's step log: every batch's traces with their verdicts and
+    drawn model errors, every scored pair, each selection, the chosen pair); empty for a single sample."""
 
 
 @dataclass
@@ -478,6 +481,7 @@ class ReasoningLoop:
             warnings=tuple(warnings),
             candidates=max(1, len(reasoning.candidates)),
             metrics=metrics,
+            search=dict(reasoning.extra.get("tts") or {}),
         )
 
     def _ground_truth_measures(self, kind: QueryKind, instruction: str, decision, trace, observation) -> dict:

@@ -61,6 +61,9 @@ class InProcessTrial:
     measures: list[dict[str, float]]
     duration_s: float
     path: str = "in-process"
+    search: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """E-TTS's log of each step (``{"task_id", "step", "search"}``, as planner_node publishes it); empty for one
+    sample."""
 
     @property
     def executed_but_wrong(self) -> bool:
@@ -208,7 +211,9 @@ def run_inprocess_trial(system, task: str, seed: int, arguments: Mapping[str, st
             failure=judgement.failure, detail=(judgement.note or result.message)[:300], loop_success=result.success,
             steps_executed=result.steps_executed, goals_reached=verdict.goals_reached,
             goals_total=verdict.goals_total, model_errors=dict(errors), samples=len(backend.injected),
-            measures=measures, duration_s=time.monotonic() - started)
+            measures=measures, duration_s=time.monotonic() - started,
+            search=[{"task_id": r.task_id, "step": r.step, "search": dict(r.search)}
+                    for r in result.reasoning if r.search])
     finally:
         for camera in cameras.values():
             camera.disconnect()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -82,6 +83,7 @@ def run_trial(bringup: Any, root: str | Path, trial_id: str, *, method: str = ""
     timings = run.timings() if run.start_s else []
     world_failed = world is not None and not world.success
     _write_steps(log, run, timings, failure or ("goal_not_met" if world_failed else ""), dry_run=system.task.dry_run)
+    _write_search(log.folder, bringup, run.task_id)
     stack = StackVerdict(
         success=not failure, failure=failure, detail=detail, task_id=run.task_id,
         steps_executed=int(run.result.steps_executed) if run.result is not None else 0,
@@ -115,6 +117,19 @@ def _model_errors(bringup: Any) -> dict[str, Any]:
 
     counts = collections.Counter(error_kind(name) for sample in samples for name in sample)
     return {"model_errors": dict(counts), "model_samples": len(samples)}
+
+
+SEARCH_LOG = "search.jsonl"
+"""A trial folder's E-TTS log: one JSON line per step (REASONING_SEARCH's messages); absent for one sample."""
+
+
+def _write_search(folder: Path, bringup: Any, task_id: str) -> None:
+    """The planner's search log of the task, one line per step, beside the trial's steps."""
+    entries = [e for node in bringup.nodes.values() if callable(getattr(node, "search_logs", None))
+               for e in node.search_logs(task_id)] if task_id else []
+    if entries:
+        text = "".join(json.dumps(entry, separators=(",", ":")) + "\n" for entry in entries)
+        (folder / SEARCH_LOG).write_text(text, encoding="utf-8")
 
 
 def _collect_bag(bringup: Any, task_id: str, folder: Path, timeout_s: float = 20.0) -> Path | None:

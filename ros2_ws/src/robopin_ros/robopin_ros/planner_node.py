@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
 import threading
 import time
 import uuid
@@ -34,7 +35,7 @@ from robopin_interfaces.action import ExecuteTask, PickPlace
 from robopin_interfaces.msg import PinnedReasoning, Target3D
 from robopin_interfaces.srv import Instruct, ProjectPoints
 from sensor_msgs.msg import Image
-from std_msgs.msg import Header
+from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
 from unique_identifier_msgs.msg import UUID
 from visualization_msgs.msg import MarkerArray
@@ -48,6 +49,7 @@ from robopin.interfaces import (
     PROJECT_POINTS,
     REASONING,
     REASONING_MARKERS,
+    REASONING_SEARCH,
     TARGETS,
     TASK_CLIENT_HEARTBEAT,
     TASK_SERVER_HEARTBEAT,
@@ -68,6 +70,7 @@ from robopin.reasoning import (
 )
 from robopin.reasoning.ground_truth import make_ground_truth
 from robopin.reasoning.inprocess import SnapshotObserver
+from robopin.reasoning.tts import reads_depth, step_log_lines
 from robopin.vlm import VLMBackend, make_backend
 from robopin.vlm.errors import VLMRequestError
 from robopin.vlm.prompts import check_instruction
@@ -335,7 +338,10 @@ class PlannerNode(LoggedNode):
         group = ReentrantCallbackGroup()
         # Image callbacks on a child node with a single-threaded executor of their own: the planner's
         # multi-threaded executor costs 10-18 % of a core more per 30 Hz view (benchmarks/bench_cameras.py).
-        self.cameras = CameraViewsSubscriber(self, snapshot, require_depth=False, own_executor=True,
+        # Depth only where the reason stage reads it (E-TTS samples actions from the pick's depth segment):
+        # each depth stream costs the node as much as its colour stream.
+        self.reads_depth = self._config is not None and reads_depth(self._config.reasoner)
+        self.cameras = CameraViewsSubscriber(self, snapshot, require_depth=self.reads_depth, own_executor=True,
                                              topics=declare_view_topics(self, self.views))
         self._shutting_down = False
         self.observer = _RosObserver(
@@ -375,6 +381,9 @@ class PlannerNode(LoggedNode):
             threading.Thread(target=self._release_when_nodes_ready, args=(clients,), name="robopin-ready",
                              daemon=True).start()
         self.reasoning_pub = self.create_publisher(PinnedReasoning, REASONING, 10)
+        self.search_pub = self.create_publisher(String, REASONING_SEARCH, 10)
+        self._search: tuple[str, list[dict[str, Any]]] = ("", [])  # the newest task's search logs, by step
+        self._search_lock = threading.Lock()
         self.markers_pub = self.create_publisher(MarkerArray, REASONING_MARKERS, 10)
         self.targets_pub = self.create_publisher(Target3D, TARGETS, 10)
         self.image_pubs = {v: self.create_publisher(Image, reasoning_image(v), 2) for v in self.views}
@@ -423,6 +432,9 @@ class PlannerNode(LoggedNode):
         except Exception as error:  # every config error must reach the caller, named
             return SetParametersResult(successful=False, reason=f"{type(error).__name__}: {error}")
         self.get_logger().info(f"reconfigured {sorted(changed)}: backend {self._backend!r}")
+        if self._config is not None and reads_depth(self._config.reasoner) and not self.reads_depth:
+            self.get_logger().warning("the reason stage now samples actions from depth, which this node did not "
+                                      "subscribe to at start: E-TTS gets no depth segments until it is restarted")
         return SetParametersResult(successful=True)
 
     # ------------------------------------------------------------------ Instruct
@@ -622,10 +634,30 @@ class PlannerNode(LoggedNode):
         header = Header(stamp=conversions.seconds_to_stamp(max(record.stamp_s, 0.0)))
         msg = conversions.reasoning_record_to_msg(record, header)
         self.reasoning_pub.publish(msg)
+        if record.search:
+            self._publish_search(record)
         observation = self.observer.last
         if self.publish_images and record.trace is not None and observation is not None:
             self.display(self._publish_annotated, observation, record.trace, header.stamp)
         return msg
+
+    def _publish_search(self, record: ReasoningRecord) -> None:
+        """E-TTS's log of the step on REASONING_SEARCH (recorded), its outcome in the node's log."""
+        entry = {"task_id": record.task_id, "step": record.step, "search": dict(record.search)}
+        with self._search_lock:
+            if self._search[0] != record.task_id:
+                self._search = (record.task_id, [])
+            self._search[1].append(entry)
+        self.search_pub.publish(String(data=json.dumps(entry, separators=(",", ":"))))
+        lines = step_log_lines(record.search, record.step)
+        for line in lines[:-1]:
+            self.get_logger().debug(f"task {record.task_id}: E-TTS {line}")
+        self.get_logger().info(f"task {record.task_id}: E-TTS {lines[-1]}")
+
+    def search_logs(self, task_id: str) -> list[dict[str, Any]]:
+        """The search logs (``{"task_id", "step", "search"}``) of ``task_id``'s steps, if it is the newest task."""
+        with self._search_lock:
+            return list(self._search[1]) if self._search[0] == task_id else []
 
     def _publish_annotated(self, observation: Observation, trace, stamp) -> None:
         """The trace drawn on each view the model saw, one image topic per view."""

@@ -57,6 +57,7 @@ from robopin.interfaces import (
     REASONING,
     REASONING_IMAGES,
     REASONING_MARKERS,
+    REASONING_SEARCH,
     RECORDER_START,
     RECORDER_STOP,
     TARGET_MARKERS,
@@ -80,8 +81,8 @@ DEFAULT_OUTPUT_DIR = "trials/bags"
 # Relative to the recorder's namespace, as the nodes name them (a leading '/' would record outside it).
 DEFAULT_TOPICS = [
     *camera_topic_patterns(),  # with depth/image_rect_raw and depth/camera_info of views with align_depth:=false
-    JOINT_STATES, ARM.ee_pose, REASONING, REASONING_IMAGES, REASONING_MARKERS, TARGETS, TARGET_MARKERS,
-    WORKSPACE_CLOUD, f"*{ACTION_FEEDBACK_SUFFIX}", f"*{ACTION_STATUS_SUFFIX}",
+    JOINT_STATES, ARM.ee_pose, REASONING, REASONING_SEARCH, REASONING_IMAGES, REASONING_MARKERS, TARGETS,
+    TARGET_MARKERS, WORKSPACE_CLOUD, f"*{ACTION_FEEDBACK_SUFFIX}", f"*{ACTION_STATUS_SUFFIX}",
     *(t.lstrip("/") for t in (TF_STATIC_TOPIC, TF_TOPIC, *LATCHED_TOPICS)),
 ]
 # Written by this node from each PickPlace result, named as if it published them (a topic every ROS tool reads;

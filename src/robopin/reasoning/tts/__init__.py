@@ -23,8 +23,16 @@ from robopin.reasoning.tts.config import (
     SelectionConfig,
     TTSConfig,
     TTSConfigError,
+    reads_depth,
 )
-from robopin.reasoning.tts.reasoner import TTS_REFUSALS, ETTSReasoner, StepLog, make_reasoner, messages_with_feedback
+from robopin.reasoning.tts.reasoner import (
+    TTS_REFUSALS,
+    ETTSReasoner,
+    StepLog,
+    make_reasoner,
+    messages_with_feedback,
+    step_log_lines,
+)
 from robopin.reasoning.tts.selection import Selection, joint_scores, normalize, select
 from robopin.reasoning.tts.verifiers import (
     ActionContext,
@@ -65,6 +73,8 @@ __all__ = [
     "make_reasoner",
     "messages_with_feedback",
     "normalize",
+    "reads_depth",
     "register_action_verifier",
     "select",
+    "step_log_lines",
 ]

@@ -75,7 +75,10 @@ def depth_views(observation: Observation) -> dict[int, DepthView]:
     found = {}
     for index, name in enumerate(names):
         frame = frames.get(name)
-        depth = getattr(frame, "depth_m", None)
+        # Segments are cut in the colour image the pins are on: depth registered to it (an unaligned
+        # camera_node's depth is registered here, once per observation).
+        aligned = getattr(frame, "aligned_depth_m", None)
+        depth = aligned() if callable(aligned) else getattr(frame, "depth_m", None)
         camera = getattr(frame, "intrinsics", None)
         if depth is not None and isinstance(camera, CameraModel):
             found[index] = DepthView(np.asarray(depth), camera)

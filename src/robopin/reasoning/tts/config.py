@@ -313,3 +313,12 @@ class TTSConfig:
         }
         values.update(overrides)
         return cls.from_dict(values)
+
+
+def reads_depth(reasoner: Mapping[str, Any]) -> bool:
+    """Whether a reasoner setting (``reasoning.reasoner``) samples actions from depth: E-TTS with a segment source
+    (the pick's depth segment: its centre and points inside it). A node that observes for it must take depth."""
+    if reasoner.get("type") != "etts":
+        return False
+    return any(source.startswith("segment") for source in TTSConfig.from_dict(reasoner).actions.sources)
+

@@ -130,6 +130,41 @@ class StepLog:
         }
 
 
+def step_log_lines(log: Mapping[str, Any], step: int) -> list[str]:
+    """``log`` (a :class:`StepLog` as a dict) as lines an operator reads: per batch every trace with its
+    verifier verdict and drawn errors, every pair with its scores, the selection; then the chosen pair."""
+
+    def where(point: Mapping[str, Any] | None) -> str:
+        return "-" if not point else f"{point['id']}@{point['img_idx']}({point['u']:.0f},{point['v']:.0f})"
+
+    lines = []
+    for batch in log.get("batches", ()):
+        head = f"step {step} batch {batch.get('batch', 0)}"
+        if "error" in batch:
+            lines.append(f"{head}: {batch['error']}")
+            continue
+        for trace in batch.get("traces", ()):
+            drawn = trace.get("drawn_errors")
+            lines.append(f"{head} trace {trace['trace']}: Sc={trace['reasoning_score']:.2f}"
+                         f"{'' if trace['valid'] else ' invalid (' + trace['refusal'] + ')'}"
+                         f"{'' if drawn is None else '; drawn: ' + (', '.join(drawn) or 'none')}")
+        for pair in batch.get("pairs", ()):
+            refusal = f" refused ({pair['action_refusal']})" if pair.get("action_refusal") else ""
+            lines.append(f"{head} pair t{pair['trace']} {pair['source'] or '-'}: pick {where(pair['pick'])} "
+                         f"place {where(pair['place'])} Sa={pair['action_score']:.2f} "
+                         f"S={pair['joint']:.3f}{'' if pair['eligible'] else ' ineligible'}{refusal}")
+        chosen = batch.get("selection") or {}
+        if chosen:
+            lines.append(f"{head} selection: {chosen['mode']} index {chosen['index']} "
+                         f"(best {chosen['best_score']:.3f} at {chosen['best_index']}, u={chosen['u']:.3f})")
+    chosen = log.get("chosen")
+    lines.append(f"step {step}: {log.get('stop_reason', '')} after {len(log.get('batches', ()))} batch(es), "
+                 f"{log.get('samples', 0)} sample(s); chosen "
+                 + ("none" if not chosen else f"trace {chosen['trace']} pick {where(chosen['pick'])} "
+                    f"place {where(chosen['place'])} S={chosen['joint']:.3f}"))
+    return lines
+
+
 def messages_with_feedback(
     messages: Sequence[ChatMessage],
     prompt: str,
@@ -292,6 +327,7 @@ class ETTSReasoner:
                     seed=None if self._seed is None
                     else int(self._draws((*step_key, batch), _SAMPLING).integers(2**31 - 1)),
                 )
+                drawn_before = len(getattr(self.backend, "injected", ()))
                 result = self.backend.generate(messages, sampling)
             except VLMError as error:
                 if not texts:
@@ -337,12 +373,16 @@ class ETTSReasoner:
                 rng=self._draws((*step_key, batch), _SELECTION),
                 explorable=[p.reasoning_score >= config.selection.min_reasoning_score for p in batch_pairs],
             )
+            # A simulated model (robopin.sim's oracle backend) names the errors it drew for each sample, in
+            # order; a real model draws none to name.
+            drawn = list(getattr(self.backend, "injected", ()))[drawn_before:]
             batch_log["traces"] = [
                 {
                     "trace": first + k,
                     "valid": bool(getattr(i, "valid", False)),
                     "refusal": getattr(getattr(i, "refusal", None), "reason", "") or "",
                     "reasoning_score": round(s, 4),
+                    **({"drawn_errors": list(drawn[k])} if len(drawn) == len(batch_texts) else {}),
                 }
                 for k, (i, s) in enumerate(zip(batch_interpretations, reasoning_scores, strict=True))
             ]
