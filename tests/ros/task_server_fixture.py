@@ -72,7 +72,9 @@ def main() -> None:
     parser.add_argument("--step-period", type=float, default=0.1)
     parser.add_argument("--steps", type=int, default=5)
     args, ros_args = parser.parse_known_args()
-    raise SystemExit(run_node(lambda: TaskServerFixture(args.step_period, args.steps), ros_args))
+    # Not the sole server: it stands for any server of the action, also one that never checked for another
+    # (two started at once, another tool's), which every client must still refuse to send to.
+    raise SystemExit(run_node(lambda: TaskServerFixture(args.step_period, args.steps), ros_args, sole_server=False))
 
 
 if __name__ == "__main__":

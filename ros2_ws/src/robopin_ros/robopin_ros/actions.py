@@ -21,7 +21,7 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from unique_identifier_msgs.msg import UUID
 
-from robopin.interfaces import PROCESS_PROBE_PREFIX, action_status
+from robopin.interfaces import ACTION_STATUS_SUFFIX, PROCESS_PROBE_PREFIX, action_status
 
 BUSY_REASON = "busy"
 # A task belongs to its client (ARCHITECTURE.md, safety rules), and a client must learn when its stack is gone.
@@ -313,6 +313,12 @@ def _process_alive(pid16: int) -> bool:
 
 
 UNNAMED_NODE = "_NODE_NAME_UNKNOWN_"  # what rmw's graph cache names a node it has not heard of yet
+DISCOVERY_S = 1.5
+"""How long a process looks for another server once the graph holds its own endpoint: on loopback a participant
+already in the domain is found well within it (0.1-1.4 s measured here, beside a busy batch)."""
+NAMING_S = 3.0
+"""How long a server found is given to be named (Jazzy names a node from its participant's discovery info,
+which arrives after the endpoints)."""
 
 
 class ActionServers:
@@ -390,3 +396,44 @@ class ActionServers:
 
     def close(self) -> None:
         self._node.destroy_publisher(self._own_publisher)
+
+
+def served_elsewhere(node: Any, discovery_s: float = DISCOVERY_S, naming_s: float = NAMING_S,
+                     max_wait_s: float = 10.0) -> dict[str, list[str]]:
+    """Actions ``node`` serves that a living process other than this one serves too: action -> its other servers.
+
+    What a node started on its own (``ros2 launch``: a process per node, no ``robopin up`` to probe first) checks
+    before it takes goals: two servers of one action in a domain and namespace both take a goal sent to it, and
+    which one moves is up to DDS. Looks ``discovery_s`` from the moment the graph holds this process's own
+    endpoint (nothing needs to spin: rmw's discovery threads fill the graph cache), at most ``max_wait_s`` in
+    all, and gives a server found up to ``naming_s`` to be named. Empty for a node serving no action.
+    """
+    if not any(isinstance(w, ActionServer) for w in node.waitables):
+        return {}
+    servers = ActionServers(node)
+    started = time.monotonic()
+    seen_own: float | None = None
+    found_at: float | None = None
+    try:
+        while True:
+            now = time.monotonic()
+            if seen_own is None and servers.own_prefix() is not None:
+                seen_own = now
+            found: dict[str, list[str]] = {}
+            if seen_own is not None:
+                for topic, _types in node.get_topic_names_and_types():
+                    if not topic.endswith(ACTION_STATUS_SUFFIX):
+                        continue
+                    by_process = servers.by_process(topic)
+                    if b"self" in by_process and len(by_process) > 1:
+                        found[topic.removesuffix(ACTION_STATUS_SUFFIX)] = sorted(
+                            name for key, names in by_process.items() if key != b"self" for name in names)
+            if found and found_at is None:
+                found_at = now
+            if found_at is not None and (UNNAMED_NODE not in str(found) or now - found_at >= naming_s):
+                return found
+            if (seen_own is not None and now - seen_own >= discovery_s) or now - started >= max_wait_s:
+                return found
+            time.sleep(0.1)
+    finally:
+        servers.close()

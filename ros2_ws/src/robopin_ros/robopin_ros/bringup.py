@@ -38,7 +38,7 @@ from robopin.interfaces import ACTION_STATUS_SUFFIX, EXECUTE_TASK, ROBOPIN_ROOT,
 from robopin.system import SystemFile, SystemFileError
 from robopin.system.names import absolute_name
 from robopin.system.task_run import BringupError
-from robopin_ros.actions import UNNAMED_NODE, ActionServers, wait_future
+from robopin_ros.actions import DISCOVERY_S, NAMING_S, UNNAMED_NODE, ActionServers, wait_future
 from robopin_ros.parameters import refuse_undeclared_parameters
 from robopin_ros.runtime import (
     PARENT_PID_ENV,
@@ -190,8 +190,8 @@ class GraphProbe:
     stack; a live one is named with its process id.
     """
 
-    DISCOVERY_S = 1.5
-    NAMING_S = 3.0
+    DISCOVERY_S = DISCOVERY_S
+    NAMING_S = NAMING_S
     MAX_WAIT_S = 10.0
 
     def __init__(self, namespace: str) -> None:

@@ -36,6 +36,7 @@ from rclpy.signals import SignalHandlerOptions
 from robopin.env import apply_ros_environment
 from robopin.errors import is_named_error, one_line
 from robopin.interfaces import READY
+from robopin_ros.actions import served_elsewhere
 from robopin_ros.parameters import refuse_undeclared_parameters
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -269,18 +270,24 @@ class StreamSpinner:
         self.node.destroy_node()
 
 
-def run_node(node_factory: Callable[..., Node], args: Sequence[str] | None = None, *, threads: int = 4) -> int:
-    """Create the node, spin it until Ctrl-C or SIGTERM, then shut down cleanly; return an exit code."""
+def run_node(node_factory: Callable[..., Node], args: Sequence[str] | None = None, *, threads: int = 4,
+             sole_server: bool = True) -> int:
+    """Create the node, spin it until Ctrl-C or SIGTERM, then shut down cleanly; return an exit code.
+
+    ``sole_server``: refuse to start (exit 1, naming the other) while another living process serves an action
+    this node serves, in its namespace and domain (:func:`robopin_ros.actions.served_elsewhere`).
+    """
     apply_ros_environment()
     # `kill -USR1 <pid>` prints every thread's stack: the first tool for a node that hangs.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     stop = threading.Event()
     stop_with_parent(stop)
     with stop_signals(lambda _signum: stop.set()):
-        return _run(node_factory, args, threads, stop)
+        return _run(node_factory, args, threads, stop, sole_server)
 
 
-def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads: int, stop: threading.Event) -> int:
+def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads: int, stop: threading.Event,
+         sole_server: bool) -> int:
     rclpy.init(args=list(args) if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
     executor: Executor | None = None
     node: Node | None = None
@@ -307,6 +314,14 @@ def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads:
             # one line naming the error, as the command line does, and a failed exit.
             name = getattr(node_factory, "__name__", "node")
             print(f"{name} did not start: {one_line(error)}", file=sys.stderr, flush=True)
+            return 1
+        others = served_elsewhere(node) if sole_server else {}
+        if others:
+            # One stack per namespace and domain (robopin up probes before it starts; a node launched on its
+            # own checks here): a second server of an action would take goals sent to the first.
+            served = "; ".join(f"{action} is served by {', '.join(names)}" for action, names in others.items())
+            print(f"{node.get_fully_qualified_name()} did not start: {served}. One stack serves a namespace: stop "
+                  "the other, or give this one its own namespace or ROS_DOMAIN_ID", file=sys.stderr, flush=True)
             return 1
         serve_readiness(node)
         executor = make_executor(node, threads)
