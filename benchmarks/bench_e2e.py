@@ -91,10 +91,10 @@ def _in_process_baseline(scene, system, steps: int):
     """The loop with in-process stages on the scene's own sim cameras (no ROS, no planner), as StepTimings.
 
     Stages are cut from the loop's own stage callbacks exactly as the stack's are cut from its feedback
-    (robopin.system.timing.step_timings), and the loop has the same ground truth the stack's planner_node
+    (robopin.system.timing.step_timings), and the loop has the same ground truth the stack's task_node
     measures against (the sim's), so both paths do the same work per stage.
     """
-    from robopin.bags.planner_replay import DryRunActor
+    from robopin.bags.task_replay import DryRunActor
     from robopin.cameras import MultiViewSnapshot, camera_config_from_dict, make_camera
     from robopin.geometry import CameraMount, ProjectionConfig, Projector, ViewConfig, WorkspaceBox
     from robopin.reasoning import ReasoningConfig, ReasoningLoop, TaskRequest

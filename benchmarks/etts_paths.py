@@ -1,6 +1,6 @@
 """E-TTS's decisions on both paths: through every node (``robopin trial``) and in process, trial by trial.
 
-For each ``task@seed`` the trial runs through every node (one bring-up, the planner node's E-TTS; its search
+For each ``task@seed`` the trial runs through every node (one bring-up, the task node's E-TTS; its search
 log is the trial folder's ``search.jsonl``, the messages of ``robopin/reasoning/search``) and in process
 (``robopin.trials.inprocess``), both with the simulated model and E-TTS. Printed per trial and path: every
 batch's traces with their verifier verdict (Sc) and the model errors drawn for them, every ⟨trace, action⟩ pair

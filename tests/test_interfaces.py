@@ -72,7 +72,7 @@ def test_the_derived_names_are_rcl_actions():
     assert interfaces.action_feedback(action) == f"{action}/_action/feedback"
     assert interfaces.action_get_result(action) == f"{action}/_action/get_result"
     assert interfaces.action_cancel_goal(action) == f"{action}/_action/cancel_goal"
-    assert interfaces.ready_service("/unit/planner_node") == "/unit/planner_node/ready"
+    assert interfaces.ready_service("/unit/task_node") == "/unit/task_node/ready"
 
 
 def test_the_names_are_the_ones_recorded_bags_hold():

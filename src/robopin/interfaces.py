@@ -169,7 +169,7 @@ TARGET_MARKERS = f"{ROBOPIN_ROOT}/targets/markers"
 WORKSPACE_CLOUD = f"{ROBOPIN_ROOT}/workspace_cloud"
 """sensor_msgs/PointCloud2: the depth views fused into the base frame (the motion planner's obstacles)."""
 
-# ----- planner_node ---------------------------------------------------------------------------------------------
+# ----- task_node ---------------------------------------------------------------------------------------------
 INSTRUCT = f"{ROBOPIN_ROOT}/instruct"
 """robopin_interfaces/srv/Instruct: run an instruction as a task (a goal of EXECUTE_TASK)."""
 EXECUTE_TASK = f"{ROBOPIN_ROOT}/execute_task"
@@ -177,7 +177,7 @@ EXECUTE_TASK = f"{ROBOPIN_ROOT}/execute_task"
 TASK_CLIENT_HEARTBEAT = f"{EXECUTE_TASK}/_heartbeat/client"
 """action_msgs/GoalInfo, published by a task's client (the goal it follows); the planner cancels one gone quiet."""
 TASK_SERVER_HEARTBEAT = f"{EXECUTE_TASK}/_heartbeat/server"
-"""action_msgs/GoalInfo, published by planner_node (the goal it runs); a client gives up on a server gone quiet."""
+"""action_msgs/GoalInfo, published by task_node (the goal it runs); a client gives up on a server gone quiet."""
 REASONING = f"{ROBOPIN_ROOT}/reasoning"
 """robopin_interfaces/msg/PinnedReasoning: each step's VLM answer with its points and views."""
 REASONING_SEARCH = f"{REASONING}/search"

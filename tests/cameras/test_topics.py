@@ -71,7 +71,7 @@ def test_a_system_hands_each_view_setting_to_every_node_that_uses_the_topics():
     params = {name: body["ros__parameters"] for name, body in system.with_arguments({}).ros_parameters_file().items()}
     expected = {"cameras.static.driver": "realsense", "cameras.static.prefix": "/camera/camera",
                 "cameras.static.qos": "sensor_data"}
-    for node in ("camera_static", "planner_node", "projection_node", "recorder_node"):
+    for node in ("camera_static", "task_node", "projection_node", "recorder_node"):
         assert expected.items() <= params[node].items(), node
     assert params["recorder_node"]["views"] == ["static", "wrist"]
     for node in ("camera_wrist", "arm", "motion_planner_node"):

@@ -67,7 +67,7 @@ def test_a_refused_judgement_keeps_the_trial_and_resume_asks_again_without_rerun
     again = _robopin("trial", "spatial@0", "--judge", "operator", "--judge-file", str(good), "--out", str(out),
                      "--resume", timeout_s=600)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert "asking again" in again.stdout and "started planner_node" not in again.stdout + again.stderr
+    assert "asking again" in again.stdout and "started task_node" not in again.stdout + again.stderr
     summary, _ = read_trial(folder)
     assert summary.failure == "wrong_place" and summary.extra["task_id"] == stack.task_id
     assert read_stack_verdict(folder)[0] == stack

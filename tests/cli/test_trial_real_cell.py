@@ -59,7 +59,7 @@ def test_a_cell_without_a_simulator_is_judged_by_the_operator_through_one_stack(
             batch.close()
     finally:
         scene.close()
-    assert [r.getMessage() for r in caplog.records].count("started planner_node (planner_node)") == 1
+    assert [r.getMessage() for r in caplog.records].count("started task_node (task_node)") == 1
     out = tmp_path / "cell"
     first, _ = read_trial(out / "panda-spatial-seed000")
     second, _ = read_trial(out / "panda-spatial-seed001")

@@ -60,7 +60,7 @@ def _first_task_right_after_start(cwd: Path) -> tuple[subprocess.CompletedProces
 @pytest.mark.parametrize("round_", range(ROUNDS))
 def test_a_task_sent_as_the_stack_starts_waits_for_it_and_is_recorded_replayable(round_, tmp_path):
     from robopin.bags import TrialBag
-    from robopin.bags.planner_replay import check_replay_inputs, recorded_steps
+    from robopin.bags.task_replay import check_replay_inputs, recorded_steps
 
     task, up_lines = _first_task_right_after_start(tmp_path)
     assert task.returncode == 0, task.stdout + task.stderr + "".join(up_lines[-60:])

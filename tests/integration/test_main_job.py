@@ -39,7 +39,7 @@ TOPIC_OF_NODE = {
     "arm_driver_node (state)": "/robopin/arm/ee_pose",
     "projection_node": "/robopin/targets/markers",
     "motion_planner_node": "/robopin/motion/pick_place/_action/feedback",
-    "planner_node": "/robopin/reasoning",
+    "task_node": "/robopin/reasoning",
 }
 
 

@@ -337,7 +337,7 @@ def test_a_client_timeout_cancels_the_task_it_started(stack, ros_watch, tmp_path
 
 def test_cancel_during_a_slow_model_call_abandons_it_at_once(stack, ros_watch, tmp_path):
     # A stub OpenAI server on 127.0.0.1 (answers as vLLM does, here 30 s late) behind the planner's real
-    # OpenAI backend, set at run time as a user would (`ros2 param set /planner_node vlm ...`).
+    # OpenAI backend, set at run time as a user would (`ros2 param set /task_node vlm ...`).
     import yaml
     from action_msgs.msg import GoalStatusArray
     from action_msgs.srv import CancelGoal
@@ -358,8 +358,8 @@ def test_cancel_during_a_slow_model_call_abandons_it_at_once(stack, ros_watch, t
     status_sub = node.create_subscription(GoalStatusArray, "/robopin/execute_task/_action/status", on_status,
                                           qos_profile_action_status_default)
     canceller = node.create_client(CancelGoal, "/robopin/execute_task/_action/cancel_goal")
-    getter = node.create_client(GetParameters, "/planner_node/get_parameters")
-    setter = node.create_client(SetParameters, "/planner_node/set_parameters")
+    getter = node.create_client(GetParameters, "/task_node/get_parameters")
+    setter = node.create_client(SetParameters, "/task_node/set_parameters")
     assert getter.wait_for_service(timeout_sec=30) and setter.wait_for_service(timeout_sec=30)
 
     def call(client, request):
@@ -479,7 +479,7 @@ def test_a_second_stack_in_the_same_domain_and_namespace_is_refused(stack, ros_w
     code = second.wait(300)
     print(f"\nsecond robopin up in the same domain: exit code {code}: {second.output.strip()[-400:]}")
     assert code != 0, second.output
-    assert "another robopin stack already runs" in second.output and "/planner_node" in second.output, \
+    assert "another robopin stack already runs" in second.output and "/task_node" in second.output, \
         second.output
     assert "ready" not in second.output.split(), second.output
     # The first stack still serves its namespace alone: a task still runs there.

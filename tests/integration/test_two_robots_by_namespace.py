@@ -111,7 +111,7 @@ def test_two_namespaced_sim_robots_in_one_graph_each_take_their_own_instruction(
     from robopin.sim.tasks import load_scenario
 
     system_nodes = {"camera_static", "camera_wrist", "arm_driver", "projection_node", "motion_planner_node",
-                    "planner_node", "state_publisher_node", "recorder_node"}
+                    "task_node", "state_publisher_node", "recorder_node"}
     instructions = {ns: load_scenario(scene).instruction for ns, scene in SCENES.items()}
     probe = _GraphProbe()
     stacks: dict[str, _Process] = {}
@@ -132,8 +132,8 @@ def test_two_namespaced_sim_robots_in_one_graph_each_take_their_own_instruction(
             time.sleep(0.2)
         for ns in SCENES:
             names = {node: probe.names_of(node, f"/{ns}") for node in probe.nodes_in(f"/{ns}")}  # helper nodes too
-            assert f"/{ns}/robopin/instruct" in names["planner_node"]
-            assert f"/{ns}/robopin/execute_task/_action/status" in names["planner_node"]
+            assert f"/{ns}/robopin/instruct" in names["task_node"]
+            assert f"/{ns}/robopin/execute_task/_action/status" in names["task_node"]
             assert f"/{ns}/tf" in names["state_publisher_node"]
             outside = {node: sorted(n for n in found if not n.startswith(f"/{ns}/") and n not in GLOBAL_NAMES)
                        for node, found in names.items()}

@@ -26,7 +26,7 @@ SIM_SYSTEM = Path(__file__).resolve().parents[2] / "config" / "sim_xarm6.yaml"
 
 def shipped_reasoning() -> ReasoningConfig:
     system = yaml.safe_load(SIM_SYSTEM.read_text())
-    return ReasoningConfig.from_dict(dict(system["nodes"]["planner_node"]["parameters"]["reasoning"]))
+    return ReasoningConfig.from_dict(dict(system["nodes"]["task_node"]["parameters"]["reasoning"]))
 
 
 def _run(seed: int, mode: str):

@@ -1,6 +1,6 @@
 """The reasoning loop on the simulated workcell with the ground-truth oracle as the model: RoboPIN's
 spatial task end to end, and an injected malformed trace stopping the task before any motion. (The
-long-horizon scenario runs over DDS in tests/ros/test_planner_long_horizon.py; history in the prompts
+long-horizon scenario runs over DDS in tests/ros/test_task_node_long_horizon.py; history in the prompts
 is checked with a scripted model in test_loop.py.)"""
 
 from __future__ import annotations

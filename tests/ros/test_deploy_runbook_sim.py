@@ -6,7 +6,7 @@ One process, one executor, talking over DDS: ``arm_driver_node`` (sim backend, t
 dry run → a target outside the small workspace refused → pick-and-place at reduced speed →
 software stop mid-motion → emergency stop (a controller fault, injected: the physical button is the one
 part that cannot run here) refuses motion → recover → motion again → stop recording → replay the bag
-of the failures. The language front (``planner_node`` + cameras + projection) brought up by ``robopin up``
+of the failures. The language front (``task_node`` + cameras + projection) brought up by ``robopin up``
 is followed end to end by tests/integration/test_main_job.py.
 """
 

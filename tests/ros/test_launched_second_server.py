@@ -2,7 +2,7 @@
 ``robopin up`` probes the graph first, so a node that serves an action refuses to start while a living process
 already serves that action in its namespace and domain (``runtime.run_node`` → ``actions.served_elsewhere``).
 
-Real node processes (``python -m robopin_ros.planner_node``, as the launch file starts them) over DDS.
+Real node processes (``python -m robopin_ros.task_node``, as the launch file starts them) over DDS.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.ros
 
 
 def _planner(*ros_args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "robopin_ros.planner_node", "--ros-args", *ros_args],
+    return subprocess.Popen([sys.executable, "-m", "robopin_ros.task_node", "--ros-args", *ros_args],
                             env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -39,19 +39,19 @@ def test_a_second_launched_planner_in_the_namespace_is_refused_naming_the_first(
     first = _planner()
     others: list[subprocess.Popen] = []
     try:
-        assert _wait_ready(watcher, "/planner_node", 60.0), "the first planner never got ready"
+        assert _wait_ready(watcher, "/task_node", 60.0), "the first planner never got ready"
         second = _planner()
         others.append(second)
         _out, err = second.communicate(timeout=60.0)
         print(f"\nsecond planner: exit {second.returncode}: {err}")
         assert second.returncode == 1, err
-        assert f"/robopin/execute_task is served by /planner_node (process {first.pid & 0xFFFF} on this host)" in err
+        assert f"/robopin/execute_task is served by /task_node (process {first.pid & 0xFFFF} on this host)" in err
         assert first.poll() is None, "the first planner must keep running"
 
         # Its own namespace is another stack's place: it starts.
         elsewhere = _planner("-r", "__ns:=/left")
         others.append(elsewhere)
-        assert _wait_ready(watcher, "/left/planner_node", 60.0), elsewhere.poll()
+        assert _wait_ready(watcher, "/left/task_node", 60.0), elsewhere.poll()
         assert elsewhere.poll() is None, elsewhere.communicate(timeout=5.0)
     finally:
         for process in (*others, first):

@@ -5,7 +5,7 @@ Each node runs in this process; a client node calls the node's own ``~/list_para
 verbs call). Every parameter the node declared carries a description; it is read-only unless the node's
 set-parameters callback applies a change at run time, and a read-only one refuses a set naming why. The
 ranges the descriptors carry hold every value a shipped system file (config/*.yaml) or
-config/planner.yaml sets, so no shipped config is refused at start.
+config/task_node.yaml sets, so no shipped config is refused at start.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ ROS_OWN = {"use_sim_time", "start_type_description_service"}
 # What each node's set-parameters callback applies while it runs; every other parameter is read-only.
 # The planner's nested settings are dotted parameters: one per key given (and vlm.type, its default), next to
 # the older one-YAML-string form of each.
-DYNAMIC = {"planner_node": {"vlm", "reasoning", "workspace", "vlm.type", "vlm.texts", "vlm.delay_s"},
+DYNAMIC = {"task_node": {"vlm", "reasoning", "workspace", "vlm.type", "vlm.texts", "vlm.delay_s"},
            "camera_node": {"reconnect_period_s"}}
 CALL_TIMEOUT_S = 20.0
 
@@ -107,12 +107,12 @@ def _motion_planner(context, tmp, cleanups):
 
 
 def _planner(context, tmp, cleanups):
-    from robopin_ros.planner_node import PlannerNode
+    from robopin_ros.task_node import TaskNode
 
     from robopin.vlm import register_backend
 
     register_backend("scripted", "tests.reasoning.stages")
-    return PlannerNode(context=context, parameter_overrides=[
+    return TaskNode(context=context, parameter_overrides=[
         Parameter("vlm.type", value="scripted"), Parameter("vlm.texts", value=["<think>x</think><answer>[]</answer>"]),
         Parameter("vlm.delay_s", value=0.0), Parameter("views", value=["static"])])
 
@@ -146,7 +146,7 @@ NODES = {
     "camera_node": _camera,
     "projection_node": _projection,
     "motion_planner_node": _motion_planner,
-    "planner_node": _planner,
+    "task_node": _planner,
     "state_publisher_node": _state_publisher,
     "recorder_node": _recorder,
     "replay_node": _replay,
@@ -162,7 +162,7 @@ def _shipped_values(executable: str) -> list[tuple[str, str, Any]]:
         if isinstance(data, dict) and "nodes" in data:  # a system file, with its arguments' defaults
             for spec in load_system(path).with_arguments({}, {}).nodes_running(executable):
                 values += [(f"{path.name}:{spec.name}", k, v) for k, v in spec.ros_parameters().items()]
-        elif isinstance(data, dict) and executable in data:  # a ROS parameters file (config/planner.yaml)
+        elif isinstance(data, dict) and executable in data:  # a ROS parameters file (config/task_node.yaml)
             values += [(path.name, k, v) for k, v in data[executable].get("ros__parameters", {}).items()]
     return values
 
@@ -242,15 +242,15 @@ def test_a_value_outside_its_range_stops_the_node_naming_the_bound(ros_context):
 
 
 def _planner_from_parameters_file(context, tmp: Path, source: str):
-    """planner_node started from real_xarm6's parameters file as bringup and the launch file write it, or from
-    the hand-written config/planner.yaml (rcl flattens its nested mappings)."""
-    from robopin_ros.planner_node import PlannerNode
+    """task_node started from real_xarm6's parameters file as bringup and the launch file write it, or from
+    the hand-written config/task_node.yaml (rcl flattens its nested mappings)."""
+    from robopin_ros.task_node import TaskNode
 
-    params = REPO_ROOT / "config" / "planner.yaml"
+    params = REPO_ROOT / "config" / "task_node.yaml"
     if source == "system_file":
         params = tmp / "real_xarm6.params.yaml"
         params.write_text(yaml.safe_dump(load_system("real_xarm6").with_arguments({}, {}).ros_parameters_file()))
-    return PlannerNode(context=context, cli_args=["--ros-args", "--params-file", str(params)])
+    return TaskNode(context=context, cli_args=["--ros-args", "--params-file", str(params)])
 
 
 @pytest.mark.parametrize("source", ["system_file", "planner_yaml"])

@@ -2,7 +2,7 @@
 supervises the start, so the planner holds tasks until each node named in ``ready_nodes`` answers its
 ``~/ready`` (std_srvs/Trigger, ``runtime.serve_readiness``) with success.
 
-The real planner_node and the real TaskClient over DDS; the peer is a plain node serving ``~/ready`` whose
+The real task_node and the real TaskClient over DDS; the peer is a plain node serving ``~/ready`` whose
 answer the test sets (it stands for a camera node before its first frame).
 """
 
@@ -19,8 +19,8 @@ def test_tasks_wait_for_every_named_node_and_run_once_all_are_ready(ros_context)
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
     from rclpy.parameter import Parameter
-    from robopin_ros.planner_node import PlannerNode
     from robopin_ros.task_client import TaskClient
+    from robopin_ros.task_node import TaskNode
     from std_srvs.srv import Trigger
 
     from robopin.interfaces import READY
@@ -32,7 +32,7 @@ def test_tasks_wait_for_every_named_node_and_run_once_all_are_ready(ros_context)
         response.message = "ready" if response.success else "no camera frame yet (starting)"
         return response
 
-    planner = PlannerNode(context=ros_context, parameter_overrides=[
+    planner = TaskNode(context=ros_context, parameter_overrides=[
         Parameter("ready_nodes", value=["camera_static"]), Parameter("ready_wait_s", value=2.0)])
     peer = Node("camera_static", context=ros_context)
     peer.create_service(Trigger, READY, answer)

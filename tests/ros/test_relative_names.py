@@ -33,7 +33,7 @@ PROVIDES: dict[str, dict[str, set[str]]] = {
                                    names.ARM.gripper_cmd}},
     "projection_node": {"pub": {names.TARGET_MARKERS, names.WORKSPACE_CLOUD}, "srv": {names.PROJECT_POINTS}},
     "motion_planner_node": {"action": {names.PICK_PLACE, names.MOVE_TO_POSE}},
-    "planner_node": {"pub": {names.REASONING, names.REASONING_MARKERS, names.TARGETS, names.reasoning_image("static"),
+    "task_node": {"pub": {names.REASONING, names.REASONING_MARKERS, names.TARGETS, names.reasoning_image("static"),
                              names.TASK_SERVER_HEARTBEAT},
                      "srv": {names.INSTRUCT}, "action": {names.EXECUTE_TASK}},
     "state_publisher_node": {"pub": {names.ROBOT_DESCRIPTION, names.TF, names.TF_STATIC}},

@@ -74,7 +74,7 @@ def test_an_instruction_the_scene_cannot_ground_has_no_goal_regions(scene):
 
 
 def test_the_long_horizon_reference_plan_uses_the_shipped_action_dictionary():
-    actions = load_system("config/sim_xarm6.yaml").node("planner_node").parameters["reasoning"]["actions"]
+    actions = load_system("config/sim_xarm6.yaml").node("task_node").parameters["reasoning"]["actions"]
     actions = {int(k): v for k, v in actions.items()}
     scene = build_scene("long_horizon", 0, world_name=unique_world_name("truth-lh"), robot="xarm6")
     try:

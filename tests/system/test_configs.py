@@ -59,7 +59,7 @@ def test_system_file_names_real_nodes_and_parameters_they_declare(path):
 
 def test_the_declared_parameter_scan_finds_real_parameters():
     # Guards the scan itself: if it found nothing, the test above could not fail.
-    assert {"views", "vlm", "reasoning", "workspace", "max_frame_age_s"} <= declared_parameters("planner_node")
+    assert {"views", "vlm", "reasoning", "workspace", "max_frame_age_s"} <= declared_parameters("task_node")
     assert {"backend", "options", "state_rate_hz"} <= declared_parameters("arm_driver_node")
     assert "calibrations" in declared_parameters("projection_node")
 

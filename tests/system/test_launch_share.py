@@ -113,8 +113,8 @@ def test_the_installed_launch_starts_existing_nodes_and_reaches_an_external_cont
     assert planner["gripper_action"] == ARM.gripper_cmd  # relative: under namespace:=
     assert params["arm_driver"]["ros__parameters"]["options.ip"] == "192.168.1.200"
     # Nothing supervises the launch's processes: the task node waits for every other node's ~/ready.
-    others = [n.name for n in load_system("real_xarm6").nodes if n.executable != "planner_node"]
-    assert params["planner_node"]["ros__parameters"]["ready_nodes"] == others
+    others = [n.name for n in load_system("real_xarm6").nodes if n.executable != "task_node"]
+    assert params["task_node"]["ros__parameters"]["ready_nodes"] == others
 
 
 def test_the_launch_refuses_a_second_stack_before_starting_a_node(launch_file):

@@ -52,7 +52,7 @@ def test_relative_names_resolve_under_the_namespace_and_strip_back():
 def test_the_default_system_is_in_the_root_namespace_and_keys_parameters_by_bare_name():
     system = load_system("sim_panda", {})
     assert system.namespace == ""
-    assert "planner_node" in system.ros_parameters_file()
+    assert "task_node" in system.ros_parameters_file()
 
 
 def test_a_namespaced_system_keys_its_parameters_file_by_fully_qualified_name():

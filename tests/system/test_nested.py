@@ -28,7 +28,7 @@ def test_a_key_that_is_both_a_value_and_a_mapping_is_refused_by_name():
 
 def test_the_planners_settings_of_a_shipped_system_are_dotted():
     params = load_system("real_xarm6").with_arguments({"vlm_url": "http://gpu:8000/v1"}, {}).ros_parameters_file()
-    planner = params["planner_node"]["ros__parameters"]
+    planner = params["task_node"]["ros__parameters"]
     assert planner["vlm.base_url"] == "http://gpu:8000/v1"  # the launch argument reached the dotted key
     assert planner["reasoning.view_roles.static"].startswith("static camera")
     assert planner["workspace.max_xyz"] == [0.9, 0.5, 0.6]

@@ -53,7 +53,7 @@ def test_the_table_covers_every_executable_and_its_nested_settings():
     assert set(NODE_PARAMETERS) == set(NODE_EXECUTABLES)
     for executable, settings in NESTED_SETTINGS.items():
         assert set(NESTED_PARAMETERS.get(executable, ())) <= set(settings) <= NODE_PARAMETERS[executable], executable
-    assert "ready_wait_s" in NODE_PARAMETERS["planner_node"]
+    assert "ready_wait_s" in NODE_PARAMETERS["task_node"]
 
 
 @pytest.mark.parametrize("system", [*SIM_SYSTEMS, "real_xarm6", "real_franka"])

@@ -30,7 +30,7 @@ SIM = {
                             "parameters": {"views": ["static", "wrist"], "ee_pose_topic": "/robopin/arm/ee_pose",
                                            "workspace": {"min_xyz": [0.1, -0.5, 0], "max_xyz": [0.9, 0.5, 0.6]}}},
         "motion_planner_node": {"executable": "motion_planner_node", "parameters": {"robot": "panda"}},
-        "planner_node": {"executable": "planner_node",
+        "task_node": {"executable": "task_node",
                          "parameters": {"views": ["static", "wrist"],
                                         "vlm": {"type": "oracle", "world": "cell", "views": ["static", "wrist"]}}},
     },
@@ -66,8 +66,8 @@ def test_a_valid_system_loads_with_its_parts():
     ({"views": ["static", "static"]}, "views must be distinct"),
     ({"nodes__arm__executable": "arm_node"}, "executable 'arm_node' is not a robopin_ros node"),
     ({"nodes__arm__colour": 1}, r"node 'arm' has unknown key\(s\) \['colour'\]"),
-    ({"nodes__planner_node__parameters__views": ["wrist", "static"]},
-     r"planner_node' has views \['wrist', 'static'\].*img_idx order"),
+    ({"nodes__task_node__parameters__views": ["wrist", "static"]},
+     r"task_node' has views \['wrist', 'static'\].*img_idx order"),
     ({"nodes__camera_wrist__parameters__name": "hand"}, r"no camera_node publishes view\(s\) \['wrist'\]"),
     ({"nodes__camera_wrist__parameters__name": "static"}, "both publish view 'static'"),
     ({"nodes__motion_planner_node__parameters__robot": "xarm6"}, "plans for robot 'xarm6'.*robot is 'panda'"),
@@ -76,7 +76,7 @@ def test_a_valid_system_loads_with_its_parts():
      r"arm pose on '/arm/ee_pose'.*\['/robopin/arm/ee_pose'\]"),
     ({"nodes__camera_static__parameters__options": {"world": "other"}}, "simulated world 'other'.*sim.world is 'cell'"),
     ({"sim": None}, "uses a simulated backend but the system has no 'sim' section"),
-    ({"nodes__planner_node__parameters__vlm": {"model": "x"}}, "vlm needs a 'type'"),
+    ({"nodes__task_node__parameters__vlm": {"model": "x"}}, "vlm needs a 'type'"),
     ({"sim__seed": -1}, "sim.seed must be an integer >= 0, got -1"),
     ({"sim__real_time_factor": -2}, "real_time_factor must be >= 0"),
     ({"task": {"mode": "dance"}}, "task.mode must be auto, point, subtask or plan, got 'dance'"),
@@ -94,7 +94,7 @@ def test_ros_parameters_turn_mappings_into_yaml_strings_the_nodes_parse():
     assert parameters["views"] == ["static", "wrist"]
     exported = build().with_arguments({}).ros_parameters_file()
     assert set(exported) == {"camera_static", "camera_wrist", "arm", "projection_node", "motion_planner_node",
-                             "planner_node"}
+                             "task_node"}
     # Settings their node declares dotted (robopin.system.nested) arrive as one parameter per key.
     assert exported["arm"]["ros__parameters"]["options.world"] == "cell"
     assert exported["camera_wrist"]["ros__parameters"]["options.world"] == "cell"  # written as YAML text
@@ -187,13 +187,13 @@ def test_an_unseeded_etts_reasoner_of_a_sim_system_gets_the_layout_seed():
     # Issue #38: unseeded, the node path drew the simulated model's errors from other seeds than the
     # in-process trials (and its exploration from the OS), so a layout erred differently on the two paths.
     system = load_system("sim_xarm6", {"tts": "etts"}).with_sim(seed=6).with_layout_seeded_reasoner()
-    assert system.node("planner_node").parameters["reasoning"]["reasoner"] == {"type": "etts", "seed": 6}
+    assert system.node("task_node").parameters["reasoning"]["reasoner"] == {"type": "etts", "seed": 6}
     single = load_system("sim_xarm6").with_sim(seed=6).with_layout_seeded_reasoner()
-    assert single.node("planner_node").parameters["reasoning"]["reasoner"] == {"type": "single"}
+    assert single.node("task_node").parameters["reasoning"]["reasoner"] == {"type": "single"}
     etts = load_system("sim_xarm6", {"tts": "etts"})
-    own = etts.with_parameters("planner_node", reasoning={"reasoner": {"type": "etts", "seed": 11}})
-    assert own.with_layout_seeded_reasoner().node("planner_node").parameters["reasoning"]["reasoner"]["seed"] == 11
-    text = etts.with_parameters("planner_node", reasoning="reasoner: {type: etts}").with_sim(seed=2)
-    assert text.with_layout_seeded_reasoner().node("planner_node").parameters["reasoning"]["reasoner"]["seed"] == 2
+    own = etts.with_parameters("task_node", reasoning={"reasoner": {"type": "etts", "seed": 11}})
+    assert own.with_layout_seeded_reasoner().node("task_node").parameters["reasoning"]["reasoner"]["seed"] == 11
+    text = etts.with_parameters("task_node", reasoning="reasoner: {type: etts}").with_sim(seed=2)
+    assert text.with_layout_seeded_reasoner().node("task_node").parameters["reasoning"]["reasoner"]["seed"] == 2
     real = load_system("real_xarm6")
     assert real.with_layout_seeded_reasoner() is real

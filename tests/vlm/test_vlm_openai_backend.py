@@ -177,7 +177,7 @@ def test_cancel_abandons_the_request_in_flight_and_sends_no_other(stub_server):
         thread.join(5.0)
         assert isinstance(outcome.get("error"), VLMCanceledError), outcome
         assert "canceled" in str(outcome["error"])
-        assert outcome["ended"] - canceled_at < 1.0  # the bound planner_node promises for a cancel
+        assert outcome["ended"] - canceled_at < 1.0  # the bound task_node promises for a cancel
         time.sleep(0.5)
         assert len(stub_server.chat_requests()) == 1  # no retry after a cancel
         # A call started after cancel() returned runs normally.

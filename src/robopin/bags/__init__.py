@@ -7,7 +7,7 @@ re-planned replay.
 - :mod:`robopin.bags.reader`: :class:`TrialBag` (ours or ``ros2 bag record``'s).
 - :mod:`robopin.bags.replay`: :func:`replay` with rate/loop/offset/filters and measured lateness; :func:`frames`.
 - :mod:`robopin.bags.diff`: compare recorded and re-planned reasoning, targets and plans.
-- :mod:`robopin.bags.planner_replay`: recorded planner steps fed to a planner again (VLM backend, arm dry run).
+- :mod:`robopin.bags.task_replay`: recorded planner steps fed to a planner again (VLM backend, arm dry run).
 """
 
 from robopin.bags.reader import BagMessage, BagNotFoundError, TrialBag

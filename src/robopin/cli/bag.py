@@ -91,7 +91,7 @@ def _replan_backend(path: str):
     """
     import yaml
 
-    from robopin.bags.planner_replay import RecordedTextBackend
+    from robopin.bags.task_replay import RecordedTextBackend
     from robopin.vlm.base import make_backend
 
     if path == "recorded":
@@ -133,10 +133,10 @@ def _replan(args: argparse.Namespace) -> int:
     import yaml
 
     from robopin.bags import BagNotFoundError, TrialBag
-    from robopin.bags.planner_replay import (
-        PlannerReplayError,
+    from robopin.bags.task_replay import (
         ReasoningLoopPlanner,
         RecordedTextBackend,
+        TaskReplayError,
         check_replay_inputs,
         recorded_projection_config,
         recorded_steps,
@@ -156,7 +156,7 @@ def _replan(args: argparse.Namespace) -> int:
             projection = recorded_projection_config(bag)
         planner = ReasoningLoopPlanner(backend, config, projection=projection)
         replays = replay_with_planner(steps, planner, tolerance_px=args.tolerance_px, tolerance_m=args.tolerance_m)
-    except (PlannerReplayError, BagNotFoundError, ReplanConfigError, VLMError, ReasoningConfigError,
+    except (TaskReplayError, BagNotFoundError, ReplanConfigError, VLMError, ReasoningConfigError,
             yaml.YAMLError, OSError) as error:
         print(f"robopin bag replan: cannot replay: {one_line(error)}", file=sys.stderr)
         return REPLAN_CANNOT

@@ -16,7 +16,7 @@ model reports done or ``max_steps``. The loop depends only on four small stages,
 
 Every way a task ends without success has a named reason (:data:`REFUSAL_REASONS`, plus projection
 and motion statuses passed through). In-process stages: :mod:`robopin.reasoning.inprocess`; the ROS
-versions live in ``robopin_ros.planner_node``.
+versions live in ``robopin_ros.task_node``.
 """
 
 from robopin.reasoning.config import MODES, ReasoningConfig, SkillSpec

@@ -1,7 +1,7 @@
 """Configuration of the reasoning loop: modes, step limits, sampling, skills, plan actions, workspace.
 
 One :class:`ReasoningConfig` per deployment (a ``reasoning:`` block of the deployment YAML, or the
-planner node's parameters). Everything is validated when it is built, with messages naming the bad
+task node's parameters). Everything is validated when it is built, with messages naming the bad
 value, so a typo fails at start-up rather than in the middle of a task.
 """
 

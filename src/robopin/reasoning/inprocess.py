@@ -1,7 +1,7 @@
 """In-process stages for the loop: observe from a snapshot source, project with ``robopin.geometry``.
 
 These are what the loop uses where no ROS graph runs (tests, benchmarks, the simulator, a future
-single-process runner); ``planner_node`` has its own ROS versions of the same protocols.
+single-process runner); ``task_node`` has its own ROS versions of the same protocols.
 """
 
 from __future__ import annotations

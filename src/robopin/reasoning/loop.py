@@ -18,7 +18,7 @@ Nothing moves unless the reasoning validated, both targets are valid 3D points i
 workspace, and the request is not a dry run (the actor plans only). Every failure ends the task
 with a named reason (:mod:`robopin.reasoning.errors`); cancel is checked before every stage.
 The loop only sees the stage protocols of :mod:`robopin.reasoning.interfaces`, so it runs the same
-in-process (tests, benchmarks) and inside ``planner_node``.
+in-process (tests, benchmarks) and inside ``task_node``.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def check_system(system: SystemFile) -> None:
         if camera.parameters.get("backend") == "sim":
             check_world(camera, mapping_parameter(camera, "options").get("world"))
     replaying = bool(system.nodes_running("replay_node"))
-    for node in (*system.nodes_running("planner_node"), *system.nodes_running("projection_node")):
+    for node in (*system.nodes_running("task_node"), *system.nodes_running("projection_node")):
         views = [v for v in node.parameters.get("views", []) if v]
         if tuple(views) != system.views:
             fail(f"node {node.name!r} has views {views}, but the system's views (img_idx order) are "
@@ -94,7 +94,7 @@ def check_system(system: SystemFile) -> None:
         if ee_pose_topics and topic not in ee_pose_topics:
             fail(f"node {projection.name!r} reads the arm pose on {topic!r}, but the arm driver publishes it on "
                  f"{sorted(ee_pose_topics)}")
-    for planner in system.nodes_running("planner_node"):
+    for planner in system.nodes_running("task_node"):
         vlm = mapping_parameter(planner, "vlm")
         if "type" not in vlm:
             fail(f"node {planner.name!r}: parameter vlm needs a 'type' (openai, transformers, oracle, ...), got {vlm}")

@@ -148,7 +148,7 @@ def launch_entries(system_path: str | Path, launch_configurations: Mapping[str, 
     # Nothing supervises a launch's processes: each task node waits for the others' ~/ready itself, so the
     # first task finds the arm enabled, a frame from every camera and the recorder hearing every topic.
     for node in system.nodes:
-        if node.executable == "planner_node":
+        if node.executable == "task_node":
             others = [n.name for n in system.nodes if n.name != node.name]
             parameters.setdefault(node.name, {}).setdefault("ros__parameters", {})["ready_nodes"] = others
     params.write_text(yaml.safe_dump(parameters, sort_keys=False), encoding="utf-8")

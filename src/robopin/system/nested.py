@@ -20,7 +20,7 @@ import yaml
 __all__ = ["NESTED_PARAMETERS", "flatten_setting", "nest_setting", "plain", "ros_leaf", "setting_from_parameters"]
 
 NESTED_PARAMETERS: dict[str, tuple[str, ...]] = {
-    "planner_node": ("vlm", "reasoning", "workspace"),
+    "task_node": ("vlm", "reasoning", "workspace"),
     "motion_planner_node": ("planner", "workspace"),
     "camera_node": ("options",),
     "arm_driver_node": ("options",),

@@ -46,7 +46,7 @@ NODE_PARAMETERS: dict[str, frozenset[str]] = {
         "gripper_open_m", "gripper_max_effort_n", "min_held_width_m", "object_footprint_m", "place_search_radius_m",
         "max_joint_state_age_s", "execution_timeout_s", "driver_wait_s", "joint_states_topic", "cloud_topic",
         "execute_action", "gripper_action"}),
-    "planner_node": frozenset({
+    "task_node": frozenset({
         "views", "target_frame", "service_timeout_s", "motion_timeout_s", "velocity_scale", "publish_images",
         "project_service", "pick_place_action", "sync_tolerance_s", "max_frame_age_s", "vlm", "reasoning",
         "workspace", "ground_truth", "snapshot_wait_s", "settle_s", "ready_wait_s", "ready_nodes"}),
@@ -69,8 +69,8 @@ rclpy's own (:data:`ROS_OWN_PARAMETERS`) and the ``cameras.<view>.<key>`` topic 
 
 NESTED_SETTINGS: dict[str, tuple[str, ...]] = {executable: NESTED_PARAMETERS.get(executable, ())
                                               for executable in NODE_PARAMETERS}
-# planner_node's ground_truth is declared nested too, though a system file hands it as one YAML string.
-NESTED_SETTINGS["planner_node"] += ("ground_truth",)
+# task_node's ground_truth is declared nested too, though a system file hands it as one YAML string.
+NESTED_SETTINGS["task_node"] += ("ground_truth",)
 """Executable -> every setting its node declares with ``declare_nested`` (dotted ``name.key`` parameters);
 :data:`robopin.system.nested.NESTED_PARAMETERS` names those a system file hands in the dotted form."""
 
@@ -207,9 +207,9 @@ def _fixed(module: str, name: str) -> Callable[..., Any]:
 
 _WORKSPACE = _Schema(_fixed("robopin.geometry.workspace", "WorkspaceBox"))
 _SCHEMAS: dict[tuple[str, str], _Schema] = {
-    ("planner_node", "vlm"): _Schema(_backend("VLM backend", "openai"), frozenset({"type"})),
-    ("planner_node", "reasoning"): _Schema(_fixed("robopin.reasoning.config", "ReasoningConfig")),
-    ("planner_node", "workspace"): _WORKSPACE,
+    ("task_node", "vlm"): _Schema(_backend("VLM backend", "openai"), frozenset({"type"})),
+    ("task_node", "reasoning"): _Schema(_fixed("robopin.reasoning.config", "ReasoningConfig")),
+    ("task_node", "workspace"): _WORKSPACE,
     ("motion_planner_node", "workspace"): _WORKSPACE,
     ("projection_node", "workspace"): _WORKSPACE,
     # The node sets planner.robot from its robot parameter; a type picks the backend (roboplan by default).

@@ -13,7 +13,7 @@ node in one executor). It holds:
   are and the QoS they are published with (robopin.cameras.topics: ``driver: realsense`` reads
   realsense-ros's names), handed as ``cameras.<view>.<key>`` parameters to every node that uses them;
 - ``nodes``: node name -> ``{executable, parameters}``; ``executable`` is a ``robopin_ros``
-  console script (``camera_node``, ``planner_node``, ...). Parameter values that are mappings become
+  console script (``camera_node``, ``task_node``, ...). Parameter values that are mappings become
   YAML strings when handed to ROS (the nodes parse ``vlm``, ``options``, ``workspace``... themselves);
 - ``arguments``: launch arguments (``robot_ip``, ``vlm_url``, ``dry_run``, camera serials) with a
   default, an optional environment variable that overrides the default, and the node parameters
@@ -60,7 +60,7 @@ NODE_EXECUTABLES = (
     "calibration_node",
     "camera_node",
     "motion_planner_node",
-    "planner_node",
+    "task_node",
     "projection_node",
     "recorder_node",
     "replay_node",
@@ -71,7 +71,7 @@ _ARGUMENT = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_]*):=(?P<value>.*)$")
 _TOP_LEVEL = {"name", "description", "robot", "views", "namespace", "cameras", "nodes", "arguments", "sim", "task"}
 # Executables that read or write camera topics, and so take each view's cameras.<view>.* parameters;
 # the ones naming a single view take only that view's (their ``name`` parameter).
-_CAMERA_TOPIC_USERS = {"planner_node": "views", "projection_node": "views", "recorder_node": "views",
+_CAMERA_TOPIC_USERS = {"task_node": "views", "projection_node": "views", "recorder_node": "views",
                        "camera_node": "name", "calibration_node": "name"}
 
 
@@ -274,7 +274,7 @@ class SystemFile:
         return dataclasses.replace(self, namespace=namespace)
 
     def node_fqn(self, name: str) -> str:
-        """A node's fully qualified ROS name in this system's namespace (``/left/planner_node``)."""
+        """A node's fully qualified ROS name in this system's namespace (``/left/task_node``)."""
         return f"{self.namespace}/{name}"
 
     def node(self, name: str) -> NodeSpec:
@@ -330,7 +330,7 @@ class SystemFile:
         if self.sim is None or self.arguments:
             return self
         system = self
-        for node in self.nodes_running("planner_node"):
+        for node in self.nodes_running("task_node"):
             reasoning = node.parameters.get("reasoning")
             reasoning = (yaml.safe_load(reasoning) or {}) if isinstance(reasoning, str) else reasoning
             if not isinstance(reasoning, Mapping):

@@ -4,7 +4,7 @@
 the outcome is the task's own result as recorded (``<task action>/_action/result``): success, or its
 named reason; a bag without a result (the stack was killed) fails with ``no_result``. Stage timing
 comes from the task's feedback (the receive times in the bag), the views from the frames each
-reasoning step was made on (:func:`robopin.bags.planner_replay.recorded_steps`).
+reasoning step was made on (:func:`robopin.bags.task_replay.recorded_steps`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _in_trial_folder(folder: Path, root: Path) -> bool:
 def read_bag_trial(folder: str | Path, root: str | Path | None = None) -> BagTrial:
     """The trial a recorder bag holds (see the module docstring)."""
     from robopin.bags import TrialBag
-    from robopin.bags.planner_replay import recorded_steps
+    from robopin.bags.task_replay import recorded_steps
     from robopin.system.timing import FeedbackEvent, step_timings
 
     folder = Path(folder)

@@ -2,7 +2,7 @@
 
 ``robopin trial`` brings every node of a system up over DDS; on a busy 2-core machine that is 25-40 s a
 trial, too slow for a batch of hundreds. This runs the same parts without ROS: the
-:class:`~robopin.reasoning.loop.ReasoningLoop` with the planner node's settings of the system file (VLM
+:class:`~robopin.reasoning.loop.ReasoningLoop` with the task node's settings of the system file (VLM
 backend, reasoning config, ground-truth source, workspace) after its arguments (``model:=``, ``mode:=``,
 ``tts:=``); frames from the ``sim`` camera backend (what the camera nodes publish); projection with
 ``robopin.geometry`` at ``projection_node``'s defaults and the simulator's true camera mounts (the sim
@@ -62,7 +62,7 @@ class InProcessTrial:
     duration_s: float
     path: str = "in-process"
     search: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    """E-TTS's log of each step (``{"task_id", "step", "search"}``, as planner_node publishes it); empty for one
+    """E-TTS's log of each step (``{"task_id", "step", "search"}``, as task_node publishes it); empty for one
     sample."""
 
     @property
@@ -158,7 +158,7 @@ def run_inprocess_trial(system, task: str, seed: int, arguments: Mapping[str, st
     views = tuple(system.views)
     world_name = f"inprocess-{next(_worlds)}"
     scene = build_scene(system.scenario_path(), int(seed), world_name=world_name, robot=system.robot)
-    planner = system.node("planner_node").parameters
+    planner = system.node("task_node").parameters
     cameras, actor, backend = {}, None, None
     try:
         vlm = {**_mapping(planner["vlm"]), "world": world_name}

@@ -1,7 +1,7 @@
 """Run and record one dry-run pointing trial in the simulator: views → reasoning loop → 3D targets → bag + log.
 
 The step runs through :class:`robopin.reasoning.loop.ReasoningLoop` with the planner-replay stages
-(:class:`~robopin.bags.planner_replay.RecordedObserver` / ``RecordedProjector`` / ``DryRunActor``) on
+(:class:`~robopin.bags.task_replay.RecordedObserver` / ``RecordedProjector`` / ``DryRunActor``) on
 exactly the data the bag stores (16UC1 depth, poses through quaternions), so replaying the bag with
 the same backend reproduces the step bit for bit. It writes what a live trial records — camera
 topics, ``/tf_static`` with the camera mounts, arm pose and joint states, ``PinnedReasoning`` and
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from robopin.bags.planner_replay import TrialTopics
 from robopin.bags.recorder import StaticTransform, TrialRecorder
+from robopin.bags.task_replay import TrialTopics
 from robopin.cameras.images import (
     camera_info_message,
     color_image_fields,
@@ -101,7 +101,7 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
 
     # The real reasoning loop plans the step (dry run) on exactly the data the bag holds, through the
     # same stages a planner replay uses, so replaying the bag with the same backend reproduces it.
-    from robopin.bags.planner_replay import (
+    from robopin.bags.task_replay import (
         DryRunActor,
         RecordedObserver,
         RecordedProjector,

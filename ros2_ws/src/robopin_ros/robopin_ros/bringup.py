@@ -64,11 +64,11 @@ __all__ = ["OWN_PROCESS", "Bringup", "BringupError", "NodeProcess", "NodeStartEr
 # oracle's reasoning took 135 -> 55 ms and the projection 42 -> 32 ms median with it in a process of its own.
 OWN_PROCESS = frozenset({"recorder_node"})
 
-_START_ORDER = {"motion_planner_node": 0, "planner_node": 1, "projection_node": 2, "arm_driver_node": 3,
+_START_ORDER = {"motion_planner_node": 0, "task_node": 1, "projection_node": 2, "arm_driver_node": 3,
                 "state_publisher_node": 4, "recorder_node": 4, "camera_node": 6}
 # Nodes are destroyed in this order once every goal has ended (runtime.stop_nodes): the task layers
 # first, the cameras, then the arm's connection, the recorder last so the bag holds the stop.
-_DESTROY_ORDER = {"planner_node": 0, "motion_planner_node": 1, "calibration_node": 2, "projection_node": 3,
+_DESTROY_ORDER = {"task_node": 0, "motion_planner_node": 1, "calibration_node": 2, "projection_node": 3,
                   "camera_node": 4, "replay_node": 5, "arm_driver_node": 6,
                   "state_publisher_node": 7, "recorder_node": 9}
 

@@ -57,7 +57,7 @@ def _method(system: Any) -> str:
     import yaml
 
     model = "vlm"
-    for node in system.nodes_running("planner_node"):
+    for node in system.nodes_running("task_node"):
         vlm = node.parameters.get("vlm", {})
         vlm = yaml.safe_load(vlm) if isinstance(vlm, str) else vlm
         if isinstance(vlm, dict):

@@ -194,7 +194,7 @@ def _report_model(bringup, timeout_s: float = 30.0) -> None:
 def _model(system) -> str:
     from robopin.system.checks import mapping_parameter
 
-    planners = system.nodes_running("planner_node")
+    planners = system.nodes_running("task_node")
     return str(mapping_parameter(planners[0], "vlm").get("type", "vlm")) if planners else "vlm"
 
 

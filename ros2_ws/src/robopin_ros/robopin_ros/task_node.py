@@ -1,4 +1,4 @@
-"""planner_node: language instruction → pinned reasoning → ProjectPoints → PickPlace, as a ROS task.
+"""task_node: language instruction → pinned reasoning → ProjectPoints → PickPlace, as a ROS task.
 
 Serves ``/robopin/instruct`` (srv Instruct: validates the instruction, answers at once with a task
 id, rejects while a task runs) and ``/robopin/execute_task`` (action ExecuteTask, one goal at a time:
@@ -11,9 +11,9 @@ and the motion planner's ``/robopin/motion/pick_place``. Publishes every reasoni
 chosen targets on ``/robopin/reasoning/markers``; feedback stages are observing, reasoning,
 validating, projecting, planning, executing, done.
 
-    ros2 run robopin_ros planner_node --ros-args -p views:="['static', 'wrist']" \\
+    ros2 run robopin_ros task_node --ros-args -p views:="['static', 'wrist']" \\
         -p vlm.type:=openai -p vlm.base_url:=http://gpu-server:8000/v1 -p vlm.model:=vlm
-    ros2 param set /planner_node vlm.base_url http://other-server:8000/v1   # applied between tasks
+    ros2 param set /task_node vlm.base_url http://other-server:8000/v1   # applied between tasks
     ros2 service call /robopin/instruct robopin_interfaces/srv/Instruct "{instruction: 'put the duck on the plate'}"
 """
 
@@ -172,7 +172,7 @@ class _RosObserver(SnapshotObserver):
 class _RosProjector:
     """ProjectPoints service client; publishes the targets it got (Target3D each, and as RViz markers)."""
 
-    def __init__(self, node: PlannerNode) -> None:
+    def __init__(self, node: TaskNode) -> None:
         self.node = node
 
     def project(self, requests: Sequence[PointRequest], observation: Observation) -> list[Target]:
@@ -214,7 +214,7 @@ class _RosProjector:
 class _RosActor:
     """PickPlace action client: planning/approaching/... feedback relayed, cancel forwarded."""
 
-    def __init__(self, node: PlannerNode) -> None:
+    def __init__(self, node: TaskNode) -> None:
         self.node = node
 
     def pick_place(self, pick: Target, place: Target, *, dry_run, on_stage, should_stop) -> MotionOutcome:
@@ -277,11 +277,11 @@ class _StageLog:
             self.logger.info(f"task {self.task_id} step {step}: {stage} {detail}".rstrip())
 
 
-class PlannerNode(LoggedNode):
+class TaskNode(LoggedNode):
     """Runs language instructions through the reasoning loop (see the module docstring)."""
 
     def __init__(self, **node_options: Any) -> None:
-        super().__init__("planner_node", **node_options)
+        super().__init__("task_node", **node_options)
         read_only = self._declare_read_only
         self.views = [v for v in read_only("views", ["static", "wrist"],
                                            "camera view names in img_idx order (same order as projection_node's "
@@ -753,7 +753,7 @@ class PlannerNode(LoggedNode):
 
 
 def main(args=None) -> int:
-    return run_node(PlannerNode, args)
+    return run_node(TaskNode, args)
 
 
 if __name__ == "__main__":

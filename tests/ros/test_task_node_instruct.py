@@ -1,4 +1,4 @@
-"""planner_node's front door over real DDS, no simulator: Instruct validation, parameter checks, a task
+"""task_node's front door over real DDS, no simulator: Instruct validation, parameter checks, a task
 with no camera frames ending with its named reason, and the reasoning conversions."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from robopin_interfaces.action import ExecuteTask
 from robopin_interfaces.srv import Instruct
 from robopin_ros import conversions
 from robopin_ros.actions import ActionClient
-from robopin_ros.planner_node import PlannerNode
+from robopin_ros.task_node import TaskNode
 
 from robopin.geometry import PointRequest, RefusalReason, Target
 from robopin.pincot import Issue, parse
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.ros
 
 @pytest.fixture
 def planner(ros_context):
-    """planner_node in this process (its own executor) with a scripted model and no cameras."""
+    """task_node in this process (its own executor) with a scripted model and no cameras."""
     from robopin.vlm import register_backend
 
     register_backend("scripted", "tests.reasoning.stages")
@@ -37,7 +37,7 @@ def planner(ros_context):
         NodeParameter("views", value=["static"]),
         NodeParameter("max_frame_age_s", value=0.2),
     ]
-    node = PlannerNode(context=ros_context, parameter_overrides=overrides)
+    node = TaskNode(context=ros_context, parameter_overrides=overrides)
     executor = MultiThreadedExecutor(num_threads=4, context=ros_context)
     executor.add_node(node)
     import threading
@@ -75,7 +75,7 @@ def test_instruct_rejects_bad_requests_at_once_naming_why(planner, fields, expec
 
 
 def _set(client_node, name: str, value: str):
-    service = client_node.create_client(SetParameters, "/planner_node/set_parameters")
+    service = client_node.create_client(SetParameters, "/task_node/set_parameters")
     assert service.wait_for_service(timeout_sec=20)
     value_msg = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
     request = SetParameters.Request(parameters=[Parameter(name=name, value=value_msg)])

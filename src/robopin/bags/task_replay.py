@@ -36,7 +36,6 @@ from robopin.system.names import absolute_name
 
 __all__ = [
     "DryRunActor",
-    "PlannerReplayError",
     "ReasoningLoopPlanner",
     "RecordedObserver",
     "RecordedProjector",
@@ -46,6 +45,7 @@ __all__ = [
     "ReplayModelError",
     "StepPlanner",
     "StepReplay",
+    "TaskReplayError",
     "TrialTopics",
     "check_replay_inputs",
     "projection_config_from_parameters",
@@ -57,12 +57,12 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class PlannerReplayError(RuntimeError):
+class TaskReplayError(RuntimeError):
     """A planner replay cannot be done: the bag lacks what it needs (no reasoning, a view without images or
     camera info), or the model could not be asked (:class:`ReplayModelError`)."""
 
 
-class ReplayModelError(PlannerReplayError):
+class ReplayModelError(TaskReplayError):
     """The replay's model gave no answer to diff: unreachable, timed out, or its request failed."""
 
 
@@ -175,7 +175,7 @@ def recorded_steps(bag: TrialBag, topics: TrialTopics | None = None) -> list[Rec
     topics = topics or TrialTopics()
     available = bag.topics
     if topics.reasoning not in available or available[topics.reasoning].msgtype != REASONING_TYPE:
-        raise PlannerReplayError(f"bag {str(bag.path)!r} has no {REASONING_TYPE} on {topics.reasoning!r}; "
+        raise TaskReplayError(f"bag {str(bag.path)!r} has no {REASONING_TYPE} on {topics.reasoning!r}; "
                                  f"topics: {sorted(available)}")
     mounts = _mounts(bag)
     poses = PoseBuffer()
@@ -257,7 +257,7 @@ def recorded_projection_config(bag: TrialBag, node: str = "projection_node") -> 
 
 def check_replay_inputs(bag: TrialBag, steps: Sequence[RecordedStep], topics: TrialTopics | None = None, *,
                         need_targets: bool = False) -> None:
-    """Raise :class:`PlannerReplayError` naming the topic when the bag lacks what replaying ``steps`` needs.
+    """Raise :class:`TaskReplayError` naming the topic when the bag lacks what replaying ``steps`` needs.
 
     Each view needs its camera mount on ``/tf_static`` (``<view>_optical``) and its aligned depth; a wrist
     view needs the arm poses; ``need_targets`` (the recorded backend's self-check) needs the recorded targets.
@@ -265,23 +265,23 @@ def check_replay_inputs(bag: TrialBag, steps: Sequence[RecordedStep], topics: Tr
     topics = topics or TrialTopics()
     available = bag.topics
     if TF_STATIC_TOPIC not in available:
-        raise PlannerReplayError(f"bag {str(bag.path)!r} has no {TF_STATIC_TOPIC}: replay needs the camera mounts "
+        raise TaskReplayError(f"bag {str(bag.path)!r} has no {TF_STATIC_TOPIC}: replay needs the camera mounts "
                                  "it carries to place each view")
     for step in steps:
         for view in step.views:
             frame = f"{view.name}_optical"
             mount = step.mounts.get(frame)
             if mount is None:
-                raise PlannerReplayError(f"step {step.index}: {TF_STATIC_TOPIC} has no transform to {frame!r} (base "
+                raise TaskReplayError(f"step {step.index}: {TF_STATIC_TOPIC} has no transform to {frame!r} (base "
                                          f"or ee to the camera of view {view.name!r}); frames: {sorted(step.mounts)}")
             if view.depth_m is None:
-                raise PlannerReplayError(f"step {step.index}: view {view.name!r} has no depth on "
+                raise TaskReplayError(f"step {step.index}: view {view.name!r} has no depth on "
                                          f"{topics.depth(view.name)} at or before the reasoning's stamp")
             if mount.kind == "wrist" and topics.ee_pose not in available:
-                raise PlannerReplayError(f"bag has no {topics.ee_pose}: the wrist view {view.name!r} is placed "
+                raise TaskReplayError(f"bag has no {topics.ee_pose}: the wrist view {view.name!r} is placed "
                                          "through the arm pose at its frame")
     if need_targets and steps and topics.targets not in available:
-        raise PlannerReplayError(f"bag has no {topics.targets}: there are no recorded targets to reproduce")
+        raise TaskReplayError(f"bag has no {topics.targets}: there are no recorded targets to reproduce")
 
 
 def _make_step(index: int, reasoning: Any, latest: Mapping[str, Any], *, mounts: dict[str, CameraMount],
@@ -290,7 +290,7 @@ def _make_step(index: int, reasoning: Any, latest: Mapping[str, Any], *, mounts:
     for img_idx, name in enumerate(reasoning.view_names):
         color, info = latest.get(topics.color(name)), latest.get(topics.info(name))
         if color is None or info is None:
-            raise PlannerReplayError(f"step {index}: view {name!r} has no color image or camera info recorded "
+            raise TaskReplayError(f"step {index}: view {name!r} has no color image or camera info recorded "
                                      f"before the reasoning ({topics.color(name)}, {topics.info(name)})")
         rgb = image_message_to_color(color)
         depth = latest.get(topics.depth(name))
@@ -375,7 +375,7 @@ class RecordedTextBackend:
         from robopin.vlm.base import GenerationResult, Sample
 
         if self._text is None:
-            raise PlannerReplayError("the recorded backend was asked before a recorded step was given to it")
+            raise TaskReplayError("the recorded backend was asked before a recorded step was given to it")
         n = 1 if params is None else params.n
         return GenerationResult(tuple(Sample(self._text) for _ in range(n)), self.config.model)
 

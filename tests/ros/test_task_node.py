@@ -1,14 +1,14 @@
-"""planner_node over real DDS with the simulator and the ground-truth oracle as the model.
+"""task_node over real DDS with the simulator and the ground-truth oracle as the model.
 
 Run as a script, this file is the stack process the tests talk to: one simulated scene and, in one
-executor, the real ``planner_node`` (oracle backend on that scene) and the real ``projection_node``,
+executor, the real ``task_node`` (oracle backend on that scene) and the real ``projection_node``,
 plus a ``sim_stand_in`` node that plays the parts this test keeps in-process: the cameras (renders both
 views after every change of the world and republishes them, stamped now, on the realsense-ros
 topics), the arm state (``/joint_states``, ``/robopin/arm/ee_pose``) and ``/robopin/motion/pick_place``
 carried out by the simulator's scripted controller (stops mid-motion on cancel). The tests are
 clients in their own process: ``Instruct``, ``ExecuteTask``, ``/robopin/reasoning``, parameters.
 
-    python tests/ros/test_planner_node.py --scenario spatial --seed 0 --ros-args --params-file p.yaml
+    python tests/ros/test_task_node.py --scenario spatial --seed 0 --ros-args --params-file p.yaml
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def _stand_in_node(scene):
 
 
 def stack_main(argv: list[str]) -> int:
-    """Build the scene and run planner_node, projection_node and the stand-ins in one process."""
+    """Build the scene and run task_node, projection_node and the stand-ins in one process."""
     import argparse
     import signal
 
@@ -180,8 +180,8 @@ def stack_main(argv: list[str]) -> int:
     import rclpy
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
-    from robopin_ros.planner_node import PlannerNode
     from robopin_ros.projection_node import ProjectionNode
+    from robopin_ros.task_node import TaskNode
 
     from robopin.env import apply_ros_environment
     from robopin.sim.tasks import build_scene
@@ -200,7 +200,7 @@ def stack_main(argv: list[str]) -> int:
     scene = build_scene(args.scenario, args.seed, world_name=WORLD)
     rclpy.init(args=["stack", *ros_args], signal_handler_options=SignalHandlerOptions.NO)
     executor = MultiThreadedExecutor(num_threads=8)
-    nodes = [_stand_in_node(scene), ProjectionNode(), PlannerNode()]
+    nodes = [_stand_in_node(scene), ProjectionNode(), TaskNode()]
     for node in nodes:
         executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -253,7 +253,7 @@ def stack_parameters(scene_spec: str, seed: int) -> dict:
                     "pose_tolerance_s": 1.0,  # the arm stands still whenever the planner projects
                 }
             },
-            "planner_node": {
+            "task_node": {
                 "ros__parameters": {
                     "views": list(VIEWS),
                     "vlm": yaml.safe_dump(oracle),
@@ -313,7 +313,7 @@ class Client:
         )
         self.instruct = node.create_client(Instruct, "/robopin/instruct")
         self.action = ActionClient(node, ExecuteTask, "/robopin/execute_task")
-        self.set_parameters = node.create_client(SetParameters, "/planner_node/set_parameters")
+        self.set_parameters = node.create_client(SetParameters, "/task_node/set_parameters")
         self.depth_hole = node.create_client(SetBool, "/sim/depth_hole")
         self.check_success = node.create_client(Trigger, "/sim/check_success")
         self.reset_arm = node.create_client(Trigger, "/sim/reset_arm")

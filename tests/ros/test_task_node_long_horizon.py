@@ -1,7 +1,7 @@
-"""planner_node over real DDS on the simulator's long-horizon scenario: cancel stops the arm, and a
+"""task_node over real DDS on the simulator's long-horizon scenario: cancel stops the arm, and a
 task runs several pick-and-place steps with history until the oracle reports it done.
 
-Uses the stack process of ``test_planner_node`` (see its docstring) with the long-horizon scene; a
+Uses the stack process of ``test_task_node`` (see its docstring) with the long-horizon scene; a
 module of its own so only one stack runs at a time.
 """
 
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.ros.test_planner_node import Client, start_stack
+from tests.ros.test_task_node import Client, start_stack
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
