@@ -67,11 +67,13 @@ def test_etts_runs_no_wrong_object_through_the_nodes_and_draws_as_in_process(tmp
 
 
 def _decisions(search: dict) -> list:
-    """What E-TTS decided in a step: per batch each trace's drawn errors and verdict and the selection's mode and
-    index; the chosen trace."""
-    return [[[(t["drawn_errors"], t["reasoning_score"]) for t in b["traces"]],
-             (b["selection"]["mode"], b["selection"]["index"])] for b in search["batches"]] + [
-        search["chosen"]["trace"] if search["chosen"] else None]
+    """What E-TTS decided in a step: per batch each trace's drawn errors and verdict and the selection's mode; the
+    chosen trace and the IDs its pick and place name (the point on the object is scored from depth, which reaches
+    the nodes in millimetres: a near tie may pick another point of the same object)."""
+    chosen = search["chosen"] or {}
+    return [[[(t["drawn_errors"], t["reasoning_score"]) for t in b["traces"]], b["selection"]["mode"]]
+            for b in search["batches"]] + [
+        (chosen.get("trace"), (chosen.get("pick") or {}).get("id"), (chosen.get("place") or {}).get("id"))]
 
 
 def test_etts_draws_as_in_process_when_the_verifier_errs(tmp_path):
