@@ -253,17 +253,21 @@ class _RecordingArm:
 def test_bound_projector_and_planner_check_feasibility(observation):
     T_base_cam = make_transform(np.array([[0.0, -1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, -1.0]]), [0.5, 0.0, 1.0])
     projector = SnapshotProjector(Projector([ViewConfig("view0", 0, CameraMount("static", T_base_cam))]))
-    arm = _RecordingArm(ik_limit_u=229.0)  # the segment centre (u 229.5–230.5) is reachable, the edge is not
+    # The best-scored candidate, the segment centre (u 229.5-230.5), has no IK here; a point inside the segment
+    # further right (u 251.5) has.
+    arm = _RecordingArm(ik_limit_u=240.0)
     edge = trace((204, 176), (500, 350), tag="EDGE")
     model = ScriptedModel([[edge]], {"EDGE": 0.9})
     tts = reasoner(model, actions_per_trace=3, action_verifier={"plan_check_top_k": 3})
     tts.bind_stages(projector=projector, actor=arm)
     log = tts.reason(query(observation)).extra["tts"]
     pairs = log["batches"][0]["pairs"]
-    assert all(dry_run for _, dry_run in arm.calls) and len(arm.calls) == len(pairs)
+    # Dry runs best first, until one plans: the centre is refused, the next plans, the edge is never planned.
+    assert all(dry_run for _, dry_run in arm.calls) and len(arm.calls) == 2 < len(pairs), arm.calls
     refused = [p for p in pairs if p["action_refusal"] == "plan_ik_fail"]
-    assert refused and all(not p["eligible"] for p in refused)
-    assert log["chosen"]["action_features"]["plan"] == 1.0 and log["chosen"]["pick"]["u"] >= 229.0
+    assert [p["pick"]["u"] for p in refused] == [arm.calls[0][0]] and not refused[0]["eligible"]
+    assert log["chosen"]["action_features"]["plan"] == 1.0 and log["chosen"]["pick"]["u"] == arm.calls[1][0] >= 240
+    assert "plan" not in next(p for p in pairs if p["pick"]["u"] < 210)["action_features"]
 
 
 def test_the_loop_runs_etts_chosen_by_configuration(observation):

@@ -144,7 +144,8 @@ class ActionVerifierConfig:
     agreement of the anchor seen from two views, refused when the projection's cross-view rule puts
     them on two objects; needs a bound projector), ``answer_view`` (a pick in the view the answer
     chose scores 1, one moved to another view ``other_view_prior``), ``plan`` (IK/plan success from a dry-run
-    pick-and-place of the ``plan_check_top_k`` best candidates; needs a bound actor).
+    pick-and-place of the best candidates in turn until one plans, at most ``plan_check_top_k``; needs a bound
+    actor).
     ``agreement_scale_m`` is the distance at which agreement falls to e^-1, ``agreement_floor`` the
     least it can fall to; ``spread_scale_m`` likewise for the depth spread.
     """

@@ -385,7 +385,13 @@ class FeasibilityVerifier(ActionVerifier):
     def _plan_check(
         self, scores: list[ActionScore], context: ActionContext, targets: Mapping[int, tuple[Target, Target]]
     ) -> list[ActionScore]:
-        """Dry-run the best ``plan_check_top_k`` feasible candidates through the actor (IK + plan)."""
+        """Dry-run the feasible candidates best first through the actor (IK + plan) until one plans, at most
+        ``plan_check_top_k`` of them.
+
+        A dry run is a whole pick-and-place plan (0.1-0.2 s through the nodes). Once the best candidate plans,
+        one below it planning too changes no score the selection compares, so it is not planned for; the
+        chosen candidate's plan is the one the step then executes (the motion planner keeps a dry run's plan).
+        """
         assert context.actor is not None
         ranked = sorted((i for i in targets if scores[i].value > 0), key=lambda i: (-scores[i].value, i))
         result = list(scores)
@@ -397,8 +403,8 @@ class FeasibilityVerifier(ActionVerifier):
             features = {**result[index].features, "plan": 1.0 if outcome.success else 0.0}
             if outcome.success:
                 result[index] = ActionScore(result[index].value, features)
-            else:
-                result[index] = ActionScore(0.0, features, f"plan_{outcome.status or 'failed'}")
+                break
+            result[index] = ActionScore(0.0, features, f"plan_{outcome.status or 'failed'}")
         return result
 
 
