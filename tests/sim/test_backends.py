@@ -226,6 +226,29 @@ def test_oracle_backend_configuration_is_validated(scene):
         make_backend({"type": "oracle", "world": "elsewhere"}).generate(_messages(scene))
 
 
+def test_oracle_backend_takes_a_real_models_time_and_a_cancel_ends_the_wait(scene):
+    from robopin.vlm.errors import VLMCanceledError
+
+    backend = make_backend({"type": "oracle", "world": scene.world.name, "sample_latency_s": 0.3,
+                            "verdict_latency_s": 0.2})
+    messages = _messages(scene)
+    start = time.perf_counter()
+    result = backend.generate(messages, SamplingParams(n=2, temperature=1.0))
+    assert time.perf_counter() - start >= 0.6 and result.latency_s >= 0.6  # 0.3 s per sample
+    start = time.perf_counter()
+    backend.score_yes_no([*messages, ChatMessage("assistant", result.samples[0].text)])
+    assert time.perf_counter() - start >= 0.2
+
+    slow = make_backend({"type": "oracle", "world": scene.world.name, "sample_latency_s": 30.0})
+    threading.Timer(0.2, slow.cancel).start()
+    start = time.perf_counter()
+    with pytest.raises(VLMCanceledError, match="canceled"):
+        slow.generate(messages)
+    assert time.perf_counter() - start < 10.0  # not the 30 s of its latency
+    with pytest.raises(VLMConfigError, match="sample_latency_s"):
+        config_from_dict({"type": "oracle", "sample_latency_s": -1.0})
+
+
 @pytest.mark.slow
 def test_xarm6_sim_gripper_stalls_on_a_small_object_instead_of_closing_through_it():
     # Regression: the xArm linkage closed through the welded object and reported 0 mm, which the

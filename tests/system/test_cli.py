@@ -22,7 +22,8 @@ def test_up_refuses_an_unknown_argument_naming_the_declared_ones():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     expected = ("robopin up: system 'sim_panda' has no argument(s) ['robot_ip']; "
-                "arguments: ['camera_fps', 'dry_run', 'mode', 'model', 'tts', 'verifier_error']")
+                "arguments: ['camera_fps', 'dry_run', 'mode', 'model', 'model_latency_s', 'tts', 'verdict_latency_s', "
+                "'verifier_error']")
     assert expected in result.stderr
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from robopin.vlm.base import (
     images_in,
     validate_messages,
 )
-from robopin.vlm.errors import VLMConfigError, VLMRequestError
+from robopin.vlm.errors import VLMCanceledError, VLMConfigError, VLMRequestError
 from robopin.vlm.prompts import PINCOT_ANSWER_SUFFIX
 
 # A verifier answer the oracle is sure of: log P = 0 for the true token, this for the other.
@@ -61,6 +62,11 @@ class OracleBackendConfig(VLMConfig):
     min_visible_pixels: int = 40
     preset: str = "oracle"
     rates: Mapping[str, Any] = field(default_factory=dict)
+    sample_latency_s: float = 0.0
+    """Seconds each written sample takes at least, as a real model's generation does (RoboPIN's Qwen3-VL-4B:
+    0.281 s per sample); 0 answers at the oracle's own speed. ``cancel()`` ends the wait."""
+    verdict_latency_s: float = 0.0
+    """Seconds each yes/no verdict (E-TTS's reasoning verifier) takes at least; 0 as fast as it is judged."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -81,6 +87,11 @@ class OracleBackendConfig(VLMConfig):
             raise VLMConfigError(f"oracle errors {dict(self.errors)!r}: {error}") from None
         self.rates = dict(self.rates or {})
         self.error_rates()
+        for name in ("sample_latency_s", "verdict_latency_s"):
+            value = float(getattr(self, name))
+            if not (math.isfinite(value) and value >= 0.0):
+                raise VLMConfigError(f"{name} must be a finite number >= 0, got {getattr(self, name)!r}")
+            setattr(self, name, value)
 
     def error_rates(self):
         """The model errors this backend makes (:class:`robopin.sim.model_errors.ModelErrorRates`)."""
@@ -172,6 +183,18 @@ class OracleBackend(VLMBackend):
         self.erring = self.rates != type(self.rates)()
         self.injected: list[tuple[str, ...]] = []
         """The model errors of each sample written so far, by name (for trial reports and tests)."""
+        self._canceled = threading.Event()  # replaced on each cancel: it ends the calls running then
+
+    def cancel(self) -> None:
+        """End the running calls' simulated latency now (their answers are dropped by the caller)."""
+        canceled, self._canceled = self._canceled, threading.Event()
+        canceled.set()
+
+    def _take_at_least(self, seconds: float, start: float, canceled: threading.Event) -> None:
+        """Wait until ``seconds`` have passed since ``start`` (a call as slow as the model it stands for)."""
+        left = seconds - (time.perf_counter() - start)
+        if left > 0.0 and canceled.wait(left):
+            raise VLMCanceledError("oracle backend: the call was canceled")
 
     def _oracle(self, seed: int, instruction: str | None = None):
         from robopin.sim.oracle import GroundTruthOracle, OracleErrors
@@ -203,7 +226,7 @@ class OracleBackend(VLMBackend):
     def _generate(self, messages: list[ChatMessage], params: SamplingParams) -> GenerationResult:
         """Write ``n`` traces for the scene's current state (independent error draws per sample)."""
         self._check_images(messages)
-        start = time.perf_counter()
+        start, canceled = time.perf_counter(), self._canceled
         base_seed = self.config.seed if params.seed is None else params.seed
         instruction = request_instruction(messages)
         oracle = self._oracle(base_seed, instruction)
@@ -215,6 +238,7 @@ class OracleBackend(VLMBackend):
             sampler = oracle if k == 0 else self._oracle(base_seed + 7919 * (k + 1) + self._calls, instruction)
             samples.append(Sample(self._write(sampler, rendered, kind, messages), "stop", None))
         self._calls += 1
+        self._take_at_least(self.config.sample_latency_s * params.n, start, canceled)
         return GenerationResult(tuple(samples), self.config.model, latency_s=time.perf_counter() - start)
 
     def _write(self, oracle, rendered, kind: str, messages: Sequence[ChatMessage]) -> str:
@@ -232,6 +256,12 @@ class OracleBackend(VLMBackend):
 
     def score_yes_no(self, messages: Sequence[ChatMessage], *, yes: str = "yes", no: str = "no") -> YesNoScore:
         """Judge the last PinCoT answer in the conversation against ground truth."""
+        start, canceled = time.perf_counter(), self._canceled
+        score = self._verdict(messages, yes=yes, no=no)
+        self._take_at_least(self.config.verdict_latency_s, start, canceled)
+        return score
+
+    def _verdict(self, messages: Sequence[ChatMessage], *, yes: str, no: str) -> YesNoScore:
         messages = validate_messages(messages)
         text = judged_reasoning(messages)
         if text is None:
