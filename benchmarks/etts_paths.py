@@ -40,12 +40,9 @@ def decisions(search: dict) -> list:
         (chosen.get("trace"), (chosen.get("pick") or {}).get("id"), (chosen.get("place") or {}).get("id"))]
 
 
-QUIET = False
-
-
-def show(title: str, entries: list[dict], verdict: str) -> None:
+def show(title: str, entries: list[dict], verdict: str, *, quiet: bool) -> None:
     print(f"  {title}: {verdict}")
-    for entry in [] if QUIET else entries:
+    for entry in [] if quiet else entries:
         for line in step_log_lines(entry["search"], entry["step"]):
             print(f"    {line}")
 
@@ -61,8 +58,6 @@ def main() -> int:
                         "compare instead of running the trials through the nodes again; with 'all', every trial")
     parser.add_argument("--quiet", action="store_true", help="only each trial's verdicts and agreement")
     args = parser.parse_args()
-    global QUIET
-    QUIET = args.quiet
     arguments = {"model": "robopin"}
     arguments.update(dict(item.split(":=", 1) for item in args.set))
     arguments["tts"] = "etts"
@@ -90,12 +85,13 @@ def main() -> int:
             log = folder / SEARCH_LOG
             node = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
             show("through the nodes", node, "no summary" if summary is None else
-                 f"{'success' if summary.success else summary.failure}; errors {summary.extra.get('model_errors')}")
+                 f"{'success' if summary.success else summary.failure}; errors {summary.extra.get('model_errors')}",
+                 quiet=args.quiet)
         else:
             print("  through the nodes: no trial folder")
         trial = run_inprocess_trial(system, task, int(seed), {**arguments, "mode": "point"})
         show("in process", trial.search, f"{'success' if trial.success else trial.failure}; errors "
-             f"{trial.model_errors}")
+             f"{trial.model_errors}", quiet=args.quiet)
         same = [decisions(a["search"]) == decisions(b["search"]) for a, b in zip(node, trial.search, strict=False)]
         steps = max(len(node), len(trial.search))
         alike_steps, total_steps = alike_steps + sum(same), total_steps + steps
