@@ -9,6 +9,7 @@ No rclpy here.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -27,8 +28,14 @@ class Setting:
 
 def setting(default: Any, text: str, *, min: float | None = None, max: float | None = None,
             parameter: str = "") -> Any:
-    """A dataclass field with ``default``, described by ``text`` (and its range: ``min``/``max``, inclusive)."""
-    return dataclasses.field(default=default, metadata={"setting": Setting(text, min, max, parameter)})
+    """A dataclass field with ``default``, described by ``text`` (and its range: ``min``/``max``, inclusive).
+
+    A list or mapping default is copied for each instance (a nested setting: a mapping, declared as dotted
+    parameters by the node)."""
+    metadata = {"setting": Setting(text, min, max, parameter)}
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def described(config: Any) -> dict[str, Setting]:

@@ -28,6 +28,7 @@ from robopin.bags.annotations import annotation_topic, reasoning_to_annotations
 from robopin.bags.typestore import connection_definition, robopin_typestore
 from robopin.interfaces import NODE_PARAMETERS_PREFIX, ROBOT_DESCRIPTION, TF, TF_STATIC
 from robopin.system.names import absolute_name, normalize_namespace, strip_namespace
+from robopin.system.node_settings import DEFAULT_FLUSH_INTERVAL_S
 
 __all__ = [
     "DEFAULT_FLUSH_INTERVAL_S",
@@ -64,8 +65,6 @@ PARAMETERS_PREFIX = absolute_name(NODE_PARAMETERS_PREFIX)
 STATE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CameraInfo", "sensor_msgs/msg/JointState",
                "geometry_msgs/msg/PoseStamped", "tf2_msgs/msg/TFMessage")
 REASONING_TYPE = "robopin_interfaces/msg/PinnedReasoning"
-# The longest a killed recorder loses: messages since the last chunk closed (BagWriter._flush).
-DEFAULT_FLUSH_INTERVAL_S = 1.0
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 

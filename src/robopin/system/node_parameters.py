@@ -22,15 +22,13 @@ import yaml
 
 from robopin.errors import nearest_name
 from robopin.system.nested import NESTED_PARAMETERS
+from robopin.system.node_settings import NODE_SETTINGS, settings_parameters
 from robopin.system.schema import NodeSpec, SystemFile, SystemFileError
 
 __all__ = ["NESTED_SETTINGS", "NODE_PARAMETERS", "ROS_OWN_PARAMETERS", "VIEW_TOPIC_PREFIX", "ParameterProblem",
            "UnknownParameterError", "check_parameter_names", "parameter_problems"]
 
 NODE_PARAMETERS: dict[str, frozenset[str]] = {
-    "arm_driver_node": frozenset({
-        "backend", "options", "prefix", "base_frame", "enable_on_connect", "reconnect_period_s", "feedback_rate_hz",
-        "state_rate_hz", "joint_states_topic", "ee_pose_topic"}),
     "calibration_node": frozenset({
         "name", "kind", "camera_topic_prefix", "board", "detection", "method", "output_dir", "child_frame",
         "camera_serial", "frame_timeout_s", "settle_s", "velocity_scale", "verify_pose_count", "pose_count",
@@ -57,12 +55,7 @@ NODE_PARAMETERS: dict[str, frozenset[str]] = {
         "min_depth_m", "max_depth_m", "min_valid_fraction", "edge_gap_m", "normal_window_px", "pose_tolerance_s",
         "fusion_tolerance_m", "cross_view_rule", "cross_view_radius_m", "fusion_policy", "view_priority",
         "max_frame_age_s"}),
-    "recorder_node": frozenset({
-        "output_dir", "topics", "task_status_topic", "discovery_period_s", "queue_size", "sensor_reliability",
-        "flush_interval_s", "robot", "parameter_nodes", "result_wait_s", "views"}),
-    "replay_node": frozenset({"bag", "rate", "loop", "start_offset_s", "topics", "exclude"}),
-    "state_publisher_node": frozenset({
-        "robot", "views", "calibrations", "calibration_dir", "sim_world", "unaligned_depth", "joint_states_topic"}),
+    **{executable: settings_parameters(config) for executable, config in NODE_SETTINGS.items()},
 }
 """Executable -> the top-level parameters its node declares (a nested setting by its own name, ``vlm``), besides
 rclpy's own (:data:`ROS_OWN_PARAMETERS`) and the ``cameras.<view>.<key>`` topic settings of its views."""

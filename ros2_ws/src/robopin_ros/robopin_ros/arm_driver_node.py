@@ -33,14 +33,15 @@ from robopin_interfaces.action import ExecuteTrajectory
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 
-from robopin.interfaces import ARM, DIAGNOSTICS_TOPIC, JOINT_STATES, arm_names
+from robopin.interfaces import DIAGNOSTICS_TOPIC, arm_names
 from robopin.robots import Arm, ArmError, make_arm, make_arm_config
 from robopin.robots.errors import Reason, TrajectoryError
 from robopin.system.names import namespaced_label
+from robopin.system.node_settings import ArmDriverSettings, settings_from
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, goal_key
 from robopin_ros.logs import LoggedNode
-from robopin_ros.parameters import declare, declare_nested
+from robopin_ros.parameters import declare_settings
 from robopin_ros.runtime import StreamSpinner, run_node
 
 
@@ -72,21 +73,14 @@ class ArmDriverNode(LoggedNode):
 
     def __init__(self, **node_options: Any) -> None:
         super().__init__("arm_driver", **node_options)
-        p = self._parameter
-        backend = str(p("backend", "sim", "arm backend: sim, xarm or franka"))
-        # Nested: options.robot, options.ip, options.dry_run, ... (or the older one YAML string `options`).
-        options = declare_nested(self, "options", {}, "the backend's arm config (robot, ip, gripper, dry_run, ...)")
-        names = arm_names(str(p("prefix", ARM.prefix,
-                                "name prefix of the driver's actions, services and ee_pose topic")))
-        self.base_frame = str(p("base_frame", "base", "frame_id of the published end-effector pose"))
-        self.enable_on_connect = bool(p("enable_on_connect", True, "enable the arm (servo on) after each connect"))
-        self.reconnect_period_s = float(p("reconnect_period_s", 2.0,
-                                          "seconds between connect attempts while disconnected (> 0)", min=0.0))
-        self.feedback_period_s = 1.0 / float(p("feedback_rate_hz", 20.0,
-                                               "trajectory action feedback rate in Hz (> 0)", min=0.0))
-        state_rate_hz = float(p("state_rate_hz", 50.0, "joint state and ee_pose publish rate in Hz (> 0)", min=0.0))
-        if not (state_rate_hz > 0 and self.reconnect_period_s > 0 and self.feedback_period_s > 0):
-            raise ValueError("state_rate_hz, reconnect_period_s and feedback_rate_hz must be > 0")
+        settings = settings_from(ArmDriverSettings, declare_settings(self, ArmDriverSettings()))
+        names = arm_names(settings.prefix)
+        self.base_frame = settings.base_frame
+        self.enable_on_connect = settings.enable_on_connect
+        self.reconnect_period_s = settings.reconnect_period_s
+        self.feedback_period_s = 1.0 / settings.feedback_rate_hz
+        state_rate_hz = settings.state_rate_hz
+        backend, options = settings.backend, settings.options
 
         self.arm: Arm = make_arm(make_arm_config(backend, options))
         self.execute_guard = SingleGoalGuard()
@@ -98,10 +92,8 @@ class ArmDriverNode(LoggedNode):
         # Actions and services may block for seconds; state publishing must not wait behind them.
         actions = ReentrantCallbackGroup()
         state = MutuallyExclusiveCallbackGroup()
-        self.joint_state_pub = self.create_publisher(JointState, str(p("joint_states_topic", JOINT_STATES,
-                                                                       "topic the joint states are published on")), 10)
-        self.ee_pose_pub = self.create_publisher(PoseStamped, str(p("ee_pose_topic", names.ee_pose,
-                                                                    "topic the TCP pose is published on")), 10)
+        self.joint_state_pub = self.create_publisher(JointState, settings.joint_states_topic, 10)
+        self.ee_pose_pub = self.create_publisher(PoseStamped, settings.ee_pose_topic or names.ee_pose, 10)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
         accepting = lambda: not self._shutting_down  # noqa: E731
         self.execute_server = self.execute_guard.serve(
@@ -131,9 +123,6 @@ class ArmDriverNode(LoggedNode):
         self.create_timer(1.0, self._publish_diagnostics, callback_group=state)
         self.create_timer(self.reconnect_period_s, self._ensure_connected, callback_group=actions)
         threading.Thread(target=self._ensure_connected, name="arm-connect", daemon=True).start()
-
-    def _parameter(self, name: str, default: Any, description: str, **range_: float) -> Any:
-        return declare(self, name, default, description, **range_)
 
     # ----- connection and state --------------------------------------------------------------------
 

@@ -390,7 +390,7 @@ class Bringup:
 
     def bag_roots(self) -> list[Path]:
         """Where the system's recorders write their bags (``output_dir`` of each node that has one)."""
-        from robopin_ros.recorder_node import DEFAULT_OUTPUT_DIR
+        from robopin.system.node_settings import DEFAULT_OUTPUT_DIR
 
         roots = [Path(str(node.get_parameter("output_dir").value)) for node in self.nodes.values()
                  if node.has_parameter("output_dir")]

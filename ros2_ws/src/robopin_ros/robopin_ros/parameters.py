@@ -70,10 +70,16 @@ def declare(node: Node, name: str, default: Any, description: str, *, read_only:
 def declare_settings(node: Node, defaults: Any) -> dict[str, Any]:
     """Declare one parameter per described field (:func:`robopin.settings.setting`) of the config dataclass
     instance ``defaults``: its name (or the setting's ``parameter``), the field's value as the default, its
-    description and range. Returns ``{field: value}`` to build the dataclass from."""
-    return {name: declare(node, about.parameter or name, getattr(defaults, name), about.text, min=about.min,
-                          max=about.max)
-            for name, about in described(defaults).items()}
+    description and range; a mapping-valued field is a nested setting (:func:`declare_nested`). Returns
+    ``{field: value}`` to build the dataclass from."""
+    values = {}
+    for name, about in described(defaults).items():
+        default = getattr(defaults, name)
+        if isinstance(default, Mapping):
+            values[name] = declare_nested(node, about.parameter or name, default, about.text)
+        else:
+            values[name] = declare(node, about.parameter or name, default, about.text, min=about.min, max=about.max)
+    return values
 
 
 def declare_nested(node: Node, name: str, default: Mapping[str, Any], description: str, *,

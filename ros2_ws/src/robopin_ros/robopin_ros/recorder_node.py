@@ -37,54 +37,32 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from std_srvs.srv import Trigger
 
 from robopin.bags.recorder import (
-    DEFAULT_FLUSH_INTERVAL_S,
     LATCHED_TOPICS,
     PARAMETERS_PREFIX,
     TF_STATIC_TOPIC,
-    TF_TOPIC,
     TrialRecorder,
 )
 from robopin.bags.typestore import trim_cdr
 from robopin.interfaces import (
-    ACTION_FEEDBACK_SUFFIX,
     ACTION_STATUS_SUFFIX,
-    ARM,
     CAMERA_ROOT,
-    EXECUTE_TASK,
-    JOINT_STATES,
     PLANNED_PATH_MARKERS,
     PLANNED_TRAJECTORY,
-    REASONING,
-    REASONING_IMAGES,
-    REASONING_MARKERS,
-    REASONING_SEARCH,
     RECORDER_START,
     RECORDER_STOP,
-    TARGET_MARKERS,
-    TARGETS,
-    WORKSPACE_CLOUD,
     action_feedback,
     action_get_result,
     action_result,
-    action_status,
-    camera_topic_patterns,
 )
 from robopin.system.names import absolute_name, strip_namespace
+from robopin.system.node_settings import RecorderSettings, settings_from
 from robopin_ros import conversions
 from robopin_ros.actions import TERMINAL_STATUSES
 from robopin_ros.camera_snapshot import camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode
-from robopin_ros.parameters import declare
+from robopin_ros.parameters import declare_settings
 from robopin_ros.runtime import run_node
 
-DEFAULT_OUTPUT_DIR = "trials/bags"
-# Relative to the recorder's namespace, as the nodes name them (a leading '/' would record outside it).
-DEFAULT_TOPICS = [
-    *camera_topic_patterns(),  # with depth/image_rect_raw and depth/camera_info of views with align_depth:=false
-    JOINT_STATES, ARM.ee_pose, REASONING, REASONING_SEARCH, REASONING_IMAGES, REASONING_MARKERS, TARGETS,
-    TARGET_MARKERS, WORKSPACE_CLOUD, f"*{ACTION_FEEDBACK_SUFFIX}", f"*{ACTION_STATUS_SUFFIX}",
-    *(t.lstrip("/") for t in (TF_STATIC_TOPIC, TF_TOPIC, *LATCHED_TOPICS)),
-]
 # Written by this node from each PickPlace result, named as if it published them (a topic every ROS tool reads;
 # the result itself is on <action>/_action/result): one JointTrajectory per planned phase and the tool path as markers.
 PLANNED_TRAJECTORY_TOPIC = PLANNED_TRAJECTORY
@@ -130,54 +108,35 @@ class RecorderNode(LoggedNode):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("recorder_node", **kwargs)
-        declare(self, "output_dir", DEFAULT_OUTPUT_DIR, "folder the per-task bags are written to")
-        declare(self, "topics", DEFAULT_TOPICS, "topic names or glob patterns recorded")
-        declare(self, "task_status_topic", action_status(EXECUTE_TASK),
-                "action status topic whose goals start and end a task's bag")
-        declare(self, "discovery_period_s", 0.5, "seconds between searches for new matching topics (> 0)", min=0.0)
-        declare(self, "queue_size", 2000, "messages buffered for the bag writer thread (0: unbounded)", min=0)
-        declare(self, "sensor_reliability", "reliable",
-                "QoS reliability of sensor subscriptions: reliable or best_effort")
-        declare(self, "flush_interval_s", DEFAULT_FLUSH_INTERVAL_S,
-                "worst-case loss of a killed recorder: the MCAP chunk is closed and flushed this often, seconds (> 0)",
-                min=0.0)
-        declare(self, "robot", "",
-                "robot description name (panda, xarm6, ...) for the tool path of planned trajectories (empty: none)")
-        declare(self, "parameter_nodes", ["projection_node"],
-                "nodes whose parameters every bag carries (what a replay needs to project as the live node did)")
+        settings = settings_from(RecorderSettings, declare_settings(self, RecorderSettings()))
         # The graph gives absolute names; the bag keeps them as the root namespace has them (TrialRecorder).
         self.namespace = self.get_namespace()
         self.parameter_nodes = [absolute_name(str(n), self.namespace)
-                                for n in self.get_parameter("parameter_nodes").value if n]
+                                for n in settings.parameter_nodes]
         self._parameter_clients: dict[str, Any] = {}
         self._parameters_recorded: set[str] = set()  # parameter nodes whose parameters every bag now carries
         self._parameter_fetches: dict[str, float] = {}  # parameter node -> when its fetch under way was asked
-        declare(self, "result_wait_s", 5.0,
-                "a task's bag closes once the results still being fetched are written, or after this many seconds",
-                min=0.0)
-        self.result_wait_s = float(self.get_parameter("result_wait_s").value)
+        self.result_wait_s = settings.result_wait_s
         self._fetches = threading.Condition()
         self._pending_fetches = 0
         self.sensor_qos = _RELIABLE_QOS
-        if str(self.get_parameter("sensor_reliability").value) == "best_effort":
+        if settings.sensor_reliability == "best_effort":
             self.sensor_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=30,
                                          reliability=ReliabilityPolicy.BEST_EFFORT)
-        self.patterns = [absolute_name(str(p), self.namespace) for p in self.get_parameter("topics").value if p]
+        self.patterns = [absolute_name(str(p), self.namespace) for p in settings.topics]
         # Views whose topics a system names (cameras.<view>.*: a driver's own names and QoS) are recorded
         # with the rest; cameras/<view>/... of our camera_node stays recognised without them.
-        declare(self, "views", [""], "camera views whose topics (cameras.<view>.*) are recorded (empty: cameras/*)")
         self.camera_topics = {absolute_name(topic, self.namespace): topics for topics in declare_view_topics(
-            self, [v for v in self.get_parameter("views").value if v]).values() for topic in topics.all_names()}
-        self.recorder = TrialRecorder(str(self.get_parameter("output_dir").value), namespace=self.namespace,
-                                      queue_size=int(self.get_parameter("queue_size").value),
-                                      flush_interval_s=float(self.get_parameter("flush_interval_s").value))
-        robot = str(self.get_parameter("robot").value)
+            self, settings.views).values() for topic in topics.all_names()}
+        self.recorder = TrialRecorder(settings.output_dir, namespace=self.namespace, queue_size=settings.queue_size,
+                                      flush_interval_s=settings.flush_interval_s)
+        robot = settings.robot
         self.description = None
         if robot:
             from robopin.robots.description import load_description
 
             self.description = load_description(robot)
-        self.task_status_topic = absolute_name(str(self.get_parameter("task_status_topic").value), self.namespace)
+        self.task_status_topic = absolute_name(settings.task_status_topic, self.namespace)
         self._subscribed: dict[str, Any] = {}
         self._subscribed_at: dict[str, float] = {}  # topic -> when its subscription was made (monotonic)
         self._heard: set[str] = set()  # topics that delivered a message (set.add: atomic under the GIL)
@@ -188,7 +147,7 @@ class RecorderNode(LoggedNode):
         self._fetched: dict[str, set[str]] = {}  # status topic → goal ids whose result was requested
         self.create_service(Trigger, RECORDER_START, self._on_start)
         self.create_service(Trigger, RECORDER_STOP, self._on_stop)
-        self.create_timer(float(self.get_parameter("discovery_period_s").value), self._discover)
+        self.create_timer(settings.discovery_period_s, self._discover)
         self._discover()
 
     def _wanted(self, topic: str) -> bool:

@@ -24,8 +24,9 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 
 from robopin.bags import ReplayOptions, TrialBag, replay
 from robopin.bags.recorder import is_latched_topic
+from robopin.system.node_settings import ReplaySettings, settings_from
 from robopin_ros.logs import LoggedNode
-from robopin_ros.parameters import declare
+from robopin_ros.parameters import declare_settings
 from robopin_ros.recorder_node import message_class
 from robopin_ros.runtime import run_node
 
@@ -42,19 +43,11 @@ class ReplayNode(LoggedNode):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("replay_node", **kwargs)
-        declare(self, "bag", "", "path of the bag to replay")
-        declare(self, "rate", 1.0, "playback speed factor (0: as fast as possible)", min=0.0)
-        declare(self, "loop", False, "replay again from the start when the bag ends")
-        declare(self, "start_offset_s", 0.0, "seconds into the bag to start from", min=0.0)
-        declare(self, "topics", [""], "topics to replay (empty: all)")
-        declare(self, "exclude", [""], "topics not to replay")
-        rate = float(self.get_parameter("rate").value)
+        settings = settings_from(ReplaySettings, declare_settings(self, ReplaySettings()))
         self.options = ReplayOptions(
-            rate=math.inf if rate == 0 else rate, loop=bool(self.get_parameter("loop").value),
-            start_offset_s=float(self.get_parameter("start_offset_s").value),
-            topics=tuple(t for t in self.get_parameter("topics").value if t),
-            exclude=tuple(t for t in self.get_parameter("exclude").value if t))
-        self.bag = TrialBag(str(self.get_parameter("bag").value))
+            rate=math.inf if settings.rate == 0 else settings.rate, loop=settings.loop,
+            start_offset_s=settings.start_offset_s, topics=tuple(settings.topics), exclude=tuple(settings.exclude))
+        self.bag = TrialBag(settings.bag)
         self.publishers_by_topic: dict[str, Any] = {}
         self.skipped: dict[str, str] = {}
         for info in self.bag.topics.values():

@@ -27,12 +27,13 @@ from tf2_msgs.msg import TFMessage
 
 from robopin.calibration import load_mount_for_view
 from robopin.geometry import CalibrationError, CameraMount, mount_from_dict
-from robopin.interfaces import JOINT_STATES, ROBOT_DESCRIPTION, TF, TF_STATIC
+from robopin.interfaces import ROBOT_DESCRIPTION, TF, TF_STATIC
 from robopin.robots.description import load_description
 from robopin.robots.state_publisher import robopin_frame_transforms
+from robopin.system.node_settings import StatePublisherSettings, settings_from
 from robopin_ros import conversions
 from robopin_ros.logs import LoggedNode
-from robopin_ros.parameters import declare, declare_nested
+from robopin_ros.parameters import declare_settings
 from robopin_ros.runtime import run_node
 
 # ros/robot_state_publisher, src/robot_state_publisher.cpp: /robot_description with QoS(1).transient_local(),
@@ -52,17 +53,10 @@ class StatePublisherNode(LoggedNode):
 
     def __init__(self, **node_options: Any) -> None:
         super().__init__("state_publisher_node", **node_options)
-        p = self._declare
-        robot = str(p("robot", "panda", "robot description name (panda, fr3, xarm6, ...) whose URDF is published"))
-        views = [v for v in p("views", ["static", "wrist"], "camera views whose mount frames go on /tf_static") if v]
-        # Nested, one dotted parameter per key (calibrations.<view>.parent_frame, ...), as projection_node's.
-        calibrations = declare_nested(self, "calibrations", {},
-                                      "view -> camera mount; overrides sim_world and calibration_dir")
-        calibration_dir = Path(str(p("calibration_dir", "calibration", "folder of <view>.yaml camera mounts")))
-        sim_world = str(p("sim_world", "", "simulated world whose ground-truth camera mounts are used (empty: none)"))
-        unaligned = declare_nested(self, "unaligned_depth", {},
-                                   "view -> T_color_depth: <view>_depth_optical goes under <view>_optical")
-        joint_states_topic = str(p("joint_states_topic", JOINT_STATES, "topic of the arm's joint states"))
+        settings = settings_from(StatePublisherSettings, declare_settings(self, StatePublisherSettings()))
+        robot, views, calibrations = settings.robot, settings.views, settings.calibrations
+        calibration_dir, sim_world = Path(settings.calibration_dir), settings.sim_world
+        unaligned, joint_states_topic = settings.unaligned_depth, settings.joint_states_topic
         description = load_description(robot)
         urdf_text = description.urdf_path.read_text(encoding="utf-8")
         self.tree = description.urdf_tree
@@ -91,9 +85,6 @@ class StatePublisherNode(LoggedNode):
         self.get_logger().info(
             f"state publisher ready: {robot} ({self.tree.root_link} root, {len(self.static_edges)} static frames, "
             f"cameras {[v for v, _ in mounts]})")
-
-    def _declare(self, name: str, default: Any, description: str) -> Any:
-        return declare(self, name, default, description)
 
     def _mount(self, view: str, calibrations: dict, sim_world: str, calibration_dir: Path) -> CameraMount | None:
         if view in calibrations:

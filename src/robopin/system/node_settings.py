@@ -1,0 +1,154 @@
+"""The parameters of the nodes that read no core config of their own, one dataclass per node.
+
+Each field is one ROS parameter of its node (:func:`robopin.settings.setting`: name, default, description,
+range); the node declares exactly these (``robopin_ros.parameters.declare_settings``) and builds the dataclass
+from what was given, and :data:`robopin.system.node_parameters.NODE_PARAMETERS` reads its rows from here, so a
+parameter is written once. A mapping default is a nested setting (``options.robot``, ``calibrations.<view>``).
+No rclpy here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from robopin.interfaces import (
+    ACTION_FEEDBACK_SUFFIX,
+    ACTION_STATUS_SUFFIX,
+    ARM,
+    EXECUTE_TASK,
+    JOINT_STATES,
+    REASONING,
+    REASONING_IMAGES,
+    REASONING_MARKERS,
+    REASONING_SEARCH,
+    ROBOT_DESCRIPTION,
+    TARGET_MARKERS,
+    TARGETS,
+    TF,
+    TF_STATIC,
+    WORKSPACE_CLOUD,
+    action_status,
+    camera_topic_patterns,
+)
+from robopin.settings import described, setting
+
+__all__ = [
+    "DEFAULT_OUTPUT_DIR",
+    "DEFAULT_TOPICS",
+    "NODE_SETTINGS",
+    "ArmDriverSettings",
+    "RecorderSettings",
+    "ReplaySettings",
+    "StatePublisherSettings",
+    "settings_from",
+    "settings_parameters",
+]
+
+DEFAULT_OUTPUT_DIR = "trials/bags"
+# Relative to the recorder's namespace, as the nodes name them (a leading '/' would record outside it).
+DEFAULT_TOPICS = [
+    *camera_topic_patterns(),  # with depth/image_rect_raw and depth/camera_info of views with align_depth:=false
+    JOINT_STATES, ARM.ee_pose, REASONING, REASONING_SEARCH, REASONING_IMAGES, REASONING_MARKERS, TARGETS,
+    TARGET_MARKERS, WORKSPACE_CLOUD, f"*{ACTION_FEEDBACK_SUFFIX}", f"*{ACTION_STATUS_SUFFIX}",
+    TF_STATIC, TF, ROBOT_DESCRIPTION,
+]
+DEFAULT_FLUSH_INTERVAL_S = 1.0
+"""How often the bag writer closes and flushes its MCAP chunk (the worst-case loss of a killed recorder)."""
+
+
+@dataclass
+class ArmDriverSettings:
+    """arm_driver_node: one arm backend served as FollowJointTrajectory, GripperCommand and robopin's services."""
+
+    backend: str = setting("sim", "arm backend: sim, xarm or franka")
+    options: dict = setting({}, "the backend's arm config (robot, ip, gripper, dry_run, ...)")
+    prefix: str = setting(ARM.prefix, "name prefix of the driver's actions, services and ee_pose topic")
+    base_frame: str = setting("base", "frame_id of the published end-effector pose")
+    enable_on_connect: bool = setting(True, "enable the arm (servo on) after each connect")
+    reconnect_period_s: float = setting(2.0, "seconds between connect attempts while disconnected (> 0)", min=0.0)
+    feedback_rate_hz: float = setting(20.0, "trajectory action feedback rate in Hz (> 0)", min=0.0)
+    state_rate_hz: float = setting(50.0, "joint state and ee_pose publish rate in Hz (> 0)", min=0.0)
+    joint_states_topic: str = setting(JOINT_STATES, "topic the joint states are published on")
+    ee_pose_topic: str = setting("", "topic the TCP pose is published on (empty: <prefix>/ee_pose)")
+
+    def __post_init__(self) -> None:
+        if not (self.state_rate_hz > 0 and self.reconnect_period_s > 0 and self.feedback_rate_hz > 0):
+            raise ValueError("state_rate_hz, reconnect_period_s and feedback_rate_hz must be > 0")
+
+
+@dataclass
+class RecorderSettings:
+    """recorder_node: one MCAP bag per task of the matching topics."""
+
+    output_dir: str = setting(DEFAULT_OUTPUT_DIR, "folder the per-task bags are written to")
+    topics: list = setting(DEFAULT_TOPICS, "topic names or glob patterns recorded")
+    task_status_topic: str = setting(action_status(EXECUTE_TASK),
+                                     "action status topic whose goals start and end a task's bag")
+    discovery_period_s: float = setting(0.5, "seconds between searches for new matching topics (> 0)", min=0.0)
+    queue_size: int = setting(2000, "messages buffered for the bag writer thread (0: unbounded)", min=0)
+    sensor_reliability: str = setting("reliable", "QoS reliability of sensor subscriptions: reliable or best_effort")
+    flush_interval_s: float = setting(
+        DEFAULT_FLUSH_INTERVAL_S,
+        "worst-case loss of a killed recorder: the MCAP chunk is closed and flushed this often, seconds (> 0)",
+        min=0.0)
+    robot: str = setting(
+        "", "robot description name (panda, xarm6, ...) for the tool path of planned trajectories (empty: none)")
+    parameter_nodes: list = setting(
+        ["projection_node"],
+        "nodes whose parameters every bag carries (what a replay needs to project as the live node did)")
+    result_wait_s: float = setting(
+        5.0, "a task's bag closes once the results still being fetched are written, or after this many seconds",
+        min=0.0)
+    views: list = setting([""], "camera views whose topics (cameras.<view>.*) are recorded (empty: cameras/*)")
+
+    def __post_init__(self) -> None:
+        if self.sensor_reliability not in ("reliable", "best_effort"):
+            raise ValueError(f"sensor_reliability must be reliable or best_effort, got {self.sensor_reliability!r}")
+
+
+@dataclass
+class ReplaySettings:
+    """replay_node: a recorded bag published again, on its own clock."""
+
+    bag: str = setting("", "path of the bag to replay")
+    rate: float = setting(1.0, "playback speed factor (0: as fast as possible)", min=0.0)
+    loop: bool = setting(False, "replay again from the start when the bag ends")
+    start_offset_s: float = setting(0.0, "seconds into the bag to start from", min=0.0)
+    topics: list = setting([""], "topics to replay (empty: all)")
+    exclude: list = setting([""], "topics not to replay")
+
+
+@dataclass
+class StatePublisherSettings:
+    """state_publisher_node: /robot_description, /tf_static (arm and camera mounts) and /tf per joint state."""
+
+    robot: str = setting("panda", "robot description name (panda, fr3, xarm6, ...) whose URDF is published")
+    views: list = setting(["static", "wrist"], "camera views whose mount frames go on /tf_static")
+    calibrations: dict = setting({}, "view -> camera mount; overrides sim_world and calibration_dir")
+    calibration_dir: str = setting("calibration", "folder of <view>.yaml camera mounts")
+    sim_world: str = setting("", "simulated world whose ground-truth camera mounts are used (empty: none)")
+    unaligned_depth: dict = setting({}, "view -> T_color_depth: <view>_depth_optical goes under <view>_optical")
+    joint_states_topic: str = setting(JOINT_STATES, "topic of the arm's joint states")
+
+
+NODE_SETTINGS: dict[str, type] = {
+    "arm_driver_node": ArmDriverSettings,
+    "recorder_node": RecorderSettings,
+    "replay_node": ReplaySettings,
+    "state_publisher_node": StatePublisherSettings,
+}
+"""Executable -> the dataclass whose fields are all of its node's parameters."""
+
+
+def settings_parameters(config: Any) -> frozenset[str]:
+    """The parameter names of a settings dataclass's described fields."""
+    return frozenset(about.parameter or name for name, about in described(config).items())
+
+
+def settings_from(config: type, values: dict[str, Any]) -> Any:
+    """``config`` built from the declared values (``{field: value}``); a list parameter's empty entries (ROS
+    has no empty string array default) are dropped."""
+    kinds = {f.name: f.type for f in fields(config)}
+    cleaned = {k: ([x for x in v if x] if kinds.get(k) == "list" else v) for k, v in values.items()}
+    return config(**cleaned)
