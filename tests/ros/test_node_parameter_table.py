@@ -58,14 +58,10 @@ def _configs() -> dict[str, tuple[type, ...]]:
     from robopin.geometry.crossview import CrossViewConfig
     from robopin.geometry.depth import DepthConfig
     from robopin.geometry.projection import ProjectionConfig
-    from robopin.motion.grasps import GraspConfig
-    from robopin.motion.pick_place_task import PickPlaceSettings
-    from robopin.motion.scene import SceneConfig
-    from robopin.system.node_settings import NODE_SETTINGS
+    from robopin.system.node_settings import NODE_SETTINGS, node_settings
 
-    return {"motion_planner_node": (SceneConfig, GraspConfig, PickPlaceSettings),
-            "projection_node": (DepthConfig, CrossViewConfig, ProjectionConfig), "camera_node": (CameraConfig,),
-            **{executable: (config,) for executable, config in NODE_SETTINGS.items()}}
+    return {"projection_node": (DepthConfig, CrossViewConfig, ProjectionConfig), "camera_node": (CameraConfig,),
+            **{executable: node_settings(executable) for executable in NODE_SETTINGS}}
 
 
 _SETTINGS = _configs()

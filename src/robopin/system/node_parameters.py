@@ -14,7 +14,7 @@ the key, its line in the file and the nearest valid name. No rclpy here.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +22,34 @@ import yaml
 
 from robopin.errors import nearest_name
 from robopin.system.nested import NESTED_PARAMETERS
-from robopin.system.node_settings import NODE_SETTINGS, settings_parameters
+from robopin.system.node_settings import NODE_SETTINGS, node_settings, settings_parameters
 from robopin.system.schema import NodeSpec, SystemFile, SystemFileError
 
 __all__ = ["NESTED_SETTINGS", "NODE_PARAMETERS", "ROS_OWN_PARAMETERS", "VIEW_TOPIC_PREFIX", "ParameterProblem",
            "UnknownParameterError", "check_parameter_names", "parameter_problems"]
 
-NODE_PARAMETERS: dict[str, frozenset[str]] = {
+class _ParameterTable(Mapping[str, frozenset[str]]):
+    """Executable -> its parameter names: a node with settings dataclasses (:data:`NODE_SETTINGS`) reads them from
+    their fields, imported on first use (the motion configs are not needed to load a system file); the rest
+    are listed by hand."""
+
+    def __init__(self, listed: Mapping[str, frozenset[str]]) -> None:
+        self._listed = dict(listed)
+        self._names = tuple(sorted(set(listed) | set(NODE_SETTINGS)))
+
+    def __getitem__(self, executable: str) -> frozenset[str]:
+        if executable in NODE_SETTINGS:
+            return frozenset().union(*(settings_parameters(c) for c in node_settings(executable)))
+        return self._listed[executable]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+NODE_PARAMETERS: Mapping[str, frozenset[str]] = _ParameterTable({
     "calibration_node": frozenset({
         "name", "kind", "camera_topic_prefix", "board", "detection", "method", "output_dir", "child_frame",
         "camera_serial", "frame_timeout_s", "settle_s", "velocity_scale", "verify_pose_count", "pose_count",
@@ -37,13 +58,6 @@ NODE_PARAMETERS: dict[str, frozenset[str]] = {
     "camera_node": frozenset({
         "name", "backend", "serial", "width", "height", "fps", "filters", "playback_file", "bag_path", "topic_prefix",
         "options", "align_depth", "reconnect_period_s", "diagnostics_period_s"}),
-    "motion_planner_node": frozenset({
-        "robot", "planner", "workspace", "table_height_m", "robot_mask_padding_m", "voxel_size_m", "max_cloud_age_s",
-        "require_cloud", "min_cloud_height_m", "cloud_wait_s", "arm_still_tolerance_rad", "pre_grasp_distance_m",
-        "grasp_depth_m", "lift_height_m", "place_clearance_m", "pre_place_distance_m", "retreat_distance_m",
-        "gripper_open_m", "gripper_max_effort_n", "min_held_width_m", "object_footprint_m", "place_search_radius_m",
-        "max_joint_state_age_s", "execution_timeout_s", "driver_wait_s", "joint_states_topic", "cloud_topic",
-        "execute_action", "gripper_action"}),
     "task_node": frozenset({
         "views", "target_frame", "service_timeout_s", "motion_timeout_s", "velocity_scale", "publish_images",
         "project_service", "pick_place_action", "sync_tolerance_s", "max_frame_age_s", "vlm", "reasoning",
@@ -55,8 +69,7 @@ NODE_PARAMETERS: dict[str, frozenset[str]] = {
         "min_depth_m", "max_depth_m", "min_valid_fraction", "edge_gap_m", "normal_window_px", "pose_tolerance_s",
         "fusion_tolerance_m", "cross_view_rule", "cross_view_radius_m", "fusion_policy", "view_priority",
         "max_frame_age_s"}),
-    **{executable: settings_parameters(config) for executable, config in NODE_SETTINGS.items()},
-}
+})
 """Executable -> the top-level parameters its node declares (a nested setting by its own name, ``vlm``), besides
 rclpy's own (:data:`ROS_OWN_PARAMETERS`) and the ``cameras.<view>.<key>`` topic settings of its views."""
 

@@ -9,7 +9,10 @@ No rclpy here.
 
 from __future__ import annotations
 
+import importlib
+import math
 from dataclasses import dataclass, fields
+from functools import cache
 from typing import Any
 
 from robopin.interfaces import (
@@ -132,13 +135,54 @@ class StatePublisherSettings:
     joint_states_topic: str = setting(JOINT_STATES, "topic of the arm's joint states")
 
 
-NODE_SETTINGS: dict[str, type] = {
-    "arm_driver_node": ArmDriverSettings,
-    "recorder_node": RecorderSettings,
-    "replay_node": ReplaySettings,
-    "state_publisher_node": StatePublisherSettings,
+@dataclass
+class MotionPlannerNodeSettings:
+    """motion_planner_node's own parameters; the rest are fields of SceneConfig, GraspConfig, PickPlaceSettings."""
+
+    robot: str = setting("panda", "robot description name (panda, fr3, xarm6, ...)")
+    planner: dict = setting({"type": "roboplan"}, "motion planner config; type: roboplan, ompl (CPU) or curobo (GPU)")
+    workspace: dict = setting({"min_xyz": [0.1, -0.6, -0.05], "max_xyz": [0.9, 0.6, 0.8]},
+                              "workspace box {min_xyz, max_xyz} in the base frame, metres; "
+                              "targets outside are refused")
+    table_height_m: float = setting(0.0, "table surface height in the base frame, metres "
+                                         "(nan: no table collision plane)")
+    max_joint_state_age_s: float = setting(1.0, "a joint state older than this many seconds refuses the goal", min=0.0)
+    execution_timeout_s: float = setting(
+        60.0, "seconds a trajectory may run (at least 3x its duration) before it is canceled", min=0.0)
+    driver_wait_s: float = setting(5.0, "seconds to wait for the driver's action servers", min=0.0)
+    joint_states_topic: str = setting(JOINT_STATES, "topic of the arm's joint states")
+    cloud_topic: str = setting(WORKSPACE_CLOUD, "topic of the workspace obstacle cloud (PointCloud2)")
+    execute_action: str = setting(ARM.follow_joint_trajectory,
+                                  "FollowJointTrajectory action the trajectories are sent to")
+    gripper_action: str = setting(ARM.gripper_cmd, "GripperCommand action the gripper goals are sent to")
+
+    @property
+    def table(self) -> float | None:
+        """The table height, None for no table (nan)."""
+        return None if math.isnan(self.table_height_m) else float(self.table_height_m)
+
+
+NODE_SETTINGS: dict[str, tuple[str, ...]] = {
+    "arm_driver_node": ("robopin.system.node_settings:ArmDriverSettings",),
+    "motion_planner_node": ("robopin.system.node_settings:MotionPlannerNodeSettings",
+                            "robopin.motion.scene:SceneConfig", "robopin.motion.grasps:GraspConfig",
+                            "robopin.motion.pick_place_task:PickPlaceSettings"),
+    "recorder_node": ("robopin.system.node_settings:RecorderSettings",),
+    "replay_node": ("robopin.system.node_settings:ReplaySettings",),
+    "state_publisher_node": ("robopin.system.node_settings:StatePublisherSettings",),
 }
-"""Executable -> the dataclass whose fields are all of its node's parameters."""
+"""Executable -> the dataclasses (``module:Class``, imported when asked for) whose described fields are all of
+its node's parameters."""
+
+
+@cache
+def node_settings(executable: str) -> tuple[type, ...]:
+    """The settings dataclasses of ``executable`` (empty for a node that declares its parameters by hand)."""
+    classes = []
+    for path in NODE_SETTINGS.get(executable, ()):
+        module, _, name = path.partition(":")
+        classes.append(getattr(importlib.import_module(module), name))
+    return tuple(classes)
 
 
 def settings_parameters(config: Any) -> frozenset[str]:

@@ -30,17 +30,18 @@ from robopin_interfaces.action import MoveToPose, PickPlace
 from sensor_msgs.msg import JointState, PointCloud2
 
 from robopin.geometry.workspace import WorkspaceBox
-from robopin.interfaces import ARM, JOINT_STATES, MOVE_TO_POSE, PICK_PLACE, WORKSPACE_CLOUD
+from robopin.interfaces import MOVE_TO_POSE, PICK_PLACE
 from robopin.motion import make_planner, planner_config_from_dict
 from robopin.motion.errors import MotionGoalError
 from robopin.motion.grasps import GraspConfig
 from robopin.motion.pick_place_task import PickPlaceRequest, PickPlaceSettings, PickPlaceTask
 from robopin.motion.scene import SceneConfig, SceneKeeper
 from robopin.robots.state import GripperResult
+from robopin.system.node_settings import MotionPlannerNodeSettings, settings_from
 from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, ActionClient, SingleGoalGuard, follow_goal
 from robopin_ros.logs import LoggedNode
-from robopin_ros.parameters import declare, declare_nested, declare_settings
+from robopin_ros.parameters import declare_settings
 from robopin_ros.runtime import StreamSpinner, run_node
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
@@ -52,34 +53,20 @@ class MotionPlannerNode(LoggedNode):
 
     def __init__(self, **node_options: Any) -> None:
         super().__init__("motion_planner_node", **node_options)
-        p = self._declare
-        robot = str(p("robot", "panda", "robot description name (panda, fr3, xarm6, ...)"))
-        # Nested settings as dotted parameters (planner.type, workspace.min_xyz, ...) or the older one YAML
-        # string each.
-        planner_values = declare_nested(self, "planner", {"type": "roboplan"},
-                                        "motion planner config; type: roboplan, ompl (CPU) or curobo (GPU)")
-        planner_values.setdefault("type", "roboplan")
-        planner_values["robot"] = robot
+        own = settings_from(MotionPlannerNodeSettings, declare_settings(self, MotionPlannerNodeSettings()))
+        planner_values = {"type": "roboplan", **own.planner, "robot": own.robot}
         self.planner = make_planner(planner_config_from_dict(planner_values))
         self.planner.warmup()
-        workspace = WorkspaceBox.from_dict(declare_nested(
-            self, "workspace", {"min_xyz": [0.1, -0.6, -0.05], "max_xyz": [0.9, 0.6, 0.8]},
-            "workspace box {min_xyz, max_xyz} in the base frame, metres; targets outside are refused"))
-        table = float(p("table_height_m", 0.0,
-                        "table surface height in the base frame, metres (nan: no table collision plane)"))
+        workspace = WorkspaceBox.from_dict(own.workspace)
         self.scene = SceneKeeper(self.planner.robot, SceneConfig(
-            workspace=workspace, table_height_m=None if math.isnan(table) else table,
-            **declare_settings(self, SceneConfig())))
+            workspace=workspace, table_height_m=own.table, **declare_settings(self, SceneConfig())))
         grasp = GraspConfig(**declare_settings(self, GraspConfig()))
         self.task = PickPlaceTask(self.planner, self.scene,
                                   PickPlaceSettings(grasp=grasp, **declare_settings(self, PickPlaceSettings())),
                                   clock=self._now_s)
-        self.max_joint_state_age_s = float(p("max_joint_state_age_s", 1.0,
-                                             "a joint state older than this many seconds refuses the goal", min=0.0))
-        self.execution_timeout_s = float(p("execution_timeout_s", 60.0,
-                                           "seconds a trajectory may run (at least 3x its duration) before "
-                                           "it is canceled", min=0.0))
-        self.driver_wait_s = float(p("driver_wait_s", 5.0, "seconds to wait for the driver's action servers", min=0.0))
+        self.max_joint_state_age_s = own.max_joint_state_age_s
+        self.execution_timeout_s = own.execution_timeout_s
+        self.driver_wait_s = own.driver_wait_s
 
         self.guard = SingleGoalGuard()
         self._shutting_down = False
@@ -92,21 +79,18 @@ class MotionPlannerNode(LoggedNode):
         self._stream_spinner = StreamSpinner(self)
         self._stream_spinner.node.create_subscription(
             JointState,
-            str(p("joint_states_topic", JOINT_STATES, "topic of the arm's joint states")),
+            own.joint_states_topic,
             self._on_joint_state,
             STATE_QOS,
         )
         self._stream_spinner.node.create_subscription(
             PointCloud2,
-            str(p("cloud_topic", WORKSPACE_CLOUD, "topic of the workspace obstacle cloud (PointCloud2)")),
+            own.cloud_topic,
             self._on_cloud,
             SENSOR_QOS,
         )
         self._stream_spinner.start()
-        self.execute_action = str(p("execute_action", ARM.follow_joint_trajectory,
-                                    "FollowJointTrajectory action the trajectories are sent to"))
-        self.gripper_action = str(p("gripper_action", ARM.gripper_cmd,
-                                    "GripperCommand action the gripper goals are sent to"))
+        self.execute_action, self.gripper_action = own.execute_action, own.gripper_action
         self.execute_client = ActionClient(self, FollowJointTrajectory, self.execute_action, callback_group=group)
         self.gripper_client = ActionClient(self, GripperCommand, self.gripper_action, callback_group=group)
         # One goal at a time across both actions; cancelling one cancels the running phase's driver goal.
@@ -120,9 +104,6 @@ class MotionPlannerNode(LoggedNode):
             lambda message: MoveToPose.Result(status=BUSY_REASON, message=message), accepting=accepting,
             callback_group=group)
         self.get_logger().info(f"motion planner ready: {self.planner!r}, workspace {workspace}")
-
-    def _declare(self, name: str, default: Any, description: str, **range_: float) -> Any:
-        return declare(self, name, default, description, **range_)
 
     # --- inputs -----------------------------------------------------------------------------------
 
