@@ -58,10 +58,6 @@ NODE_PARAMETERS: Mapping[str, frozenset[str]] = _ParameterTable({
     "camera_node": frozenset({
         "name", "backend", "serial", "width", "height", "fps", "filters", "playback_file", "bag_path", "topic_prefix",
         "options", "align_depth", "reconnect_period_s", "diagnostics_period_s"}),
-    "task_node": frozenset({
-        "views", "target_frame", "service_timeout_s", "motion_timeout_s", "velocity_scale", "publish_images",
-        "project_service", "pick_place_action", "sync_tolerance_s", "max_frame_age_s", "vlm", "reasoning",
-        "workspace", "ground_truth", "snapshot_wait_s", "settle_s", "ready_wait_s", "ready_nodes"}),
     "projection_node": frozenset({
         "views", "target_frame", "camera_prefix", "calibration_dir", "calibrations", "workspace", "unaligned_depth",
         "sync_tolerance_s", "stamp_tolerance_s", "frame_history_s", "sync_color", "ee_pose_topic",

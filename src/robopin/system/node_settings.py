@@ -21,6 +21,8 @@ from robopin.interfaces import (
     ARM,
     EXECUTE_TASK,
     JOINT_STATES,
+    PICK_PLACE,
+    PROJECT_POINTS,
     REASONING,
     REASONING_IMAGES,
     REASONING_MARKERS,
@@ -33,6 +35,7 @@ from robopin.interfaces import (
     WORKSPACE_CLOUD,
     action_status,
     camera_topic_patterns,
+    reasoning_image,
 )
 from robopin.settings import described, setting
 
@@ -162,6 +165,43 @@ class MotionPlannerNodeSettings:
         return None if math.isnan(self.table_height_m) else float(self.table_height_m)
 
 
+@dataclass
+class TaskNodeSettings:
+    """task_node: language instructions through the reasoning loop (ExecuteTask, Instruct)."""
+
+    views: list = setting(["static", "wrist"],
+                          "camera view names in img_idx order (same order as projection_node's views)")
+    target_frame: str = setting("base", "frame the 3D targets and motion goals are expressed in")
+    service_timeout_s: float = setting(
+        10.0, "seconds to wait for a ProjectPoints reply or a PickPlace goal acceptance", min=0.0)
+    ready_wait_s: float = setting(
+        60.0, "seconds a task waits for a starting stack to be ready (every topic recorded) before it is refused "
+        "with not_ready", min=0.0)
+    motion_timeout_s: float = setting(
+        120.0, "a PickPlace goal running longer than this many seconds is canceled (motion_timeout)", min=0.0)
+    velocity_scale: float = setting(
+        0.0, "fraction of the configured maximum velocity, 0..1 (0: the motion planner's default)", min=0.0, max=1.0)
+    publish_images: bool = setting(True, f"publish the PinCoT drawn on each view on {reasoning_image('<view>')}")
+    project_service: str = setting(PROJECT_POINTS, "ProjectPoints service of the projection node")
+    pick_place_action: str = setting(PICK_PLACE, "PickPlace action of the motion planner")
+    sync_tolerance_s: float = setting(0.02, "largest stamp spread inside one multi-view snapshot, seconds", min=0.0)
+    max_frame_age_s: float = setting(
+        0.5, "frames older than this many seconds refuse the task with stale_frame", min=0.0)
+    # Applied at run time: the node rebuilds its backend and config while no task runs.
+    vlm: dict = setting({"type": "openai"}, "VLM backend config, with its type (openai, oracle, ...)", dynamic=True)
+    reasoning: dict = setting({}, "reasoning config (mode, max_steps, reasoner, ...)", dynamic=True)
+    workspace: dict = setting({}, "workspace box {min_xyz, max_xyz} in target_frame, metres (none: no box)",
+                              dynamic=True)
+    # Simulated systems only: the loop's pin, answer and plan accuracy against the world's ground truth.
+    ground_truth: dict = setting({}, "ground-truth source, e.g. {type: sim, world: workcell} (none: a real cell)")
+    snapshot_wait_s: float = setting(1.0, "seconds a task waits for a usable snapshot before refusing", min=0.0)
+    settle_s: float = setting(
+        0.1, "after a motion, only frames captured this many seconds after it ended count", min=0.0)
+    ready_nodes: list = setting(
+        [""], "nodes of this stack, each in a process of its own (ros2 launch), whose ~/ready must answer success "
+        "before a task runs (empty: tasks run at once, or when robopin up releases them)")
+
+
 NODE_SETTINGS: dict[str, tuple[str, ...]] = {
     "arm_driver_node": ("robopin.system.node_settings:ArmDriverSettings",),
     "motion_planner_node": ("robopin.system.node_settings:MotionPlannerNodeSettings",
@@ -170,6 +210,7 @@ NODE_SETTINGS: dict[str, tuple[str, ...]] = {
     "recorder_node": ("robopin.system.node_settings:RecorderSettings",),
     "replay_node": ("robopin.system.node_settings:ReplaySettings",),
     "state_publisher_node": ("robopin.system.node_settings:StatePublisherSettings",),
+    "task_node": ("robopin.system.node_settings:TaskNodeSettings",),
 }
 """Executable -> the dataclasses (``module:Class``, imported when asked for) whose described fields are all of
 its node's parameters."""

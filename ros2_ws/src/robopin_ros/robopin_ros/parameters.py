@@ -76,9 +76,11 @@ def declare_settings(node: Node, defaults: Any) -> dict[str, Any]:
     for name, about in described(defaults).items():
         default = getattr(defaults, name)
         if isinstance(default, Mapping):
-            values[name] = declare_nested(node, about.parameter or name, default, about.text)
+            values[name] = declare_nested(node, about.parameter or name, default, about.text,
+                                          read_only=not about.dynamic)
         else:
-            values[name] = declare(node, about.parameter or name, default, about.text, min=about.min, max=about.max)
+            values[name] = declare(node, about.parameter or name, default, about.text, min=about.min, max=about.max,
+                                   read_only=not about.dynamic)
     return values
 
 

@@ -45,8 +45,6 @@ from robopin.geometry import PointRequest, Target, WorkspaceBox
 from robopin.interfaces import (
     EXECUTE_TASK,
     INSTRUCT,
-    PICK_PLACE,
-    PROJECT_POINTS,
     REASONING,
     REASONING_MARKERS,
     REASONING_SEARCH,
@@ -71,6 +69,7 @@ from robopin.reasoning import (
 from robopin.reasoning.ground_truth import make_ground_truth
 from robopin.reasoning.inprocess import SnapshotObserver
 from robopin.reasoning.tts import reads_depth, step_log_lines
+from robopin.system.node_settings import TaskNodeSettings, settings_from
 from robopin.vlm import VLMBackend, make_backend
 from robopin.vlm.errors import VLMRequestError
 from robopin.vlm.prompts import check_instruction
@@ -89,7 +88,7 @@ from robopin_ros.actions import (
 )
 from robopin_ros.camera_snapshot import CameraViewsSubscriber, declare_view_topics
 from robopin_ros.logs import LoggedNode
-from robopin_ros.parameters import declare, declare_nested, nested_value
+from robopin_ros.parameters import declare_settings, nested_value
 from robopin_ros.runtime import StreamSpinner, run_node
 
 # Parameters a running node accepts changes to (checked by building what they configure).
@@ -282,49 +281,21 @@ class TaskNode(LoggedNode):
 
     def __init__(self, **node_options: Any) -> None:
         super().__init__("task_node", **node_options)
-        read_only = self._declare_read_only
-        self.views = [v for v in read_only("views", ["static", "wrist"],
-                                           "camera view names in img_idx order (same order as projection_node's "
-                                           "views)") if v]
-        self.target_frame = str(read_only("target_frame", "base",
-                                          "frame the 3D targets and motion goals are expressed in"))
-        self.service_timeout_s = float(read_only("service_timeout_s", 10.0,
-                                                 "seconds to wait for a ProjectPoints reply or a PickPlace "
-                                                 "goal acceptance", min=0.0))
-        self.ready_wait_s = float(read_only("ready_wait_s", 60.0,
-                                            "seconds a task waits for a starting stack to be ready (every topic "
-                                            "recorded) before it is refused with not_ready", min=0.0))
-        self.motion_timeout_s = float(read_only("motion_timeout_s", 120.0,
-                                                "a PickPlace goal running longer than this many seconds is "
-                                                "canceled (motion_timeout)", min=0.0))
-        self.velocity_scale = float(read_only("velocity_scale", 0.0,
-                                              "fraction of the configured maximum velocity, 0..1 "
-                                              "(0: the motion planner's default)", min=0.0, max=1.0))
-        self.publish_images = bool(read_only("publish_images", True,
-                                             "publish the PinCoT drawn on each view on "
-                                             f"{reasoning_image('<view>')}"))
-        self.project_service = str(read_only("project_service", PROJECT_POINTS,
-                                             "ProjectPoints service of the projection node"))
-        self.pick_place_action = str(read_only("pick_place_action", PICK_PLACE,
-                                               "PickPlace action of the motion planner"))
-        snapshot = SnapshotConfig(
-            tuple(self.views),
-            sync_tolerance_s=float(read_only("sync_tolerance_s", 0.02,
-                                             "largest stamp spread inside one multi-view snapshot, seconds", min=0.0)),
-            max_age_s=float(read_only("max_frame_age_s", 0.5,
-                                      "frames older than this many seconds refuse the task with stale_frame", min=0.0)),
-        )
-        # Dynamic: _on_set_parameters rebuilds the backend and config while no task runs. Each is a nested
-        # setting declared as dotted parameters (vlm.base_url, reasoning.max_steps, workspace.min_xyz, ...).
-        declare_nested(self, "vlm", {"type": "openai"}, "VLM backend config, with its type (openai, oracle, ...)",
-                       read_only=False)
-        declare_nested(self, "reasoning", {}, "reasoning config (mode, max_steps, reasoner, ...)", read_only=False)
-        declare_nested(self, "workspace", {}, "workspace box {min_xyz, max_xyz} in target_frame, metres (none: no box)",
-                       read_only=False)
-        # Simulated systems only: the loop's pin, answer and plan accuracy against the world's ground truth.
-        self.ground_truth = make_ground_truth(declare_nested(
-            self, "ground_truth", {}, "ground-truth source, e.g. {type: sim, world: workcell} (none: a real cell)")
-            or None)
+        own = settings_from(TaskNodeSettings, declare_settings(self, TaskNodeSettings()))
+        self.views = list(own.views)
+        self.target_frame = own.target_frame
+        self.service_timeout_s = own.service_timeout_s
+        self.ready_wait_s = own.ready_wait_s
+        self.motion_timeout_s = own.motion_timeout_s
+        self.velocity_scale = own.velocity_scale
+        self.publish_images = own.publish_images
+        self.project_service = own.project_service
+        self.pick_place_action = own.pick_place_action
+        snapshot = SnapshotConfig(tuple(self.views), sync_tolerance_s=own.sync_tolerance_s,
+                                  max_age_s=own.max_frame_age_s)
+        # vlm, reasoning and workspace are dynamic: _on_set_parameters rebuilds the backend and config while no
+        # task runs (each a nested setting declared as dotted parameters: vlm.base_url, reasoning.max_steps, ...).
+        self.ground_truth = make_ground_truth(own.ground_truth or None)
         self._backend: VLMBackend | None = None
         self._config: ReasoningConfig | None = None
         self._config_lock = threading.Lock()
@@ -344,14 +315,7 @@ class TaskNode(LoggedNode):
         self.cameras = CameraViewsSubscriber(self, snapshot, require_depth=self.reads_depth, own_executor=True,
                                              topics=declare_view_topics(self, self.views))
         self._shutting_down = False
-        self.observer = _RosObserver(
-            self.cameras,
-            float(read_only("snapshot_wait_s", 1.0,
-                            "seconds a task waits for a usable snapshot before refusing", min=0.0)),
-            float(read_only("settle_s", 0.1,
-                            "after a motion, only frames captured this many seconds after it ended count", min=0.0)),
-            lambda: self._shutting_down,
-        )
+        self.observer = _RosObserver(self.cameras, own.snapshot_wait_s, own.settle_s, lambda: self._shutting_down)
         # The calls a step waits on, on a child node with a single-threaded executor of their own. rclpy runs a
         # future's done callbacks as a new executor task (Future._schedule_or_invoke_done_callbacks): on this
         # node's MultiThreadedExecutor a reply took two passes over the node's whole wait set and two hand-offs
@@ -371,10 +335,7 @@ class TaskNode(LoggedNode):
         self._not_ready_reason = ""
         # Under ros2 launch every node runs in a process of its own and nothing supervises the start: the
         # launch names the stack's other nodes here, and tasks wait until each one's ~/ready answers success.
-        ready_nodes = [n for n in read_only("ready_nodes", [""],
-                                            "nodes of this stack, each in a process of its own (ros2 launch), "
-                                            "whose ~/ready must answer success before a task runs (empty: tasks "
-                                            "run at once, or when robopin up releases them)") if n]
+        ready_nodes = own.ready_nodes
         if ready_nodes:
             self.hold_tasks(f"every node's readiness ({', '.join(ready_nodes)})")
             clients = {name: self._calls.node.create_client(Trigger, ready_service(name)) for name in ready_nodes}
@@ -403,9 +364,6 @@ class TaskNode(LoggedNode):
         self.get_logger().info(f"planner ready: views {self.views}, backend {self._backend!r}")
 
     # ------------------------------------------------------------------ configuration
-    def _declare_read_only(self, name: str, default: Any, description: str, **range_: float) -> Any:
-        return declare(self, name, default, description, **range_)
-
     def _configure(self, values: dict[str, dict[str, Any]]) -> None:
         """Build the reasoning config and backend from the vlm, reasoning and workspace mappings (raises, named)."""
         reasoning = dict(values["reasoning"])
