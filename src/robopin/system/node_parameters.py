@@ -58,13 +58,6 @@ NODE_PARAMETERS: Mapping[str, frozenset[str]] = _ParameterTable({
     "camera_node": frozenset({
         "name", "backend", "serial", "width", "height", "fps", "filters", "playback_file", "bag_path", "topic_prefix",
         "options", "align_depth", "reconnect_period_s", "diagnostics_period_s"}),
-    "projection_node": frozenset({
-        "views", "target_frame", "camera_prefix", "calibration_dir", "calibrations", "workspace", "unaligned_depth",
-        "sync_tolerance_s", "stamp_tolerance_s", "frame_history_s", "sync_color", "ee_pose_topic",
-        "joint_states_topic", "robot_description", "cloud_voxel_m", "cloud_period_s", "cloud_views", "window_px",
-        "min_depth_m", "max_depth_m", "min_valid_fraction", "edge_gap_m", "normal_window_px", "pose_tolerance_s",
-        "fusion_tolerance_m", "cross_view_rule", "cross_view_radius_m", "fusion_policy", "view_priority",
-        "max_frame_age_s"}),
 })
 """Executable -> the top-level parameters its node declares (a nested setting by its own name, ``vlm``), besides
 rclpy's own (:data:`ROS_OWN_PARAMETERS`) and the ``cameras.<view>.<key>`` topic settings of its views."""

@@ -19,6 +19,7 @@ from robopin.interfaces import (
     ACTION_FEEDBACK_SUFFIX,
     ACTION_STATUS_SUFFIX,
     ARM,
+    CAMERA_ROOT,
     EXECUTE_TASK,
     JOINT_STATES,
     PICK_PLACE,
@@ -202,11 +203,45 @@ class TaskNodeSettings:
         "before a task runs (empty: tasks run at once, or when robopin up releases them)")
 
 
+@dataclass
+class ProjectionNodeSettings:
+    """projection_node's own parameters; the rest are fields of DepthConfig, CrossViewConfig, ProjectionConfig."""
+
+    views: list = setting(["static"], "camera view names in img_idx order (0, 1, ...)")
+    target_frame: str = setting("base", "frame the 3D targets are expressed in")
+    camera_prefix: str = setting(CAMERA_ROOT, "topic prefix of the camera views (<prefix>/<view>/...)")
+    calibration_dir: str = setting("calibration",
+                                   "folder of <view>.yaml camera mounts, used for views missing from calibrations")
+    calibrations: dict = setting({}, "view -> camera mount {parent_frame, matrix | translation + rpy}; overrides "
+                                 "calibration_dir")
+    workspace: dict = setting({}, "workspace box {min_xyz, max_xyz} in target_frame, metres; points outside are "
+                              "refused (none: no box)")
+    unaligned_depth: dict = setting({}, "view -> T_color_depth for cameras whose depth is not aligned to color")
+    sync_tolerance_s: float = setting(
+        0.02, "largest stamp difference between a view's depth, camera_info and color, seconds", min=0.0)
+    # Views of one snapshot differ by up to the task node's sync tolerance.
+    stamp_tolerance_s: float = setting(0.1, "how far before a request's stamp a view's frame may be, seconds",
+                                       min=0.0)
+    frame_history_s: float = setting(10.0, "seconds of frames kept for requests that name a stamp", min=0.0)
+    sync_color: bool = setting(False, "also require a color image synced to each depth frame")
+    ee_pose_topic: str = setting(ARM.ee_pose, "topic of the end-effector pose in the base frame (wrist view poses)")
+    joint_states_topic: str = setting(JOINT_STATES, "topic of the arm's joint states")
+    robot_description: str = setting(
+        "", "robot description name (panda, xarm6, ...) whose kinematics give wrist poses from joint states "
+        "(empty: ee_pose only)")
+    cloud_voxel_m: float = setting(0.01, "workspace cloud voxel size, metres", min=0.0)
+    cloud_period_s: float = setting(0.0, "workspace cloud publish period, seconds (0: no cloud)", min=0.0)
+    cloud_views: list = setting([""], "views the workspace cloud is built from (empty: all views)")
+    view_priority: list = setting([""], "view names, most trusted first (fusion_policy prefer_view)")
+
+
 NODE_SETTINGS: dict[str, tuple[str, ...]] = {
     "arm_driver_node": ("robopin.system.node_settings:ArmDriverSettings",),
     "motion_planner_node": ("robopin.system.node_settings:MotionPlannerNodeSettings",
                             "robopin.motion.scene:SceneConfig", "robopin.motion.grasps:GraspConfig",
                             "robopin.motion.pick_place_task:PickPlaceSettings"),
+    "projection_node": ("robopin.system.node_settings:ProjectionNodeSettings", "robopin.geometry.depth:DepthConfig",
+                        "robopin.geometry.crossview:CrossViewConfig", "robopin.geometry.projection:ProjectionConfig"),
     "recorder_node": ("robopin.system.node_settings:RecorderSettings",),
     "replay_node": ("robopin.system.node_settings:ReplaySettings",),
     "state_publisher_node": ("robopin.system.node_settings:StatePublisherSettings",),

@@ -39,7 +39,6 @@ from visualization_msgs.msg import MarkerArray
 
 from robopin.calibration import load_mount_for_view
 from robopin.cameras.pairing import StampPairer
-from robopin.cameras.topics import CAMERA_ROOT
 from robopin.geometry import (
     CalibrationError,
     CameraMount,
@@ -58,11 +57,12 @@ from robopin.geometry import (
     voxel_downsample,
 )
 from robopin.geometry.pointcloud import PointCloud
-from robopin.interfaces import ARM, JOINT_STATES, PROJECT_POINTS, TARGET_MARKERS, WORKSPACE_CLOUD
+from robopin.interfaces import PROJECT_POINTS, TARGET_MARKERS, WORKSPACE_CLOUD
+from robopin.system.node_settings import ProjectionNodeSettings, settings_from
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode
-from robopin_ros.parameters import declare, declare_nested, declare_settings
+from robopin_ros.parameters import declare_settings
 from robopin_ros.runtime import run_node
 
 # A running node refuses stale frames; the core's default (0: no check) is for offline projection.
@@ -133,51 +133,27 @@ class ProjectionNode(LoggedNode):
 
     def __init__(self, **node_options: Any) -> None:
         super().__init__("projection_node", **node_options)
-        p = self._declare
-        self.view_names = [v for v in p("views", ["static"], "camera view names in img_idx order (0, 1, ...)") if v]
-        self.target_frame = str(p("target_frame", "base", "frame the 3D targets are expressed in"))
-        camera_prefix = str(p("camera_prefix", CAMERA_ROOT,
-                              "topic prefix of the camera views (<prefix>/<view>/...)")).rstrip("/")
-        calibration_dir = Path(str(p("calibration_dir", "calibration",
-                                     "folder of <view>.yaml camera mounts, used for views missing from calibrations")))
-        # Nested settings, one dotted parameter per key (calibrations.<view>.parent_frame, workspace.min_xyz,
-        # ...), or the older one YAML string each.
-        calibrations = declare_nested(self, "calibrations", {},
-                                      "view -> camera mount {parent_frame, matrix | translation + rpy}; overrides "
-                                      "calibration_dir")
-        workspace = declare_nested(self, "workspace", {}, "workspace box {min_xyz, max_xyz} in target_frame, metres; "
-                                   "points outside are refused (none: no box)") or None
-        # view -> T_color_depth (same keys as a calibration) for cameras whose depth is not aligned to color
-        unaligned = declare_nested(self, "unaligned_depth", {},
-                                   "view -> T_color_depth for cameras whose depth is not aligned to color")
-        self.sync_tolerance_s = float(p("sync_tolerance_s", 0.02,
-                                        "largest stamp difference between a view's depth, camera_info and "
-                                        "color, seconds", min=0.0))
-        # How far before a request's stamp a view's frame may be (views of one snapshot differ by up to
-        # the planner's sync tolerance), and how long frames are kept for requests naming a stamp.
-        self.stamp_tolerance_s = float(p("stamp_tolerance_s", 0.1,
-                                         "how far before a request's stamp a view's frame may be, seconds", min=0.0))
-        self.frame_history_s = float(p("frame_history_s", 10.0,
-                                       "seconds of frames kept for requests that name a stamp", min=0.0))
-        sync_color = bool(p("sync_color", False, "also require a color image synced to each depth frame"))
-        ee_pose_topic = str(p("ee_pose_topic", ARM.ee_pose,
-                              "topic of the end-effector pose in the base frame (wrist view poses)"))
-        joint_states_topic = str(p("joint_states_topic", JOINT_STATES, "topic of the arm's joint states"))
-        robot_description = str(p("robot_description", "",
-                                  "robot description name (panda, xarm6, ...) whose kinematics give wrist poses from "
-                                  "joint states (empty: ee_pose only)"))
-        self.cloud_voxel_m = float(p("cloud_voxel_m", 0.01, "workspace cloud voxel size, metres", min=0.0))
-        cloud_period_s = float(p("cloud_period_s", 0.0,
-                                 "workspace cloud publish period, seconds (0: no cloud)", min=0.0))
-        cloud_views = [v for v in p("cloud_views", [""],
-                                    "views the workspace cloud is built from (empty: all views)") if v]
+        own = settings_from(ProjectionNodeSettings, declare_settings(self, ProjectionNodeSettings()))
+        self.view_names = list(own.views)
+        self.target_frame = own.target_frame
+        camera_prefix = own.camera_prefix.rstrip("/")
+        calibration_dir = Path(own.calibration_dir)
+        calibrations, workspace, unaligned = own.calibrations, own.workspace or None, own.unaligned_depth
+        self.sync_tolerance_s = own.sync_tolerance_s
+        self.stamp_tolerance_s = own.stamp_tolerance_s
+        self.frame_history_s = own.frame_history_s
+        sync_color = own.sync_color
+        ee_pose_topic, joint_states_topic = own.ee_pose_topic, own.joint_states_topic
+        robot_description = own.robot_description
+        self.cloud_voxel_m = own.cloud_voxel_m
+        cloud_period_s = own.cloud_period_s
+        cloud_views = list(own.cloud_views)
         depth = DepthConfig(**declare_settings(self, DepthConfig()))
         self.workspace = WorkspaceBox.from_dict(workspace) if workspace else None
         cross_view = CrossViewConfig(**declare_settings(self, CrossViewConfig()))
         config = ProjectionConfig(
             depth=depth, workspace=self.workspace, cross_view=cross_view,
-            view_priority=tuple(v for v in p("view_priority", [""],
-                                             "view names, most trusted first (fusion_policy prefer_view)") if v),
+            view_priority=tuple(own.view_priority),
             **declare_settings(self, NODE_PROJECTION_DEFAULTS),
         )
         if not self.view_names:
@@ -268,9 +244,6 @@ class ProjectionNode(LoggedNode):
                 self._publish_cloud()
             except Exception as error:  # one bad frame must not end the cloud for the rest of the run
                 self.get_logger().warning(f"workspace cloud not built: {type(error).__name__}: {error}")
-
-    def _declare(self, name: str, default: Any, description: str, **range_: float) -> Any:
-        return declare(self, name, default, description, **range_)
 
     def _load_mount(self, view: str, calibrations: dict, calibration_dir: Path) -> CameraMount | None:
         """Mount of a view from the calibrations parameter, else calibration_dir/<view>.yaml, else None."""
