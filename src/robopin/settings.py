@@ -25,15 +25,16 @@ class Setting:
     max: float | None = None
     parameter: str = ""
     dynamic: bool = False  # the node applies a change at run time (a writable parameter); else read-only
+    any_type: bool = False  # the parameter takes a value of any type (a serial given as digits arrives as an int)
 
 
 def setting(default: Any, text: str, *, min: float | None = None, max: float | None = None,
-            parameter: str = "", dynamic: bool = False) -> Any:
+            parameter: str = "", dynamic: bool = False, any_type: bool = False) -> Any:
     """A dataclass field with ``default``, described by ``text`` (and its range: ``min``/``max``, inclusive).
 
     A list or mapping default is copied for each instance (a nested setting: a mapping, declared as dotted
     parameters by the node)."""
-    metadata = {"setting": Setting(text, min, max, parameter, dynamic)}
+    metadata = {"setting": Setting(text, min, max, parameter, dynamic, any_type)}
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)

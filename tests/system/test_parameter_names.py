@@ -56,6 +56,26 @@ def test_the_table_covers_every_executable_and_its_nested_settings():
     assert "ready_wait_s" in NODE_PARAMETERS["task_node"]
 
 
+def test_every_parameter_is_a_described_field_of_its_nodes_settings():
+    # One definition per parameter: the table is the settings dataclasses' fields, each with a description, and
+    # the nested settings are exactly the mapping-valued fields (declared as dotted parameters).
+    import dataclasses
+
+    from robopin.settings import described
+    from robopin.system.node_settings import node_settings
+
+    for executable in NODE_EXECUTABLES:
+        classes = node_settings(executable)
+        assert classes, f"{executable} has no settings dataclass"
+        names = [about.parameter or name for config in classes for name, about in described(config).items()]
+        assert len(names) == len(set(names)), f"{executable}: a parameter in two of its settings classes"
+        assert set(names) == NODE_PARAMETERS[executable]
+        assert all(about.text for config in classes for about in described(config).values()), executable
+        nested = {f.name for config in classes for f in dataclasses.fields(config)
+                  if "setting" in f.metadata and isinstance(getattr(config(), f.name), dict)}
+        assert nested == set(NESTED_SETTINGS[executable]), executable
+
+
 @pytest.mark.parametrize("system", [*SIM_SYSTEMS, "real_xarm6", "real_franka"])
 def test_the_shipped_systems_name_only_declared_keys(system):
     load_system(REPO_ROOT / "config" / f"{system}.yaml")

@@ -29,36 +29,22 @@ __all__ = ["NESTED_SETTINGS", "NODE_PARAMETERS", "ROS_OWN_PARAMETERS", "VIEW_TOP
            "UnknownParameterError", "check_parameter_names", "parameter_problems"]
 
 class _ParameterTable(Mapping[str, frozenset[str]]):
-    """Executable -> its parameter names: a node with settings dataclasses (:data:`NODE_SETTINGS`) reads them from
-    their fields, imported on first use (the motion configs are not needed to load a system file); the rest
-    are listed by hand."""
-
-    def __init__(self, listed: Mapping[str, frozenset[str]]) -> None:
-        self._listed = dict(listed)
-        self._names = tuple(sorted(set(listed) | set(NODE_SETTINGS)))
+    """Executable -> its parameter names, read from the fields of its settings dataclasses (:data:`NODE_SETTINGS`),
+    imported on first use (the motion configs are not needed to load a system file)."""
 
     def __getitem__(self, executable: str) -> frozenset[str]:
-        if executable in NODE_SETTINGS:
-            return frozenset().union(*(settings_parameters(c) for c in node_settings(executable)))
-        return self._listed[executable]
+        if executable not in NODE_SETTINGS:
+            raise KeyError(executable)
+        return frozenset().union(*(settings_parameters(c) for c in node_settings(executable)))
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
+        return iter(NODE_SETTINGS)
 
     def __len__(self) -> int:
-        return len(self._names)
+        return len(NODE_SETTINGS)
 
 
-NODE_PARAMETERS: Mapping[str, frozenset[str]] = _ParameterTable({
-    "calibration_node": frozenset({
-        "name", "kind", "camera_topic_prefix", "board", "detection", "method", "output_dir", "child_frame",
-        "camera_serial", "frame_timeout_s", "settle_s", "velocity_scale", "verify_pose_count", "pose_count",
-        "min_distance_m", "max_distance_m", "max_tilt_deg", "seed", "min_center_height_m", "board_pose",
-        "nominal_mount", "arm", "planner", "table_height_m", "skip_frames", "ee_pose_topic", "keyboard"}),
-    "camera_node": frozenset({
-        "name", "backend", "serial", "width", "height", "fps", "filters", "playback_file", "bag_path", "topic_prefix",
-        "options", "align_depth", "reconnect_period_s", "diagnostics_period_s"}),
-})
+NODE_PARAMETERS: Mapping[str, frozenset[str]] = _ParameterTable()
 """Executable -> the top-level parameters its node declares (a nested setting by its own name, ``vlm``), besides
 rclpy's own (:data:`ROS_OWN_PARAMETERS`) and the ``cameras.<view>.<key>`` topic settings of its views."""
 

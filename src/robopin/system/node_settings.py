@@ -235,8 +235,82 @@ class ProjectionNodeSettings:
     view_priority: list = setting([""], "view names, most trusted first (fusion_policy prefer_view)")
 
 
+@dataclass
+class CameraNodeSettings:
+    """camera_node's own parameters; name, width, height and fps are CameraConfig's."""
+
+    backend: str = setting("realsense", "camera backend: realsense, zed, sim or bag")
+    # Serials are digits: any type lets `-p serial:=123456` through (as an int) instead of failing.
+    serial: str = setting("", "device serial number (empty: the only connected device)", any_type=True)
+    filters: list = setting([""], "depth post-processing filters of the backend, in order")
+    playback_file: str = setting("", "RealSense .db3 (or .bag) recording played instead of a device "
+                                     "(empty: a live device)")
+    bag_path: str = setting("", "bag backend: the bag directory or .mcap/.db3 file frames are read from")
+    topic_prefix: str = setting("", "bag backend: topic prefix of the view in the bag (empty: /cameras/<name>)")
+    options: dict = setting({}, "any other option of the camera backend")
+    # realsense-ros's align_depth.enable: false publishes depth/image_rect_raw + depth/camera_info in the depth
+    # imager's frame instead of registering every frame to color (RealSense backend only).
+    align_depth: bool = setting(
+        True, "register depth to color in every frame (false: publish depth/image_rect_raw; RealSense only)")
+    # Applied to the running reconnect loop.
+    reconnect_period_s: float = setting(1.0, "seconds between reconnect attempts after a failure (> 0)", min=0.0,
+                                        dynamic=True)
+    diagnostics_period_s: float = setting(1.0, "seconds between /diagnostics messages (> 0)", min=0.0)
+
+
+@dataclass
+class CalibrationNodeSettings:
+    """calibration_node: capture, solve, store and verify one camera's hand-eye calibration."""
+
+    name: str = setting("wrist", "camera view name (default topics /cameras/<name>/..., output "
+                                 "<output_dir>/<name>.yaml)")
+    kind: str = setting("eye_in_hand", "eye_in_hand (wrist camera) or eye_to_hand (static camera)")
+    camera_topic_prefix: str = setting(
+        "", "topic prefix of the camera's color image and info (empty: cameras.<name>.prefix, else the driver's: "
+        "cameras/<name>)")
+    board: dict = setting({}, "the calibration board (type, squares_x, square_length_m, ...)")
+    detection: dict = setting({}, "the board detection settings")
+    method: str = setting("auto", "hand-eye method: auto or tsai, park, horaud, andreff, daniilidis, shah, li")
+    output_dir: str = setting("calibration", "folder the solved <name>.yaml calibration is written to")
+    child_frame: str = setting("", "child frame of the stored mount (empty: <name>_optical)")
+    camera_serial: str = setting("", "camera serial stored with the calibration and checked at verify")
+    frame_timeout_s: float = setting(10.0, "seconds to wait for a camera frame before a capture fails", min=0.0)
+    settle_s: float = setting(0.3, "seconds the arm rests after a guided move before a frame counts", min=0.0)
+    velocity_scale: float = setting(
+        0.2, "guided capture velocity as a fraction of the planner's maximum, 0..1", min=0.0, max=1.0)
+    verify_pose_count: int = setting(3, "guided poses re-measured by verify", min=1)
+    pose_count: int = setting(20, "guided capture poses generated", min=1)
+    min_distance_m: float = setting(0.35, "closest camera-to-board distance of generated poses, metres", min=0.0)
+    max_distance_m: float = setting(0.55, "farthest camera-to-board distance of generated poses, metres", min=0.0)
+    max_tilt_deg: float = setting(
+        35.0, "largest viewing angle off the board normal of generated poses, degrees", min=0.0, max=80.0)
+    seed: int = setting(0, "random seed of the pose generator")
+    min_center_height_m: float = setting(
+        0.2, "eye_to_hand: generated board centres lower than this base z are drawn again, metres")
+    board_pose: dict = setting({}, "guided capture: board pose {translation, rpy}, T_base_board (eye_in_hand) or "
+                                   "T_ee_board (eye_to_hand)")
+    nominal_mount: dict = setting({}, "guided capture: nominal camera mount, T_ee_cam (eye_in_hand) or T_base_cam "
+                                      "(eye_to_hand)")
+    arm: dict = setting({}, "arm backend config {type, ...} for guided capture (none: manual, poses from "
+                            "ee_pose_topic)")
+    planner: dict = setting({}, "motion planner settings of the guided capture (type defaults to roboplan)")
+    table_height_m: float = setting(0.0, "table height in the base frame, metres: an obstacle for guided moves")
+    # A frame stamped after the arm settled may have been exposed (or, in the simulator, rendered) partly before.
+    skip_frames: int = setting(
+        1, "frames stamped after the arm settled that are skipped (partly exposed before)", min=0)
+    ee_pose_topic: str = setting(ARM.ee_pose, "end-effector pose topic in manual capture")
+    keyboard: bool = setting(False, "read keys from the terminal: Enter capture, s solve, v verify, g guided, q quit")
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("eye_in_hand", "eye_to_hand"):
+            raise ValueError(f"kind must be eye_in_hand (wrist camera) or eye_to_hand (static camera), "
+                             f"got {self.kind!r}")
+
+
 NODE_SETTINGS: dict[str, tuple[str, ...]] = {
     "arm_driver_node": ("robopin.system.node_settings:ArmDriverSettings",),
+    "calibration_node": ("robopin.system.node_settings:CalibrationNodeSettings",),
+    "camera_node": ("robopin.system.node_settings:CameraNodeSettings", "robopin.cameras.base:CameraConfig"),
     "motion_planner_node": ("robopin.system.node_settings:MotionPlannerNodeSettings",
                             "robopin.motion.scene:SceneConfig", "robopin.motion.grasps:GraspConfig",
                             "robopin.motion.pick_place_task:PickPlaceSettings"),

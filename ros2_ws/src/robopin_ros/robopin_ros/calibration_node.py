@@ -62,17 +62,17 @@ from robopin.calibration.capture import make_capture_planner
 from robopin.cameras.topics import view_topics
 from robopin.geometry.extrinsics import mount_from_dict
 from robopin.interfaces import (
-    ARM,
     CALIBRATION_CAPTURE,
     CALIBRATION_CLEAR,
     CALIBRATION_RUN_GUIDED,
     CALIBRATION_SOLVE,
     CALIBRATION_VERIFY,
 )
+from robopin.system.node_settings import CalibrationNodeSettings, settings_from
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode
-from robopin_ros.parameters import declare, declare_nested
+from robopin_ros.parameters import declare_settings
 from robopin_ros.runtime import run_node
 
 
@@ -105,78 +105,36 @@ class CalibrationNode(LoggedNode):
 
     def __init__(self, **node_kwargs: Any) -> None:
         super().__init__("calibration_node", **node_kwargs)
-        p = self._declare
-        self.view = str(p("name", "wrist",
-                          "camera view name (default topics /cameras/<name>/..., output <output_dir>/<name>.yaml)"))
-        self.kind = str(p("kind", "eye_in_hand", "eye_in_hand (wrist camera) or eye_to_hand (static camera)"))
-        if self.kind not in ("eye_in_hand", "eye_to_hand"):
-            raise ValueError(
-                f"kind must be eye_in_hand (wrist camera) or eye_to_hand (static camera), got {self.kind!r}"
-            )
-        prefix = str(p("camera_topic_prefix", "",
-                       "topic prefix of the camera's color image and info (empty: cameras.<name>.prefix, "
-                       "else the driver's: cameras/<name>)"))
+        own = settings_from(CalibrationNodeSettings, declare_settings(self, CalibrationNodeSettings()))
+        self.view, self.kind, prefix = own.name, own.kind, own.camera_topic_prefix
         topics = declare_view_topics(self, [self.view])[self.view]
         if prefix:
             topics = view_topics(self.view, topics.driver, prefix, topics.qos)
         image_qos = camera_qos(topics.qos, depth=2)
         # Nested settings, one dotted parameter per key (board.type, board.squares_x, arm.type, ...), or the
         # older one YAML string each.
-        self.board = BoardConfig.from_dict(declare_nested(self, "board", {}, "the calibration board (type, squares_x, "
-                                                          "square_length_m, ...)"))
-        self.detector = BoardDetector(
-            self.board, DetectionConfig(**declare_nested(self, "detection", {}, "the board detection settings")))
-        self.solver = SolverConfig(method=str(p("method", "auto",
-                                                "hand-eye method: auto or tsai, park, horaud, andreff, daniilidis, "
-                                                "shah, li")))
-        self.output_dir = Path(str(p("output_dir", "calibration",
-                                     "folder the solved <name>.yaml calibration is written to")))
-        self.child_frame = str(p("child_frame", "",
-                                 "child frame of the stored mount (empty: <name>_optical)")) or f"{self.view}_optical"
-        self.serial = str(p("camera_serial", "", "camera serial stored with the calibration and checked at verify"))
-        self.frame_timeout_s = float(p("frame_timeout_s", 10.0,
-                                       "seconds to wait for a camera frame before a capture fails", min=0.0))
-        self.settle_s = float(p("settle_s", 0.3,
-                                "seconds the arm rests after a guided move before a frame counts", min=0.0))
-        self.velocity_scale = float(p("velocity_scale", 0.2,
-                                      "guided capture velocity as a fraction of the planner's "
-                                      "maximum, 0..1", min=0.0, max=1.0))
-        self.verify_pose_count = int(p("verify_pose_count", 3, "guided poses re-measured by verify", min=1))
-        self.pose_config = PoseGeneratorConfig(
-            count=int(p("pose_count", 20, "guided capture poses generated", min=1)),
-            min_distance_m=float(p("min_distance_m", 0.35,
-                                   "closest camera-to-board distance of generated poses, metres", min=0.0)),
-            max_distance_m=float(p("max_distance_m", 0.55,
-                                   "farthest camera-to-board distance of generated poses, metres", min=0.0)),
-            max_tilt_deg=float(p("max_tilt_deg", 35.0,
-                                 "largest viewing angle off the board normal of generated poses, "
-                                 "degrees", min=0.0, max=80.0)),
-            seed=int(p("seed", 0, "random seed of the pose generator")),
-        )
-        self.min_center_height_m = float(p("min_center_height_m", 0.2,
-                                           "eye_to_hand: generated board centres lower than this base z are drawn "
-                                           "again, metres"))
-        board_pose = declare_nested(self, "board_pose", {}, "guided capture: board pose {translation, rpy}, "
-                                    "T_base_board (eye_in_hand) or T_ee_board (eye_to_hand)")
-        nominal = declare_nested(self, "nominal_mount", {}, "guided capture: nominal camera mount, "
-                                 "T_ee_cam (eye_in_hand) or T_base_cam (eye_to_hand)")
+        self.board = BoardConfig.from_dict(own.board)
+        self.detector = BoardDetector(self.board, DetectionConfig(**own.detection))
+        self.solver = SolverConfig(method=own.method)
+        self.output_dir = Path(own.output_dir)
+        self.child_frame = own.child_frame or f"{self.view}_optical"
+        self.serial = own.camera_serial
+        self.frame_timeout_s, self.settle_s, self.velocity_scale = own.frame_timeout_s, own.settle_s, own.velocity_scale
+        self.verify_pose_count = own.verify_pose_count
+        self.pose_config = PoseGeneratorConfig(count=own.pose_count, min_distance_m=own.min_distance_m,
+                                               max_distance_m=own.max_distance_m, max_tilt_deg=own.max_tilt_deg,
+                                               seed=own.seed)
+        self.min_center_height_m = own.min_center_height_m
+        board_pose, nominal = own.board_pose, own.nominal_mount
         self.T_board = mount_from_dict(board_pose, source="board_pose").T_parent_cam if board_pose else None
         self.T_nominal = mount_from_dict(nominal, source="nominal_mount").T_parent_cam if nominal else None
-        arm_settings = declare_nested(self, "arm", {}, "arm backend config {type, ...} for guided capture (none: "
-                                      "manual, poses from ee_pose_topic)")
-        planner_settings = declare_nested(self, "planner", {}, "motion planner settings of the guided capture (type "
-                                          "defaults to roboplan)")
-        table = p("table_height_m", 0.0, "table height in the base frame, metres: an obstacle for guided moves")
+        arm_settings, planner_settings, table = own.arm, own.planner, own.table_height_m
 
         self.samples: list[CaptureSample] = []
         self._busy = threading.Lock()
         self._frame_lock = threading.Condition()
         self._images: collections.deque[tuple[float, Image]] = collections.deque(maxlen=6)  # (stamp, msg)
-        # A frame stamped after the arm settled may have been exposed (or, in the simulator, rendered)
-        # partly before: skip this many such frames and use the next.
-        self.skip_frames = int(p("skip_frames", 1,
-                                 "frames stamped after the arm settled that are skipped (partly exposed "
-                                 "before)", min=0))
+        self.skip_frames = own.skip_frames
         self._info: CameraInfo | None = None
         self.arm: Any = None
         self.planner: Any = None
@@ -190,8 +148,7 @@ class CalibrationNode(LoggedNode):
             self.planner = make_capture_planner(self.arm, planner_settings, table_height_m=table)
         else:
             self.arm = _PoseOnlyArm()
-            topic = str(p("ee_pose_topic", ARM.ee_pose, "end-effector pose topic in manual capture"))
-            self.create_subscription(PoseStamped, topic, self.arm.update, 10, callback_group=streams)
+            self.create_subscription(PoseStamped, own.ee_pose_topic, self.arm.update, 10, callback_group=streams)
         self.create_subscription(Image, topics.color, self._on_image, image_qos, callback_group=streams)
         self.create_subscription(CameraInfo, topics.info, self._on_info, image_qos, callback_group=streams)
         services = MutuallyExclusiveCallbackGroup()
@@ -200,8 +157,7 @@ class CalibrationNode(LoggedNode):
         self.create_service(Trigger, CALIBRATION_SOLVE, self._on_solve, callback_group=services)
         self.create_service(Trigger, CALIBRATION_VERIFY, self._on_verify, callback_group=services)
         self.create_service(Trigger, CALIBRATION_CLEAR, self._on_clear, callback_group=services)
-        if bool(p("keyboard", False,
-                  "read keys from the terminal: Enter capture, s solve, v verify, g guided, q quit")):
+        if own.keyboard:
             threading.Thread(target=self._keyboard_loop, name="calibration-keys", daemon=True).start()
         self.get_logger().info(
             f"calibration_node ready: {self.kind} for {self.view!r} from {prefix}, "
@@ -209,9 +165,6 @@ class CalibrationNode(LoggedNode):
         )
 
     # ------------------------------------------------------------------ helpers
-    def _declare(self, name: str, default: Any, description: str, **range_: float) -> Any:
-        return declare(self, name, default, description, **range_)
-
     def _on_image(self, msg: Image) -> None:
         """Keep the newest colour images with their capture stamps."""
         with self._frame_lock:

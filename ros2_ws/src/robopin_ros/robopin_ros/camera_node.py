@@ -33,10 +33,11 @@ from robopin.cameras.base import CameraConfig
 from robopin.cameras.memory import retain_freed_image_memory
 from robopin.interfaces import DIAGNOSTICS_TOPIC
 from robopin.system.names import namespaced_label
+from robopin.system.node_settings import CameraNodeSettings
 from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode
-from robopin_ros.parameters import declare, declare_nested, declare_settings
+from robopin_ros.parameters import declare_settings
 from robopin_ros.runtime import run_node
 
 # Parameters that, when set, are copied into the backend config (only if that backend has the field).
@@ -59,24 +60,7 @@ class CameraNode(LoggedNode):
         # Each frame allocates and frees megabytes; keep them mapped rather than fault them in every frame.
         retain_freed_image_memory()
         declare_settings(self, CameraConfig())  # name, width, height, fps
-        declare(self, "backend", "realsense", "camera backend: realsense, zed, sim or bag")
-        # Serials are digits: dynamic typing lets `-p serial:=123456` through (as an int) instead of failing.
-        declare(self, "serial", "", "device serial number (empty: the only connected device)", dynamic_typing=True)
-        declare(self, "filters", [""], "depth post-processing filters of the backend, in order")
-        declare(self, "playback_file", "",
-                "RealSense .db3 (or .bag) recording played instead of a device (empty: a live device)")
-        declare(self, "bag_path", "", "bag backend: the bag directory or .mcap/.db3 file frames are read from")
-        declare(self, "topic_prefix", "", "bag backend: topic prefix of the view in the bag (empty: /cameras/<name>)")
-        # Nested: options.<key> for any other backend option (or the older one YAML string `options`).
-        self.options = declare_nested(self, "options", {}, "any other option of the camera backend")
-        # realsense-ros's align_depth.enable: false publishes depth/image_rect_raw + depth/camera_info in
-        # the depth imager's frame instead of registering every frame to color (RealSense backend only).
-        declare(self, "align_depth", True,
-                "register depth to color in every frame (false: publish depth/image_rect_raw; RealSense only)")
-        # Dynamic: _on_set_parameters applies a new period to the running reconnect loop.
-        declare(self, "reconnect_period_s", 1.0, "seconds between reconnect attempts after a failure (> 0)",
-                read_only=False, min=0.0)
-        declare(self, "diagnostics_period_s", 1.0, "seconds between /diagnostics messages (> 0)", min=0.0)
+        self.options = declare_settings(self, CameraNodeSettings())["options"]
         self.camera_name = str(self.get_parameter("name").value)
         self.reconnect_period_s = float(self.get_parameter("reconnect_period_s").value)
         self.camera = self._make_camera()

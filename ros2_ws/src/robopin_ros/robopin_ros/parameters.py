@@ -80,7 +80,7 @@ def declare_settings(node: Node, defaults: Any) -> dict[str, Any]:
                                           read_only=not about.dynamic)
         else:
             values[name] = declare(node, about.parameter or name, default, about.text, min=about.min, max=about.max,
-                                   read_only=not about.dynamic)
+                                   read_only=not about.dynamic, dynamic_typing=about.any_type)
     return values
 
 
