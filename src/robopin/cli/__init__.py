@@ -3,8 +3,8 @@
 Every module ``robopin/cli/<name>.py`` that defines ``register(subparsers)`` adds its subcommands,
 so an area adds a command without editing this file. ``register`` creates its parser(s) with
 ``subparsers.add_parser(...)`` and sets ``func=<callable(args) -> int>`` as a default. The commands
-that start or drive the ROS stack (``up``, ``trial``, ``instruct``, ``console``) are modules of the ROS
-package's ``robopin_ros.cli``, registered the same way when that package is installed: the core never
+that start or drive the ROS stack (``up``, ``trial``, ``instruct``, ``console``, ``bag play|record``) are
+modules of the ROS package's ``robopin_ros.cli``, registered the same way when that package is installed: the core never
 imports ROS code, and one ``robopin`` command still offers everything.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from robopin.errors import is_named_error, one_line
 
 ROS_COMMANDS = "robopin_ros.cli"
-"""The ROS package's command modules (``up``, ``trial``, ``instruct``, ``console``)."""
+"""The ROS package's command modules (``up``, ``trial``, ``instruct``, ``console``, ``bag_nodes``)."""
 
 
 def build_parser() -> argparse.ArgumentParser:

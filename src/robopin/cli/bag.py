@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 
@@ -183,34 +182,8 @@ def _xyz(point) -> str:
     return "(" + ", ".join(f"{c:.4f}" for c in point) + ") m"
 
 
-def _ros_node(module: str, params: list[str], namespace: str = "") -> int:
-    # The CLI lives in the rclpy-free core; the node module is only imported when asked for.
-    node = importlib.import_module(f"robopin_ros.{module}")
-    remap = ["-r", f"__ns:={namespace}"] if namespace else []  # its relative names go under the robot's namespace
-    return int(node.main([sys.argv[0], "--ros-args", *remap, *[p for kv in params for p in ("-p", kv)]]) or 0)
-
-
-def _play(args: argparse.Namespace) -> int:
-    params = [f"bag:={args.bag}", f"rate:={args.rate}", f"loop:={str(args.loop).lower()}",
-              f"start_offset_s:={args.start}"]
-    if args.topics:
-        params.append(f"topics:={json.dumps(args.topics)}")
-    if args.exclude:
-        params.append(f"exclude:={json.dumps(args.exclude)}")
-    return _ros_node("replay_node", params, args.namespace)
-
-
-def _record(args: argparse.Namespace) -> int:
-    params = [f"output_dir:={args.output}", f"flush_interval_s:={args.flush_interval_s}"]
-    if args.topics:
-        params.append(f"topics:={json.dumps(args.topics)}")
-    return _ros_node("recorder_node", params, args.namespace)
-
-
 def register(subparsers) -> None:
     """Add ``robopin bag …``."""
-    from robopin.cli.arguments import add_namespace_argument
-
     parser = subparsers.add_parser("bag", help="inspect, step through, re-plan, record and play trial bags")
     commands = parser.add_subparsers(dest="bag_command", metavar="BAG_COMMAND", required=True)
     info = commands.add_parser("info", help="topics, types, counts and duration of a bag")
@@ -245,19 +218,5 @@ def register(subparsers) -> None:
                                                   "metadata.yaml) from its complete chunks")
     recover.add_argument("bag")
     recover.set_defaults(func=_recover)
-    play = commands.add_parser("play", help="republish a bag on its original schedule (needs ROS 2)")
-    play.add_argument("bag")
-    play.add_argument("--rate", type=float, default=1.0, help="speed factor; 0 = as fast as possible")
-    play.add_argument("--loop", action="store_true")
-    play.add_argument("--start", type=float, default=0.0, metavar="SECONDS", help="skip the first SECONDS")
-    play.add_argument("--topics", nargs="*", default=[], help="shell patterns of topics to play")
-    play.add_argument("--exclude", nargs="*", default=[], help="shell patterns of topics to leave out")
-    add_namespace_argument(play)
-    play.set_defaults(func=_play)
-    record = commands.add_parser("record", help="run the recorder node: one bag per task (needs ROS 2)")
-    record.add_argument("--output", default="trials/bags")
-    record.add_argument("--topics", nargs="*", default=[], help="shell patterns (default: the trial topics)")
-    record.add_argument("--flush-interval-s", type=float, default=1.0,
-                        help="close the MCAP chunk this often: the most a killed recorder loses (see bag recover)")
-    add_namespace_argument(record)
-    record.set_defaults(func=_record)
+    # play and record run ROS nodes: robopin_ros.cli.bag_nodes adds them here when that package is installed.
+    parser.commands = commands
