@@ -48,6 +48,16 @@ def wait_future(future, timeout_s: float, what: str):
     return future.result()
 
 
+def wait_result(goal_handle, timeout_s: float, what: str):
+    """Wait for an accepted goal's GetResult answer (asked again if Fast DDS dropped it: see GoalResult)."""
+    from robopin_ros.actions import GoalResult
+
+    answer = GoalResult(goal_handle).answer(timeout_s)
+    if answer is None:
+        raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+    return answer
+
+
 def start_process(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start a Python helper process in this test run's ROS domain."""
     return subprocess.Popen(

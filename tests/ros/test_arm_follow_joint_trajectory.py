@@ -17,7 +17,7 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from robopin.robots.description import load_description
-from tests.ros.rostest_utils import SpunNode, start_process, stop_process, wait_for, wait_future
+from tests.ros.rostest_utils import SpunNode, start_process, stop_process, wait_for, wait_future, wait_result
 
 ACTION = "/robopin/arm/follow_joint_trajectory"
 PANDA = load_description("panda")
@@ -52,7 +52,7 @@ class UserClient:
         callback = feedback.append if feedback is not None else None
         handle = wait_future(self.follow.send_goal_async(goal, feedback_callback=callback), 30.0, "goal response")
         assert handle.accepted
-        response = wait_future(handle.get_result_async(), 120.0, "result")
+        response = wait_result(handle, 120.0, "result")
         return response.status, response.result
 
 
@@ -105,7 +105,7 @@ def test_a_follow_joint_trajectory_goal_moves_the_sim_arm(user):
     grip = GripperCommand.Goal()
     grip.command.position, grip.command.max_effort = 0.03, 0.0
     handle = wait_future(user.gripper.send_goal_async(grip), 30.0, "gripper goal")
-    gripped = wait_future(handle.get_result_async(), 60.0, "gripper result").result
+    gripped = wait_result(handle, 60.0, "gripper result").result
     assert gripped.reached_goal and gripped.position == pytest.approx(0.03, abs=0.003)
 
 
@@ -144,7 +144,7 @@ def test_a_cancelled_goal_ends_canceled_and_the_arm_stops_short(user):
     assert handle.accepted
     wait_for(lambda: abs(user.positions()[0] - start[0]) > 0.002, 30.0, "the arm moving")
     wait_future(handle.cancel_goal_async(), 30.0, "cancel response")
-    response = wait_future(handle.get_result_async(), 60.0, "result")
+    response = wait_result(handle, 60.0, "result")
     assert response.status == 5, response.result.error_string  # action_msgs/GoalStatus.STATUS_CANCELED
     assert response.result.error_code == codes.SUCCESSFUL
     stopped = user.positions()

@@ -22,7 +22,7 @@ from std_srvs.srv import SetBool, Trigger
 from robopin.robots.description import load_description
 from robopin.robots.trajectory import JointTrajectory, min_jerk_move
 from robopin.testing.xarm_emulator import XArmControllerEmulator
-from tests.ros.rostest_utils import SpunNode, start_process, stop_process, wait_for, wait_future
+from tests.ros.rostest_utils import SpunNode, start_process, stop_process, wait_for, wait_future, wait_result
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -72,7 +72,7 @@ class ArmClient:
         return handle
 
     def result(self, handle, timeout_s: float = 120.0):
-        return wait_future(handle.get_result_async(), timeout_s, "trajectory result").result
+        return wait_result(handle, timeout_s, "trajectory result").result
 
     def run(self, trajectory: JointTrajectory, feedback: list | None = None):
         return self.result(self.send(trajectory, feedback))
@@ -81,7 +81,7 @@ class ArmClient:
         goal = GripperCommand.Goal()
         goal.command.position, goal.command.max_effort = width_m, effort_n
         handle = wait_future(self.gripper.send_goal_async(goal), 30.0, "gripper goal")
-        return wait_future(handle.get_result_async(), 60.0, "gripper result").result
+        return wait_result(handle, 60.0, "gripper result").result
 
     def call(self, client, request, timeout_s: float = 30.0):
         wait_for(client.service_is_ready, timeout_s, f"service {client.srv_name}")

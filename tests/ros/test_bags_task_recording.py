@@ -15,7 +15,7 @@ from robopin_ros.actions import ActionClient
 
 from robopin.bags import TrialBag
 
-from .rostest_utils import SpunNode, wait_for, wait_future
+from .rostest_utils import SpunNode, wait_for, wait_future, wait_result
 
 ACTION = "/robopin/execute_task"
 
@@ -55,7 +55,7 @@ def test_recorder_node_records_one_bag_per_task_goal_with_its_result(ros_context
         wait_for(recorder._result_clients[status_topic][0].service_is_ready, 10.0, "get_result service")
         handle = wait_future(client.send_goal_async(ExecuteTask.Goal(instruction="put the duck away")), 10.0, "goal")
         assert handle.accepted
-        result = wait_future(handle.get_result_async(), 20.0, "result").result
+        result = wait_result(handle, 20.0, "result").result
         assert result.success
         wait_for(lambda: recorder.recorder.finished, 10.0, "the task's bag to close")
     finally:

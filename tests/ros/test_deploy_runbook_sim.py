@@ -25,7 +25,7 @@ from rclpy.parameter import Parameter
 from robopin_interfaces.action import MoveToPose, PickPlace
 from robopin_interfaces.msg import Target3D
 from robopin_ros import conversions
-from robopin_ros.actions import ActionClient
+from robopin_ros.actions import ActionClient, GoalResult
 from robopin_ros.arm_driver_node import ArmDriverNode
 from robopin_ros.motion_planner_node import MotionPlannerNode
 from robopin_ros.recorder_node import RecorderNode
@@ -109,7 +109,7 @@ class Cell:
 
     def run(self, action_type, name: str, goal, timeout_s: float = 180.0):
         handle = self.send(action_type, name, goal)
-        return wait_future(handle.get_result_async(), timeout_s, f"{name} result").result
+        return wait_result(handle, timeout_s, f"{name} result").result
 
     def close(self) -> None:
         import rclpy
@@ -133,6 +133,12 @@ def wait(predicate, timeout_s: float, what: str) -> None:
 def wait_future(future, timeout_s: float, what: str):
     wait(future.done, timeout_s, what)
     return future.result()
+
+
+def wait_result(goal_handle, timeout_s: float, what: str):
+    answer = GoalResult(goal_handle).answer(timeout_s)
+    assert answer is not None, f"timed out waiting for {what}"
+    return answer
 
 
 def target(xyz) -> Target3D:
@@ -215,7 +221,7 @@ def test_the_first_trial_runbook_in_the_simulator(cell):
     # At once: the simulator runs the arm faster than real time (a 3 s trajectory can end within 0.3 s).
     stop = cell.call("/robopin/arm/stop")
     assert stop.success, stop.message
-    stopped = wait_future(handle.get_result_async(), 60.0, "the stopped goal").result
+    stopped = wait_result(handle, 60.0, "the stopped goal").result
     assert not stopped.success and stopped.message, stopped.status
     assert np.linalg.norm(cell.driver.arm.ee_pose()[:3, 3] - np.array(goal_xyz)) > 0.03
     cell.world.advance(0.5)

@@ -17,7 +17,7 @@ from robopin_interfaces.msg import PinnedReasoning
 from robopin_interfaces.srv import Instruct
 from robopin_ros.actions import ActionClient
 
-from tests.ros.rostest_utils import TESTS_ROS, SpunNode, start_process, stop_process, wait_for, wait_future
+from tests.ros.rostest_utils import TESTS_ROS, SpunNode, start_process, stop_process, wait_for, wait_future, wait_result
 
 pytestmark = pytest.mark.ros
 
@@ -73,7 +73,7 @@ def test_pinned_reasoning_message_crosses_processes(client):
     action = _action_client(client)
     handle = _send(action, "pick the duck")
     wait_for(got.is_set, 10, "a PinnedReasoning message")
-    wait_future(handle.get_result_async(), 10, "task result")
+    wait_result(handle, 10, "task result")
     first = received[0]
     assert first.instruction == "pick the duck" and first.valid
     assert [(a.kind, a.id, a.img_idx, a.x, a.y) for a in first.anchors] == [("obj", "obj_01", 0, 412.0, 530.0)]
@@ -83,7 +83,7 @@ def test_execute_task_feedback_and_result(client):
     action = _action_client(client)
     feedback: list = []
     handle = _send(action, "stack the cubes", feedback)
-    result = wait_future(handle.get_result_async(), 15, "task result").result
+    result = wait_result(handle, 15, "task result").result
     assert result.success and result.steps_executed == 5
     assert [f.step for f in feedback] == [0, 1, 2, 3, 4]
     assert len(result.reasoning_steps) == 5
@@ -93,7 +93,7 @@ def test_second_goal_is_rejected_with_reason_while_one_runs(client):
     action = _action_client(client)
     first = _send(action, "long task")
     second = _send(action, "interleaved task")
-    second_result = wait_future(second.get_result_async(), 10, "second result").result
+    second_result = wait_result(second, 10, "second result").result
     assert not second_result.success
     assert second_result.reason == "busy"
     assert "another goal is running" in second_result.message
@@ -102,7 +102,7 @@ def test_second_goal_is_rejected_with_reason_while_one_runs(client):
     assert service.wait_for_service(timeout_sec=10)
     reply = wait_future(service.call_async(Instruct.Request(instruction="third")), 10, "Instruct")
     assert not reply.accepted and "another goal is running" in reply.message
-    assert wait_future(first.get_result_async(), 15, "first result").result.success
+    assert wait_result(first, 15, "first result").result.success
 
 
 def test_cancel_stops_a_running_task(client):
@@ -111,7 +111,7 @@ def test_cancel_stops_a_running_task(client):
     handle = _send(action, "cancel me", feedback)
     wait_for(lambda: len(feedback) >= 1, 10, "first feedback")
     wait_future(handle.cancel_goal_async(), 10, "cancel response")
-    wrapped = wait_future(handle.get_result_async(), 10, "canceled result")
+    wrapped = wait_result(handle, 10, "canceled result")
     assert wrapped.result.reason == "canceled"
     assert not wrapped.result.success
     assert len(feedback) < 5

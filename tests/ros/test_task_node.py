@@ -366,7 +366,7 @@ class Client:
         """Send an ExecuteTask goal and wait for its result; returns (result, feedback list)."""
         from robopin_interfaces.action import ExecuteTask
 
-        from tests.ros.rostest_utils import wait_future
+        from tests.ros.rostest_utils import wait_future, wait_result
 
         feedback = [] if feedback is None else feedback
         goal = ExecuteTask.Goal(instruction=instruction, mode=mode, max_steps=max_steps)
@@ -374,7 +374,7 @@ class Client:
             self.action.send_goal_async(goal, lambda fb: feedback.append(fb.feedback)), 30, "goal response"
         )
         assert handle.accepted
-        return wait_future(handle.get_result_async(), timeout_s, "task result").result, feedback, handle
+        return wait_result(handle, timeout_s, "task result").result, feedback, handle
 
     def joint_motion_since(self, start: float) -> float:
         """Largest joint change (rad) from the last joint state before ``start`` to one received after now."""

@@ -35,7 +35,7 @@ def long_horizon(ros_context, long_horizon_stack):
 
 
 def test_cancel_stops_the_arm(long_horizon):
-    from tests.ros.rostest_utils import wait_for, wait_future
+    from tests.ros.rostest_utils import wait_for, wait_future, wait_result
 
     client, setup = long_horizon
     from robopin_interfaces.action import ExecuteTask
@@ -48,7 +48,7 @@ def test_cancel_stops_the_arm(long_horizon):
     # Cancel as soon as the arm is seen moving: early in the approach, before anything is grasped.
     wait_for(lambda: client.joint_motion_since(moving_since) > 0.01, 30, "the arm to move")
     wait_future(handle.cancel_goal_async(), 10, "cancel response")
-    wrapped = wait_future(handle.get_result_async(), 60, "canceled result")
+    wrapped = wait_result(handle, 60, "canceled result")
     stopped_at = time.monotonic()
     assert (wrapped.result.success, wrapped.result.reason) == (False, "canceled"), wrapped.result.message
     assert client.joint_motion_since(moving_since) > 0.01, "the arm never moved before the cancel"

@@ -80,3 +80,42 @@ def test_console_and_instruct_refuse_a_goal_while_two_servers_answer(ros_context
         for process in (first, second):
             if process is not None:
                 stop_process(process)
+
+
+def test_a_goal_sent_past_the_clients_checks_is_refused_by_both_servers(ros_context):
+    """A goal that reaches two servers (sent by a client that never looks, as ``ros2 action send_goal`` does)
+    runs on neither: each server sees the other in the graph and aborts it, naming both."""
+    from robopin_interfaces.action import ExecuteTask
+    from robopin_interfaces.msg import PinnedReasoning
+    from robopin_ros.actions import ActionClient
+
+    from tests.ros.rostest_utils import SpunNode, wait_future, wait_result
+
+    first, second = _server("first_stack_planner"), _server("second_stack_planner")
+    spun = SpunNode("plain_goal_sender", ros_context)
+    steps: list[PinnedReasoning] = []
+    spun.node.create_subscription(PinnedReasoning, "/robopin/reasoning", steps.append, 10)
+    action = ActionClient(spun.node, ExecuteTask, "/robopin/execute_task")
+    try:
+        # Both servers in this client's graph, and each in the other's: the client below sends regardless.
+        assert _until(lambda: len(spun.node.get_publishers_info_by_topic(
+            "/robopin/execute_task/_action/status")) == 2, 30.0), "two servers never showed in the graph"
+        assert action.wait_for_server(timeout_sec=30.0)
+        result = None
+        for _ in range(20):  # until both servers have discovered each other: then every goal is refused
+            handle = wait_future(action.send_goal_async(ExecuteTask.Goal(instruction="stack the cubes")), 10.0, "goal")
+            assert handle.accepted
+            result = wait_result(handle, 30.0, "result").result
+            if not result.success:
+                break
+        print(f"\nrefused: {result.reason}: {result.message}")
+        assert (result.success, result.reason) == (False, "busy"), result.message
+        assert "2 servers answer /robopin/execute_task" in result.message, result.message
+        assert "/first_stack_planner" in result.message or "/second_stack_planner" in result.message, result.message
+        executed_before = len(steps)
+        time.sleep(1.0)
+        assert len(steps) == executed_before, "a refused goal ran steps"
+    finally:
+        spun.close()
+        for process in (first, second):
+            stop_process(process)

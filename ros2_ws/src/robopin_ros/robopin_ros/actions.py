@@ -96,6 +96,54 @@ def future_result(future: Any, timeout_s: float) -> Any:
     return future.result() if wait_future(future, timeout_s) else None
 
 
+class GoalResult:
+    """The result of an accepted goal, asked for again when the status says it ended and no answer came.
+
+    rmw_fastrtps drops a service response when the server's response writer has not matched the client's
+    response reader within its max_blocking_time ("client will not receive response", rmw_response.cpp of
+    rmw_fastrtps_shared_cpp): a goal that ends at once (a ``busy`` refusal) can end before the server has
+    discovered a client that just started, and its result request then waits forever. The status topic is
+    transient-local, so it reaches the client once matched; a goal whose status is terminal while no result
+    came for :attr:`ASK_AGAIN_S` is asked again (the server keeps a result for rclpy's ``result_timeout``,
+    900 s by default).
+    """
+
+    ASK_AGAIN_S = 1.0
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self._done = threading.Event()
+        self._answer: Any = None
+        self._asked_s = time.monotonic()
+        self._ask()
+
+    def _ask(self) -> None:
+        self._asked_s = time.monotonic()
+        self._handle.get_result_async().add_done_callback(self._on_answer)
+
+    def _on_answer(self, future: Any) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
+        if self._answer is None:
+            self._answer = future.result()
+        self._done.set()
+
+    def wait(self, timeout_s: float, should_stop: Callable[[], bool] | None = None) -> bool:
+        """Wait for the answer; False on timeout or once should_stop()."""
+        deadline = time.monotonic() + timeout_s
+        while not self._done.wait(0.02):
+            now = time.monotonic()
+            if now >= deadline or (should_stop is not None and should_stop()):
+                return False
+            if self._handle.status in TERMINAL_STATUSES and now - self._asked_s >= self.ASK_AGAIN_S:
+                self._ask()
+        return True
+
+    def answer(self, timeout_s: float = 0.0) -> Any:
+        """The GetResult answer (``status``, ``result``), or None when none came within ``timeout_s``."""
+        return self._answer if self.wait(timeout_s) else None
+
+
 class SingleGoalGuard:
     """The one slot for a running goal, shared by the action servers that may not run at the same time.
 
@@ -109,7 +157,8 @@ class SingleGoalGuard:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._active: str | None = None
-        self._refused: dict[str, str] = {}  # goal key -> key of the goal that held the slot when it came
+        self._refused: dict[str, str] = {}  # goal key -> why it was refused when it came
+        self._conflicts: dict[str, Callable[[], str]] = {}  # action served -> why another server forbids a goal
 
     @property
     def active(self) -> str | None:
@@ -131,6 +180,12 @@ class SingleGoalGuard:
             if self._active == goal_id:
                 self._active = None
 
+    def conflict(self, name: str) -> str:
+        """Why no goal of the action ``name`` (as served) may run: another living process serves it too ('' if
+        none does, or this guard does not serve it)."""
+        check = self._conflicts.get(name)
+        return check() if check is not None else ""
+
     def busy_message(self, holder: str) -> str:
         """Human-readable refusal naming the goal that holds the server."""
         return f"another goal is running ({holder}); wait for it to finish or cancel it first"
@@ -142,26 +197,40 @@ class SingleGoalGuard:
         """An ActionServer whose goals take this slot: ``execute(goal_handle)`` runs only while it holds it.
 
         ``accepting()`` false (the node is stopping) rejects new goals outright. A goal that finds the slot
-        taken is aborted at once with ``busy_result(message)``; the slot is freed when ``execute`` returns.
+        taken, or another process serving the action too, is aborted at once with ``busy_result(message)``;
+        the slot is freed when ``execute`` returns.
         """
+        from robopin.system.names import absolute_name
+
+        action = absolute_name(name, node.get_namespace())
+        servers = ActionServers(node)
+        self._conflicts[name] = lambda: servers.refusal(action, naming_s=0.0)
+
         def on_goal(_request: Any) -> GoalResponse:
             return GoalResponse.ACCEPT if accepting() else GoalResponse.REJECT
 
         def on_accepted(goal_handle: Any) -> None:
             key = goal_key(goal_handle)
-            holder = self.try_acquire(key)
-            if holder is not None:
+            # A goal (or an Instruct request) reaches every server of the action: while another living process
+            # serves it too (a stack its start-up check missed, one that never checked), both refuse, so
+            # neither runs a task the other was sent. Named from the graph as it stands: no wait here.
+            refusal = self.conflict(name)
+            if not refusal:
+                holder = self.try_acquire(key)
+                refusal = self.busy_message(holder) if holder is not None else ""
+            if refusal:
                 with self._lock:
-                    self._refused[key] = holder
+                    self._refused[key] = refusal
             goal_handle.execute()
 
         def on_execute(goal_handle: Any) -> Any:
             key = goal_key(goal_handle)
             with self._lock:
-                holder = self._refused.pop(key, None)
-            if holder is not None:
+                refusal = self._refused.pop(key, None)
+            if refusal is not None:
+                self.release(key)  # the slot an Instruct request reserved for this goal (no-op otherwise)
                 goal_handle.abort()
-                return busy_result(self.busy_message(holder))
+                return busy_result(refusal)
             try:
                 return execute(goal_handle)
             finally:
@@ -218,7 +287,7 @@ def follow_goal(client: ActionClient, goal: Any, *, answer_timeout_s: float, tim
         on_answer(handle)
     if not handle.accepted:
         return GoalOutcome("rejected", handle=handle)
-    result_future = handle.get_result_async()
+    results = GoalResult(handle)
     lost = ""
 
     def stop_following() -> bool:
@@ -229,18 +298,18 @@ def follow_goal(client: ActionClient, goal: Any, *, answer_timeout_s: float, tim
         return bool(lost)
 
     try:
-        finished = wait_future(result_future, timeout_s,
-                               stop_following if should_stop is not None or server_lost is not None else None)
+        finished = results.wait(timeout_s,
+                                stop_following if should_stop is not None or server_lost is not None else None)
     except BaseException:
         handle.cancel_goal_async()  # the request is on its way; the exception is the caller's to report
         raise
     if finished:
-        answer = result_future.result()
+        answer = results.answer()
         return GoalOutcome("finished", answer.status, answer.result, handle)
     stopped = should_stop is not None and should_stop()
     wait_s = lost_cancel_wait_s if lost and not stopped else cancel_wait_s
     wait_future(handle.cancel_goal_async(), wait_s)
-    answer = future_result(result_future, wait_s)
+    answer = results.answer(wait_s)
     ending = "stopped" if stopped else ("server_lost" if lost else "timed_out")
     return GoalOutcome(ending, answer.status if answer is not None else 0,
                        answer.result if answer is not None else None, handle, lost=lost)
@@ -313,9 +382,12 @@ def _process_alive(pid16: int) -> bool:
 
 
 UNNAMED_NODE = "_NODE_NAME_UNKNOWN_"  # what rmw's graph cache names a node it has not heard of yet
-DISCOVERY_S = 1.5
-"""How long a process looks for another server once the graph holds its own endpoint: on loopback a participant
-already in the domain is found well within it (0.1-1.4 s measured here, beside a busy batch)."""
+DISCOVERY_S = 3.5
+"""How long a process looks for another server once the graph holds its own endpoint. On loopback a participant
+already in the domain is usually found within 0.1 s, but on a busy machine 0.4-2.5 s was measured (6 busy
+processes on 2 cores), and CI once missed a server 1.5 s did not cover. Fast DDS repeats a participant's
+announcement every 3 s (``leaseDuration_announcementperiod``) once its five initial ones (100 ms apart) are
+sent: a window past one period gives a discovery that missed the first exchange a second chance."""
 NAMING_S = 3.0
 """How long a server found is given to be named (Jazzy names a node from its participant's discovery info,
 which arrives after the endpoints)."""

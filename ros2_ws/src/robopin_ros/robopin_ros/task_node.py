@@ -410,6 +410,10 @@ class TaskNode(LoggedNode):
         if self._shutting_down:
             response.accepted, response.message = False, "the planner is shutting down"
             return response
+        conflict = self.guard.conflict(EXECUTE_TASK)  # a request sent to this namespace reaches every stack in it
+        if conflict:
+            response.accepted, response.message = False, conflict
+            return response
         goal_uuid = uuid.uuid4()
         task_id = goal_uuid.hex[:8]
         holder = self.guard.try_acquire(goal_uuid.hex)  # reserved now so a second Instruct is refused at once
