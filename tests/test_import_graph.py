@@ -47,6 +47,51 @@ def _graph() -> dict[str, set[str]]:
     return {module: _imports(module, path, modules) for module, path in modules.items()}
 
 
+# The packages of robopin, bottom layer first: a package imports only from its own layer or the ones below it,
+# and no two packages import each other. A new package gets a place here before it can pass.
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("foundation", frozenset({"robopin", "robopin.errors", "robopin.settings", "robopin.env", "robopin.stats",
+                              "robopin.registry"})),
+    ("vocabulary: poses, cameras' geometry, the PinCoT format", frozenset({"robopin.geometry", "robopin.pincot"})),
+    ("devices, models and motion", frozenset({"robopin.messages", "robopin.robots", "robopin.cameras",
+                                              "robopin.vlm", "robopin.models", "robopin.motion",
+                                              "robopin.testing"})),
+    ("the task: graph names, the reasoning loop", frozenset({"robopin.interfaces", "robopin.reasoning"})),
+    ("systems: the simulator, system files and node settings", frozenset({"robopin.sim", "robopin.system"})),
+    ("recorded runs: bags, calibration", frozenset({"robopin.bags", "robopin.calibration"})),
+    ("trials", frozenset({"robopin.trials"})),
+    ("the command line", frozenset({"robopin.cli"})),
+    ("the ROS package", frozenset({"robopin_ros"})),
+)
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "robopin" else parts[0]
+
+
+def _package_imports() -> dict[tuple[str, str], list[str]]:
+    """(package, package it imports) -> the module imports that make the edge."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module, imported in _graph().items():
+        for other in imported:
+            if _package(module) != _package(other):
+                edges.setdefault((_package(module), _package(other)), []).append(f"{module} -> {other}")
+    return edges
+
+
+def test_every_package_has_a_layer_and_imports_only_downward():
+    layer = {package: index for index, (_name, packages) in enumerate(LAYERS) for package in packages}
+    packages = {_package(module) for module in _graph()}
+    assert not packages - set(layer), f"packages without a layer in LAYERS: {sorted(packages - set(layer))}"
+    edges = _package_imports()
+    upward = sorted(f"{LAYERS[layer[a]][0]} imports {LAYERS[layer[b]][0]}: {edges[a, b][0]}"
+                    for a, b in edges if layer[b] > layer[a])
+    assert not upward, "imports from a lower layer to a higher one:\n" + "\n".join(upward)
+    mutual = sorted(f"{a} <-> {b}: {edges[a, b][0]}; {edges[b, a][0]}" for a, b in edges if (b, a) in edges and a < b)
+    assert not mutual, "packages that import each other:\n" + "\n".join(mutual)
+
+
 def test_no_two_modules_import_each_other_beyond_the_known_pairs():
     graph = _graph()
     assert len(graph) > 100, "the module scan found too few modules"

@@ -327,27 +327,10 @@ class CameraModel:
         if rectified:
             return cls(width, height, parameters.fx, parameters.fy, parameters.cx, parameters.cy)
         disto = [float(c) for c in parameters.disto]
-        if len(disto) > 5 and any(disto[5:8]):
-            return cls(
-                width,
-                height,
-                parameters.fx,
-                parameters.fy,
-                parameters.cx,
-                parameters.cy,
-                "rational_polynomial",
-                tuple(disto[:8]),
-            )
-        return cls(
-            width,
-            height,
-            parameters.fx,
-            parameters.fy,
-            parameters.cx,
-            parameters.cy,
-            "plumb_bob",
-            tuple(disto[:5]),
-        )
+        rational = len(disto) > 5 and any(disto[5:8])
+        model, count = ("rational_polynomial", 8) if rational else ("plumb_bob", 5)
+        return cls(width, height, parameters.fx, parameters.fy, parameters.cx, parameters.cy, model,
+                   tuple(disto[:count]))
 
     @classmethod
     def from_pybullet_projection(

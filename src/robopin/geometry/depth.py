@@ -198,29 +198,15 @@ def robust_depth(depth_m: NDArray, u: float, v: float, config: DepthConfig | Non
         dist = np.hypot(dr, dc)
         near = (np.abs(rows + r0 - row) <= cfg.centre_px) & (np.abs(cols + c0 - col) <= cfg.centre_px)
         near &= big[labels]
+        ambiguous = DepthSample(math.nan, math.nan, valid_fraction, n_valid, int(kept.size),
+                                RefusalReason.DEPTH_EDGE_AMBIGUOUS, origin)
         if not near.any():
-            return DepthSample(
-                math.nan,
-                math.nan,
-                valid_fraction,
-                n_valid,
-                int(kept.size),
-                RefusalReason.DEPTH_EDGE_AMBIGUOUS,
-                origin,
-            )
+            return ambiguous
         weights = 1.0 / (0.5 + dist[near])
         votes = np.bincount(labels[near], weights=weights, minlength=counts.size)
         chosen = int(np.argmax(votes))
         if votes[chosen] < cfg.centre_majority * votes.sum():
-            return DepthSample(
-                math.nan,
-                math.nan,
-                valid_fraction,
-                n_valid,
-                int(kept.size),
-                RefusalReason.DEPTH_EDGE_AMBIGUOUS,
-                origin,
-            )
+            return ambiguous
 
     member = labels == chosen
     surface = values[member]
