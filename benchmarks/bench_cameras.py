@@ -344,7 +344,7 @@ def over_dds(configs: dict[str, dict], seconds: float, executor_kind: str,
                     started = time.perf_counter()
                     frame.aligned_depth_m()
                     costs.append(time.perf_counter() - started)
-                collector.align_on_demand_ms[view] = float(np.median(costs) * 1000.0)
+                collector.align_on_demand_ms[view] = summarize(costs).median * 1000.0
     finally:
         subscriber.close()
         for process in processes:

@@ -11,7 +11,6 @@ Run: ``python benchmarks/bench_geometry.py``
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable
 
@@ -34,6 +33,7 @@ from robopin.geometry import (
     rpy_to_matrix,
     transform_from_xyz_rpy,
 )
+from robopin.stats import summarize
 
 WIDTH, HEIGHT = 640, 480
 
@@ -47,7 +47,7 @@ def timed(fn: Callable[[], object], repeats: int, warmup: int = 3) -> float:
         start = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e3
+    return summarize(samples).median * 1e3
 
 
 def scene() -> tuple[CameraModel, np.ndarray, np.ndarray]:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import statistics
 import time
 from collections.abc import Callable
 
 import numpy as np
 
 from robopin.pincot import TraceWriter, draw_trace, parse
+from robopin.stats import summarize
 
 ROBOPIN_SECONDS_PER_SAMPLE = 0.281
 ROBOPIN_TOKENS_PER_SAMPLE = 411.67
@@ -89,7 +89,7 @@ def per_call_seconds(function: Callable[[], object], *, budget_s: float = 1.5, r
             function()
         wall.append((time.perf_counter() - start) / number)
         cpu.append((time.process_time() - start_cpu) / number)
-    return statistics.median(wall), statistics.median(cpu)
+    return summarize(wall).median, summarize(cpu).median
 
 
 def main() -> None:

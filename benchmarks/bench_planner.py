@@ -20,7 +20,6 @@ Run: .venv/bin/python benchmarks/bench_planner.py
 from __future__ import annotations
 
 import json
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from robopin.geometry import CameraModel, CameraMount, PointRequest, Projector, 
 from robopin.pincot import parse, pointing_prompt
 from robopin.reasoning import MotionOutcome, ReasoningConfig, ReasoningLoop, TaskRequest, interpret_pointing
 from robopin.reasoning.inprocess import SnapshotObserver, SnapshotProjector, observation_from_snapshot
+from robopin.stats import summarize
 from robopin.vlm.base import SamplingParams, ViewImage
 from robopin.vlm.images import encode_image
 from robopin.vlm.openai_backend import OpenAIBackend, OpenAIBackendConfig
@@ -162,7 +162,7 @@ def _median_ms(function: Callable[[], object], repeats: int = REPEATS) -> float:
         started = time.perf_counter()
         function()
         times.append(time.perf_counter() - started)
-    return 1000.0 * statistics.median(times)
+    return 1000.0 * summarize(times).median
 
 
 def _row(label: str, value_ms: float, baseline_ms: float) -> None:
@@ -204,8 +204,8 @@ def main() -> None:
             for name, seconds in result.steps[0].timings_s.items():
                 stage_times.setdefault(name, []).append(seconds)
         totals = totals[1:]  # the first step warms up imports and connections
-        stage_ms = {name: 1000.0 * statistics.median(values[1:]) for name, values in stage_times.items()}
-        total_ms = 1000.0 * statistics.median(totals)
+        stage_ms = {name: 1000.0 * summarize(values[1:]).median for name, values in stage_times.items()}
+        total_ms = 1000.0 * summarize(totals).median
 
         # --- components alone
         snapshot = feeder.snapshot()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import faulthandler
 import logging
-import statistics
 import threading
 import time
 
@@ -23,6 +22,7 @@ from robopin.robots.base import make_arm
 from robopin.robots.franka_arm import FrankaArmConfig
 from robopin.robots.safety import SafetyConfig
 from robopin.robots.xarm_arm import XArmConfig
+from robopin.stats import summarize
 from robopin.testing.xarm_emulator import XArmControllerEmulator
 
 REPEATS = 5
@@ -37,7 +37,7 @@ def report(name: str, value: float, unit: str, baseline_name: str, baseline: flo
 
 
 def median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
+    return summarize(values).median if values else float("nan")
 
 
 def in_thread(function, *args):

@@ -10,13 +10,13 @@ figures from differently loaded machines can be compared. Nothing here passes or
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import numpy as np
 
 from robopin.sim.selfcheck import run_self_check, solve_scene
 from robopin.sim.tasks import build_scene
+from robopin.stats import summarize
 
 
 def reference_ms(repeats: int = 5) -> float:
@@ -27,7 +27,7 @@ def reference_ms(repeats: int = 5) -> float:
         start = time.perf_counter()
         np.sort(data)
         times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+    return summarize(times).median
 
 
 def show(label: str, value: float, unit: str, reference: float) -> None:
@@ -52,7 +52,7 @@ def main() -> None:
                 start = time.perf_counter()
                 world.render(camera)
                 times.append((time.perf_counter() - start) * 1000)
-            show(f"render {camera} 640x480 RGB-D+seg (median of 5)", statistics.median(times), "ms", reference)
+            show(f"render {camera} 640x480 RGB-D+seg (median of 5)", summarize(times).median, "ms", reference)
         steps = 480
         start = time.perf_counter()
         world.step(steps)
@@ -86,7 +86,7 @@ def main() -> None:
                 failures.append(f"seed {seed}: {reason}")
         rate = successes / max(args.seeds, 1)
         print(f"self-check {task:<13} {successes}/{args.seeds} = {rate:.0%} success; "
-              f"median wall {statistics.median(walls):.1f} s per trial")
+              f"median wall {summarize(walls).median:.1f} s per trial")
         for failure in failures:
             print(f"    {failure}")
 

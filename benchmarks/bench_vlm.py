@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import json
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ import httpx
 import numpy as np
 from PIL import Image
 
+from robopin.stats import summarize
 from robopin.vlm.base import SamplingParams, ViewImage
 from robopin.vlm.images import encode_image
 from robopin.vlm.openai_backend import OpenAIBackend, OpenAIBackendConfig
@@ -110,7 +110,7 @@ def _median_ms(function: Callable[[], object], repeats: int = REPEATS) -> float:
         started = time.perf_counter()
         function()
         times.append(time.perf_counter() - started)
-    return 1000.0 * statistics.median(times)
+    return 1000.0 * summarize(times).median
 
 
 def _row(label: str, value_ms: float, baseline_ms: float | None = None, baseline_label: str = "") -> None:
