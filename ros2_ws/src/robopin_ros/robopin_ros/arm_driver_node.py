@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,17 @@ class _PathWatch:
 
     def __init__(self) -> None:
         self.violation: str | None = None
+
+
+def _answer(response: Any, command: Callable[[], Any], done: str) -> Any:
+    """Run an arm command for a SetBool / Trigger service: success and ``done``, or the arm's named refusal."""
+    try:
+        command()
+    except ArmError as error:
+        response.success, response.message = False, f"{error.reason.value}: {error}"
+        return response
+    response.success, response.message = True, done
+    return response
 
 
 class ArmDriverNode(LoggedNode):
@@ -208,35 +220,17 @@ class ArmDriverNode(LoggedNode):
 
     def _enable(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         """Enable (true) or stop and disable (false) the arm."""
-        try:
-            self.arm.enable() if request.data else self.arm.disable()
-        except ArmError as error:
-            response.success, response.message = False, f"{error.reason.value}: {error}"
-            return response
-        response.success, response.message = True, "enabled" if request.data else "disabled"
-        return response
+        if request.data:
+            return _answer(response, self.arm.enable, "enabled")
+        return _answer(response, self.arm.disable, "disabled")
 
     def _stop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         """Stop any motion now (the running goal ends with reason 'canceled')."""
-        del request
-        try:
-            self.arm.stop()
-        except ArmError as error:
-            response.success, response.message = False, f"{error.reason.value}: {error}"
-            return response
-        response.success, response.message = True, "stopped"
-        return response
+        return _answer(response, self.arm.stop, "stopped")
 
     def _recover(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         """Clear the controller's fault and restore the enable state."""
-        del request
-        try:
-            self.arm.recover()
-        except ArmError as error:
-            response.success, response.message = False, f"{error.reason.value}: {error}"
-            return response
-        response.success, response.message = True, "recovered"
-        return response
+        return _answer(response, self.arm.recover, "recovered")
 
     # ----- actions ----------------------------------------------------------------------------------
 

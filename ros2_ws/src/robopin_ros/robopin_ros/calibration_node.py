@@ -284,16 +284,8 @@ class CalibrationNode(LoggedNode):
 
         def work():
             camera = self.grab(0.0).camera
-            result, record = solve_samples(
-                self.view,
-                self.kind,
-                self.samples,
-                camera,
-                board=self.board,
-                serial=self.serial,
-                child_frame=self.child_frame,
-                solver=self.solver,
-            )
+            result, record = solve_samples(self.view, self.kind, self.samples, camera, board=self.board,
+                                           serial=self.serial, child_frame=self.child_frame, solver=self.solver)
             path = save_calibration(record, self.output_dir / f"{self.view}.yaml")
             save_samples(self.output_dir / f"{self.view}.samples.yaml", self.kind, self.samples)
             held = result.heldout or result.fit

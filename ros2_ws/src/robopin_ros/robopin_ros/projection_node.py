@@ -381,17 +381,9 @@ class ProjectionNode(LoggedNode):
                     last[0], data.depth_m, equal_nan=True):
                 clouds.append(last[2])
             else:
-                clouds.append(
-                    depth_to_point_cloud(
-                        data.depth_m,
-                        data.camera,
-                        T_base_cam,
-                        workspace=self.workspace,
-                        voxel_size_m=self.cloud_voxel_m,
-                        min_depth_m=depth.min_depth_m,
-                        max_depth_m=depth.max_depth_m,
-                    ).points
-                )
+                clouds.append(depth_to_point_cloud(data.depth_m, data.camera, T_base_cam, workspace=self.workspace,
+                                                   voxel_size_m=self.cloud_voxel_m, min_depth_m=depth.min_depth_m,
+                                                   max_depth_m=depth.max_depth_m).points)
                 self._view_clouds[img_idx] = (data.depth_m, T_base_cam, clouds[-1], data.camera)
             # Stamped with its oldest view: the cloud is only as recent as the oldest depth in it.
             stamp = data.stamp_s if stamp is None else min(stamp, data.stamp_s)
