@@ -59,3 +59,37 @@ def test_a_second_launched_planner_in_the_namespace_is_refused_naming_the_first(
                 process.terminate()
                 process.communicate(timeout=30.0)
         watcher.destroy_node()
+
+
+# The start-up window missed the first planner (on a busy machine discovery took longer than it looked): the
+# process replaces only that one look, so everything after it (the late watch) runs as shipped.
+_MISSED_AT_START = """
+import robopin_ros.runtime as runtime
+runtime.served_elsewhere = lambda node: {}
+from robopin_ros.task_node import main
+raise SystemExit(main())
+"""
+
+
+def test_a_planner_that_missed_an_older_one_at_start_stops_once_it_finds_it(ros_context):
+    import rclpy
+
+    watcher = rclpy.create_node("late_watcher", context=ros_context)
+    first = _planner()
+    late = None
+    try:
+        assert _wait_ready(watcher, "/task_node", 60.0), "the first planner never got ready"
+        late = subprocess.Popen([sys.executable, "-c", _MISSED_AT_START, "--ros-args"], env=dict(os.environ),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _out, err = late.communicate(timeout=60.0)
+        print(f"\nlate planner: exit {late.returncode}: {err}")
+        assert late.returncode == 1, err
+        assert "/task_node stops: /robopin/execute_task is served by /task_node " \
+               f"(process {first.pid & 0xFFFF} on this host)" in err, err
+        assert first.poll() is None, "the older planner must keep running"
+    finally:
+        for process in (late, first):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.communicate(timeout=30.0)
+        watcher.destroy_node()

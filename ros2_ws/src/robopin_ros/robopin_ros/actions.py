@@ -384,10 +384,15 @@ def _process_alive(pid16: int) -> bool:
 UNNAMED_NODE = "_NODE_NAME_UNKNOWN_"  # what rmw's graph cache names a node it has not heard of yet
 DISCOVERY_S = 3.5
 """How long a process looks for another server once the graph holds its own endpoint. On loopback a participant
-already in the domain is usually found within 0.1 s, but on a busy machine 0.4-2.5 s was measured (6 busy
-processes on 2 cores), and CI once missed a server 1.5 s did not cover. Fast DDS repeats a participant's
-announcement every 3 s (``leaseDuration_announcementperiod``) once its five initial ones (100 ms apart) are
-sent: a window past one period gives a discovery that missed the first exchange a second chance."""
+already in the domain is usually found within 0.1 s; on a busy machine it took up to 2.5 s (6 busy processes
+on 2 cores), and up to 3.6 s with 8 participants in the domain beside a test run and a trial batch (CI once
+missed a server a 1.5 s window did not cover). Fast DDS repeats a participant's announcement every 3 s
+(``leaseDuration_announcementperiod``) once its five initial ones (100 ms apart) are sent: a window past one
+period gives a discovery that missed the first exchange a second chance; a server found later still is
+handled by :func:`older_server_found`."""
+LATE_DISCOVERY_S = 20.0
+"""How long a node that started as the only server keeps looking for an older one it had not yet discovered:
+Fast DDS's participant lease (``leaseDuration``, 20 s), the longest a living participant can stay unheard."""
 NAMING_S = 3.0
 """How long a server found is given to be named (Jazzy names a node from its participant's discovery info,
 which arrives after the endpoints)."""
@@ -470,6 +475,24 @@ class ActionServers:
         self._node.destroy_publisher(self._own_publisher)
 
 
+def _other_servers(node: Any, servers: ActionServers) -> dict[str, dict[bytes, list[str]]]:
+    """Actions ``node`` serves that another process serves too: action -> that process's key -> its servers."""
+    found: dict[str, dict[bytes, list[str]]] = {}
+    for topic, _types in node.get_topic_names_and_types():
+        if not topic.endswith(ACTION_STATUS_SUFFIX):
+            continue
+        by_process = servers.by_process(topic)
+        if b"self" in by_process and len(by_process) > 1:
+            found[topic.removesuffix(ACTION_STATUS_SUFFIX)] = {
+                key: names for key, names in by_process.items() if key != b"self"}
+    return found
+
+
+def _names(found: dict[str, dict[bytes, list[str]]]) -> dict[str, list[str]]:
+    return {action: sorted(name for names in by_process.values() for name in names)
+            for action, by_process in found.items()}
+
+
 def served_elsewhere(node: Any, discovery_s: float = DISCOVERY_S, naming_s: float = NAMING_S,
                      max_wait_s: float = 10.0) -> dict[str, list[str]]:
     """Actions ``node`` serves that a living process other than this one serves too: action -> its other servers.
@@ -491,15 +514,7 @@ def served_elsewhere(node: Any, discovery_s: float = DISCOVERY_S, naming_s: floa
             now = time.monotonic()
             if seen_own is None and servers.own_prefix() is not None:
                 seen_own = now
-            found: dict[str, list[str]] = {}
-            if seen_own is not None:
-                for topic, _types in node.get_topic_names_and_types():
-                    if not topic.endswith(ACTION_STATUS_SUFFIX):
-                        continue
-                    by_process = servers.by_process(topic)
-                    if b"self" in by_process and len(by_process) > 1:
-                        found[topic.removesuffix(ACTION_STATUS_SUFFIX)] = sorted(
-                            name for key, names in by_process.items() if key != b"self" for name in names)
+            found = _names(_other_servers(node, servers)) if seen_own is not None else {}
             if found and found_at is None:
                 found_at = now
             if found_at is not None and (UNNAMED_NODE not in str(found) or now - found_at >= naming_s):
@@ -507,5 +522,69 @@ def served_elsewhere(node: Any, discovery_s: float = DISCOVERY_S, naming_s: floa
             if (seen_own is not None and now - seen_own >= discovery_s) or now - started >= max_wait_s:
                 return found
             time.sleep(0.1)
+    finally:
+        servers.close()
+
+
+def _start_order(pid: int | str) -> tuple[int, int] | None:
+    """(start time in clock ticks since boot, pid) of a process of this host; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return int(fields[19]), int(pid) if pid != "self" else os.getpid()  # starttime: field 22 of proc(5)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _started_before_this_process(pid16: int) -> bool:
+    """Whether a living process of this host, whose id's low 16 bits are ``pid16``, started before this one."""
+    own = _start_order("self")
+    try:
+        entries = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return False
+    for pid in entries:
+        if pid & 0xFFFF == pid16 and pid != os.getpid():
+            order = _start_order(pid)
+            if order is not None and own is not None and order < own:
+                return True
+    return False
+
+
+def older_server_found(node: Any, stop: threading.Event, watch_s: float = LATE_DISCOVERY_S,
+                       naming_s: float = NAMING_S) -> dict[str, list[str]]:
+    """After start-up, watch ``watch_s`` for a server of this node's actions in a process of this host that
+    started before this one (its discovery came after :func:`served_elsewhere` looked): action -> its servers.
+
+    Discovery on a busy machine can take longer than the start-up window (Fast DDS announces a participant
+    every 3 s after its first five announcements; up to 3.6 s measured with 8 participants in a domain beside a
+    test run and a batch). Of two servers the later-started one is the duplicate, and it is the one that goes;
+    a server on another host cannot be ordered, and each server's own goal check refuses while both answer.
+    Empty when none is found within ``watch_s`` or once ``stop`` is set.
+    """
+    if not any(isinstance(w, ActionServer) for w in node.waitables):
+        return {}
+    servers = ActionServers(node)
+    deadline = time.monotonic() + watch_s
+    found_at: float | None = None
+    try:
+        while not stop.wait(0.2):
+            now = time.monotonic()
+            same_host = servers.own_prefix()
+            found = {}
+            for action, by_process in _other_servers(node, servers).items():
+                older = {key: names for key, names in by_process.items()
+                         if same_host is not None and key[:2] == same_host[2:4]
+                         and _started_before_this_process(int.from_bytes(key[2:4], "little"))}
+                if older:
+                    found[action] = older
+            if found:
+                found_at = now if found_at is None else found_at
+                named = _names(found)
+                if UNNAMED_NODE not in str(named) or now - found_at >= naming_s:
+                    return named
+            elif now >= deadline:
+                return {}
+        return {}
     finally:
         servers.close()

@@ -36,7 +36,7 @@ from rclpy.signals import SignalHandlerOptions
 from robopin.env import apply_ros_environment
 from robopin.errors import is_named_error, one_line
 from robopin.interfaces import READY
-from robopin_ros.actions import served_elsewhere
+from robopin_ros.actions import older_server_found, served_elsewhere
 from robopin_ros.parameters import refuse_undeclared_parameters
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -292,6 +292,7 @@ def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads:
     executor: Executor | None = None
     node: Node | None = None
     failure: list[BaseException] = []
+    older: dict[str, list[str]] = {}  # servers of an older process found after start-up
 
     def spin() -> None:
         try:
@@ -319,17 +320,25 @@ def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads:
         if others:
             # One stack per namespace and domain (robopin up probes before it starts; a node launched on its
             # own checks here): a second server of an action would take goals sent to the first.
-            served = "; ".join(f"{action} is served by {', '.join(names)}" for action, names in others.items())
-            print(f"{node.get_fully_qualified_name()} did not start: {served}. One stack serves a namespace: stop "
-                  "the other, or give this one its own namespace or ROS_DOMAIN_ID", file=sys.stderr, flush=True)
+            _refuse_second_server(node, "did not start", others)
             return 1
         serve_readiness(node)
         executor = make_executor(node, threads)
         executor.add_node(node)
         spinner = threading.Thread(target=spin, name="robopin-executor", daemon=True)
         spinner.start()
+        if sole_server:
+            # An older server discovered only after the start-up window: this process is the duplicate and goes.
+            def watch() -> None:
+                older.update(older_server_found(node, stop))
+                if older:
+                    stop.set()
+
+            threading.Thread(target=watch, name="robopin-sole-server", daemon=True).start()
         while not stop.wait(0.2):
             pass
+        if older:
+            _refuse_second_server(node, "stops", older)
         exit_watchdog()
         stop_nodes([node])
         shutdown_executor(executor, spinner)
@@ -339,4 +348,10 @@ def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads:
         rclpy.try_shutdown()
     if failure:
         raise failure[0]
-    return 0
+    return 1 if older else 0
+
+
+def _refuse_second_server(node: Node, verdict: str, others: dict[str, list[str]]) -> None:
+    served = "; ".join(f"{action} is served by {', '.join(names)}" for action, names in others.items())
+    print(f"{node.get_fully_qualified_name()} {verdict}: {served}. One stack serves a namespace: stop the other, "
+          "or give this one its own namespace or ROS_DOMAIN_ID", file=sys.stderr, flush=True)
