@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_a_cell_without_a_simulator_is_judged_by_the_operator_through_one_stack(tmp_path, caplog):
     from robopin_ros.bringup import sim_calibrations
-    from robopin_ros.cli.trial import _Batch, _Planned
+    from robopin_ros.trial_batch import PlannedTrial, TrialBatch
 
     from robopin.sim.tasks import build_scene
     from robopin.system import load_system
@@ -44,13 +44,13 @@ def test_a_cell_without_a_simulator_is_judged_by_the_operator_through_one_stack(
                          "- {failure: dropped, subgoals: 1}\n")
         args = argparse.Namespace(resume=False, judge_file=str(judge), no_console=True, console_port=0,
                                   no_browser=True, verbose=0)
-        plan = [_Planned(system, "spatial", seed, f"panda-spatial-seed{seed:03d}", "operator") for seed in (0, 1)]
+        plan = [PlannedTrial(system, "spatial", seed, f"panda-spatial-seed{seed:03d}", "operator") for seed in (0, 1)]
         # A real-cell scenario file (objects and places in words, three sub-goals to count).
         cell_file = str(ROOT / "config" / "real_scenarios" / "long_horizon.yaml")
-        plan.append(_Planned(system, cell_file, 0, "panda-long_horizon-seed000", "operator"))
+        plan.append(PlannedTrial(system, cell_file, 0, "panda-long_horizon-seed000", "operator"))
         from robopin.trials.judging import load_judge_file
 
-        batch = _Batch(args, tmp_path / "cell", plan, answers=load_judge_file(judge), command="robopin trial test",
+        batch = TrialBatch(args, tmp_path / "cell", plan, answers=load_judge_file(judge), command="robopin trial test",
                        overrides={})
         try:
             assert batch.run() == 0
