@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from robopin.geometry import CrossViewConfig, PointRequest, ProjectionConfig, Projector
 from robopin.reasoning import interpret_pointing
-from robopin.reasoning.inprocess import SnapshotProjector
+from robopin.reasoning.snapshot_stages import SnapshotProjector
 from robopin.sim.tts_study import STUDY_WORKSPACE, StudyScene, judge_trace
 
 

@@ -99,7 +99,7 @@ def _in_process_baseline(scene, system, steps: int):
     from robopin.geometry import CameraMount, ProjectionConfig, Projector, ViewConfig, WorkspaceBox
     from robopin.reasoning import ReasoningConfig, ReasoningLoop, TaskRequest
     from robopin.reasoning.ground_truth import make_ground_truth
-    from robopin.reasoning.inprocess import SnapshotObserver, SnapshotProjector
+    from robopin.reasoning.snapshot_stages import SnapshotObserver, SnapshotProjector
     from robopin.system.timing import FeedbackEvent, step_timings
     from robopin.vlm import make_backend
 

@@ -31,7 +31,7 @@ from robopin.cameras import Frame, SnapshotConfig, SnapshotSynchronizer
 from robopin.geometry import CameraModel, CameraMount, PointRequest, Projector, ViewConfig, make_transform
 from robopin.pincot import parse, pointing_prompt
 from robopin.reasoning import MotionOutcome, ReasoningConfig, ReasoningLoop, TaskRequest, interpret_pointing
-from robopin.reasoning.inprocess import SnapshotObserver, SnapshotProjector, observation_from_snapshot
+from robopin.reasoning.snapshot_stages import SnapshotObserver, SnapshotProjector, observation_from_snapshot
 from robopin.stats import summarize
 from robopin.vlm.base import SamplingParams, ViewImage
 from robopin.vlm.images import encode_image

@@ -1,7 +1,7 @@
 """Loop stages on the pybullet workcell (``robopin.sim``), for tests that run a whole task in sim.
 
 - :func:`sim_snapshot` renders every view now into a ``MultiViewSnapshot`` (with the arm pose),
-  so :class:`~robopin.reasoning.inprocess.SnapshotObserver` and ``SnapshotProjector`` work on it.
+  so :class:`~robopin.reasoning.snapshot_stages.SnapshotObserver` and ``SnapshotProjector`` work on it.
 - :func:`sim_projector` is a ``robopin.geometry`` projector with the world's true camera mounts.
 - :class:`SimScriptedPickPlace` stands in for motion planning + arm driver: it carries out the
   pick-and-place with the simulator's scripted controller on the object nearest the pick target,
@@ -17,8 +17,8 @@ import numpy as np
 
 from robopin.cameras import Frame, MultiViewSnapshot
 from robopin.geometry import CameraMount, ProjectionConfig, Projector, ViewConfig, WorkspaceBox
-from robopin.reasoning.inprocess import SnapshotObserver, SnapshotProjector
-from robopin.reasoning.interfaces import MotionOutcome
+from robopin.reasoning.protocols import MotionOutcome
+from robopin.reasoning.snapshot_stages import SnapshotObserver, SnapshotProjector
 from robopin.sim.scripted import ScriptedMotionError, pick_and_place
 from robopin.sim.tasks import Scene
 

@@ -22,8 +22,8 @@ import numpy as np
 
 from robopin.cameras import Frame, MultiViewSnapshot
 from robopin.geometry import CameraModel, CameraMount, Projector, Target, ViewConfig, make_transform
-from robopin.reasoning.inprocess import SnapshotObserver, SnapshotProjector
-from robopin.reasoning.interfaces import MotionOutcome
+from robopin.reasoning.protocols import MotionOutcome
+from robopin.reasoning.snapshot_stages import SnapshotObserver, SnapshotProjector
 from robopin.vlm.base import ChatMessage, GenerationResult, Sample, SamplingParams, VLMBackend, VLMConfig, YesNoScore
 
 WIDTH, HEIGHT = 640, 480

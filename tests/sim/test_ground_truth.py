@@ -14,7 +14,7 @@ from robopin.pincot import parse
 from robopin.pincot.prompts import pointing_prompt
 from robopin.reasoning.errors import ReasoningConfigError
 from robopin.reasoning.ground_truth import make_ground_truth, plan_measures, pointing_measures
-from robopin.reasoning.interfaces import Observation
+from robopin.reasoning.protocols import Observation
 from robopin.sim.tasks import build_scene
 from robopin.system import load_system
 from robopin.vlm import build_messages, make_backend

@@ -308,7 +308,7 @@ class RecordedObserver:
 
     def observe(self) -> Any:
         """The recorded views of the step, as the loop's observation."""
-        from robopin.reasoning.interfaces import Observation
+        from robopin.reasoning.protocols import Observation
         from robopin.vlm.base import ViewImage
 
         views = tuple(ViewImage(v.rgb, v.name, v.img_idx) for v in self.step.views)
@@ -331,7 +331,7 @@ class DryRunActor:
     """Plans nothing and moves nothing: the outcome says the arm was not involved."""
 
     def pick_place(self, pick: Any, place: Any, *, dry_run: bool, on_stage: Any, should_stop: Any) -> Any:
-        from robopin.reasoning.interfaces import MotionOutcome
+        from robopin.reasoning.protocols import MotionOutcome
 
         return MotionOutcome(True, "dry_run", "replay: no motion planner configured", executed=False)
 
@@ -408,7 +408,7 @@ def _recorded_convention(step: RecordedStep) -> str:
 class ReasoningLoopPlanner:
     """The reasoning loop on a recorded step: recorded views in, dry run, optional motion actor.
 
-    ``actor`` is any :class:`robopin.reasoning.interfaces.Actor` (a motion planner in plan-only mode);
+    ``actor`` is any :class:`robopin.reasoning.protocols.Actor` (a motion planner in plan-only mode);
     it is always called with ``dry_run=True``. Its ``details["trajectory_endpoints"]`` (final joint
     positions per planned phase) are compared with the recorded trajectories.
     """

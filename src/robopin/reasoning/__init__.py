@@ -15,20 +15,12 @@ model reports done or ``max_steps``. The loop depends only on four small stages,
 - act (:class:`Actor`) — one planned (and unless dry run, executed) pick-and-place.
 
 Every way a task ends without success has a named reason (:data:`REFUSAL_REASONS`, plus projection
-and motion statuses passed through). In-process stages: :mod:`robopin.reasoning.inprocess`; the ROS
+and motion statuses passed through). In-process stages: :mod:`robopin.reasoning.snapshot_stages`; the ROS
 versions live in ``robopin_ros.task_node``.
 """
 
 from robopin.reasoning.config import MODES, ReasoningConfig, SkillSpec
 from robopin.reasoning.errors import REFUSAL_REASONS, ReasoningConfigError, TaskCanceled, TaskRefusal
-from robopin.reasoning.interfaces import (
-    Actor,
-    MotionOutcome,
-    Observation,
-    Observer,
-    Stages,
-    TargetProjector,
-)
 from robopin.reasoning.interpret import (
     PlanDecision,
     PointingDecision,
@@ -38,6 +30,14 @@ from robopin.reasoning.interpret import (
     interpret_subtask,
 )
 from robopin.reasoning.loop import ReasoningLoop, ReasoningRecord, StepReport, TaskRequest, TaskResult
+from robopin.reasoning.protocols import (
+    Actor,
+    MotionOutcome,
+    Observation,
+    Observer,
+    Stages,
+    TargetProjector,
+)
 from robopin.reasoning.reasoner import (
     Reasoner,
     Reasoning,

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from robopin.pincot import Box, Trace, answer_accuracy, pin_accuracy
 from robopin.pincot.plan import plan_accuracy
 from robopin.reasoning.errors import ReasoningConfigError
-from robopin.reasoning.interfaces import Observation
+from robopin.reasoning.protocols import Observation
 from robopin.registry import Registry, UnknownTypeError
 
 __all__ = ["GROUND_TRUTH", "GroundTruth", "GroundTruthRegions", "make_ground_truth", "plan_measures",

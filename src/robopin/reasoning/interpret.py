@@ -21,7 +21,7 @@ from robopin.pincot.plan import PlanResponse, parse_plan
 from robopin.pincot.r3 import SkillGrammar, SubtaskResponse, parse_subtask
 from robopin.pincot.trace import AnswerPoint
 from robopin.reasoning.errors import ID_CONFLICT_CODES, TaskRefusal
-from robopin.reasoning.interfaces import Observation
+from robopin.reasoning.protocols import Observation
 from robopin.vlm.points import PointConvention
 
 PICK_LABELS = frozenset({"pick", "grasp", "pick up", "object", "source"})

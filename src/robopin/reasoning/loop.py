@@ -17,7 +17,7 @@ Modes (:data:`~robopin.reasoning.config.MODES`):
 Nothing moves unless the reasoning validated, both targets are valid 3D points inside the
 workspace, and the request is not a dry run (the actor plans only). Every failure ends the task
 with a named reason (:mod:`robopin.reasoning.errors`); cancel is checked before every stage.
-The loop only sees the stage protocols of :mod:`robopin.reasoning.interfaces`, so it runs the same
+The loop only sees the stage protocols of :mod:`robopin.reasoning.protocols`, so it runs the same
 in-process (tests, benchmarks) and inside ``task_node``.
 """
 
@@ -37,7 +37,6 @@ from robopin.pincot.prompts import subtask_prompt as _subtask_prompt
 from robopin.reasoning.config import ReasoningConfig
 from robopin.reasoning.errors import ReasoningConfigError, TaskCanceled, TaskRefusal
 from robopin.reasoning.ground_truth import GroundTruth, plan_measures, pointing_measures
-from robopin.reasoning.interfaces import Actor, MotionOutcome, Observation, Observer, StageCallback, TargetProjector
 from robopin.reasoning.interpret import (
     PlanDecision,
     PointingDecision,
@@ -47,6 +46,7 @@ from robopin.reasoning.interpret import (
     interpret_subtask,
 )
 from robopin.reasoning.prompting import PointingRequest, pointing_request
+from robopin.reasoning.protocols import Actor, MotionOutcome, Observation, Observer, StageCallback, TargetProjector
 from robopin.reasoning.reasoner import QueryKind, Reasoner, Reasoning, ReasoningQuery, make_reasoner
 from robopin.vlm.base import VLMBackend
 from robopin.vlm.errors import VLMRequestError

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from robopin.reasoning.errors import ReasoningConfigError, TaskCanceled, TaskRefusal, UnknownReasonerError
-from robopin.reasoning.interfaces import Observation
+from robopin.reasoning.protocols import Observation
 from robopin.registry import Registry
 from robopin.vlm.base import ChatMessage, SamplingParams, VLMBackend
 from robopin.vlm.errors import (

@@ -23,7 +23,7 @@ from robopin.pincot import Box
 from robopin.pincot.coords import pixel_index_to_normalized
 from robopin.reasoning.errors import ReasoningConfigError
 from robopin.reasoning.ground_truth import GROUND_TRUTH, GroundTruthRegions
-from robopin.reasoning.interfaces import Observation
+from robopin.reasoning.protocols import Observation
 
 __all__ = ["SimGroundTruth"]
 

@@ -31,7 +31,7 @@ import numpy as np
 from robopin.geometry import CameraMount, PointRequest, ProjectionConfig, Projector, ViewConfig, WorkspaceBox
 from robopin.pincot.coords import normalized_to_pixels
 from robopin.pincot.parser import parse
-from robopin.reasoning.interfaces import Observation
+from robopin.reasoning.protocols import Observation
 from robopin.vlm.base import (
     ChatMessage,
     GenerationResult,
@@ -54,7 +54,7 @@ class StudyScene:
 
     def __init__(self, scene: Scene, views: Sequence[str] = ("static", "wrist")) -> None:
         from robopin.cameras import Frame, MultiViewSnapshot
-        from robopin.reasoning.inprocess import SnapshotProjector, observation_from_snapshot
+        from robopin.reasoning.snapshot_stages import SnapshotProjector, observation_from_snapshot
 
         self.scene = scene
         self.views = tuple(views)

@@ -35,7 +35,7 @@ import numpy as np
 import yaml
 
 from robopin.motion.pick_place_task import DirectArm, PickPlaceRequest, PickPlaceSettings, PickPlaceTask
-from robopin.reasoning.interfaces import MotionOutcome
+from robopin.reasoning.protocols import MotionOutcome
 
 __all__ = ["InProcessTrial", "SimPickPlaceActor", "run_inprocess_trial"]
 
@@ -145,7 +145,7 @@ def run_inprocess_trial(system, task: str, seed: int, arguments: Mapping[str, st
     from robopin.geometry import CameraMount, ProjectionConfig, Projector, ViewConfig, WorkspaceBox
     from robopin.reasoning import ReasoningConfig, ReasoningLoop, TaskRequest
     from robopin.reasoning.ground_truth import make_ground_truth
-    from robopin.reasoning.inprocess import SnapshotObserver, SnapshotProjector
+    from robopin.reasoning.snapshot_stages import SnapshotObserver, SnapshotProjector
     from robopin.sim.model_errors import error_kind
     from robopin.sim.tasks import build_scene, check_success
     from robopin.trials.judging import StackVerdict, sim_judgement

@@ -22,8 +22,8 @@ import numpy as np
 from robopin.cameras import Frame, MultiViewSnapshot
 from robopin.geometry import CameraModel
 from robopin.reasoning import ReasoningQuery, interpret_pointing
-from robopin.reasoning.inprocess import observation_from_snapshot
-from robopin.reasoning.interfaces import Observation
+from robopin.reasoning.protocols import Observation
+from robopin.reasoning.snapshot_stages import observation_from_snapshot
 from robopin.vlm.base import ChatMessage, GenerationResult, Sample, SamplingParams, VLMBackend, VLMConfig, YesNoScore
 from robopin.vlm.prompts import build_messages
 

@@ -12,8 +12,8 @@ import pytest
 
 from robopin.geometry import CameraMount, Projector, ViewConfig, make_transform
 from robopin.reasoning import TaskRefusal
-from robopin.reasoning.inprocess import SnapshotProjector
-from robopin.reasoning.interfaces import MotionOutcome
+from robopin.reasoning.protocols import MotionOutcome
+from robopin.reasoning.snapshot_stages import SnapshotProjector
 from robopin.reasoning.tts import ETTSReasoner, TTSConfig
 from robopin.vlm.base import ViewImage
 from tests.reasoning.tts.helpers import ScriptedModel, query, tabletop, trace

@@ -67,7 +67,7 @@ from robopin.reasoning import (
     TaskResult,
 )
 from robopin.reasoning.ground_truth import make_ground_truth
-from robopin.reasoning.inprocess import SnapshotObserver
+from robopin.reasoning.snapshot_stages import SnapshotObserver
 from robopin.reasoning.tts import reads_depth, step_log_lines
 from robopin.system.node_settings import TaskNodeSettings, settings_from
 from robopin.vlm import VLMBackend, make_backend

@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from robopin.geometry import CameraModel, PointRequest
 from robopin.pincot.coords import normalized_to_pixels
 from robopin.pincot.trace import Trace
-from robopin.reasoning.interfaces import Observation
+from robopin.reasoning.protocols import Observation
 from robopin.reasoning.tts.config import ActionSamplingConfig
 
 

@@ -36,7 +36,7 @@ import numpy as np
 from robopin.pincot.prompts import HistoryEntry, PromptTemplates, feedback_prompt, retry_prompt
 from robopin.pincot.trace import Trace
 from robopin.reasoning.errors import TaskCanceled, TaskRefusal
-from robopin.reasoning.interfaces import Actor, TargetProjector
+from robopin.reasoning.protocols import Actor, TargetProjector
 from robopin.reasoning.reasoner import REASONERS, Reasoning, ReasoningQuery, refusal_from_vlm_error
 from robopin.reasoning.tts.candidates import ActionCandidate, SegmentCache, action_candidates
 from robopin.reasoning.tts.config import TTSConfig

@@ -34,7 +34,7 @@ from robopin.geometry import DepthConfig, PointRequest, Target, robust_depth
 from robopin.pincot.draw import draw_trace
 from robopin.pincot.prompts import HistoryEntry, PromptTemplates, verifier_prompt
 from robopin.pincot.trace import Trace
-from robopin.reasoning.interfaces import Actor, Observation, TargetProjector
+from robopin.reasoning.protocols import Actor, Observation, TargetProjector
 from robopin.reasoning.tts.candidates import ActionCandidate, DepthSegment, SegmentCache
 from robopin.reasoning.tts.config import ActionVerifierConfig, ReasoningVerifierConfig, TTSConfigError
 from robopin.vlm.base import ChatMessage, MessagePart, ViewImage, VLMBackend

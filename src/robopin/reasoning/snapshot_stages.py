@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from robopin.cameras import MultiViewSnapshot, SnapshotError
 from robopin.geometry import PointRequest, Projector, Target, ViewData
 from robopin.reasoning.errors import TaskRefusal
-from robopin.reasoning.interfaces import Observation
+from robopin.reasoning.protocols import Observation
 from robopin.vlm.base import ViewImage
 
 

@@ -1,7 +1,7 @@
 """The four stages the reasoning loop depends on, as small protocols: observe, reason, project, act.
 
 The loop (:mod:`robopin.reasoning.loop`) only talks to these, so the same loop runs in-process
-against the simulator (:mod:`robopin.reasoning.inprocess`) and inside ``task_node``, where each
+against the simulator (:mod:`robopin.reasoning.snapshot_stages`) and inside ``task_node``, where each
 stage is a ROS call (camera topics → snapshot, ``ProjectPoints`` service, ``PickPlace`` action).
 The *reason* stage is :class:`~robopin.reasoning.reasoner.Reasoner` (E-TTS wraps it).
 """
