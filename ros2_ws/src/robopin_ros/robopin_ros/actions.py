@@ -350,14 +350,30 @@ class HeartbeatSender:
 
 
 class HeartbeatWatch:
-    """When each goal's heartbeat on ``topic`` was last heard (monotonic clock: the peers are real processes)."""
+    """When each goal's heartbeat on ``topic`` was last heard (monotonic clock: the peers are real processes).
+
+    ``reference``: a heartbeat topic this process publishes itself (the task server's own), heard through the
+    same subscriber and executor. While it comes through, a peer's silence is counted to now; once it too has
+    not come for :data:`REFERENCE_STALE_S`, this side is not hearing anything (its executor or the machine is
+    starved) and the peer's silence is counted only up to the last own heartbeat heard: a busy server does not
+    take a living client for a dead one, and a dead client is still found within the deadman time whenever the
+    server hears at all.
+    """
 
     _FORGET_S = 600.0  # a goal silent this long is forgotten (its task ended long ago)
+    REFERENCE_STALE_S = 2 * HEARTBEAT_PERIOD_S
 
-    def __init__(self, node: Any, topic: str) -> None:
+    def __init__(self, node: Any, topic: str, reference: str | None = None) -> None:
         self._lock = threading.Lock()
         self._heard: dict[bytes, float] = {}
+        self._reference_heard: float | None = None
         self._subscription = node.create_subscription(GoalInfo, topic, self._on_heartbeat, _HEARTBEAT_QOS)
+        self._reference = None if reference is None else node.create_subscription(
+            GoalInfo, reference, self._on_reference, _HEARTBEAT_QOS)
+
+    def _on_reference(self, _msg: GoalInfo) -> None:
+        with self._lock:
+            self._reference_heard = time.monotonic()
 
     def _on_heartbeat(self, msg: GoalInfo) -> None:
         now = time.monotonic()
@@ -367,10 +383,16 @@ class HeartbeatWatch:
                 self._heard = {goal: t for goal, t in self._heard.items() if now - t < self._FORGET_S}
 
     def silent_for(self, goal: bytes) -> float | None:
-        """Seconds since the goal's last heartbeat; None if none was ever heard."""
+        """Seconds since the goal's last heartbeat (to the last own one heard, while those stall); None if none
+        was ever heard."""
+        now = time.monotonic()
         with self._lock:
-            heard = self._heard.get(goal)
-        return None if heard is None else time.monotonic() - heard
+            heard, reference = self._heard.get(goal), self._reference_heard
+        if heard is None:
+            return None
+        if reference is not None and now - reference > self.REFERENCE_STALE_S:
+            return max(0.0, reference - heard)
+        return now - heard
 
 
 def _process_alive(pid16: int) -> bool:

@@ -108,7 +108,8 @@ class TaskClient(LoggedNode):
         self._following: bytes | None = None
         self._created_s = time.monotonic()
         self._heartbeat = HeartbeatSender(self, TASK_CLIENT_HEARTBEAT, lambda: self._following) if deadman else None
-        self._server_beats = HeartbeatWatch(self, TASK_SERVER_HEARTBEAT)
+        self._server_beats = HeartbeatWatch(self, TASK_SERVER_HEARTBEAT,
+                                            reference=TASK_CLIENT_HEARTBEAT if deadman else None)
         self._servers = ActionServers(self)  # who serves the task action (other_servers)
         # Only to learn which tasks run (`robopin cancel` from a fresh process): the action server's own
         # status QoS (transient local) hands a late subscriber the current statuses at once.

@@ -324,7 +324,7 @@ class TaskNode(LoggedNode):
         self.project_client = self._calls.node.create_client(ProjectPoints, self.project_service)
         self.pick_place_client = ActionClient(self._calls.node, PickPlace, self.pick_place_action)
         # A task belongs to its client: its heartbeats are watched here, away from the pool the task runs on.
-        self._client_beats = HeartbeatWatch(self._calls.node, TASK_CLIENT_HEARTBEAT)
+        self._client_beats = HeartbeatWatch(self._calls.node, TASK_CLIENT_HEARTBEAT, reference=TASK_SERVER_HEARTBEAT)
         self._calls.start()
         self._server_heartbeat = HeartbeatSender(
             self, TASK_SERVER_HEARTBEAT, lambda: bytes.fromhex(self.guard.active) if self.guard.active else None)
