@@ -407,11 +407,10 @@ UNNAMED_NODE = "_NODE_NAME_UNKNOWN_"  # what rmw's graph cache names a node it h
 DISCOVERY_S = 3.5
 """How long a process looks for another server once the graph holds its own endpoint. On loopback a participant
 already in the domain is usually found within 0.1 s; on a busy machine it took up to 2.5 s (6 busy processes
-on 2 cores), and up to 3.6 s with 8 participants in the domain beside a test run and a trial batch (CI once
-missed a server a 1.5 s window did not cover). Fast DDS repeats a participant's announcement every 3 s
-(``leaseDuration_announcementperiod``) once its five initial ones (100 ms apart) are sent: a window past one
-period gives a discovery that missed the first exchange a second chance; a server found later still is
-handled by :func:`older_server_found`."""
+on 2 cores), and up to 3.6 s with 8 participants in the domain beside a test run and a trial batch. Fast DDS
+repeats a participant's announcement every 3 s (``leaseDuration_announcementperiod``) once its five initial
+ones (100 ms apart) are sent: a window past one period gives a discovery that missed the first exchange a
+second chance; a server found later still is handled by :func:`older_server_found`."""
 LATE_DISCOVERY_S = 20.0
 """How long a node that started as the only server keeps looking for an older one it had not yet discovered:
 Fast DDS's participant lease (``leaseDuration``, 20 s), the longest a living participant can stay unheard."""
