@@ -247,6 +247,33 @@ def test_continuous_check_rejects_every_path_a_dense_sampler_finds_in_contact(ro
         model.set_world(CollisionWorld(), padding_m=0.0)
 
 
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_continuous_check_rejects_every_path_a_dense_sampler_finds_in_self_contact(robot):
+    """Links against each other are cleared at half the segment's travel, as links against the world are:
+    short paths that fold the arm onto itself, each judged by both, and no self-contact the sampler sees
+    passes."""
+    model = robot_model(robot)
+    model.set_world(CollisionWorld(), padding_m=0.0)
+    rng = np.random.default_rng(7)
+    verdicts = []
+    while len(verdicts) < 40:
+        folded = model.random_configuration()  # a configuration in self-contact, then a path across it
+        if not model.in_collision(folded, margin_m=0.0):
+            continue
+        step = rng.normal(0.0, 0.12, model.dof)
+        path = np.clip(np.stack([folded + step, folded + rng.normal(0.0, 0.04, model.dof), folded - step]),
+                       model.lower, model.upper)
+        if model.in_collision(path[0], margin_m=0.0) or model.in_collision(path[-1], margin_m=0.0):
+            continue  # a path from or into contact says nothing about what lies between
+        sampled = sampled_check(model, path, max_step_rad=0.002)
+        continuous = verify_path(model, path, tolerance_m=1e-4)
+        verdicts.append(sampled)
+        if not sampled:
+            assert not continuous.collision_free, path
+            assert any(not b.startswith("world/") for _, b in continuous.colliding_pairs)
+    assert any(verdicts) and not all(verdicts), "both kinds of path are tried"
+
+
 def test_a_straight_line_holding_a_joint_at_its_limit_is_not_rejected_by_its_own_timing(caplog):
     # From the multi_view layout 19 (Panda): the grasp descent's IK holds joint 7 at its planning limit
     # for its last centimetres, TOPP-RA's spline through that corner overshot the limit by 0.6 mrad, and

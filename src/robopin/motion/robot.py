@@ -414,27 +414,34 @@ class RobotModel:
             f"attached/{attached.name}", frame.parentJoint, pin.SE3(placement), coal.Box(*attached.size_m)
         )
 
-    def _checker(self, margin_m: float, *, all_pairs: bool = False):
-        """Geometry data with obstacle pairs (or every pair) at ``margin_m`` and its broadphase manager.
+    def _checker(self, margin_m: float, *, self_margin_m: float | None = None):
+        """Geometry data with obstacle pairs at ``margin_m`` (and the robot's own pairs at ``self_margin_m``, by
+        default in contact only) and its broadphase manager.
 
-        Cached per margin. The dynamic AABB tree culls far-apart pairs in C++, which halves a check
+        Cached per pair of margins. The dynamic AABB tree culls far-apart pairs in C++, which halves a check
         against a point cloud; it honours the security margin (a pair counts when closer than it).
         """
-        key = (margin_m, all_pairs)
+        key = (margin_m, self_margin_m)
         checker = self._checkers.get(key)
         if checker is None:
             pin = self._pin
             data = pin.GeometryData(self._geom)
-            pairs = range(len(self._geom.collisionPairs)) if all_pairs else self._obstacle_pairs
-            for k in pairs:
-                data.collisionRequests[k].security_margin = margin_m
+            obstacle = set(self._obstacle_pairs)
+            for k in range(len(self._geom.collisionPairs)):
+                if k in obstacle:
+                    data.collisionRequests[k].security_margin = margin_m
+                elif self_margin_m is not None:
+                    data.collisionRequests[k].security_margin = self_margin_m
             manager = pin.BroadPhaseManager_DynamicAABBTreeCollisionManager(self.model, self._geom, data)
             checker = self._checkers[key] = (data, manager)
         return checker
 
-    def within_clearance(self, q: NDArray[np.float64], clearance_m: float) -> bool:
-        """True when every checked pair (world and self) is at least ``clearance_m`` apart at ``q``."""
-        _, manager = self._checker(float(clearance_m), all_pairs=True)
+    def within_clearance(self, q: NDArray[np.float64], clearance_m: float, world_clearance_m: float | None = None
+                         ) -> bool:
+        """True when the robot's own pairs (links, and the object it holds) are at least ``clearance_m`` apart at
+        ``q`` and the robot and the world at least ``world_clearance_m`` (default ``clearance_m``)."""
+        world = float(clearance_m if world_clearance_m is None else world_clearance_m)
+        _, manager = self._checker(world, self_margin_m=float(clearance_m))
         return not self._pin.computeCollisions(self.model, self.data, manager, np.asarray(q, dtype=np.float64), True)
 
     def displacement_bound(self, q_a: NDArray[np.float64], q_b: NDArray[np.float64]) -> float:

@@ -2,8 +2,10 @@
 
 Every segment between consecutive trajectory samples is checked without gaps: with ``D`` an upper
 bound on how far any robot point moves over the segment (:meth:`RobotModel.displacement_bound`), the
-segment, its ends included, is safe when its midpoint keeps every pair ``D`` apart (world pairs need
-``D/2``; two moving links need ``D``); otherwise it is halved and both halves are checked, down to
+segment, its ends included, is safe when its midpoint keeps every pair ``D/2`` apart: from the midpoint to
+either end a point moves at most ``D/2``, so a link closes on the still world at most that much, and two links
+close at most that much too, since seen from the upstream one only the joints between them move the other and
+their terms are part of ``D``. Otherwise the segment is halved and both halves are checked, down to
 ``tolerance_m``, where the ends themselves are checked and a configuration in contact is reported.
 Far from obstacles one check covers a whole segment; near them the check refines, so a thin obstacle
 can never fall between two samples. The judge is the planner-independent pinocchio/coal model
@@ -136,9 +138,11 @@ def verify_path(
             continue
         q_mid, t_mid = 0.5 * (q_a + q_b), 0.5 * (t_a + t_b)
         midpoint_checks += 1
-        # Every point moves at most travel/2 from the midpoint to either end, so two links moving towards
-        # each other close at most travel: with that clearance at the midpoint, the whole segment is clear.
-        if robot.within_clearance(q_mid, _quantized(travel + margin_m)):
+        # Half the travel on either side of the midpoint, for links against the world and against each other
+        # alike (module docstring). Demanding the whole travel between links split half the segments of a
+        # Panda transfer, whose hand always passes a few centimetres from its own forearm.
+        half = 0.5 * _quantized(travel)
+        if robot.within_clearance(q_mid, half, world_clearance_m=half + margin_m):
             covered.update((q_a.tobytes(), q_b.tobytes()))
             continue
         if not endpoint_clear(q_mid):
