@@ -139,8 +139,8 @@ def verify_path(
         q_mid, t_mid = 0.5 * (q_a + q_b), 0.5 * (t_a + t_b)
         midpoint_checks += 1
         # Half the travel on either side of the midpoint, for links against the world and against each other
-        # alike (module docstring). Demanding the whole travel between links split half the segments of a
-        # Panda transfer, whose hand always passes a few centimetres from its own forearm.
+        # alike (module docstring). The link-to-link margin decides how often a segment splits: a Panda's hand
+        # passes a few centimetres from its own forearm throughout a transfer.
         half = 0.5 * _quantized(travel)
         if robot.within_clearance(q_mid, half, world_clearance_m=half + margin_m):
             covered.update((q_a.tobytes(), q_b.tobytes()))
