@@ -17,10 +17,18 @@ and how long the stack's interpreter stalled inside it (a thread that wakes ever
 more than 20 ms late: a pybullet render keeps the GIL throughout), the non-model overhead
 before planning (median and mean) and its ratio, that overhead as a ratio of RoboPIN's 0.281 s
 per-sample model time (a published figure), and the planning times (median, p95) and their ratio.
-The oracle's "model" time is its own rendering of both views. Nothing passes or fails; on a shared
+The oracle's "model" time is its own rendering of both views.
+Then E-TTS against one sample (``--etts-seeds`` per task, 0 skips it; ``--etts-only`` runs nothing else): real runs
+through every node of ``config/sim_xarm6.yaml`` with the erring ``robopin`` preset and the simulated model as slow
+as RoboPIN's 0.281 s per sample (``model_latency_s``; its yes/no verdicts at the oracle's own speed, for want of a
+published figure), each trial in a bring-up of its own and E-TTS seeded by the layout, as ``robopin trial`` runs
+them. Printed per reasoner: model time per step, the reason stage less its model calls (E-TTS's own work:
+candidates, their projection, the plan check's dry run) and its ratio to the model time, the non-model time
+before motion; then what E-TTS adds to that against one sample, as a fraction of its model time (its dry-run
+plan is the plan the step runs, so the plan stage counts on both sides). Nothing passes or fails; on a shared
 machine every wall-clock figure grows with other load, so compare only figures from one run.
 
-Run: .venv/bin/python benchmarks/bench_e2e.py [--steps 3] [--seeds 5] [--node-seeds 3]
+Run: .venv/bin/python benchmarks/bench_e2e.py [--steps 3] [--seeds 5] [--node-seeds 3] [--etts-seeds 1] [--etts-only]
 """
 
 from __future__ import annotations
@@ -180,6 +188,69 @@ def _node_pick_place(system, seeds: int) -> tuple[list[float], int]:
     return times, planned
 
 
+def _etts_steps(seeds: int, latency_s: float) -> dict[str, tuple[list, int, int]]:
+    """Every step of real runs through the nodes of the xArm 6 sim system with the erring ``robopin`` preset, one
+    sample (``tts:=single``) and E-TTS (``tts:=etts``), the simulated model at ``latency_s`` per sample; the three
+    tasks' first ``seeds`` layouts, a bring-up each and E-TTS seeded by the layout, as ``robopin trial`` runs them.
+    Real runs, not dry runs: the task's own pick-and-place takes E-TTS's dry-run plan only when it runs.
+    Returns per reasoner: the steps' timings, trials that succeeded, trials."""
+    from robopin_ros.bringup import Bringup
+
+    from robopin.system import load_system
+
+    found: dict[str, tuple[list, int, int]] = {}
+    for tts in ("single", "etts"):
+        system = load_system("sim_xarm6", {"model": "robopin", "tts": tts, "model_latency_s": str(latency_s)})
+        system = system.with_parameters("recorder_node", output_dir="/tmp/robopin-bench-e2e-bags")
+        steps, succeeded, trials = [], 0, 0
+        for task in ("spatial", "multi_view", "long_horizon"):
+            for seed in range(seeds):
+                with Bringup(system.with_sim(scenario=task, seed=seed).with_layout_seeded_reasoner()) as bringup:
+                    bringup.wait_ready(600)
+                    run = bringup.client.run_task(bringup.scene.spec.instruction, timeout_s=600)
+                trials += 1
+                succeeded += bool(run.success)
+                if not run.success:
+                    print(f"{tts} {task} seed {seed}: {run.reason}: {run.message}")
+                steps += run.timings()
+        found[tts] = (steps, succeeded, trials)
+    return found
+
+
+def _print_etts(found: dict[str, tuple[list, int, int]], latency_s: float) -> None:
+    """E-TTS's own work per step (reason stage less its model calls) against its model time, and what E-TTS adds
+    to a step's non-model time before motion against one sample (its dry-run plan is the step's plan)."""
+    def before_motion(step) -> float:
+        return step.reason_overhead_s + sum(step.durations_s.get(s, 0.0) for s in ("validate", "project", "plan"))
+
+    rows = {}
+    for tts, (steps, succeeded, trials) in found.items():
+        reasoned = [s for s in steps if "reason" in s.durations_s]
+        planned = [s for s in reasoned if "plan" in s.durations_s]
+        rows[tts] = (summarize([s.model_s for s in reasoned]), summarize([s.reason_overhead_s for s in reasoned]),
+                     summarize([before_motion(s) for s in planned]))
+        model, own, before = rows[tts]
+        print(f"  {tts:<7} {succeeded}/{trials} trials, {len(reasoned)} steps: model calls median "
+              f"{model.median:.3f} s; reason stage less model median {own.median:.3f} s (p95 {own.p95:.3f}) = "
+              f"{own.median / model.median:.2f} of model time; non-model before motion (reason less model, "
+              f"validate, project, plan) median "
+              f"{before.median:.3f} s (p95 {before.p95:.3f})")
+    if "single" in rows and "etts" in rows:
+        model, _, etts_before = rows["etts"]
+        added = etts_before.median - rows["single"][2].median
+        print(f"  E-TTS adds {added:.3f} s of non-model time before motion per step (medians) = "
+              f"{added / model.median:.2f} of its model time ({model.median:.3f} s at {latency_s} s per sample)")
+
+
+def _report_etts(seeds: int) -> None:
+    from robopin.system.timing import ROBOPIN_MODEL_TIME_S
+
+    found = _etts_steps(seeds, ROBOPIN_MODEL_TIME_S)
+    print(f"E-TTS through the nodes, xArm 6, erring 'robopin' preset, model {ROBOPIN_MODEL_TIME_S} s per sample "
+          f"(3 tasks x {seeds} seeds, real runs):")
+    _print_etts(found, ROBOPIN_MODEL_TIME_S)
+
+
 def _single_plans() -> list[float]:
     """Planning times of single roboplan plans on the Panda tabletop problems (bench_motion.py --quick)."""
     from bench_motion import run_candidate
@@ -201,9 +272,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="seeds per task, in-process pick-and-place planning")
     parser.add_argument("--node-seeds", type=int, default=3,
                         help="seeds per task for pick-and-place planning through the nodes (a bring-up each)")
+    parser.add_argument("--etts-seeds", type=int, default=1,
+                        help="seeds per task for E-TTS against one sample, real runs through the nodes (0: skip)")
+    parser.add_argument("--etts-only", action="store_true", help="only the E-TTS comparison")
     args = parser.parse_args()
     os.environ.setdefault("ROS_DOMAIN_ID", str(test_domain_id()))
     apply_ros_environment()
+    if args.etts_only:
+        _report_etts(args.etts_seeds)
+        return
     from robopin_ros.bringup import Bringup
 
     from robopin.system import load_system
@@ -260,6 +337,8 @@ def main() -> None:
           f"p95 {p95:.3f} s; ratio of medians {node_median / median:.2f}")
     print(f"single roboplan plan (bench_motion.py --quick problems, Panda): median {single_s[0]:.3f} s, "
           f"p95 {single_s[1]:.3f} s; a pick-and-place is {median / single_s[0]:.1f} single plans (medians)")
+    if args.etts_seeds:
+        _report_etts(args.etts_seeds)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 

@@ -295,3 +295,47 @@ def test_no_fallback_without_a_trustworthy_view_or_for_a_wrong_point(scene):
     reqs = [PointRequest(*pixel_of(0, table), 0, "spc_01"), PointRequest(*pixel_of(1, top_centre(0)), 1, "spc_01")]
     target, _ = make_projector(**config).project(reqs, scene)
     assert target.reason is RefusalReason.OUTSIDE_WORKSPACE and target.fallback_from == ""
+
+
+def test_a_second_request_on_the_same_frames_reuses_the_first_ones_work(scene, monkeypatch):
+    # E-TTS projects every candidate of a batch, then the loop projects the chosen one again on the same frames:
+    # the answer is the same, and the cross-view rule (voxels, plane fits, clustering) is not run again.
+    from robopin.geometry import projection
+
+    calls = []
+    real = projection.same_object
+    monkeypatch.setattr(projection, "same_object", lambda *a, **k: calls.append(1) or real(*a, **k))
+    side, top = front_face_point(0), top_centre(0)
+    reqs = [PointRequest(*pixel_of(0, side), 0, "obj_01"), PointRequest(*pixel_of(1, top), 1, "obj_01")]
+    projector = make_projector()
+    first = projector.project(reqs, scene)
+    # Other IDs for the same pixels (E-TTS renames candidates' pins to keep them apart): the same geometry.
+    again = projector.project([PointRequest(r.u, r.v, r.img_idx, "run-0-obj_01", "duck") for r in reqs], scene)
+    assert len(calls) == 1
+    for a, b in zip(first, again, strict=True):
+        assert b.id == "run-0-obj_01" and b.name == "duck" and a.valid and b.valid
+        np.testing.assert_array_equal(a.point, b.point)
+        assert (a.reason, a.detail, a.views) == (b.reason, b.detail, b.views)
+    assert [t.point.tolist() for t in first] == [t.point.tolist() for t in make_projector().project(reqs, scene)]
+
+
+def test_new_frames_with_the_old_stamp_are_projected_afresh_and_old_frames_are_let_go(scene):
+    import gc
+    import weakref
+
+    projector = make_projector()
+    request = PointRequest(*pixel_of(0, top_centre(1)), 0, "obj_01")
+    on_box = projector.project([request], scene)[0]
+    # The same stamp, other content (the tall box gone): the memo is keyed by the frame itself, not its stamp.
+    bare = {0: ViewData(render_boxes_on_table(STATIC_CAM, T_BASE_STATIC, BOXES[:1]), STATIC_CAM, FRAME_STAMP)}
+    on_table = projector.project([request], bare)[0]
+    assert on_box.point[2] > 0.09 and on_table.point[2] < 0.01
+    # A live camera's frames are not held: after a few newer frames the first is freed.
+    held = weakref.ref(bare[0].depth_m)
+    del bare
+    for _ in range(5):
+        fresh = {0: ViewData(scene[0].depth_m.copy(), STATIC_CAM, FRAME_STAMP)}
+        projector.project([request], fresh)
+    del fresh
+    gc.collect()
+    assert held() is None

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -201,6 +203,44 @@ class ProjectionConfig:
             raise ProjectionError(f"normal_window_px must be an odd integer >= 3, got {self.normal_window_px}")
 
 
+class _FrameMemo:
+    """Results worked out on the depth frames of the last few requests, reused while those frames are asked about.
+
+    E-TTS projects every candidate of a batch in one request and the loop then projects the chosen one again on
+    the same frames; the cross-view rule (a voxel grid, plane fits and a clustering per group of pins) is most
+    of a request's time. A result depends only on the frame and the pins, so it is kept under the frame's depth
+    array itself (held here, so it cannot be freed and its id given to another) and the pixels. Only the
+    newest ``frames`` arrays are kept: a live camera's frames do not pile up.
+    """
+
+    def __init__(self, frames: int = 4, entries: int = 512) -> None:
+        self.frames, self.entries = frames, entries
+        self._lock = threading.Lock()
+        self._by_frame: OrderedDict[int, tuple[NDArray, dict]] = OrderedDict()
+
+    def get(self, depths: Sequence[NDArray], key: tuple) -> object | None:
+        with self._lock:
+            held = self._by_frame.get(id(depths[0]))
+            if held is None or held[0] is not depths[0]:
+                return None
+            found = held[1].get(key)
+        if found is None or any(a is not b for a, b in zip(found[0], depths, strict=True)):
+            return None
+        return found[1]
+
+    def put(self, depths: Sequence[NDArray], key: tuple, value: object) -> None:
+        with self._lock:
+            held = self._by_frame.get(id(depths[0]))
+            if held is None or held[0] is not depths[0]:
+                held = self._by_frame[id(depths[0])] = (depths[0], {})
+                while len(self._by_frame) > self.frames:
+                    self._by_frame.popitem(last=False)
+            self._by_frame.move_to_end(id(depths[0]))
+            if len(held[1]) >= self.entries:
+                held[1].clear()
+            held[1][key] = (tuple(depths), value)
+
+
 class Projector:
     """Projects pinned points of the configured views into the base frame."""
 
@@ -212,6 +252,7 @@ class Projector:
     ) -> None:
         self.config = config or ProjectionConfig()
         self.pose_buffer = pose_buffer if pose_buffer is not None else PoseBuffer()
+        self._memo = _FrameMemo()
         self._views: dict[int, ViewConfig] = {}
         for view in views:
             if view.img_idx in self._views:
@@ -325,19 +366,44 @@ class Projector:
     ) -> list[Target]:
         """Project every point, check points sharing an anchor ID across views, and let a view that
         cannot be trusted with its point fall back to another view's point of that ID (same order)."""
-        targets = [self.project_point(r, frames, now_s) for r in requests]
+        targets = [self._project_point_once(r, frames, now_s) for r in requests]
         agree = None
         if self.config.cross_view.rule == "object_extent":
             agree = lambda members: self._same_object(members, frames)  # noqa: E731
         return fall_back_to_other_views(fuse_targets(targets, self.config, agree))
 
+    def _project_point_once(self, request: PointRequest, frames: Mapping[int, ViewData], now_s: float | None) -> Target:
+        """``project_point``, taken from the memo when this pixel of this very frame was projected before.
+
+        Not with ``now_s`` (the frame-age check depends on when it is asked), and a stale pose is not kept (the
+        pose may arrive)."""
+        data = frames.get(request.img_idx)
+        if now_s is not None or data is None:
+            return self.project_point(request, frames, now_s)
+        key = ("point", request.img_idx, request.u, request.v)
+        found = self._memo.get((data.depth_m,), key)
+        if isinstance(found, Target):
+            return replace(found, id=request.id, name=request.name)
+        target = self.project_point(request, frames, now_s)
+        if target.reason != RefusalReason.STALE_POSE:
+            self._memo.put((data.depth_m,), key, replace(target, id="", name=""))
+        return target
+
     def _same_object(self, members: Sequence[Target], frames: Mapping[int, ViewData]) -> CrossViewVerdict:
-        """The object-extent verdict on valid targets of one ID from different views."""
+        """The object-extent verdict on valid targets of one ID from different views (memoised per frames)."""
+        arrays = tuple(frames[t.img_idx].depth_m for t in members)
+        key = ("same_object", *((t.img_idx, t.u, t.v, *np.asarray(t.point, np.float64).tolist()) for t in members))
+        found = self._memo.get(arrays, key)
+        if isinstance(found, CrossViewVerdict):
+            return found
         depths = []
         for target in members:
             view, data = self._views[target.img_idx], frames[target.img_idx]
             depths.append(ViewDepth(data.depth_m, data.camera, self._T_base_cam(view, data)))
-        return same_object([t.point for t in members], [(t.u, t.v) for t in members], depths, self.config.cross_view)
+        verdict = same_object([t.point for t in members], [(t.u, t.v) for t in members], depths,
+                              self.config.cross_view)
+        self._memo.put(arrays, key, verdict)
+        return verdict
 
     def _describe_views(self) -> str:
         return ", ".join(f"{i}={v.name}" for i, v in sorted(self._views.items())) or "none"

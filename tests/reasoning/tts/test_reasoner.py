@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -270,6 +271,61 @@ def test_bound_projector_and_planner_check_feasibility(observation):
     assert "plan" not in next(p for p in pairs if p["pick"]["u"] < 210)["action_features"]
 
 
+def test_the_action_verifier_plans_while_the_reasoning_verifiers_call_is_out(observation):
+    # Each verifier call waits for a dry-run plan to begin: run in turn (reasoning verifier, then actions) the
+    # wait ends by its timeout; run side by side the plan begins during the call. The verdicts are those of
+    # running them in turn.
+    T_base_cam = make_transform(np.array([[0.0, -1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, -1.0]]), [0.5, 0.0, 1.0])
+    projector = SnapshotProjector(Projector([ViewConfig("view0", 0, CameraMount("static", T_base_cam))]))
+    planning = threading.Event()
+
+    class _SignallingArm(_RecordingArm):
+        def pick_place(self, pick, place, *, dry_run, on_stage, should_stop) -> MotionOutcome:
+            planning.set()
+            return super().pick_place(pick, place, dry_run=dry_run, on_stage=on_stage, should_stop=should_stop)
+
+    overlapped = []
+    model = ScriptedModel([[trace((204, 176), (500, 350), tag="EDGE")]], {"EDGE": 0.9},
+                          on_verify=lambda messages: overlapped.append(planning.wait(timeout=5.0)))
+    arm = _SignallingArm(ik_limit_u=240.0)
+    tts = reasoner(model, actions_per_trace=3, action_verifier={"plan_check_top_k": 3})
+    tts.bind_stages(projector=projector, actor=arm)
+    log = tts.reason(query(observation)).extra["tts"]
+    tts.close()
+    assert overlapped == [True]
+    assert log["chosen"]["action_features"]["plan"] == 1.0 and log["chosen"]["pick"]["u"] >= 240
+    assert [p["action_refusal"] for p in log["batches"][0]["pairs"]].count("plan_ik_fail") == 1
+
+
+def test_a_refused_reasoning_verifier_call_leaves_no_dry_run_behind(observation):
+    from robopin.vlm.errors import VLMTimeoutError
+
+    running, started = [], threading.Event()
+
+    class _SlowArm(_RecordingArm):
+        def pick_place(self, pick, place, *, dry_run, on_stage, should_stop) -> MotionOutcome:
+            running.append(pick)
+            started.set()
+            time.sleep(0.2)
+            running.remove(pick)
+            return super().pick_place(pick, place, dry_run=dry_run, on_stage=on_stage, should_stop=should_stop)
+
+    def fail(messages):
+        started.wait(timeout=5.0)  # the refusal comes while the dry run is under way
+        raise VLMTimeoutError("verifier timed out")
+
+    T_base_cam = make_transform(np.array([[0.0, -1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, -1.0]]), [0.5, 0.0, 1.0])
+    projector = SnapshotProjector(Projector([ViewConfig("view0", 0, CameraMount("static", T_base_cam))]))
+    tts = reasoner(ScriptedModel([[GOOD]], {"GOOD": 0.9}, on_verify=fail), actions_per_trace=2)
+    tts.bind_stages(projector=projector, actor=_SlowArm(ik_limit_u=0.0))
+    with pytest.raises(TaskRefusal, match="timed out"):
+        tts.reason(query(observation))
+    # The refusal reaches the loop only after the dry run under way has ended: the loop's next request to the
+    # motion planner never meets this step's plan still running.
+    assert started.is_set() and running == []
+    tts.close()
+
+
 def test_the_loop_runs_etts_chosen_by_configuration(observation):
     from robopin.reasoning import ReasoningConfig, ReasoningLoop, TaskRequest
 
@@ -325,6 +381,43 @@ def test_the_action_verifier_refuses_a_pick_whose_other_view_pin_is_on_another_o
     assert first["action_refusal"] == "pick_views_disagree" and not first["eligible"]
     assert second["eligible"] and second["action_features"]["agreement"] > 0
     assert log["chosen"]["trace"] == 1
+
+
+def test_the_plan_check_dry_runs_the_targets_the_step_then_runs():
+    # The pick is pinned on the cup in both views a few millimetres apart: the loop fuses the two pins into one
+    # surface point (their weighted mean). The plan check must dry-run that fused target, not the answer view's
+    # pin alone: the motion planner reuses a dry run's plan only for the very same points.
+    from robopin.reasoning import ReasoningConfig, ReasoningLoop, TaskRequest
+
+    observation = tabletop([CUP, MUG], views=2)
+
+    class _Observer:
+        def observe(self):
+            return observation
+
+    class _PointArm:
+        def __init__(self) -> None:
+            self.calls: list[tuple[np.ndarray, np.ndarray, bool]] = []
+
+        def pick_place(self, pick, place, *, dry_run, on_stage, should_stop) -> MotionOutcome:
+            self.calls.append((np.asarray(pick.point), np.asarray(place.point), dry_run))
+            return MotionOutcome(True)
+
+    arm = _PointArm()
+    model = ScriptedModel([[trace((231, 181), (500, 350), tag="RIGHT", extra_pick_views={1: (233, 183)})]],
+                          {"RIGHT": 0.9})
+    settings = {"type": "etts", "seed": 0, "max_batches": 1, "actions_per_trace": 1, "selection": {"epsilon": 0.0}}
+    loop = ReasoningLoop(ReasoningConfig(reasoner=settings, max_steps=1), model, _Observer(), _two_view_projector(),
+                         arm)
+    result = loop.run(TaskRequest("put the cup on the free spot"))
+    assert result.success, result.message
+    *dry_runs, (pick, place, dry_run) = arm.calls
+    assert dry_runs and all(d for *_, d in dry_runs) and not dry_run
+    checked_pick, checked_place, _ = dry_runs[-1]
+    np.testing.assert_array_equal(checked_pick, pick)
+    np.testing.assert_array_equal(checked_place, place)
+    fused = result.steps[0].targets[0]
+    assert fused.views == ("view0", "view1") and "agree" not in fused.detail  # averaged, not merely agreeing
 
 
 def test_a_pick_on_the_bare_table_is_refused_and_the_next_batch_is_taken(observation):

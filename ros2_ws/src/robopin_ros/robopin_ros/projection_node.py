@@ -69,6 +69,10 @@ from robopin_ros.runtime import run_node
 NODE_PROJECTION_DEFAULTS = dataclasses.replace(ProjectionConfig(), max_frame_age_s=1.0)
 
 
+_DECODED_FRAMES = 3
+"""Decoded frames kept per view: the newest (the cloud's) and the one or two a running task asks about."""
+
+
 @dataclass
 class _SyncedFrame:
     stamp_s: float
@@ -206,7 +210,9 @@ class ProjectionNode(LoggedNode):
             self.create_subscription(JointState, joint_states_topic, self._on_joint_state, 50)
 
         self._camera_models: dict[tuple, Any] = {}
-        self._decoded: dict[int, tuple[_SyncedFrame, ViewData]] = {}  # img_idx -> its last decoded frame
+        # img_idx -> its last decoded frames, newest last: the cloud decodes the newest frame while a task's requests
+        # still ask about the frames its model saw, and the projector keeps its work per decoded frame.
+        self._decoded: dict[int, list[tuple[_SyncedFrame, ViewData]]] = {}
         self.markers_pub = self.create_publisher(MarkerArray, TARGET_MARKERS, 10)
         self._markers = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="projection-markers")
         self.cloud_pub = self.create_publisher(PointCloud2, WORKSPACE_CLOUD, 2)
@@ -287,9 +293,10 @@ class ProjectionNode(LoggedNode):
             return None
         # The cloud and a request often read the same frame: it is decoded (and registered) once. Read-only,
         # so no reader can change what the next one gets.
-        decoded = self._decoded.get(img_idx)
-        if decoded is not None and decoded[0] is frame:
-            return decoded[1]
+        decoded = self._decoded.setdefault(img_idx, [])
+        for seen, data in decoded:
+            if seen is frame:
+                return data
         camera = self._camera_model(frame.info)
         depth_m = conversions.image_msg_to_depth_m(frame.depth)
         if frame.depth_info is not None:
@@ -299,7 +306,8 @@ class ProjectionNode(LoggedNode):
             )
         depth_m.setflags(write=False)
         data = ViewData(depth_m, camera, frame.stamp_s)
-        self._decoded[img_idx] = (frame, data)
+        decoded.append((frame, data))
+        del decoded[:-_DECODED_FRAMES]
         return data
 
     def _on_project_points(self, request, response):

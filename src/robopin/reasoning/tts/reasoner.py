@@ -27,7 +27,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -243,6 +243,7 @@ class ETTSReasoner:
         self.last_log: StepLog | None = None
         self._segments: SegmentCache | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._action_pool: ThreadPoolExecutor | None = None
 
     def bind_stages(self, *, projector: TargetProjector | None = None, actor: Actor | None = None) -> None:
         """Give the action verifier the loop's projection and (dry-run) pick-and-place stages."""
@@ -256,11 +257,18 @@ class ETTSReasoner:
             self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="etts-verifier")
         return self._pool
 
+    def _actions_pool(self) -> ThreadPoolExecutor:
+        """The thread the action verifier runs on beside the reasoning verifier (one batch at a time)."""
+        if self._action_pool is None:
+            self._action_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="etts-actions")
+        return self._action_pool
+
     def close(self) -> None:
-        """Stop the verifier thread pool (a later step starts a new one)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        """Stop the verifier threads (a later step starts new ones)."""
+        for pool in (self._pool, self._action_pool):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._pool = self._action_pool = None
 
     def reset(self, seed: int | None = None) -> None:
         """Forget the history buffer (a new task); with ``seed``, restart the random draws from it."""
@@ -352,18 +360,26 @@ class ETTSReasoner:
             texts += batch_texts
             interpretations += batch_interpretations
 
-            t0 = self.clock()
-            reasoning_scores = self._verify_reasoning(
-                query, batch_texts, batch_interpretations, history=history, executor=executor, log=log
+            # The two verifiers read the same traces and nothing of each other's: the action verifier's
+            # projections and dry-run plan run while the reasoning verifier's model call is out, so the step
+            # waits for the longer of the two, not their sum. The scores are those of running them in turn.
+            scoring = self._actions_pool().submit(
+                self._score_actions, query, batch_interpretations, first=first, segments=segments, log=log,
+                key=(*step_key, batch),
             )
+            t0 = self.clock()
+            try:
+                reasoning_scores = self._verify_reasoning(
+                    query, batch_texts, batch_interpretations, history=history, executor=executor, log=log
+                )
+            except BaseException:
+                wait([scoring])  # a dry-run plan of this step is never left running behind a refusal
+                raise
             elapsed = self.clock() - t0
             log.add_time("verify_reasoning", elapsed)
             model_time += elapsed
-
-            batch_pairs = self._score_actions(
-                query, batch_interpretations, reasoning_scores, first=first, batch=batch, segments=segments, log=log,
-                key=(*step_key, batch),
-            )
+            batch_pairs = self._pairs(scoring.result(), batch_interpretations, reasoning_scores, first=first,
+                                      batch=batch)
             pairs += batch_pairs
             selection = select(
                 [p.joint for p in batch_pairs],
@@ -478,14 +494,13 @@ class ETTSReasoner:
         self,
         query: ReasoningQuery,
         interpretations: Sequence[Any],
-        reasoning_scores: Sequence[float],
         *,
         first: int,
-        batch: int,
         segments: SegmentCache,
         log: StepLog,
         key: tuple[int, ...],
-    ) -> list[PairRecord]:
+    ) -> list[tuple[ActionCandidate, ActionScore]]:
+        """N action candidates per valid trace, each with the action verifier's score."""
         config = self.config
         t0 = self.clock()
         candidates: list[ActionCandidate] = []
@@ -513,10 +528,25 @@ class ETTSReasoner:
         )
         scores = self.action_verifier.score(candidates, context) if candidates else []
         log.add_time("verify_actions", self.clock() - t0)
+        for part, seconds in context.timings_s.items():  # inside verify_actions
+            log.add_time(part, seconds)
+        return list(zip(candidates, scores, strict=True))
+
+    def _pairs(
+        self,
+        scored: Sequence[tuple[ActionCandidate, ActionScore]],
+        interpretations: Sequence[Any],
+        reasoning_scores: Sequence[float],
+        *,
+        first: int,
+        batch: int,
+    ) -> list[PairRecord]:
+        """The batch's ⟨reasoning, action⟩ pairs: Sc × the action score normalised within its trace."""
+        config = self.config
         pairs: list[PairRecord] = []
         for k in range(len(interpretations)):
             trace_index = first + k
-            own = [(c, s) for c, s in zip(candidates, scores, strict=True) if c.trace_index == trace_index]
+            own = [(c, s) for c, s in scored if c.trace_index == trace_index]
             if not own:
                 # An invalid trace: one ineligible pair, so logs and the exhausted fallback see it.
                 pairs.append(

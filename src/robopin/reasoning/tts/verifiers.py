@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import abc
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -140,6 +141,7 @@ class ActionContext:
     projector: TargetProjector | None = None
     actor: Actor | None = None
     history: Sequence[HistoryEntry] = ()
+    timings_s: dict[str, float] = field(default_factory=dict)  # the verifier's own parts, for the step's log
 
 
 @dataclass(frozen=True)
@@ -184,31 +186,45 @@ class _Scoring:
     targets: dict[int, tuple[Target, Target]] = field(default_factory=dict)
     memo: dict[tuple[int, float, float, str], Target] = field(default_factory=dict)
     agreement: dict[tuple, bool] = field(default_factory=dict)
+    runs: dict[int, tuple[Target, Target]] = field(default_factory=dict)  # candidate -> the loop's pick, place
 
     def prefetch(self, context: ActionContext, points: Sequence[PointRequest],
-                 groups: Sequence[Sequence[PointRequest]]) -> None:
-        """Project every point and every pick group the candidates will ask for, in one projector call.
+                 groups: Sequence[Sequence[PointRequest]],
+                 runs: Mapping[int, Sequence[PointRequest]] | None = None) -> None:
+        """Project every point, every pick group and every run the candidates will ask for, in one call.
 
         Through the nodes each call is a ProjectPoints round trip on the same frames, so one call for a batch
         of candidates instead of one per point. Each point gets an ID of its own in the call (the projection
         fuses pins that share an ID across views: these must stay apart), each group one ID for its members
-        (fused as the loop would fuse them); the answers are kept under the original requests.
+        (fused as the loop would fuse them); the answers are kept under the original requests. A run is what
+        the loop projects when it runs a candidate (pick, place and their other-view pins, fused per ID): its
+        IDs are kept apart from other runs' and the fused pick and place kept under the candidate, so the plan
+        check dry-runs the very targets the step would plan for, and the motion planner can take that plan.
         """
         assert context.projector is not None
         points = list({_point_key(r): r for r in points if _point_key(r) not in self.memo}.values())
         groups = list({_group_key(g): g for g in groups if _group_key(g) not in self.agreement}.values())
-        if not points and not groups:
+        runs = {i: list(r) for i, r in (runs or {}).items() if i not in self.runs and len(r) >= 2}
+        if not points and not groups and not runs:
             return
         batch = [replace(r, id=f"point-{k}") for k, r in enumerate(points)]
         starts = []
         for k, group in enumerate(groups):
             starts.append(len(batch))
             batch += [replace(r, id=f"group-{k}") for r in [group[0], *group[2:]]]
+        run_starts = {}
+        for index, requests in runs.items():
+            run_starts[index] = len(batch)
+            batch += [replace(r, id=f"run-{index}-{r.id}" if r.id else "") for r in requests]
         targets = context.projector.project(batch, context.observation)
         for request, target in zip(points, targets, strict=False):
             self.memo[_point_key(request)] = replace(target, id=request.id)
         for group, start in zip(groups, starts, strict=True):
             self.agreement[_group_key(group)] = bool(targets[start].valid)
+        for index, start in run_starts.items():
+            if start + 1 < len(targets):
+                pick, place = runs[index][0], runs[index][1]
+                self.runs[index] = (replace(targets[start], id=pick.id), replace(targets[start + 1], id=place.id))
 
     def same_object(self, context: ActionContext, requests: Sequence[PointRequest]) -> bool:
         """Whether the projection, given the pick with its other-view pins, keeps the pick valid: its
@@ -237,12 +253,19 @@ class FeasibilityVerifier(ActionVerifier):
 
     def score(self, candidates: Sequence[ActionCandidate], context: ActionContext) -> list[ActionScore]:
         state = _Scoring()
-        if context.projector is not None:
-            state.prefetch(context, *self._projections(candidates, context))
-        scores = [self._local(index, candidate, context, state) for index, candidate in enumerate(candidates)]
         config = self.config
-        if config.plan > 0 and config.plan_check_top_k and context.actor is not None and state.targets:
-            scores = self._plan_check(scores, context, state.targets)
+        checks_plans = config.plan > 0 and config.plan_check_top_k > 0 and context.actor is not None
+        if context.projector is not None:
+            started = time.perf_counter()
+            runs = {i: [c.pick, c.place, *c.support] for i, c in enumerate(candidates)
+                    if c.pick is not None and c.place is not None} if checks_plans else {}
+            state.prefetch(context, *self._projections(candidates, context), runs)
+            context.timings_s["project_actions"] = time.perf_counter() - started
+        scores = [self._local(index, candidate, context, state) for index, candidate in enumerate(candidates)]
+        if checks_plans and state.targets:
+            started = time.perf_counter()
+            scores = self._plan_check(scores, context, {i: state.runs.get(i, t) for i, t in state.targets.items()})
+            context.timings_s["plan_check"] = time.perf_counter() - started
         return scores
 
     def _projections(self, candidates: Sequence[ActionCandidate],
@@ -397,6 +420,11 @@ class FeasibilityVerifier(ActionVerifier):
         result = list(scores)
         for index in ranked[: self.config.plan_check_top_k]:
             pick, place = targets[index]
+            refused = next((f"{role}_{t.reason or 'invalid'}" for role, t in (("pick", pick), ("place", place))
+                            if not t.valid), "")
+            if refused:  # the loop's own projection of this candidate, fused across views, refuses it
+                result[index] = ActionScore(0.0, result[index].features, refused)
+                continue
             outcome = context.actor.pick_place(
                 pick, place, dry_run=True, on_stage=lambda stage, detail: None, should_stop=lambda: False
             )
