@@ -208,11 +208,15 @@ def _etts_steps(seeds: int, latency_s: float) -> dict[str, tuple[list, int, int]
                 with Bringup(system.with_sim(scenario=task, seed=seed).with_layout_seeded_reasoner()) as bringup:
                     bringup.wait_ready(600)
                     run = bringup.client.run_task(bringup.scene.spec.instruction, timeout_s=600)
+                    # E-TTS's own log of each step (the task node's REASONING_SEARCH messages): its parts' times.
+                    searches = {int(e["step"]): e["search"].get("timings_s", {})
+                                for node in bringup.nodes.values() if callable(getattr(node, "search_logs", None))
+                                for e in node.search_logs(run.task_id)}
                 trials += 1
                 succeeded += bool(run.success)
                 if not run.success:
                     print(f"{tts} {task} seed {seed}: {run.reason}: {run.message}")
-                steps += run.timings()
+                steps += [(t, searches.get(t.step, {})) for t in run.timings()]
         found[tts] = (steps, succeeded, trials)
     return found
 
@@ -224,7 +228,8 @@ def _print_etts(found: dict[str, tuple[list, int, int]], latency_s: float) -> No
         return step.reason_overhead_s + sum(step.durations_s.get(s, 0.0) for s in ("validate", "project", "plan"))
 
     rows = {}
-    for tts, (steps, succeeded, trials) in found.items():
+    for tts, (logged, succeeded, trials) in found.items():
+        steps = [step for step, _ in logged]
         reasoned = [s for s in steps if "reason" in s.durations_s]
         planned = [s for s in reasoned if "plan" in s.durations_s]
         rows[tts] = (summarize([s.model_s for s in reasoned]), summarize([s.reason_overhead_s for s in reasoned]),
@@ -235,6 +240,17 @@ def _print_etts(found: dict[str, tuple[list, int, int]], latency_s: float) -> No
               f"{own.median / model.median:.2f} of model time; non-model before motion (reason less model, "
               f"validate, project, plan) median "
               f"{before.median:.3f} s (p95 {before.p95:.3f})")
+    searched = [(step, parts) for step, parts in found.get("etts", ([], 0, 0))[0]
+                if parts.get("sample_actions") and "reason" in step.durations_s]
+    if searched:
+        names = ("verify_reasoning", "sample_actions", "verify_actions", "project_actions", "plan_check")
+        medians = {part: summarize([parts.get(part, 0.0) for _, parts in searched]).median for part in names}
+        print("  E-TTS steps that scored actions, median s: " + ", ".join(f"{k} {v:.3f}" for k, v in medians.items())
+              + " (the action verifier runs beside verify_reasoning, a model call)")
+        rest = summarize([step.reason_overhead_s - parts.get("plan_check", 0.0) for step, parts in searched])
+        model = summarize([step.model_s for step, _ in searched]).median
+        print(f"  E-TTS's own work less the plan check's dry run (the plan the step then runs): median "
+              f"{rest.median:.3f} s (p95 {rest.p95:.3f}) = {rest.median / model:.2f} of its model time")
     if "single" in rows and "etts" in rows:
         model, _, etts_before = rows["etts"]
         added = etts_before.median - rows["single"][2].median

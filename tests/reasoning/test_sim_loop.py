@@ -85,6 +85,11 @@ def test_an_instruction_the_scene_cannot_ground_is_refused_by_name_and_nothing_m
     assert (result.success, result.reason) == (False, "model_declined")
     assert "'the duck' fits 2 objects (duck_0, duck_1): say which one" in result.message, result.message
     assert "does not show" not in result.message and "<obj" not in result.message and arm.calls == []
+    # An operator's instruction may hold '<' or '>' (an arrow): the refusal quotes it without the tag markers
+    # PinCoT's free text may not hold, instead of ending the task with an internal error.
+    result = loop.run(TaskRequest("banana -> <red plate>"))
+    assert (result.success, result.reason) == (False, "model_declined"), result.message
+    assert arm.calls == []
 
 
 def test_the_oracle_carries_out_the_instruction_it_is_given_not_the_scenarios(spatial):

@@ -549,7 +549,8 @@ class _Composer:
         An ambiguous reference pins every candidate it could mean (the operator sees which ones) and asks
         which one; a reference to nothing says the scene does not show it.
         """
-        why = str(failure)
+        # The reason quotes the instruction, which may hold '<' or '>' (an arrow); PinCoT's free text may not.
+        why = str(failure).replace("<", "‹").replace(">", "›")
         if failure.kind == "ambiguous":
             self.describe_views([n for n in failure.candidates if n in self.sightings])
         self.say(f"I looked for what the instruction names. {why[0].upper()}{why[1:]}. ")
