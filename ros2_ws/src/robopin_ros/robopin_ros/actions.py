@@ -159,12 +159,31 @@ class SingleGoalGuard:
         self._active: str | None = None
         self._refused: dict[str, str] = {}  # goal key -> why it was refused when it came
         self._conflicts: dict[str, Callable[[], str]] = {}  # action served -> why another server forbids a goal
+        self._servers: list[ResultOwingActionServer] = []
 
     @property
     def active(self) -> str | None:
         """Key of the goal holding the slot (see :func:`goal_key`), or None."""
         with self._lock:
             return self._active
+
+    def owed(self) -> list[str]:
+        """Keys of the ended goals of this guard's servers whose result is not yet sent to the client who asked."""
+        return [goal.hex() for server in self._servers for goal in server.owed() if goal.hex() != self.active]
+
+    def followed(self) -> str | None:
+        """The goal a client is following here: the running one, else one whose result is still owed."""
+        active = self.active
+        if active is not None:
+            return active
+        owed = self.owed()
+        return owed[0] if owed else None
+
+    def busy(self) -> list[str]:
+        """The goal running and the results still owed, as text (empty when neither)."""
+        active = self.active
+        return ([f"goal {active[:8]}"] if active is not None else []) + [
+            f"goal {goal[:8]}'s result (not yet sent)" for goal in self.owed()]
 
     def try_acquire(self, goal_id: str) -> str | None:
         """Take the slot for goal_id; return None on success or the key of the goal already holding it."""
@@ -236,10 +255,51 @@ class SingleGoalGuard:
             finally:
                 self.release(key)
 
-        return ActionServer(node, action_type, name, execute_callback=on_execute, goal_callback=on_goal,
-                            handle_accepted_callback=on_accepted,
-                            cancel_callback=cancel_callback or (lambda _goal: CancelResponse.ACCEPT),
-                            callback_group=callback_group)
+        server = ResultOwingActionServer(
+            node, action_type, name, execute_callback=on_execute, goal_callback=on_goal,
+            handle_accepted_callback=on_accepted, cancel_callback=cancel_callback or (lambda _goal: CancelResponse.ACCEPT),
+            callback_group=callback_group)
+        self._servers.append(server)
+        return server
+
+
+class ResultOwingActionServer(ActionServer):
+    """rclpy's ActionServer that knows which goals' results it still owes a client who asked for them.
+
+    rclpy (jazzy) answers a result request from a done-callback of the goal's result future, and a future's
+    done-callbacks run as new tasks of the executor (``Future._schedule_or_invoke_done_callbacks``): after a
+    goal ended, its result goes out only once the executor spins again. A process stopping, or a server
+    heartbeat ending with the goal, must wait for that send, not for the goal's end alone.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._owed_lock = threading.Lock()
+        self._owed: dict[bytes, int] = {}
+
+    def owed(self) -> list[bytes]:
+        """Ids of the goals whose result a client asked for and has not been sent yet."""
+        with self._owed_lock:
+            return [goal for goal, count in self._owed.items() if count > 0]
+
+    async def _execute_get_result_request(self, request_header_and_message: Any) -> None:
+        goal = bytes(request_header_and_message[1].goal_id.uuid)
+        known = goal in self._goal_handles  # an unknown goal is answered (UNKNOWN) at once by the base class
+        if known:
+            with self._owed_lock:
+                self._owed[goal] = self._owed.get(goal, 0) + 1
+        await super()._execute_get_result_request(request_header_and_message)
+
+    def _send_result_response(self, request_header: Any, future: Any) -> None:
+        try:
+            super()._send_result_response(request_header, future)
+        finally:
+            goal = next((goal for goal, owed in self._result_futures.items() if owed is future), None)
+            with self._owed_lock:
+                if goal is not None and self._owed.get(goal, 0) > 0:
+                    self._owed[goal] -= 1
+                    if not self._owed[goal]:
+                        del self._owed[goal]
 
 
 @dataclasses.dataclass
@@ -307,6 +367,13 @@ def follow_goal(client: ActionClient, goal: Any, *, answer_timeout_s: float, tim
         answer = results.answer()
         return GoalOutcome("finished", answer.status, answer.result, handle)
     stopped = should_stop is not None and should_stop()
+    if lost and not stopped and handle.status in TERMINAL_STATUSES:
+        # The server ended the goal (its status topic says so) and then went quiet: its result is on the way or
+        # lost with the server; nothing is left to cancel.
+        answer = results.answer(cancel_wait_s)
+        if answer is not None:
+            return GoalOutcome("finished", answer.status, answer.result, handle)
+        return GoalOutcome("server_lost", handle.status, None, handle, lost=lost)
     wait_s = lost_cancel_wait_s if lost and not stopped else cancel_wait_s
     wait_future(handle.cancel_goal_async(), wait_s)
     answer = results.answer(wait_s)

@@ -459,9 +459,9 @@ class ArmDriverNode(LoggedNode):
                 self.get_logger().error(f"shutdown: stopping the arm failed: {error}")
 
     def busy(self) -> list[str]:
-        """The goals still running (empty when idle)."""
-        running = [("trajectory", self.execute_guard.active), ("gripper", self.gripper_guard.active)]
-        return [f"{kind} goal {goal[:8]}" for kind, goal in running if goal is not None]
+        """The goals still running and results not yet sent to their clients (empty when neither)."""
+        return [f"{kind} {what}" for kind, guard in (("trajectory", self.execute_guard), ("gripper", self.gripper_guard))
+                for what in guard.busy()]
 
     def destroy_node(self) -> None:
         """Stop the arm and close the connection before the node goes away."""

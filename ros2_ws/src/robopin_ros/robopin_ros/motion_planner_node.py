@@ -295,9 +295,8 @@ class MotionPlannerNode(LoggedNode):
         self._shutting_down = True
 
     def busy(self) -> list[str]:
-        """The goal still running (empty when idle)."""
-        active = self.guard.active
-        return [] if active is None else [f"goal {active[:8]}"]
+        """The goal still running and results not yet sent to their clients (empty when neither)."""
+        return self.guard.busy()
 
     # --- helpers ----------------------------------------------------------------------------------
 

@@ -327,7 +327,7 @@ class TaskNode(LoggedNode):
         self._client_beats = HeartbeatWatch(self._calls.node, TASK_CLIENT_HEARTBEAT, reference=TASK_SERVER_HEARTBEAT)
         self._calls.start()
         self._server_heartbeat = HeartbeatSender(
-            self, TASK_SERVER_HEARTBEAT, lambda: bytes.fromhex(self.guard.active) if self.guard.active else None)
+            self, TASK_SERVER_HEARTBEAT, lambda: bytes.fromhex(goal) if (goal := self.guard.followed()) else None)
         # Tasks wait here until whoever started the stack says it is ready (Bringup: the recorder hears every
         # camera), so the first task is recorded like every other; a node started alone is ready at once.
         self._ready = threading.Event()
@@ -692,9 +692,8 @@ class TaskNode(LoggedNode):
         self.stop_tasks()
 
     def busy(self) -> list[str]:
-        """The task still running (empty when idle)."""
-        active = self.guard.active
-        return [] if active is None else [f"task {active[:8]}"]
+        """The task still running and results not yet sent to their clients (empty when neither)."""
+        return self.guard.busy()
 
     def destroy_node(self, drain_s: float = 3.0) -> None:
         self.stop_tasks()
