@@ -71,7 +71,8 @@ def parked_after_goal(ros_context):
         return ExecuteTask.Result(success=False, reason="shutdown", message="the planner is shutting down")
 
     guard.serve(server_node, ExecuteTask, "task", execute,
-                lambda message: ExecuteTask.Result(success=False, reason="busy", message=message), accepting=lambda: True)
+                lambda message: ExecuteTask.Result(success=False, reason="busy", message=message),
+                accepting=lambda: True)
     server_executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
     server_executor.add_node(server_node)
     spinner.append(_ParkingSpinner(server_executor))

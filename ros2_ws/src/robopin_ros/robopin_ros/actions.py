@@ -257,8 +257,8 @@ class SingleGoalGuard:
 
         server = ResultOwingActionServer(
             node, action_type, name, execute_callback=on_execute, goal_callback=on_goal,
-            handle_accepted_callback=on_accepted, cancel_callback=cancel_callback or (lambda _goal: CancelResponse.ACCEPT),
-            callback_group=callback_group)
+            handle_accepted_callback=on_accepted,
+            cancel_callback=cancel_callback or (lambda _goal: CancelResponse.ACCEPT), callback_group=callback_group)
         self._servers.append(server)
         return server
 

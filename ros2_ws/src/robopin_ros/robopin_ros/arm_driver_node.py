@@ -460,8 +460,8 @@ class ArmDriverNode(LoggedNode):
 
     def busy(self) -> list[str]:
         """The goals still running and results not yet sent to their clients (empty when neither)."""
-        return [f"{kind} {what}" for kind, guard in (("trajectory", self.execute_guard), ("gripper", self.gripper_guard))
-                for what in guard.busy()]
+        guards = (("trajectory", self.execute_guard), ("gripper", self.gripper_guard))
+        return [f"{kind} {what}" for kind, guard in guards for what in guard.busy()]
 
     def destroy_node(self) -> None:
         """Stop the arm and close the connection before the node goes away."""
