@@ -170,3 +170,28 @@ def test_watchdog_stays_quiet_while_fed():
         time.sleep(0.01)
     watchdog.stop()
     assert reasons == []
+
+
+def test_a_trip_after_the_watchdog_itself_woke_late_says_so():
+    """A stale state seen after the watchdog's own thread went unscheduled (a starved machine) is named as such."""
+    messages: list[str] = []
+    tripped = threading.Event()
+
+    def on_trip(_reason: Reason, message: str) -> None:
+        messages.append(message)
+        tripped.set()
+
+    watchdog = Watchdog(state_max_age_s=0.1, command_timeout_s=10.0, on_trip=on_trip)
+    wait, waits = watchdog._stop.wait, []
+
+    def unscheduled_once(timeout: float) -> bool:
+        waits.append(timeout)
+        if len(waits) == 2:
+            time.sleep(0.3)  # the thread is not scheduled for 0.3 s, as beside CPU-bound processes
+        return wait(timeout)
+
+    watchdog._stop.wait = unscheduled_once
+    watchdog.start(time.monotonic())
+    assert tripped.wait(5.0)
+    watchdog.stop()
+    assert "no joint state for" in messages[0] and "the watchdog itself woke 0." in messages[0], messages

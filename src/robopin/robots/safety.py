@@ -295,6 +295,7 @@ class Watchdog:
         self._thread: threading.Thread | None = None
         self._grace_until_s = 0.0
         self.tripped: Reason | None = None
+        self.late_s = 0.0  # how late past its period the watchdog's thread last woke
 
     def grace(self, seconds: float) -> None:
         """Tolerate silence for up to ``seconds`` from now (an SDK call known to block, e.g. starting a motion)."""
@@ -325,8 +326,13 @@ class Watchdog:
             self._thread.join()
 
     def _run(self) -> None:
+        last = time.monotonic()
         while not self._stop.wait(self._period_s):
             now = time.monotonic()
+            # How late this thread itself woke: a trip that follows a late wake happened on a starved machine
+            # (the message says so; whether the feeder or the arm was the silent one is then in doubt).
+            self.late_s = max(0.0, now - last - self._period_s)
+            last = now
             if now < self._grace_until_s:
                 continue
             state_age = now - self._state_stamp_s
@@ -334,15 +340,18 @@ class Watchdog:
             if state_age > self.state_max_age_s:
                 self._trip(
                     Reason.STALE_STATE,
-                    f"no joint state for {state_age:.3f} s (limit {self.state_max_age_s} s)",
+                    f"no joint state for {state_age:.3f} s (limit {self.state_max_age_s} s){self._lateness()}",
                 )
                 return
             if command_age > self.command_timeout_s:
                 self._trip(
                     Reason.STALE_COMMAND,
-                    f"no command for {command_age:.3f} s (limit {self.command_timeout_s} s)",
+                    f"no command for {command_age:.3f} s (limit {self.command_timeout_s} s){self._lateness()}",
                 )
                 return
+
+    def _lateness(self) -> str:
+        return f"; the watchdog itself woke {self.late_s:.3f} s late" if self.late_s > self._period_s else ""
 
     def _trip(self, reason: Reason, message: str) -> None:
         self.tripped = reason
