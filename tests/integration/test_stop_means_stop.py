@@ -487,6 +487,20 @@ def test_a_second_stack_in_the_same_domain_and_namespace_is_refused(stack, ros_w
     assert task.wait(300) == 0, task.output
 
 
+def test_a_stack_frozen_past_the_lost_time_is_not_called_lost_while_its_process_lives(stack, ros_watch, tmp_path):
+    # SIGSTOP: the stack's process lives but nothing in it runs, as on a starved machine at its worst; its heartbeat
+    # stops for longer than SERVER_LOST_S (2 s). A killed stack is named lost at once (the SIGKILL test below).
+    task = _instruct_until_moving(tmp_path, ros_watch)
+    stack.popen.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(3.0)
+    finally:
+        stack.popen.send_signal(signal.SIGCONT)
+    code = task.wait(120)
+    # The task ends with the stack's own verdict (the arm's watchdog may stop a motion that went unwatched).
+    assert code in (0, 1) and "stopped answering" not in task.output, task.output
+
+
 def _own_stack(stack: _Process, cwd: Path) -> _Process:
     """A stack of the test's own, the module's stopped first: one stack serves a namespace."""
     if stack.popen.poll() is None:

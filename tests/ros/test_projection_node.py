@@ -363,6 +363,34 @@ def test_workspace_cloud_from_the_chosen_views_covers_the_objects(scene, client,
         assert np.min(np.linalg.norm(points - truth, axis=1)) < 0.015, truth
 
 
+def test_a_request_on_new_frames_sends_their_cloud_without_waiting_for_the_period(scene, client, tmp_path):
+    """The motion planner plans against a cloud taken after the arm came to rest; the frames a task has just projected
+    on are such frames, so their cloud goes out with the request (the period here: 10 minutes)."""
+    spun, _ = client
+    clouds = []
+    spun.node.create_subscription(PointCloud2, "/cloud_now/workspace_cloud", clouds.append, 2)
+    process = start_projection_node(
+        scene,
+        tmp_path,
+        {"cloud_period_s": 600.0, "cloud_views": ["static_cam"]},
+        remaps=("/robopin/workspace_cloud:=/cloud_now/workspace_cloud",
+                "/robopin/project_points:=/cloud_now/project_points"),
+    )
+    try:
+        service = spun.node.create_client(ProjectPoints, "/cloud_now/project_points")
+        assert service.wait_for_service(timeout_sec=30), "ProjectPoints service not discovered"
+        anchors, _ = ground_truth_anchors(scene)
+        reply = call(service, anchors[:1])
+        assert reply.success and reply.targets[0].valid, reply.message
+        wait_for(lambda: len(clouds) > 0, 30, "a workspace cloud after the request")
+        cloud_stamp = conversions.stamp_to_seconds(clouds[-1].header.stamp)
+        frame_stamp = conversions.stamp_to_seconds(reply.targets[0].header.stamp)
+    finally:
+        code, output = stop_process(process)
+    assert code == 0, output
+    assert cloud_stamp >= frame_stamp, (cloud_stamp, frame_stamp)
+
+
 def test_cloud_views_must_be_configured_views(scene, tmp_path):
     process = start_projection_node(scene, tmp_path, {"cloud_period_s": 0.3, "cloud_views": ["ceiling"]})
     try:

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from action_msgs.msg import GoalInfo, GoalStatus
@@ -35,6 +36,10 @@ BUSY_REASON = "busy"
 HEARTBEAT_PERIOD_S = 0.1
 CLIENT_DEADMAN_S = 0.5
 SERVER_LOST_S = 2.0
+# A server of this host whose process still lives is starved (a loaded machine: its stages took 4.8 s and its
+# heartbeat thread went 2.2 s unscheduled beside two CPU hogs), not gone: the client waits this long for it
+# before it names the stack lost ("its process still runs"). A killed server's process is gone at once.
+SERVER_STARVED_S = 15.0
 CLIENT_LOST_REASON = "client_lost"
 TERMINAL_STATUSES = frozenset({GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED})
 STATUS_NAMES = {GoalStatus.STATUS_UNKNOWN: "unknown", GoalStatus.STATUS_ACCEPTED: "accepted",
@@ -463,11 +468,22 @@ class HeartbeatWatch:
 
 
 def _process_alive(pid16: int) -> bool:
-    """Whether a process of this host has an id whose low 16 bits are ``pid16``."""
+    """Whether a living process of this host has an id whose low 16 bits are ``pid16``.
+
+    A killed process stays in /proc as a zombie (state Z, proc(5)) until its parent reaps it: that is not alive.
+    """
     try:
-        return any(int(entry) & 0xFFFF == pid16 for entry in os.listdir("/proc") if entry.isdigit())
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit() and int(entry) & 0xFFFF == pid16]
     except OSError:
         return True  # cannot tell: count it as alive
+    for entry in entries:
+        try:
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if state not in ("Z", "X"):
+            return True
+    return False
 
 
 UNNAMED_NODE = "_NODE_NAME_UNKNOWN_"  # what rmw's graph cache names a node it has not heard of yet
@@ -538,6 +554,14 @@ class ActionServers:
             if name not in servers.setdefault(key, []):
                 servers[key].append(name)
         return servers
+
+    def process_alive(self, status_topic: str) -> bool | None:
+        """Whether a process of this host serving the action of ``status_topic`` still lives: True; False when no
+        living process serves it; None when only another host's does (its process cannot be looked at)."""
+        servers = self.by_process(status_topic)
+        if any(key == b"self" or any("on this host" in name for name in names) for key, names in servers.items()):
+            return True
+        return None if servers else False
 
     def refusal(self, action: str, naming_s: float = 3.0) -> str:
         """Why a goal must not be sent to ``action``: more than one process serves it ('' when one does).

@@ -343,6 +343,11 @@ class ProjectionNode(LoggedNode):
             response.message = f"no synced depth + camera_info frames{near} from views {self.view_names}"
             if self.qos_watch.mismatches:
                 response.message += "; " + "; ".join(self.qos_watch.mismatches.values())
+        if have_frames and self._cloud_thread is not None:
+            # A task projects on frames taken after the arm came to rest, and the motion planner waits for a cloud
+            # at least that new before it plans: build it from them now, not up to a cloud period later (the
+            # cloud thread skips frames it has built a cloud from already).
+            self._cloud_wanted.set()
         # The markers are for RViz: drawn and published once the reply is on its way, not before it.
         stamp = self.get_clock().now().to_msg()
         with contextlib.suppress(RuntimeError):  # shutting down: nothing more to show

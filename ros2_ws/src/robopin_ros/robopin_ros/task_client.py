@@ -49,6 +49,7 @@ from robopin_ros import conversions
 from robopin_ros.actions import (
     BUSY_REASON,
     SERVER_LOST_S,
+    SERVER_STARVED_S,
     STATUS_NAMES,
     TERMINAL_STATUSES,
     ActionClient,
@@ -162,7 +163,11 @@ class TaskClient(LoggedNode):
                 silent = time.monotonic() - answered[0]
             if silent is None or silent <= SERVER_LOST_S:
                 return ""
-            return f"no heartbeat from {self.task_action}'s server for {silent:.1f} s"
+            alive = self._servers.process_alive(action_status(self.task_action))
+            if alive and silent <= SERVER_STARVED_S:
+                return ""  # starved, not gone: its process still runs on this host
+            still = " (its process still runs: hung or starved)" if alive else ""
+            return f"no heartbeat from {self.task_action}'s server for {silent:.1f} s{still}"
 
         def on_feedback(msg: Any) -> None:
             event = self._on_feedback(run, msg)
