@@ -338,18 +338,23 @@ def test_wrist_view_through_joint_states_and_forward_kinematics(scene, client, t
     assert code == 0, output
 
 
+def _static_cloud_node(scene, spun, folder, prefix: str, cloud_period_s: float) -> tuple:
+    """A projection node of its own whose cloud (the static view's) and service live under ``prefix``; the clouds
+    it publishes are collected in the returned list."""
+    clouds: list[PointCloud2] = []
+    spun.node.create_subscription(PointCloud2, f"{prefix}/workspace_cloud", clouds.append, 2)
+    process = start_projection_node(
+        scene, folder, {"cloud_period_s": cloud_period_s, "cloud_views": ["static_cam"]},
+        remaps=(f"/robopin/workspace_cloud:={prefix}/workspace_cloud",
+                f"/robopin/project_points:={prefix}/project_points"),
+    )
+    return process, clouds
+
+
 def test_workspace_cloud_from_the_chosen_views_covers_the_objects(scene, client, tmp_path):
     """cloud_views limits the obstacle cloud to the static view; its points are where the objects are."""
     spun, _ = client
-    clouds = []
-    spun.node.create_subscription(PointCloud2, "/cloud_test/workspace_cloud", clouds.append, 2)
-    process = start_projection_node(
-        scene,
-        tmp_path,
-        {"cloud_period_s": 0.3, "cloud_views": ["static_cam"]},
-        remaps=("/robopin/workspace_cloud:=/cloud_test/workspace_cloud",
-                "/robopin/project_points:=/cloud_test/project_points"),
-    )
+    process, clouds = _static_cloud_node(scene, spun, tmp_path, "/cloud_test", cloud_period_s=0.3)
     try:
         wait_for(lambda: len(clouds) > 0, 30, "a workspace cloud")
         msg = clouds[-1]
@@ -367,15 +372,7 @@ def test_a_request_on_new_frames_sends_their_cloud_without_waiting_for_the_perio
     """The motion planner plans against a cloud taken after the arm came to rest; the frames a task has just projected
     on are such frames, so their cloud goes out with the request (the period here: 10 minutes)."""
     spun, _ = client
-    clouds = []
-    spun.node.create_subscription(PointCloud2, "/cloud_now/workspace_cloud", clouds.append, 2)
-    process = start_projection_node(
-        scene,
-        tmp_path,
-        {"cloud_period_s": 600.0, "cloud_views": ["static_cam"]},
-        remaps=("/robopin/workspace_cloud:=/cloud_now/workspace_cloud",
-                "/robopin/project_points:=/cloud_now/project_points"),
-    )
+    process, clouds = _static_cloud_node(scene, spun, tmp_path, "/cloud_now", cloud_period_s=600.0)
     try:
         service = spun.node.create_client(ProjectPoints, "/cloud_now/project_points")
         assert service.wait_for_service(timeout_sec=30), "ProjectPoints service not discovered"
