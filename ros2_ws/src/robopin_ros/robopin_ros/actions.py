@@ -36,9 +36,9 @@ BUSY_REASON = "busy"
 HEARTBEAT_PERIOD_S = 0.1
 CLIENT_DEADMAN_S = 0.5
 SERVER_LOST_S = 2.0
-# A server of this host whose process still lives is starved (a loaded machine: its stages took 4.8 s and its
-# heartbeat thread went 2.2 s unscheduled beside two CPU hogs), not gone: the client waits this long for it
-# before it names the stack lost ("its process still runs"). A killed server's process is gone at once.
+# A server of this host whose process still lives is starved (a loaded machine can leave its heartbeat thread
+# unscheduled for seconds), not gone: the client waits this long for it before it names the stack lost ("its
+# process still runs"). A killed server's process is gone at once.
 SERVER_STARVED_S = 15.0
 CLIENT_LOST_REASON = "client_lost"
 TERMINAL_STATUSES = frozenset({GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED})

@@ -648,9 +648,8 @@ class TaskNode(LoggedNode):
         """Give the heap's free pages back to the OS once a task ended (on the display worker: off the result's path).
 
         A task's frames, clouds and plans are freed when it ends, but glibc keeps freed memory in the arena of
-        the thread that freed it, and this process's executors run many threads: over a 60-task soak
-        (benchmarks/bench_soak.py) the stack's resident memory grew 784 -> 868 MiB without this and 742 -> 783 MiB
-        with it.
+        the thread that freed it, and this process's executors run many threads: without this the stack's resident
+        memory keeps growing over a soak (benchmarks/bench_soak.py).
         """
         taken_s = release_free_heap()
         self.get_logger().debug(f"task {task_id}: free heap given back in {taken_s * 1e3:.1f} ms")
