@@ -71,6 +71,7 @@ class SceneKeeper:
         self.masked_points = 0
         self._rest_q: NDArray[np.float64] | None = None
         self._still_since_s: float | None = None
+        self._changed_at_s: float | None = None  # when the scene itself last changed (a trial boundary)
 
     def update_joint_state(self, stamp_s: float, q: ArrayLike) -> None:
         """Track since when the arm has rested where it is (clouds from before then are stale)."""
@@ -102,6 +103,12 @@ class SceneKeeper:
             self._points, self._stamp_s, self.masked_points = array, float(stamp_s), masked
             self._cloud_arrived.notify_all()
         return len(array)
+
+    def forget_before(self, changed_at_s: float) -> None:
+        """The scene changed at ``changed_at_s`` without the arm moving (the cell was reset between trials):
+        clouds captured before then are stale whatever the arm did."""
+        with self._lock:
+            self._changed_at_s = float(changed_at_s)
 
     def restamp_cloud(self, stamp_s: float) -> None:
         """The last cloud again, captured at ``stamp_s``: the caller saw the same points at the same joint state
@@ -136,10 +143,12 @@ class SceneKeeper:
                 now_s += time.monotonic() - started
                 points, stamp = self._points, self._stamp_s
                 fresh = self._fresh(stamp, now_s)
-            still_since = self._still_since_s
+            still_since, changed_at = self._still_since_s, self._changed_at_s
         if self.config.require_cloud and not fresh:
             if stamp is None:
                 reason = "no cloud yet"
+            elif changed_at is not None and stamp < changed_at:
+                reason = f"the newest cloud was captured {changed_at - stamp:.2f} s before the scene was reset"
             elif still_since is not None and stamp < still_since:
                 reason = (f"the newest cloud was captured {still_since - stamp:.2f} s before the arm came to rest "
                           f"where it is (the arm and anything it held would be phantom obstacles)")
@@ -155,6 +164,8 @@ class SceneKeeper:
     def _fresh(self, stamp: float | None, now_s: float) -> bool:
         """Young enough and captured with the arm where it rests now (call with the lock held)."""
         if stamp is None or now_s - stamp > self.config.max_cloud_age_s:
+            return False
+        if self._changed_at_s is not None and stamp < self._changed_at_s:
             return False
         return self._still_since_s is None or stamp >= self._still_since_s
 

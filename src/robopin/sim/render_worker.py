@@ -11,7 +11,8 @@ segmentation masking and depth noise stay with the world (:func:`robopin.sim.ren
 
 The child is ``python -m robopin.sim.render_worker FD`` on one end of a socket pair (not multiprocessing: a
 spawned child would re-import the parent's main module, a forked one would inherit DDS threads). Messages are
-pickled tuples: ``("build", recipe)`` (again for bodies added later) → ``("ok", bodies)``;
+pickled tuples: ``("build", recipe)`` (again for bodies added later) → ``("ok", bodies)``; ``("reset",)`` (the
+world was reset: every body goes) → ``("ok", 0)``;
 ``("render", states, spec, T_base_cam)`` → ``("ok", rgba, depth_buffer, segmentation)``; any failure →
 ``("error", message)``.
 """
@@ -71,6 +72,10 @@ class RenderWorker:
     def extend(self, recipe: Recipe) -> None:
         """Replay more creation calls (bodies the world added since)."""
         self.bodies = int(self._request(("build", recipe))[0])
+
+    def reset(self) -> None:
+        """Remove every body (the world was reset); the next :meth:`extend` builds the mirror again."""
+        self.bodies = int(self._request(("reset",))[0])
 
     @property
     def pid(self) -> int:
@@ -144,6 +149,10 @@ class _Mirror:
             self.applied.append(None)
         self.bodies = p.getNumBodies(physicsClientId=client)
 
+    def reset(self) -> None:
+        self.p.resetSimulation(physicsClientId=self.client)
+        self.bodies, self.movable, self.applied = 0, [], []
+
     def apply(self, states: Sequence[BodyState]) -> None:
         p, client = self.p, self.client
         if len(states) != self.bodies:
@@ -174,6 +183,10 @@ def _serve(connection: Connection) -> None:
                 mirror = mirror or _Mirror()
                 mirror.replay(message[1])
                 reply: tuple = ("ok", mirror.bodies)
+            elif message[0] == "reset":
+                if mirror is not None:
+                    mirror.reset()
+                reply = ("ok", 0)
             elif message[0] == "render":
                 if mirror is None:
                     raise RuntimeError("render before build")

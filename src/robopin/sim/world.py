@@ -128,19 +128,8 @@ class SimWorld:
         self._segmentation_cache: dict[str, tuple] = {}  # camera -> (raw segmentation buffer, body ids of it)
 
         p.setAdditionalSearchPath(pybullet_data.getDataPath(), physicsClientId=self.client)
-        p.setGravity(0, 0, -9.81, physicsClientId=self.client)
-        p.setTimeStep(self.time_step_s, physicsClientId=self.client)
-        # Deterministic contact ordering so one seed gives one outcome.
-        p.setPhysicsEngineParameter(deterministicOverlappingPairs=1, physicsClientId=self.client)
-        self.plane_id = self._create("loadURDF", "plane.urdf", [0, 0, -_TABLE_URDF_TOP])
-        self.table_id = self._create(
-            "loadURDF",
-            "table/table.urdf",
-            [TABLE_CENTER_X, 0, -_TABLE_URDF_TOP],
-            useFixedBase=True,
-        )
         self.model: SimRobotModel = robot_model(robot)
-        self._load_robot()
+        self._build_cell()
         if register:
             with _WORLDS_LOCK:
                 if name in _WORLDS:
@@ -158,6 +147,51 @@ class SimWorld:
         value = getattr(self._p, name)(*args, physicsClientId=self.client, **kwargs)
         self._recipe.append((name, args, kwargs, value))
         return value
+
+    def _build_cell(self) -> None:
+        """Physics settings, floor, table and arm at home: what every world holds before its objects."""
+        p = self._p
+        p.setGravity(0, 0, -9.81, physicsClientId=self.client)
+        p.setTimeStep(self.time_step_s, physicsClientId=self.client)
+        # Deterministic contact ordering so one seed gives one outcome.
+        p.setPhysicsEngineParameter(deterministicOverlappingPairs=1, physicsClientId=self.client)
+        self.plane_id = self._create("loadURDF", "plane.urdf", [0, 0, -_TABLE_URDF_TOP])
+        self.table_id = self._create(
+            "loadURDF",
+            "table/table.urdf",
+            [TABLE_CENTER_X, 0, -_TABLE_URDF_TOP],
+            useFixedBase=True,
+        )
+        self._load_robot()
+
+    def reset(self, seed: int = 0) -> None:
+        """Empty the cell for a new layout, as a fresh world built with ``seed`` would be: no objects or cameras,
+        the arm at home, the random draws (depth noise) restarted. The world keeps its name, its physics thread,
+        its simulated clock (stamps only move forward) and its step callbacks (the arm driver's controller), so
+        a running stack carries on with the new layout.
+
+        pybullet's ``resetSimulation`` followed by the same creation calls gives the same body ids and the same
+        physics as a new client; the render worker's mirror is rebuilt the same way.
+        """
+        with self._render_lock, self.lock:
+            self._check_open()
+            self._p.resetSimulation(physicsClientId=self.client)
+            self.rng = np.random.default_rng(seed)
+            self.objects.clear()
+            self._objects_by_body.clear()
+            self.cameras.clear()
+            self._recipe = []
+            self._movable_joints.clear()
+            self._render_cache.clear()
+            self._segmentation_cache.clear()
+            self._build_cell()
+            if self._render_worker is not None:
+                try:
+                    self._render_worker.reset()
+                except RenderWorkerError as error:
+                    self._worker_failed(error)
+            self._worker_recipe = 0
+        logger.info("%s reset (seed %d)", self, seed)
 
     # ------------------------------------------------------------------ robot
     def _load_robot(self) -> None:

@@ -232,6 +232,15 @@ class ArmDriverNode(LoggedNode):
         """Clear the controller's fault and restore the enable state."""
         return _answer(response, self.arm.recover, "recovered")
 
+    def new_scene(self, changed_at_s: float, **_: Any) -> None:
+        """The cell was reset between trials (nothing moving): a fault the last trial left is cleared, as the
+        operator does when resetting a real cell, so the next trial starts as on a fresh stack."""
+        fault = self.arm.fault() if self.arm.is_connected else None
+        if fault is not None:
+            self.get_logger().info(f"trial boundary: clearing the fault the last trial left ({fault.name}: "
+                                   f"{fault.message})")
+            self.arm.recover()
+
     # ----- actions ----------------------------------------------------------------------------------
 
     def _cancel_trajectory(self, goal_handle) -> CancelResponse:

@@ -298,6 +298,7 @@ class Bringup:
         self._context_started = False
         self.spin_error: BaseException | None = None
         self._released = threading.Event()  # the planners take tasks (every node ready, the recorder hearing all)
+        self._layout_seeded: list[str] = []  # task nodes whose E-TTS seed is the layout's (reseeded on a reset)
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> Bringup:
@@ -415,7 +416,49 @@ class Bringup:
                 system = system.with_parameters(projection.name, calibrations=calibrations)
         # E-TTS without a seed of its own draws from the layout seed, as the in-process trials do: a layout
         # errs the same way through the nodes and in process, and runs the same again.
-        return system.with_layout_seeded_reasoner()
+        seeded = system.with_layout_seeded_reasoner()
+        self._layout_seeded = [spec.name for spec in seeded.nodes if spec != system.node(spec.name)]
+        return seeded
+
+    def reset_scene(self, seed: int) -> None:
+        """Lay the simulated cell out again with ``seed`` (same scenario) and tell the nodes the trial boundary:
+        what a fresh bring-up with ``seed`` would give, without one (a batch runs its trials on one stack).
+
+        As an operator resets a real cell between trials: the arm must be idle, the objects are laid out anew
+        (:func:`robopin.sim.tasks.reset_scene`: the same layout, bodies and physics as a fresh world), the arm
+        waits at the observation pose. Then each node that keeps state of the scene starts over: the task
+        node's model backend is built again (its simulated errors drawn for this layout, E-TTS following the
+        layout seed reseeded) and frames taken before the reset are stale to it; the motion planner takes no
+        cloud captured before the reset. The recorder opens a bag per task anyway.
+        """
+        from robopin.sim.tasks import reset_scene
+
+        if self.scene is None or self.system.sim is None:
+            raise BringupError(f"system {self.system.name!r} has no simulated scene to reset")
+        busy = [f"{name}: {', '.join(node.busy())}" for name, node in self.nodes.items()
+                if callable(getattr(node, "busy", None)) and node.busy()]
+        if busy:
+            raise BringupError(f"cannot reset the scene while goals run ({'; '.join(busy)})")
+        world = self.scene.world
+        # Stepped only by the layout's own settling while it is built, as a fresh world is: the same rest poses.
+        rate = world.real_time_factor if world.running else None
+        world.stop()
+        try:
+            self.scene = reset_scene(self.scene, seed)
+        finally:
+            if rate is not None:
+                world.start(rate)
+        reset_at_s = time.time()  # the stamp clock of frames and clouds (wall time)
+        system = self.system.with_sim(seed=int(seed))
+        for name in self._layout_seeded:
+            reasoning = dict(system.node(name).parameters["reasoning"])
+            reasoning["reasoner"] = {**reasoning["reasoner"], "seed": int(seed)}
+            system = system.with_parameters(name, reasoning=reasoning)
+        self.system = system
+        for name, node in self.nodes.items():
+            if callable(getattr(node, "new_scene", None)):
+                node.new_scene(reset_at_s, layout_seed=int(seed) if name in self._layout_seeded else None)
+        logger.info("scene reset: %s seed %d", self.system.sim.scenario, seed)
 
     def _create(self, name: str, executable: str) -> Node:
         cls = node_class(executable)

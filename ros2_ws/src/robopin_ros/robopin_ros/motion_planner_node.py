@@ -288,6 +288,10 @@ class MotionPlannerNode(LoggedNode):
             self._finish_failed(goal_handle, refusal)
         return result
 
+    def new_scene(self, changed_at_s: float, **_: Any) -> None:
+        """The cell was laid out anew at ``changed_at_s`` (a trial boundary): older clouds show another scene."""
+        self.scene.forget_before(changed_at_s)
+
     # --- shutdown ---------------------------------------------------------------------------------
 
     def begin_shutdown(self) -> None:

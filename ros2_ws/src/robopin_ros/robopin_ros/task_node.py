@@ -31,6 +31,7 @@ from typing import Any
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import CancelResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.parameter import Parameter
 from robopin_interfaces.action import ExecuteTask, PickPlace
 from robopin_interfaces.msg import PinnedReasoning, Target3D
 from robopin_interfaces.srv import Instruct, ProjectPoints
@@ -693,6 +694,20 @@ class TaskNode(LoggedNode):
         """The named errors a simulated model drew per sample so far (empty for any other backend)."""
         with self._config_lock:
             return list(getattr(self._backend, "injected", ()))
+
+    def new_scene(self, changed_at_s: float, *, layout_seed: int | None = None) -> None:
+        """The cell was laid out anew at ``changed_at_s`` (a trial boundary; no task runs): frames taken before
+        then show another scene, and the model backend starts over as on a fresh stack (a simulated model's error
+        draws belong to a layout). ``layout_seed``: E-TTS follows the layout's seed (Bringup's rule)."""
+        if self.guard.active is not None:
+            raise RuntimeError(f"a task is running ({self.guard.active})")
+        if layout_seed is not None:
+            result = self.set_parameters([Parameter("reasoning.reasoner.seed", value=int(layout_seed))])[0]
+            if not result.successful:
+                raise RuntimeError(f"reseeding E-TTS for the new layout failed: {result.reason}")
+        else:
+            self._configure({name: nested_value(self, name) for name in _NESTED})
+        self.observer.not_before_s = max(self.observer.not_before_s, float(changed_at_s))
 
     def stop_tasks(self) -> None:
         """End the running task at its next check (the arm is told to stop) and start no new one."""

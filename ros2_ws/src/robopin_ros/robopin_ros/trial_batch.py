@@ -1,5 +1,6 @@
 """A batch of trials (``robopin trial``): the operator protocol and its front ends, the console, and the trials in
-order, each on a fresh sim stack or on the one stack of a real cell.
+order: a sim system's trials on one stack per system and scenario, its cell reset between them (or a fresh stack
+per trial, ``--fresh-stack``), a real cell's on its one stack.
 
 The command line (:mod:`robopin_ros.cli.trial`) plans the batch (systems, scenarios, seeds, judges) and runs it
 here.
@@ -78,6 +79,7 @@ class TrialBatch:
         self.operator = any(p.judge == "operator" for p in plan)
         self.console = self.link = None
         self.real_bringup = None
+        self.sim_stack: tuple[Any, Any] | None = None  # (key, Bringup): the sim stack trials run on, reset between
         self.references: dict[str, Path] = {}
         views = list(dict.fromkeys(v for p in plan for v in p.system.views))
         if answers is not None:
@@ -114,6 +116,7 @@ class TrialBatch:
     def close(self) -> None:
         """Wake anything waiting for the operator, stop the real cell's stack, the console and its link."""
         self.protocol.close()
+        self._close_sim_stack()
         if self.real_bringup is not None:
             self.real_bringup.close()
             self.real_bringup = None
@@ -251,10 +254,13 @@ class TrialBatch:
         printer = stage_printer(sys.stdout) if planned.judge == "operator" else None
         try:
             if system.is_sim:
-                # A fresh stack per trial: no frames, poses or goals carry over, as after power-cycling the cell.
-                with Bringup(system.with_sim(scenario=planned.scenario, seed=planned.seed)) as bringup:
+                bringup = self._sim_bringup(planned)
+                try:
                     outcome = run_trial(bringup, self.out, planned.trial_id, method=method, prepare=prepare,
                                         judge=judge, on_event=printer)
+                finally:
+                    if getattr(self.args, "fresh_stack", False):
+                        self._close_sim_stack()
             else:
                 if self.real_bringup is None:
                     self.real_bringup = Bringup(system).start()
@@ -270,6 +276,33 @@ class TrialBatch:
 
         summary, _ = read_trial(outcome.folder)
         return summary
+
+    def _sim_bringup(self, planned: PlannedTrial) -> Any:
+        """The sim stack for ``planned``: the running one reset to its layout when it runs the same system and
+        scenario (``Bringup.reset_scene``: the cell laid out anew, every node told the trial boundary), else a new
+        one. ``--fresh-stack`` brings a stack up per trial instead, as after power-cycling the cell."""
+        from robopin.system.task_run import BringupError
+        from robopin_ros.bringup import Bringup
+
+        key = (id(planned.system), planned.scenario)
+        if self.sim_stack is not None:
+            held, bringup = self.sim_stack
+            if held == key and bringup.running:
+                try:
+                    bringup.reset_scene(planned.seed)
+                    return bringup
+                except BringupError as error:  # a goal still running, a layout that does not fit: start afresh
+                    print(f"robopin trial: a new stack for {planned.trial_id} ({error})", file=sys.stderr, flush=True)
+            self._close_sim_stack()
+        bringup = Bringup(planned.system.with_sim(scenario=planned.scenario, seed=planned.seed)).start()
+        self.sim_stack = (key, bringup)
+        return bringup
+
+    def _close_sim_stack(self) -> None:
+        if self.sim_stack is not None:
+            _, bringup = self.sim_stack
+            self.sim_stack = None
+            bringup.close()
 
     def _prepare(self, planned: PlannedTrial, scenario: Any, bringup: Any, folder: Path, facts: dict) -> None:
         """Show the scene to set up, wait for "scene ready", keep the initial views."""

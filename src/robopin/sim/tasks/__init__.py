@@ -10,7 +10,14 @@ from robopin.sim.tasks.layouts import (
     Placement,
     layout_reach_m,
 )
-from robopin.sim.tasks.scene import Scene, build_scene, check_success, get_scene, observation_configuration
+from robopin.sim.tasks.scene import (
+    Scene,
+    build_scene,
+    check_success,
+    get_scene,
+    observation_configuration,
+    reset_scene,
+)
 from robopin.sim.tasks.spec import (
     SCENARIO_DIR,
     TASK_TYPES,
@@ -50,5 +57,6 @@ __all__ = [
     "load_scenario",
     "observation_configuration",
     "on_plate",
+    "reset_scene",
     "scenario_from_dict",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,27 +75,52 @@ def build_scene(
     """
     if isinstance(spec, str):
         spec = load_scenario(spec)
-    reach_m = layout_reach_m(robot or spec.robot)
+    robot = robot or spec.robot
+    name = world_name or f"{spec.name}-{seed}"
+    return _lay_out(spec, int(seed), robot, lambda: SimWorld(name, robot, seed=seed, register=register),
+                    register=register, max_layout_attempts=max_layout_attempts)
+
+
+def reset_scene(scene: Scene, seed: int, *, max_layout_attempts: int = 20) -> Scene:
+    """The same scenario laid out with ``seed`` in ``scene``'s world, as :func:`build_scene` lays it out in a fresh
+    one (same layout, bodies and physics): how a running stack moves on to its next trial, as an operator resets a
+    real cell. The world keeps its name, clock and attached backends; the new scene takes the old one's place in
+    the registry (the oracle finds it there). The caller makes sure the arm is idle.
+    """
+    world = scene.world
+
+    def emptied() -> SimWorld:
+        world.reset(seed)
+        return world
+
+    with _SCENES_LOCK:
+        registered = _SCENES.get(world.name) is scene
+    return _lay_out(scene.spec, int(seed), world.model.name, emptied, register=registered,
+                    max_layout_attempts=max_layout_attempts, keep_world=True)
+
+
+def _lay_out(spec: ScenarioSpec, seed: int, robot: str, empty_world: Callable[[], SimWorld], *, register: bool,
+             max_layout_attempts: int, keep_world: bool = False) -> Scene:
+    """Draw layouts until one fits and its goal does not already hold; ``empty_world()`` gives the world to fill."""
+    reach_m = layout_reach_m(robot)
     for attempt in range(max_layout_attempts):
-        rng = np.random.default_rng([int(seed), attempt])
+        rng = np.random.default_rng([seed, attempt])
         try:
             layout = LAYOUTS[spec.layout](rng, spec.layout_params, reach_m)
         except LayoutError:
             continue
-        scene = _populate(spec, int(seed), layout, world_name=world_name, robot=robot, register=register)
+        scene = _populate(spec, seed, layout, empty_world(), close_on_error=not keep_world)
         if not any(on_plate(scene.world, g.object, g.target)[0] for g in scene.task.goals):
             if register:
                 with _SCENES_LOCK:
                     _SCENES[scene.world.name] = scene
             return scene
-        scene.close()
+        if not keep_world:
+            scene.close()
     raise LayoutError(f"scenario {spec.name!r} seed {seed}: no layout fits after {max_layout_attempts} attempts")
 
 
-def _populate(
-    spec: ScenarioSpec, seed: int, layout: Layout, *, world_name: str | None, robot: str | None, register: bool
-) -> Scene:
-    world = SimWorld(world_name or f"{spec.name}-{seed}", robot or spec.robot, seed=seed, register=register)
+def _populate(spec: ScenarioSpec, seed: int, layout: Layout, world: SimWorld, *, close_on_error: bool) -> Scene:
     try:
         for placement in layout.placements:
             if placement.kind not in CATALOG:
@@ -144,7 +170,8 @@ def _populate(
         world.settle(2.0)
         initial = {name: world.object_center(name) for name in world.objects}
     except Exception:
-        world.close()
+        if close_on_error:
+            world.close()
         raise
     task = TaskSpec(spec.instruction, spec.task_type, layout.goals, layout.must_stay, dict(layout.roles))
     return Scene(spec, seed, world, task, layout, initial, observe_q)

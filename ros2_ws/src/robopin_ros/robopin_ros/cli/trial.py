@@ -16,8 +16,9 @@ judgements, failures by the judge's reason, judge/stack agreement, sub-goal prog
 ``--out`` holds one batch: a folder that already holds trials (an earlier batch, ``make demo`` runs) is refused
 unless ``--resume`` continues the batch there, since results.md counts every trial under it. ``--resume``
 continues a batch: finished trials are skipped and a trial that stopped while waiting for its judgement is asked
-again, not re-run. Sim systems get a fresh stack per trial; a real system is
-brought up once for the batch. Exit code: with the operator judging, 0 once every trial is judged;
+again, not re-run. A sim system is brought up once per scenario and its cell reset between trials (the layout
+of the next seed; every node told the trial boundary); ``--fresh-stack`` brings it up per trial instead. A real
+system is brought up once for the batch. Exit code: with the operator judging, 0 once every trial is judged;
 with the simulator judging, 0 when every trial succeeded.
 """
 
@@ -157,6 +158,9 @@ def register(subparsers) -> None:
     parser.add_argument("--out", default=None,
                         help="output folder of this batch (default: trials/trial-<time>); one that already holds "
                              "trials is refused without --resume")
+    parser.add_argument("--fresh-stack", action="store_true",
+                        help="bring a sim system up afresh for every trial (default: once per scenario, the cell "
+                             "reset between trials)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the batch in --out, counting every trial there: skip judged trials, ask "
                              "pending judgements again")
