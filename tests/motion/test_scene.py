@@ -133,3 +133,21 @@ def test_a_restamped_cloud_is_the_last_one_captured_later():
     assert len(keeper.world(now_s=5.0).points) == 2
     keeper.restamp_cloud(3.0)  # an older capture never makes the cloud older
     assert keeper.cloud_age_s(5.0) == pytest.approx(0.5)
+
+
+def test_a_cloud_from_before_the_scene_was_reset_is_stale_though_the_arm_never_moved():
+    # Between the trials of a batch on one stack the cell is laid out anew while the arm waits at the same
+    # observation pose: only the reset tells the keeper that the last cloud shows the previous layout.
+    keeper = _keeper(max_cloud_age_s=10.0, require_cloud=True, cloud_wait_s=0.0)
+    q_rest = keeper.robot.home.copy()
+    keeper.update_joint_state(1.0, q_rest)
+    keeper.update_cloud(np.array([[0.5, 0.0, 0.2]]), q_rest, stamp_s=2.0)
+    assert keeper.world(now_s=2.5).points is not None
+    keeper.forget_before(3.0)
+    with pytest.raises(StaleWorldError, match=r"captured 1\.00 s before the scene was reset"):
+        keeper.world(now_s=3.5)
+    keeper.restamp_cloud(2.5)  # the old points seen again before the reset: still the old scene
+    with pytest.raises(StaleWorldError, match="before the scene was reset"):
+        keeper.world(now_s=3.5)
+    keeper.update_cloud(np.array([[0.6, 0.1, 0.2], [0.6, 0.2, 0.2]]), q_rest, stamp_s=3.2)
+    assert len(keeper.world(now_s=3.5).points) == 2

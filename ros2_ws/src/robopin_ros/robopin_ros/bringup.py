@@ -420,9 +420,10 @@ class Bringup:
         self._layout_seeded = [spec.name for spec in seeded.nodes if spec != system.node(spec.name)]
         return seeded
 
-    def reset_scene(self, seed: int) -> None:
-        """Lay the simulated cell out again with ``seed`` (same scenario) and tell the nodes the trial boundary:
-        what a fresh bring-up with ``seed`` would give, without one (a batch runs its trials on one stack).
+    def reset_scene(self, seed: int, scenario: str | None = None) -> None:
+        """Lay the simulated cell out again with ``seed`` (and ``scenario``, one with the same cameras; default: the
+        running one) and tell the nodes the trial boundary: what a fresh bring-up with them would give, without one
+        (a batch runs its trials on one stack).
 
         As an operator resets a real cell between trials: the arm must be idle, the objects are laid out anew
         (:func:`robopin.sim.tasks.reset_scene`: the same layout, bodies and physics as a fresh world), the arm
@@ -431,7 +432,7 @@ class Bringup:
         layout seed reseeded) and frames taken before the reset are stale to it; the motion planner takes no
         cloud captured before the reset. The recorder opens a bag per task anyway.
         """
-        from robopin.sim.tasks import reset_scene
+        from robopin.sim.tasks import LayoutError, ScenarioError, reset_scene
 
         if self.scene is None or self.system.sim is None:
             raise BringupError(f"system {self.system.name!r} has no simulated scene to reset")
@@ -442,14 +443,17 @@ class Bringup:
         world = self.scene.world
         # Stepped only by the layout's own settling while it is built, as a fresh world is: the same rest poses.
         rate = world.real_time_factor if world.running else None
+        scenario = scenario or self.system.sim.scenario
+        system = self.system.with_sim(scenario=scenario, seed=int(seed))
         world.stop()
         try:
-            self.scene = reset_scene(self.scene, seed)
+            self.scene = reset_scene(self.scene, seed, system.scenario_path())
+        except (ScenarioError, LayoutError) as error:
+            raise BringupError(f"cannot reset the scene to {scenario} seed {seed}: {error}") from error
         finally:
             if rate is not None:
                 world.start(rate)
         reset_at_s = time.time()  # the stamp clock of frames and clouds (wall time)
-        system = self.system.with_sim(seed=int(seed))
         for name in self._layout_seeded:
             reasoning = dict(system.node(name).parameters["reasoning"])
             reasoning["reasoner"] = {**reasoning["reasoner"], "seed": int(seed)}
@@ -458,7 +462,7 @@ class Bringup:
         for name, node in self.nodes.items():
             if callable(getattr(node, "new_scene", None)):
                 node.new_scene(reset_at_s, layout_seed=int(seed) if name in self._layout_seeded else None)
-        logger.info("scene reset: %s seed %d", self.system.sim.scenario, seed)
+        logger.info("scene reset: %s seed %d", scenario, seed)
 
     def _create(self, name: str, executable: str) -> Node:
         cls = node_class(executable)

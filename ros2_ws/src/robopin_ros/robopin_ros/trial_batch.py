@@ -278,18 +278,19 @@ class TrialBatch:
         return summary
 
     def _sim_bringup(self, planned: PlannedTrial) -> Any:
-        """The sim stack for ``planned``: the running one reset to its layout when it runs the same system and
-        scenario (``Bringup.reset_scene``: the cell laid out anew, every node told the trial boundary), else a new
-        one. ``--fresh-stack`` brings a stack up per trial instead, as after power-cycling the cell."""
+        """The sim stack for ``planned``: the running one reset to its scenario and layout when it runs the same
+        system (``Bringup.reset_scene``: the cell laid out anew, every node told the trial boundary; a scenario with
+        other cameras needs a new stack), else a new one. ``--fresh-stack`` brings a stack up per trial instead, as
+        after power-cycling the cell."""
         from robopin.system.task_run import BringupError
         from robopin_ros.bringup import Bringup
 
-        key = (id(planned.system), planned.scenario)
+        key = id(planned.system)
         if self.sim_stack is not None:
             held, bringup = self.sim_stack
             if held == key and bringup.running:
                 try:
-                    bringup.reset_scene(planned.seed)
+                    bringup.reset_scene(planned.seed, planned.scenario)
                     return bringup
                 except BringupError as error:  # a goal still running, a layout that does not fit: start afresh
                     print(f"robopin trial: a new stack for {planned.trial_id} ({error})", file=sys.stderr, flush=True)

@@ -81,12 +81,22 @@ def build_scene(
                     register=register, max_layout_attempts=max_layout_attempts)
 
 
-def reset_scene(scene: Scene, seed: int, *, max_layout_attempts: int = 20) -> Scene:
-    """The same scenario laid out with ``seed`` in ``scene``'s world, as :func:`build_scene` lays it out in a fresh
-    one (same layout, bodies and physics): how a running stack moves on to its next trial, as an operator resets a
-    real cell. The world keeps its name, clock and attached backends; the new scene takes the old one's place in
-    the registry (the oracle finds it there). The caller makes sure the arm is idle.
+def reset_scene(scene: Scene, seed: int, spec: ScenarioSpec | str | None = None, *,
+                max_layout_attempts: int = 20) -> Scene:
+    """Scenario ``spec`` (default: ``scene``'s) laid out with ``seed`` in ``scene``'s world, as :func:`build_scene`
+    lays it out in a fresh one (same layout, bodies and physics): how a running stack moves on to its next trial, as
+    an operator resets a real cell. The world keeps its name, clock and attached backends; the new scene takes the
+    old one's place in the registry (the oracle finds it there). The caller makes sure the arm is idle.
+
+    A scenario whose cameras differ is refused (:class:`ScenarioError`): the stack's camera intrinsics, transforms
+    and calibrations were set up for the cameras it started with.
     """
+    spec = scene.spec if spec is None else (load_scenario(spec) if isinstance(spec, str) else spec)
+    differ = [what for what in ("static_camera", "wrist_camera", "depth_noise")
+              if getattr(spec, what) != getattr(scene.spec, what)]
+    if differ:
+        raise ScenarioError(f"scenario {spec.name!r} differs from {scene.spec.name!r} in {', '.join(differ)}: "
+                            "a running stack cannot switch to it (its cameras were set up for the first)")
     world = scene.world
 
     def emptied() -> SimWorld:
@@ -95,7 +105,7 @@ def reset_scene(scene: Scene, seed: int, *, max_layout_attempts: int = 20) -> Sc
 
     with _SCENES_LOCK:
         registered = _SCENES.get(world.name) is scene
-    return _lay_out(scene.spec, int(seed), world.model.name, emptied, register=registered,
+    return _lay_out(spec, int(seed), world.model.name, emptied, register=registered,
                     max_layout_attempts=max_layout_attempts, keep_world=True)
 
 

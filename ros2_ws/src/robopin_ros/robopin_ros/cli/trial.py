@@ -16,9 +16,9 @@ judgements, failures by the judge's reason, judge/stack agreement, sub-goal prog
 ``--out`` holds one batch: a folder that already holds trials (an earlier batch, ``make demo`` runs) is refused
 unless ``--resume`` continues the batch there, since results.md counts every trial under it. ``--resume``
 continues a batch: finished trials are skipped and a trial that stopped while waiting for its judgement is asked
-again, not re-run. A sim system is brought up once per scenario and its cell reset between trials (the layout
-of the next seed; every node told the trial boundary); ``--fresh-stack`` brings it up per trial instead. A real
-system is brought up once for the batch. Exit code: with the operator judging, 0 once every trial is judged;
+again, not re-run. A sim system is brought up once and its cell reset between trials (the next trial's scenario
+and layout; every node told the trial boundary); ``--fresh-stack`` brings it up per trial instead. A real system is
+brought up once for the batch. Exit code: with the operator judging, 0 once every trial is judged;
 with the simulator judging, 0 when every trial succeeded.
 """
 
@@ -81,18 +81,21 @@ def _trial(args: argparse.Namespace) -> int:
     from robopin_ros.trial_batch import PlannedTrial
 
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    # Seed-major order: a batch stopped early still has every task and system measured on the same seeds.
-    # "name@N" runs that scenario with seed N only (e.g. to re-run one trial).
+    # Seed-major order: a batch stopped early still has every task measured on the same seeds. With stacks kept
+    # across trials each system runs its trials in one block (one bring-up each); with --fresh-stack the systems
+    # alternate per seed too. "name@N" runs that scenario with seed N only (e.g. to re-run one trial).
     plan: list[PlannedTrial] = []
-    for seed in seeds:
-        for system in systems:
-            for scenario in args.scenarios:
-                name, _, pinned = scenario.rpartition("@") if "@" in scenario else (scenario, "", "")
-                if pinned and seed != seeds[0]:
-                    continue
-                trial_seed = int(pinned) if pinned else seed
-                trial_id = f"{system.robot}-{Path(name).stem}-seed{trial_seed:03d}"
-                plan.append(PlannedTrial(system, name, trial_seed, trial_id, judges[system.name]))
+    blocks = [systems] if args.fresh_stack else [[system] for system in systems]
+    for block in blocks:
+        for seed in seeds:
+            for system in block:
+                for scenario in args.scenarios:
+                    name, _, pinned = scenario.rpartition("@") if "@" in scenario else (scenario, "", "")
+                    if pinned and seed != seeds[0]:
+                        continue
+                    trial_seed = int(pinned) if pinned else seed
+                    trial_id = f"{system.robot}-{Path(name).stem}-seed{trial_seed:03d}"
+                    plan.append(PlannedTrial(system, name, trial_seed, trial_id, judges[system.name]))
     if not args.resume:
         refusal = _other_trials(out)
         if refusal:
@@ -159,8 +162,8 @@ def register(subparsers) -> None:
                         help="output folder of this batch (default: trials/trial-<time>); one that already holds "
                              "trials is refused without --resume")
     parser.add_argument("--fresh-stack", action="store_true",
-                        help="bring a sim system up afresh for every trial (default: once per scenario, the cell "
-                             "reset between trials)")
+                        help="bring a sim system up afresh for every trial (default: once, the cell reset "
+                             "between trials)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the batch in --out, counting every trial there: skip judged trials, ask "
                              "pending judgements again")
