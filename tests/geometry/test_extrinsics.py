@@ -159,3 +159,20 @@ def test_workspace_box():
 def test_bad_workspace_refused(lo, hi, message):
     with pytest.raises(WorkspaceError, match=message):
         WorkspaceBox(lo, hi)
+
+
+def test_a_pose_buffer_forgets_the_poses_before_a_teleport():
+    # A simulated cell reset between trials puts the arm at its start pose without motion: a frame taken just
+    # after must not be interpolated towards the pose before.
+    buffer = PoseBuffer()
+    before, after = np.eye(4), np.eye(4)
+    before[:3, 3] = [0.3, 0.0, 0.4]
+    after[:3, 3] = [0.5, 0.2, 0.3]
+    buffer.add(1.00, before)
+    buffer.add(1.05, after)
+    assert not np.allclose(buffer.lookup(1.04, 0.1), after)  # interpolated across the jump
+    buffer.forget_before(1.02)
+    np.testing.assert_allclose(buffer.lookup(1.04, 0.1), after)
+    assert len(buffer) == 1
+    with pytest.raises(StalePoseError):
+        buffer.lookup(0.9, 0.1)

@@ -157,6 +157,13 @@ class PoseBuffer:
             if len(self._stamps) > self.capacity:
                 del self._stamps[0], self._poses[0]
 
+    def forget_before(self, stamp_s: float) -> None:
+        """Drop the poses taken before ``stamp_s``: the arm was moved there without motion (a simulated cell reset
+        between trials teleports it), so no frame after then may be interpolated towards an older pose."""
+        with self._lock:
+            keep = bisect.bisect_left(self._stamps, stamp_s)
+            del self._stamps[:keep], self._poses[:keep]
+
     def latest(self) -> tuple[float, NDArray[np.float64]] | None:
         """``(stamp_s, T_base_ee)`` of the newest pose, or None when empty."""
         with self._lock:

@@ -13,10 +13,11 @@ so "in front of" in the tasks means larger x (nearer the static camera).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,7 +123,7 @@ class SimWorld:
         self._recipe: Recipe = []
         self._render_worker: RenderWorker | None = None
         self._worker_recipe = 0  # how much of the recipe the worker has replayed
-        self._render_lock = threading.Lock()  # orders worker renders and their depth-noise draws
+        self._render_lock = threading.RLock()  # orders worker renders and their depth-noise draws; held() nests
         self._movable_joints: dict[int, tuple[int, list[int]]] = {}  # body -> (joint count, movable joints)
         self._render_cache: dict[str, tuple[tuple, tuple]] = {}  # camera -> (state key, raw buffers)
         self._segmentation_cache: dict[str, tuple] = {}  # camera -> (raw segmentation buffer, body ids of it)
@@ -164,6 +165,13 @@ class SimWorld:
         )
         self._load_robot()
 
+    @contextlib.contextmanager
+    def held(self) -> Iterator[SimWorld]:
+        """No render, physics step or state read by another thread until the block ends: changes made in it (a
+        new layout) are seen whole. Takes the render lock first, as a render does."""
+        with self._render_lock, self.lock:
+            yield self
+
     def reset(self, seed: int = 0) -> None:
         """Empty the cell for a new layout, as a fresh world built with ``seed`` would be: no objects or cameras,
         the arm at home, the random draws (depth noise) restarted. The world keeps its name, its physics thread,
@@ -173,7 +181,7 @@ class SimWorld:
         pybullet's ``resetSimulation`` followed by the same creation calls gives the same body ids and the same
         physics as a new client; the render worker's mirror is rebuilt the same way.
         """
-        with self._render_lock, self.lock:
+        with self.held():
             self._check_open()
             self._p.resetSimulation(physicsClientId=self.client)
             self.rng = np.random.default_rng(seed)

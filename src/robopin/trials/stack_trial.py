@@ -108,7 +108,7 @@ def run_trial(bringup: Any, root: str | Path, trial_id: str, *, method: str = ""
 
 
 def _model_errors(bringup: Any) -> dict[str, Any]:
-    """The simulated model's drawn errors of this trial, by kind (a fresh stack per trial): empty unless one erred."""
+    """The simulated model's drawn errors of this trial, by kind (drawn afresh each trial): empty unless one erred."""
     samples = [e for node in bringup.nodes.values() if callable(getattr(node, "drawn_model_errors", None))
                for e in node.drawn_model_errors()]
     if not samples:

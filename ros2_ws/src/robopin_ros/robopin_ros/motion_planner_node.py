@@ -291,6 +291,9 @@ class MotionPlannerNode(LoggedNode):
     def new_scene(self, changed_at_s: float, **_: Any) -> None:
         """The cell was laid out anew at ``changed_at_s`` (a trial boundary): older clouds show another scene."""
         self.scene.forget_before(changed_at_s)
+        with self._state_lock:  # the arm was put at its start pose: a later cloud is masked with a later state
+            while self._joint_history and self._joint_history[0][0] < changed_at_s:
+                self._joint_history.popleft()
 
     # --- shutdown ---------------------------------------------------------------------------------
 

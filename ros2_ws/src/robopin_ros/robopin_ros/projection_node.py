@@ -265,6 +265,11 @@ class ProjectionNode(LoggedNode):
         self.get_logger().warning(f"view {view!r} has no calibration ({path} missing): its targets are refused")
         return None
 
+    def new_scene(self, changed_at_s: float, **_: Any) -> None:
+        """The cell was reset at ``changed_at_s`` (a trial boundary): the arm was put at its start pose without
+        moving there, so no later frame may take its pose from the poses before."""
+        self.poses.forget_before(changed_at_s)
+
     def _on_ee_pose(self, msg: PoseStamped) -> None:
         """Store the end-effector pose at its stamp."""
         stamp, T = conversions.pose_stamped_to_seconds_and_matrix(msg)

@@ -1,5 +1,5 @@
 """A batch of trials (``robopin trial``): the operator protocol and its front ends, the console, and the trials in
-order: a sim system's trials on one stack per system and scenario, its cell reset between them (or a fresh stack
+order: a sim system's trials on one stack, its cell reset between them (or a fresh stack
 per trial, ``--fresh-stack``), a real cell's on its one stack.
 
 The command line (:mod:`robopin_ros.cli.trial`) plans the batch (systems, scenarios, seeds, judges) and runs it
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PlannedTrial", "TrialBatch"]
+__all__ = ["PlannedTrial", "TrialBatch", "finish_batch", "progress_line", "trial_row", "write_results"]
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:
@@ -65,6 +65,49 @@ def _arm_prefix(system: Any) -> str:
     for node in system.nodes_running("arm_driver_node"):
         return str(node.parameters.get("prefix", ARM.prefix))
     return ARM.prefix
+
+
+def trial_row(summary: Any) -> dict[str, Any]:
+    """A finished trial's line in the batch table (the console's and the progress bar's)."""
+    from robopin.trials.judging import Judgement
+
+    judgement = Judgement.from_dict(summary.extra.get("judgement") or {"success": summary.success,
+                                                                       "reason": summary.failure})
+    stack = summary.extra.get("stack") or {}
+    said = ("success" if stack.get("success") else f"failure ({stack.get('failure', '')})") if stack else "–"
+    return {"trial_id": summary.trial_id, "task": summary.task, "success": summary.success,
+            "judgement": judgement.describe(), "stack": said}
+
+
+def progress_line(done: int, total: int, summary: Any, where: str = "") -> str:
+    row = trial_row(summary)
+    return f"{_bar(done, total)} {row['trial_id']}: {row['judgement']} (stack: {row['stack']}){where}"
+
+
+def write_results(out: Path, command: str) -> None:
+    """results.md and the report of every finished trial under ``out``."""
+    from robopin.trials import write_report
+    from robopin.trials.results import judged_results_markdown, load_summaries
+
+    summaries = load_summaries(out)
+    if summaries:
+        (out / "results.md").write_text(judged_results_markdown(summaries, command=command), encoding="utf-8")
+        write_report(out)
+
+
+def finish_batch(out: Path, plan: list[PlannedTrial], *, operator: bool) -> int:
+    """Show the results; the exit code: 0 once every trial is judged (an operator judging) or succeeded."""
+    from robopin.trials.results import load_summaries
+
+    results = out / "results.md"
+    if results.is_file():
+        print("\n" + results.read_text(encoding="utf-8"))
+        print(f"report: {out / 'report.html'}\nresults: {results}")
+    summaries = load_summaries(out)
+    if operator:
+        judged = {s.trial_id for s in summaries}
+        return 0 if all(p.trial_id in judged for p in plan) else 1
+    return 0 if summaries and all(s.success for s in summaries) else 1
 
 
 class TrialBatch:
@@ -129,50 +172,46 @@ class TrialBatch:
 
     # ------------------------------------------------------------------ results
     def write_results(self) -> None:
-        from robopin.trials import write_report
-        from robopin.trials.results import judged_results_markdown, load_summaries
-
-        summaries = load_summaries(self.out)
-        if summaries:
-            (self.out / "results.md").write_text(judged_results_markdown(summaries, command=self.command),
-                                                 encoding="utf-8")
-            write_report(self.out)
+        write_results(self.out, self.command)
 
     def _row(self, summary: Any) -> dict[str, Any]:
-        from robopin.trials.judging import Judgement
-
-        judgement = Judgement.from_dict(summary.extra.get("judgement") or {"success": summary.success,
-                                                                           "reason": summary.failure})
-        stack = summary.extra.get("stack") or {}
-        said = ("success" if stack.get("success") else f"failure ({stack.get('failure', '')})") if stack else "–"
-        return {"trial_id": summary.trial_id, "task": summary.task, "success": summary.success,
-                "judgement": judgement.describe(), "stack": said}
+        return trial_row(summary)
 
     # ------------------------------------------------------------------ the trials
-    def run(self) -> int:
-        from robopin.trials.judging import JudgementError, read_stack_verdict
+    def run_planned(self, planned: PlannedTrial) -> tuple[Any, bool]:
+        """``planned`` to its judged summary, and whether it was kept from before (``--resume``): kept, judged again
+        (stopped while waiting for its judgement) or run. An int instead of a summary: the system did not start
+        (reported; the exit code)."""
+        from robopin.trials.judging import read_stack_verdict
         from robopin.trials.log import read_trial
+
+        folder = self.out / planned.trial_id
+        summary, _ = read_trial(folder) if folder.is_dir() else (None, [])
+        if summary is not None and self.args.resume:
+            return summary, True
+        if folder.exists() and not self.args.resume:
+            raise SystemExit(f"robopin trial: {folder} exists; use --resume or another --out")
+        if folder.exists() and read_stack_verdict(folder) is not None:
+            return self._judge_again(planned, folder), False
+        if folder.exists():
+            shutil.rmtree(folder)  # a trial interrupted before its task ended: run it again
+        return self._run_one(planned), False
+
+    def run(self) -> int:
+        from robopin.trials.judging import JudgementError
         from robopin.trials.operator import OperatorClosedError
 
         done = 0
         for planned in self.plan:
             folder = self.out / planned.trial_id
-            summary, _ = read_trial(folder) if folder.is_dir() else (None, [])
             try:
-                if summary is not None and self.args.resume:
+                summary, kept = self.run_planned(planned)
+                if isinstance(summary, int):
+                    return summary  # the system did not start (reported)
+                if kept:
                     self.protocol.trial_done(self._row(summary))
                     done += 1
                     continue
-                if folder.exists() and not self.args.resume:
-                    raise SystemExit(f"robopin trial: {folder} exists; use --resume or another --out")
-                if folder.exists() and read_stack_verdict(folder) is not None:
-                    summary = self._judge_again(planned, folder)  # stopped while waiting for its judgement
-                else:
-                    if folder.exists():
-                        shutil.rmtree(folder)  # a trial interrupted before its task ended: run it again
-                    summary = self._run_one(planned)
-                    if isinstance(summary, int):
-                        return summary  # the system did not start (reported)
             except (OperatorClosedError, KeyboardInterrupt):
                 self.write_results()
                 again = self.command if "--resume" in self.command.split() else f"{self.command} --resume"
@@ -186,22 +225,10 @@ class TrialBatch:
                 return 2
             done += 1
             self.protocol.trial_done(self._row(summary))
-            verdict = self._row(summary)["judgement"]
-            print(f"{_bar(done, len(self.plan))} {planned.trial_id}: {verdict} (stack: {self._row(summary)['stack']})",
-                  flush=True)
+            print(progress_line(done, len(self.plan), summary), flush=True)
             self.write_results()
         self.write_results()
-        results = self.out / "results.md"
-        if results.is_file():
-            print("\n" + results.read_text(encoding="utf-8"))
-            print(f"report: {self.out / 'report.html'}\nresults: {results}")
-        from robopin.trials.results import load_summaries
-
-        summaries = load_summaries(self.out)
-        if self.operator:
-            judged = {s.trial_id for s in summaries}
-            return 0 if all(p.trial_id in judged for p in self.plan) else 1
-        return 0 if summaries and all(s.success for s in summaries) else 1
+        return finish_batch(self.out, self.plan, operator=self.operator)
 
     def _judge_again(self, planned: PlannedTrial, folder: Path) -> Any:
         from robopin.trials.judging import finish_judged_trial, read_stack_verdict, sim_judgement

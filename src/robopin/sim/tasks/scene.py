@@ -105,8 +105,9 @@ def reset_scene(scene: Scene, seed: int, spec: ScenarioSpec | str | None = None,
 
     with _SCENES_LOCK:
         registered = _SCENES.get(world.name) is scene
-    return _lay_out(spec, int(seed), world.model.name, emptied, register=registered,
-                    max_layout_attempts=max_layout_attempts, keep_world=True)
+    with world.held():  # cameras and the arm's state readers see the old layout or the new one, nothing between
+        return _lay_out(spec, int(seed), world.model.name, emptied, register=registered,
+                        max_layout_attempts=max_layout_attempts, keep_world=True)
 
 
 def _lay_out(spec: ScenarioSpec, seed: int, robot: str, empty_world: Callable[[], SimWorld], *, register: bool,

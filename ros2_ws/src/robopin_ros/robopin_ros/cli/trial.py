@@ -77,6 +77,13 @@ def _trial(args: argparse.Namespace) -> int:
             print("robopin trial: --judge-file answers for the operator; it needs --judge operator", file=sys.stderr)
             return 2
         judges[system.name] = judge
+    if args.workers < 1:
+        print(f"robopin trial: --workers must be at least 1, got {args.workers}", file=sys.stderr)
+        return 2
+    if (args.workers > 1 or args.ray_address) and set(judges.values()) != {"sim"}:
+        print("robopin trial: --workers and --ray-address run simulated systems judged by the simulator; an operator "
+              "judges one trial at a time on one cell", file=sys.stderr)
+        return 2
 
     from robopin_ros.trial_batch import PlannedTrial
 
@@ -104,6 +111,10 @@ def _trial(args: argparse.Namespace) -> int:
     command = "robopin trial " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["trial"] else sys.argv[1:])
     print(f"robopin trial: {len(plan)} trial(s) into {out} (ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']}), judged by "
           + ", ".join(sorted({p.judge for p in plan})), flush=True)
+    if args.workers > 1 or args.ray_address:
+        from robopin_ros.trial_workers import run_on_workers
+
+        return run_on_workers(args, out, plan, command=command, overrides=overrides)
     from robopin.trials.console import ConsoleError
     from robopin_ros.trial_batch import TrialBatch
 
@@ -161,6 +172,12 @@ def register(subparsers) -> None:
     parser.add_argument("--out", default=None,
                         help="output folder of this batch (default: trials/trial-<time>); one that already holds "
                              "trials is refused without --resume")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="run the trials on N Ray workers, each with its own ROS domain, world and stack (sim "
+                             "systems judged by the simulator; default 1: in this process, no Ray)")
+    parser.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                        help="run the workers on this Ray cluster (e.g. 10.0.0.5:6379, from `ray start --head`) "
+                             "instead of a local Ray bound to 127.0.0.1")
     parser.add_argument("--fresh-stack", action="store_true",
                         help="bring a sim system up afresh for every trial (default: once, the cell reset "
                              "between trials)")

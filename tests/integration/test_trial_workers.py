@@ -1,0 +1,132 @@
+"""``robopin trial … --workers N`` runs the batch on Ray actors, each with its own ROS domain, world and stack: the
+same verdicts as the batch in one process, a local Ray listening on loopback only, a worker killed mid-trial has its
+trial run again, and ``--ray-address`` runs the workers on a cluster started with ``ray start --head``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from robopin_ros.trial_workers import LOCAL_RAY_ENV
+
+from robopin.trials.log import read_trial
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+RAY = Path(sys.executable).with_name("ray")
+
+
+def _trial(*args: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "robopin.cli", "trial", *args], cwd=ROOT,
+                            env=env or dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _verdicts(out: Path, trials: list[str]) -> dict[str, tuple]:
+    found = {}
+    for trial in trials:
+        summary, _ = read_trial(out / trial)
+        assert summary is not None, f"{trial} not judged under {out}"
+        found[trial] = (summary.success, summary.failure, summary.extra.get("seed"))
+    return found
+
+
+def _listening(pid: int) -> set[str]:
+    """The addresses the process tree of ``pid`` listens on (TCP)."""
+    addresses = set()
+    try:
+        processes = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return addresses
+    for process in processes:
+        try:
+            addresses |= {c.laddr.ip for c in process.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return addresses
+
+
+def test_two_local_workers_judge_as_the_batch_in_one_process_and_listen_on_loopback_only(tmp_path):
+    trials = [f"panda-spatial-seed{s:03d}" for s in range(3)]
+    one = _trial("spatial", "--seeds", "3", "--system", "sim_panda", "--out", str(tmp_path / "one"))
+    out_one, err_one = one.communicate(timeout=900)
+    assert one.returncode == 0, out_one[-3000:] + err_one[-3000:]
+    two = _trial("spatial", "--seeds", "3", "--system", "sim_panda", "--workers", "2", "--out", str(tmp_path / "two"))
+    addresses: set[str] = set()
+    while two.poll() is None:  # sample what Ray's processes listen on while the batch runs
+        addresses |= _listening(two.pid)
+        time.sleep(0.5)
+    out_two, err_two = two.communicate(timeout=60)
+    log = out_two[-4000:] + err_two[-4000:]
+    assert two.returncode == 0, log
+    assert addresses and addresses <= {"127.0.0.1", "::1"}, addresses  # Ray's servers were found, on loopback
+    assert _verdicts(tmp_path / "one", trials) == _verdicts(tmp_path / "two", trials)
+    assert {"[worker 0]", "[worker 1]"} <= set(re.findall(r"\[worker \d\]", out_two)), log  # both took trials
+    domains = {re.search(r"ROS_DOMAIN_ID=(\d+)", (tmp_path / "two" / "workers" / f"worker-{i}.log").read_text())[1]
+               for i in (0, 1)}
+    assert len(domains) == 2 and os.environ["ROS_DOMAIN_ID"] not in domains, domains  # a domain of its own each
+    assert (tmp_path / "two" / "results.md").is_file()
+
+
+def test_a_worker_killed_mid_trial_has_its_trial_run_again_on_a_new_worker(tmp_path):
+    out = tmp_path / "batch"
+    batch = _trial("spatial", "--seeds", "2", "--system", "sim_panda", "--workers", "2", "--out", str(out))
+    log0 = out / "workers" / "worker-0.log"
+    deadline, killed = time.monotonic() + 600, None
+    while time.monotonic() < deadline and batch.poll() is None and killed is None:
+        text = log0.read_text(errors="replace") if log0.is_file() else ""
+        if "executing" in text:  # the task's motion has started: the worst moment
+            killed = int(re.search(r"worker 0 \(pid (\d+)", text)[1])
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.2)
+    stdout, stderr = batch.communicate(timeout=900)
+    log = stdout[-4000:] + stderr[-4000:]
+    assert killed is not None, log
+    assert batch.returncode == 0, log
+    assert re.search(r"worker 0 died running panda-spatial-seed00\d .*running it again on a new worker", stderr), log
+    assert "[worker 2]" in stdout, log  # the replacement ran it
+    for seed in (0, 1):
+        summary, _ = read_trial(out / f"panda-spatial-seed{seed:03d}")
+        assert summary is not None and summary.success, (seed, log)
+    assert not psutil.pid_exists(killed) or psutil.Process(killed).status() == psutil.STATUS_ZOMBIE
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_ray_address_runs_the_workers_on_a_cluster_started_with_ray_start(tmp_path):
+    port = _free_port()
+    env = {**os.environ, **LOCAL_RAY_ENV}
+    head = subprocess.Popen([str(RAY), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                             "--block"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out = tmp_path / "batch"
+        batch = _trial("spatial@0", "--system", "sim_panda", "--ray-address", f"127.0.0.1:{port}", "--out", str(out),
+                       env=env)
+        stdout, stderr = batch.communicate(timeout=900)
+        log = stdout[-4000:] + stderr[-4000:]
+        assert batch.returncode == 0, log
+        assert f"cluster 127.0.0.1:{port}" in stdout, log
+        summary, _ = read_trial(out / "panda-spatial-seed000")
+        assert summary is not None and summary.success, log
+        assert head.poll() is None, "the cluster went down with the batch"
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait(timeout=30)
