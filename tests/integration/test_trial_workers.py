@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -68,7 +69,7 @@ def test_two_local_workers_judge_as_the_batch_in_one_process_and_listen_on_loopb
     out_two, err_two = two.communicate(timeout=60)
     log = out_two[-4000:] + err_two[-4000:]
     assert two.returncode == 0, log
-    assert addresses and addresses <= {"127.0.0.1", "::1"}, addresses  # Ray's servers were found, on loopback
+    assert addresses and addresses <= {"127.0.0.1", "::1", "::ffff:127.0.0.1"}, addresses  # found, on loopback
     assert _verdicts(tmp_path / "one", trials) == _verdicts(tmp_path / "two", trials)
     assert {"[worker 0]", "[worker 1]"} <= set(re.findall(r"\[worker \d\]", out_two)), log  # both took trials
     domains = {re.search(r"ROS_DOMAIN_ID=(\d+)", (tmp_path / "two" / "workers" / f"worker-{i}.log").read_text())[1]
@@ -108,11 +109,18 @@ def _free_port() -> int:
 
 def test_ray_address_runs_the_workers_on_a_cluster_started_with_ray_start(tmp_path):
     port = _free_port()
-    env = {**os.environ, **LOCAL_RAY_ENV}
+    # A cluster of its own token (Ray's token authentication, as `ray start` sets up), on loopback.
+    env = {**os.environ, **LOCAL_RAY_ENV, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     head = subprocess.Popen([str(RAY), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
                              "--block"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
+        seen = []
+        for line in head.stdout:  # up once it says so (then it blocks, printing nothing more)
+            seen.append(line)
+            if "Ray runtime started" in line:
+                break
+        assert head.poll() is None, "".join(seen)
         out = tmp_path / "batch"
         batch = _trial("spatial@0", "--system", "sim_panda", "--ray-address", f"127.0.0.1:{port}", "--out", str(out),
                        env=env)

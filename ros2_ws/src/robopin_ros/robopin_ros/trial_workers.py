@@ -14,7 +14,8 @@ starts), placed on one machine or a cluster by the same code, and a dead one is 
 Loopback: a local Ray binds its servers to the node's address, which Ray takes from the route to the outside; with
 ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (``ray._private.services.get_node_ip_address``) it takes the loopback address
 instead, as it does on macOS and Windows, so nothing listens beyond this machine. On a cluster every node needs
-robopin installed at the same path, and ``--out`` on a filesystem every node shares.
+robopin installed at the same path, and ``--out`` on a filesystem every node shares; a cluster started with ``ray
+start`` authenticates by token (``~/.ray/auth_token`` or ``RAY_AUTH_TOKEN`` here, as on its nodes).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import collections
 import contextlib
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -93,10 +95,17 @@ def _start_ray(address: str | None, workers: int) -> Any:
     import ray
 
     if address:
+        # `ray start` clusters authenticate by token (Ray 2.60's default); a client sends it only in token mode.
+        token = os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or (
+            Path.home() / ".ray" / "auth_token").is_file()
+        if token and "RAY_AUTH_MODE" not in os.environ:
+            os.environ["RAY_AUTH_MODE"] = "token"
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     else:
         # As many CPUs as workers: an actor asks for one, and a stack is mostly waiting on its simulated motion.
-        ray.init(num_cpus=max(workers, 1), include_dashboard=False, log_to_driver=False, configure_logging=False)
+        # "local": a Ray of our own, never a cluster this machine happens to run (ray.init() would join that).
+        ray.init(address="local", num_cpus=max(workers, 1), include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
     return ray
 
 
@@ -161,6 +170,7 @@ def run_on_workers(args: argparse.Namespace, out: Path, plan: list[PlannedTrial]
                 if attempt < WORKER_ATTEMPTS:
                     print(f"robopin trial: worker {index} died running {planned.trial_id} ({type(error).__name__}); "
                           "running it again on a new worker", file=sys.stderr, flush=True)
+                    shutil.rmtree(out / planned.trial_id, ignore_errors=True)  # what it had recorded: incomplete
                     pending.appendleft((position, attempt + 1))
                 else:
                     lost.append(f"{planned.trial_id} (its worker died {attempt} times)")
