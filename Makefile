@@ -32,8 +32,9 @@ check-curobo: setup  ## on a machine with an NVIDIA GPU and cuRobo: contract tes
 demo: setup  ## the main job: simulated Panda workcell, every node in one process, spatial task as an ExecuteTask goal
 	$(VENV)/bin/robopin up config/sim_panda.yaml --demo
 
-# RoboPIN's three real-robot tasks x 20 seeds on the simulated Panda and xArm 6 with the oracle (long).
-TRIAL_ARGS ?= spatial multi_view long_horizon --seeds 20 --system sim_panda --system sim_xarm6 --out trials/oracle
+# RoboPIN's three real-robot tasks x 20 seeds on the simulated Panda and xArm 6 with the oracle, on two Ray workers
+# (11 min on 2 cores).
+TRIAL_ARGS ?= spatial multi_view long_horizon --seeds 20 --system sim_panda --system sim_xarm6 --workers 2 --out trials/oracle
 trial: setup  ## success table + failures by reason + stage timing: trials/oracle/results.md and report.html
 	$(VENV)/bin/robopin trial $(TRIAL_ARGS) --resume
 
