@@ -122,7 +122,7 @@ class TrialBatch:
         self.operator = any(p.judge == "operator" for p in plan)
         self.console = self.link = None
         self.real_bringup = None
-        self.sim_stack: tuple[Any, Any] | None = None  # (key, Bringup): the sim stack trials run on, reset between
+        self.sim_stack: tuple[Any, Any] | None = None  # (system, its Bringup): trials run on it, reset between
         self.references: dict[str, Path] = {}
         views = list(dict.fromkeys(v for p in plan for v in p.system.views))
         if answers is not None:
@@ -312,10 +312,9 @@ class TrialBatch:
         from robopin.system.task_run import BringupError
         from robopin_ros.bringup import Bringup
 
-        key = id(planned.system)
         if self.sim_stack is not None:
             held, bringup = self.sim_stack
-            if held == key and bringup.running:
+            if held is planned.system and bringup.running:
                 try:
                     bringup.reset_scene(planned.seed, planned.scenario)
                     return bringup
@@ -323,7 +322,7 @@ class TrialBatch:
                     print(f"robopin trial: a new stack for {planned.trial_id} ({error})", file=sys.stderr, flush=True)
             self._close_sim_stack()
         bringup = Bringup(planned.system.with_sim(scenario=planned.scenario, seed=planned.seed)).start()
-        self.sim_stack = (key, bringup)
+        self.sim_stack = (planned.system, bringup)
         return bringup
 
     def _close_sim_stack(self) -> None:
