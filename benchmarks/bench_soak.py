@@ -10,13 +10,20 @@ their ratio (the growth; the baseline is this run's own), every task's outcome b
 and how many of the bags the recorder closed open and read to the end with robopin.bags.TrialBag.
 Nothing passes or fails.
 
-Run: .venv/bin/python benchmarks/bench_soak.py [--tasks 100] [--baseline 10] [--system sim_panda]
+``--trials``: the same over a trial batch instead (``robopin trial spatial multi_view long_horizon`` on one stack,
+the simulated cell reset to the next layout between trials, every trial judged by the simulator): the batch
+process (every node in it) and its children (the recorder, the render worker) are read after each trial ends;
+printed as above, plus how many trials were judged and how many of their bags read to the end.
+
+Run: .venv/bin/python benchmarks/bench_soak.py [--tasks 100] [--baseline 10] [--system sim_panda] [--trials]
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import itertools
 import os
 import re
 import signal
@@ -68,17 +75,78 @@ def _readable(bag: Path) -> bool:
         return False
 
 
+def _trial_soak(args, env: dict[str, str], scratch: Path) -> int:
+    """``--tasks`` trials of one batch on one stack; figures read as each trial's judgement is written."""
+    from robopin.stats import summarize
+
+    seeds = -(-args.tasks // 3)  # three tasks per seed
+    out = scratch / "trials"
+    command = [*ROBOPIN, "trial", "spatial", "multi_view", "long_horizon", "--seeds", str(seeds), "--system",
+               args.system, "--no-console", "--out", str(out)]
+    log = (scratch / "trial.log").open("w")
+    started = time.monotonic()
+    batch = subprocess.Popen(command, cwd=scratch, env=env, stdout=log, stderr=subprocess.STDOUT)
+    samples: dict[str, list[tuple[float, int]]] = collections.defaultdict(list)
+    judged_at: list[float] = []
+    try:
+        while batch.poll() is None and len(judged_at) < args.tasks:
+            judged = len(list(out.glob("*/judgement.json"))) if out.is_dir() else 0
+            if judged > len(judged_at):
+                judged_at += [time.monotonic()] * (judged - len(judged_at))
+                processes = {"batch": batch.pid}
+                processes.update({f"child {pid}": pid for pid in _children(batch.pid)})
+                for name, pid in processes.items():
+                    with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a child that just ended
+                        samples[name].append(_process_figures(pid))
+                if judged % 10 == 0 or judged == 1:
+                    figures = ", ".join(f"{n} {s[-1][0]:.0f} MiB {s[-1][1]} fds" for n, s in samples.items() if s)
+                    print(f"trial {judged}: {time.monotonic() - started:.0f} s; {figures}", flush=True)
+            time.sleep(0.2)
+    finally:
+        if batch.poll() is None:
+            batch.send_signal(signal.SIGINT)
+        try:
+            batch.wait(120)
+        except subprocess.TimeoutExpired:
+            batch.kill()
+        log.close()
+    from robopin.trials.log import read_trial
+
+    folders = sorted(p.parent for p in out.glob("*/summary.json"))
+    judged = sum((f / "judgement.json").is_file() for f in folders)
+    successes = sum(bool(read_trial(f)[0].success) for f in folders)
+    bags = [f / read_trial(f)[0].bag for f in folders if read_trial(f)[0].bag]
+    readable = sum(_readable(bag) for bag in bags)
+    gaps = summarize([b - a for a, b in itertools.pairwise(judged_at)]) if len(judged_at) > 1 else None
+    print(f"\n{len(folders)} trials on one stack in {time.monotonic() - started:.0f} s; judged {judged}, "
+          f"succeeded {successes}" + (f"; trial time median {gaps.median:.2f} s, p95 {gaps.p95:.2f} s" if gaps else ""))
+    base = min(args.baseline, len(judged_at)) - 1
+    for name, series in samples.items():
+        if len(series) <= base:
+            print(f"{name}: {len(series)} reading(s) only (a child that did not live through the batch)")
+            continue
+        (rss0, fd0), (rss1, fd1) = series[base], series[-1]
+        print(f"{name}: resident {rss0:.0f} MiB at trial {base + 1} -> {rss1:.0f} MiB at trial {len(series)} "
+              f"(x{rss1 / rss0:.3f}); descriptors {fd0} -> {fd1} (x{fd1 / fd0:.3f}); "
+              f"max {max(s[0] for s in series):.0f} MiB")
+    print(f"bags: {readable}/{len(bags)} read to their end; batch exit {batch.returncode}; log {scratch / 'trial.log'}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--baseline", type=int, default=10, help="the task whose figures growth is measured from")
     parser.add_argument("--system", default="sim_panda")
     parser.add_argument("--domain", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0")) or 152)
+    parser.add_argument("--trials", action="store_true", help="soak a trial batch on one stack (robopin trial)")
     args = parser.parse_args()
     system = REPO_ROOT / "config" / f"{args.system}.yaml"
     env = {**os.environ, "ROS_DOMAIN_ID": str(args.domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
            "PYTHONUNBUFFERED": "1"}
     scratch = Path(tempfile.mkdtemp(prefix="robopin-soak-"))
+    if args.trials:
+        return _trial_soak(args, env, scratch)
     started = time.monotonic()
     log = (scratch / "up.log").open("w")
     up = subprocess.Popen([*ROBOPIN, "up", str(system), "--ready-timeout", "300"], cwd=scratch, env=env,

@@ -138,3 +138,45 @@ def test_ray_address_runs_the_workers_on_a_cluster_started_with_ray_start(tmp_pa
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait(timeout=30)
+
+
+def test_ctrl_c_on_a_batch_piped_to_tee_stops_every_worker_and_resume_finishes_it(tmp_path):
+    """Ctrl-C at the worst moment (a worker's arm moving) to ``robopin trial --workers 2 … 2>&1 | tee``: the whole
+    foreground group gets SIGINT, tee ends with it, so the batch's stop message meets a closed pipe. The batch must
+    still stop as Ctrl-C stops it (exit 130, no worker or Ray process left, nothing finished lost), and ``--resume``
+    must finish it."""
+    out, rc = tmp_path / "batch", tmp_path / "rc"
+    command = (f"{sys.executable} -m robopin.cli trial spatial --seeds 2 --system sim_panda --workers 2 "
+               f"--out {out} 2>&1 | tee {tmp_path / 'tee.log'}")
+    # A trap with a command (not '') leaves the pipeline's SIGINT at its default; the shell outlives it to write
+    # the batch's own exit status.
+    script = f"trap 'true' INT; {command}; echo ${{PIPESTATUS[0]}} > {rc}"
+    # A shell cannot undo a SIGINT ignored when it started (POSIX), as it is under a backgrounded test run: the
+    # dispositions are reset before bash is executed (Python ignores SIGPIPE too), as a terminal's group has them.
+    default_int = ("import os, signal, sys\n"
+                   "for number in (signal.SIGINT, signal.SIGPIPE):\n"
+                   "    signal.signal(number, signal.SIG_DFL)\n"
+                   "os.execvp('bash', ['bash', *sys.argv[1:]])")
+    shell = subprocess.Popen([sys.executable, "-c", default_int, "-c", script], cwd=ROOT, env=dict(os.environ),
+                             start_new_session=True)
+    logs = [out / "workers" / f"worker-{i}.log" for i in (0, 1)]
+    deadline, tree = time.monotonic() + 600, []
+    while time.monotonic() < deadline and shell.poll() is None:
+        if any("executing" in log.read_text(errors="replace") for log in logs if log.is_file()):
+            tree = psutil.Process(shell.pid).children(recursive=True)  # the batch, tee, Ray and its workers
+            os.killpg(shell.pid, signal.SIGINT)
+            break
+        time.sleep(0.2)
+    assert tree, "no worker started executing"
+    shell.wait(timeout=300)
+    tee_log = (tmp_path / "tee.log").read_text(errors="replace")
+    assert rc.read_text().strip() == "130", tee_log[-3000:]
+    time.sleep(2)  # Ray's last processes exit a moment after the driver
+    left = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, [(p.pid, p.name()) for p in left]
+    again = _trial("spatial", "--seeds", "2", "--system", "sim_panda", "--workers", "2", "--out", str(out), "--resume")
+    stdout, stderr = again.communicate(timeout=900)
+    assert again.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    for seed in (0, 1):
+        summary, _ = read_trial(out / f"panda-spatial-seed{seed:03d}")
+        assert summary is not None and summary.success, (seed, stdout[-3000:])

@@ -1,7 +1,8 @@
 """One pick-and-place task: check the targets, plan every phase against the scene, run them on an arm.
 
 The motion planner node adapts it to ROS (its PickPlace action, FollowJointTrajectory and GripperCommand
-goals); the in-process study runner adapts it to a simulated arm. Neither holds any of the steps below.
+goals); :class:`DirectArm` adapts it to an arm backend called directly (tests). Neither holds any of the steps
+below.
 Shape after cuRobo's split of a config built once (``MotionGenConfig``, here :class:`PickPlaceSettings`)
 from per-call options (``MotionGenPlanConfig``, here :class:`PickPlaceRequest`); the outcome carries its
 status and stage times as cuRobo's ``MotionGenResult`` does.

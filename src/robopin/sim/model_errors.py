@@ -169,9 +169,9 @@ def degraded_verdict(backend, score: YesNoScore, judged: str = "", layout_seed: 
     """E-TTS's reasoning verifier gives the wrong verdict at ``verifier_error``.
 
     The draw is a function of the backend's seed, the layout and the judged trace (``judged``), not of how
-    many verdicts came before: E-TTS asks for its verdicts concurrently, in no fixed order, and the node path
-    and the in-process trials must draw alike. The same trace gets the same verdict, as a model scoring
-    yes/no logprobs does.
+    many verdicts came before: E-TTS asks for its verdicts concurrently, in no fixed order, and a trial must
+    draw alike whatever ran before it. The same trace gets the same verdict, as a model scoring yes/no
+    logprobs does.
     """
     key = zlib.crc32(judged.encode("utf-8"))
     rng = np.random.default_rng([int(backend.config.seed) & 0xFFFFFFFF, int(layout_seed) & 0xFFFFFFFF, key, 1])

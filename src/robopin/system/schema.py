@@ -323,9 +323,8 @@ class SystemFile:
         """A sim system whose planners' E-TTS reasoner, when it has no seed of its own, has the layout seed.
 
         Unseeded, E-TTS leaves each request's sampling seed to the backend (the simulated model's configured
-        seed, the same for every layout) and draws its exploration from the OS: the simulated model errs
-        differently through the nodes than in process (:mod:`robopin.trials.inprocess`, which runs this
-        too), and a trial does not run the same twice. Real systems, and E-TTS with a seed, are unchanged.
+        seed, the same for every layout) and draws its exploration from the OS: a trial would not run the same
+        twice, nor on a kept stack as on a fresh one. Real systems, and E-TTS with a seed, are unchanged.
         """
         if self.sim is None or self.arguments:
             return self

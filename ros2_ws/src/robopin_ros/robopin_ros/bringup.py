@@ -414,8 +414,8 @@ class Bringup:
             calibrations = sim_calibrations(self.scene, system.views)
             for projection in system.nodes_running("projection_node"):
                 system = system.with_parameters(projection.name, calibrations=calibrations)
-        # E-TTS without a seed of its own draws from the layout seed, as the in-process trials do: a layout
-        # errs the same way through the nodes and in process, and runs the same again.
+        # E-TTS without a seed of its own draws from the layout seed: a layout errs the same way on a kept
+        # stack as on a fresh one, and runs the same again.
         seeded = system.with_layout_seeded_reasoner()
         self._layout_seeded = [spec.name for spec in seeded.nodes if spec != system.node(spec.name)]
         return seeded

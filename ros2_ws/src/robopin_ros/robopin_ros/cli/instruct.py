@@ -16,7 +16,6 @@ succeeded (``instruct``) or was canceled (``cancel``); 1 when it failed; 2 when 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import select
 import signal
@@ -24,6 +23,8 @@ import stat
 import sys
 import threading
 import time
+
+from robopin_ros.cli.output import PipeSafeOutput
 
 __all__ = ["register"]
 
@@ -41,46 +42,6 @@ def _utf8_instruction(text: str) -> str:
     except UnicodeEncodeError:  # argv bytes that are not UTF-8 arrive as surrogate escapes
         raise argparse.ArgumentTypeError("the instruction is not valid UTF-8 text") from None
     return text
-
-
-class _Output:
-    """A text stream that never raises: a closed pipe (``| head -c1``, Ctrl-C ending ``| tee``) stops the task.
-
-    The task belongs to this command however it ends (ARCHITECTURE.md, safety rules): nothing it prints may
-    raise before the cancel went out. On the first failed write, the stream's file descriptor is pointed at
-    /dev/null (Python's own advice for SIGPIPE, so its final flush at exit is quiet) and ``on_closed`` runs.
-    """
-
-    def __init__(self, stream, on_closed) -> None:
-        self._stream, self._on_closed = stream, on_closed
-        self.closed_pipe = False
-
-    def write(self, text: str) -> int:
-        if not self.closed_pipe:
-            try:
-                self._stream.write(text)
-                self._stream.flush()
-            except (OSError, ValueError):
-                self._closed()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.closed_pipe:
-            try:
-                self._stream.flush()
-            except (OSError, ValueError):
-                self._closed()
-
-    def _closed(self) -> None:
-        self.closed_pipe = True
-        self._on_closed()
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())
-            os.close(devnull)
-
-    def __getattr__(self, name: str):
-        return getattr(self._stream, name)
 
 
 def _watch_outputs(streams, on_closed, stop: threading.Event) -> None:
@@ -131,8 +92,8 @@ def _instruct(args: argparse.Namespace) -> int:
             # pipe its echo (a reader that left earlier stays the cause).
             why[0], code[0] = cause, exit_code
 
-    out = _Output(sys.stdout, lambda: request_stop("stdout closed", 128 + signal.SIGPIPE))
-    err = _Output(sys.stderr, lambda: request_stop("stderr closed", 128 + signal.SIGPIPE))
+    out = PipeSafeOutput(sys.stdout, lambda: request_stop("stdout closed", 128 + signal.SIGPIPE))
+    err = PipeSafeOutput(sys.stderr, lambda: request_stop("stderr closed", 128 + signal.SIGPIPE))
     sys.stdout, sys.stderr = out, err  # every print of this process, the node's log lines too
     outputs_done = threading.Event()
     threading.Thread(target=_watch_outputs, args=((sys.__stdout__, sys.__stderr__),

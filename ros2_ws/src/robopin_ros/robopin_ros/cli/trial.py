@@ -38,6 +38,11 @@ DEFAULT_SCENARIOS = ("spatial", "multi_view", "long_horizon")
 
 def _trial(args: argparse.Namespace) -> int:
     from robopin.env import apply_ros_environment, test_domain_id
+    from robopin_ros.cli.output import PipeSafeOutput
+
+    # A batch's record is its folder: a reader that went (Ctrl-C ends `| tee` with the batch) must not turn a
+    # print into an exception that loses the stop's own handling and exit code (130, resumable).
+    sys.stdout, sys.stderr = PipeSafeOutput(sys.stdout, lambda: None), PipeSafeOutput(sys.stderr, lambda: None)
     from robopin.system import SystemFileError, load_system, parse_argument_overrides
     from robopin.trials.judging import JudgementError, load_judge_file
 
