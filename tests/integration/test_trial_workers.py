@@ -17,8 +17,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from robopin_ros.trial_workers import LOCAL_RAY_ENV
 
+from robopin.distributed import LOCAL_RAY_ENV
 from robopin.trials.log import read_trial
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]

@@ -376,3 +376,34 @@ def test_bag_play_at_rate_0_exits_at_the_end_of_the_bag(demo_bag, tmp_path):
     assert f"replayed {playable} messages" in result.stderr and "end of the bag: stopping" in result.stderr, \
         result.stderr[-3000:]
     print(f"bag play --rate 0: {playable} messages, exited after {took:.1f} s")
+
+
+def test_a_folder_of_bags_replans_bag_by_bag_in_one_process_and_on_ray_workers_alike(demo_bag, long_horizon_bag,
+                                                                                      tmp_path):
+    """``bag replan <folder>`` replays every bag under it (a trial batch's folder), one line each, the worst exit
+    code of them; ``--workers 2`` does the same on a local Ray. A bag the recorder never closed is named, not
+    skipped."""
+    import shutil
+
+    folder = tmp_path / "batch"
+    shutil.copytree(demo_bag, folder / "spatial" / demo_bag.name)
+    shutil.copytree(long_horizon_bag, folder / "long_horizon" / long_horizon_bag.name)
+    unclosed = folder / "killed" / "task-unclosed"
+    shutil.copytree(demo_bag, unclosed)
+    (unclosed / "metadata.yaml").unlink()  # what a recorder killed mid-task leaves: chunks, no metadata
+    command = [sys.executable, "-m", "robopin.cli", "bag", "replan", str(folder), "--backend", "recorded",
+               "--tolerance-m", "0.002", "--tolerance-px", "0.5"]
+    lines = {}
+    for extra in ((), ("--workers", "2")):
+        result = subprocess.run([*command, *extra], cwd=tmp_path, env=dict(os.environ), capture_output=True,
+                                text=True, timeout=600)
+        log = result.stdout[-3000:] + result.stderr[-3000:]
+        assert result.returncode == 2, log  # one cannot replay: the worst code
+        found = sorted(line.split("] ", 1)[1] for line in result.stdout.splitlines() if line.startswith("["))
+        assert len(found) == 3, log
+        assert found[0].startswith("killed/task-unclosed: cannot replay:") and "bag recover" in found[0], found
+        assert found[1].startswith(f"long_horizon/{long_horizon_bag.name}: reproduced, "), found
+        assert found[2].startswith(f"spatial/{demo_bag.name}: reproduced, 1 step(s)"), found
+        assert "2/3 reproduced, 0 differ, 1 cannot replay" in result.stdout, log
+        lines[extra] = found
+    assert lines[()] == lines[("--workers", "2")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 __all__ = ["register"]
 
@@ -128,7 +129,12 @@ def _replan_reasoning(model_settings: dict, path: str):
     return ReasoningConfig.from_dict(values)
 
 
-def _replan(args: argparse.Namespace) -> int:
+def replan_one(bag: str, backend_path: str, reasoning_path: str, tolerance_px: float,
+               tolerance_m: float) -> dict:
+    """Replay one bag: ``{"bag", "code", "summary", "error"}`` with ``code`` one of the exit codes above and
+    ``summary`` the diff (:func:`robopin.bags.task_replay.summarize`), or ``error`` when it cannot replay.
+
+    Module-level and plain in, plain out, so Ray runs it as a task in a worker process."""
     import yaml
 
     from robopin.bags import BagNotFoundError, TrialBag
@@ -147,19 +153,45 @@ def _replan(args: argparse.Namespace) -> int:
     from robopin.vlm.errors import VLMError
 
     try:  # everything that decides whether a replay can run at all: exit 2 when it cannot
-        backend, model_settings = _replan_backend(args.backend)
-        config = _replan_reasoning(model_settings, args.reasoning)
-        with TrialBag(args.bag) as bag:
-            steps = recorded_steps(bag)
-            check_replay_inputs(bag, steps, need_targets=isinstance(backend, RecordedTextBackend))
-            projection = recorded_projection_config(bag)
+        backend, model_settings = _replan_backend(backend_path)
+        config = _replan_reasoning(model_settings, reasoning_path)
+        with TrialBag(bag) as opened:
+            steps = recorded_steps(opened)
+            check_replay_inputs(opened, steps, need_targets=isinstance(backend, RecordedTextBackend))
+            projection = recorded_projection_config(opened)
         planner = ReasoningLoopPlanner(backend, config, projection=projection)
-        replays = replay_with_planner(steps, planner, tolerance_px=args.tolerance_px, tolerance_m=args.tolerance_m)
+        replays = replay_with_planner(steps, planner, tolerance_px=tolerance_px, tolerance_m=tolerance_m)
     except (TaskReplayError, BagNotFoundError, ReplanConfigError, VLMError, ReasoningConfigError,
             yaml.YAMLError, OSError) as error:
-        print(f"robopin bag replan: cannot replay: {one_line(error)}", file=sys.stderr)
-        return REPLAN_CANNOT
+        return {"bag": bag, "code": REPLAN_CANNOT, "summary": None, "error": one_line(error)}
     summary = summarize(replays)
+    return {"bag": bag, "code": REPLAN_SAME if summary["identical"] else REPLAN_DIFFERS, "summary": summary,
+            "error": ""}
+
+
+def _is_bag(path: Path) -> bool:
+    """A rosbag2 folder (closed or not): what ``bag replan`` replays, as opposed to a folder of them."""
+    return any(path.glob("metadata.yaml")) or any(path.glob("*.mcap")) or any(path.glob("*.db3"))
+
+
+def _largest(summary: dict, args: argparse.Namespace) -> str:
+    return (f"largest differences {summary['max_target_error_m']:.2g} m, {summary['max_pixel_error']:.2g} px; "
+            f"tolerance {args.tolerance_m:g} m, {args.tolerance_px:g} px")
+
+
+def _replan(args: argparse.Namespace) -> int:
+    path = Path(args.bag)
+    if path.is_dir() and not _is_bag(path):
+        return _replan_folder(args, path)
+    if args.workers > 1 or args.ray_address:
+        print("robopin bag replan: --workers and --ray-address replay a folder of bags; this is one bag",
+              file=sys.stderr)
+        return REPLAN_CANNOT
+    result = replan_one(args.bag, args.backend, args.reasoning, args.tolerance_px, args.tolerance_m)
+    if result["code"] == REPLAN_CANNOT:
+        print(f"robopin bag replan: cannot replay: {result['error']}", file=sys.stderr)
+        return REPLAN_CANNOT
+    summary = result["summary"]
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -172,10 +204,59 @@ def _replan(args: argparse.Namespace) -> int:
                 print(f"    the replay produced {step['replayed_model']}")
             for difference in step["differences"]:
                 print(f"    {difference}")
-        largest = (f"largest differences {summary['max_target_error_m']:.2g} m, {summary['max_pixel_error']:.2g} px; "
-                   f"tolerance {args.tolerance_m:g} m, {args.tolerance_px:g} px")
+        largest = _largest(summary, args)
         print(f"identical within tolerance ({largest})" if summary["identical"] else f"differs ({largest})")
-    return REPLAN_SAME if summary["identical"] else REPLAN_DIFFERS
+    return result["code"]
+
+
+def _replan_folder(args: argparse.Namespace, folder: Path) -> int:
+    """Every bag under ``folder`` (a trial batch's, say), one line each as it finishes, on Ray with ``--workers``."""
+    import os
+
+    bags = sorted({p.parent for pattern in ("metadata.yaml", "*.mcap", "*.db3") for p in folder.rglob(pattern)})
+    if not bags:
+        print(f"robopin bag replan: no bags under {folder}", file=sys.stderr)
+        return REPLAN_CANNOT
+    # Absolute paths: a Ray worker does not run in this directory.
+    backend = args.backend if args.backend == "recorded" else os.path.abspath(args.backend)
+    reasoning = os.path.abspath(args.reasoning) if args.reasoning else ""
+    jobs = [(str(bag.resolve()), backend, reasoning, args.tolerance_px, args.tolerance_m) for bag in bags]
+    results: list[dict] = []
+
+    def report(result: dict) -> None:
+        results.append(result)
+        name = os.path.relpath(result["bag"], folder.resolve())
+        if result["code"] == REPLAN_CANNOT:
+            line = f"cannot replay: {result['error']}"
+        else:
+            summary = result["summary"]
+            verdict = "reproduced" if summary["identical"] else "differs"
+            line = f"{verdict}, {len(summary['steps'])} step(s) ({_largest(summary, args)})"
+        if not args.json:
+            print(f"[{len(results)}/{len(jobs)}] {name}: {line}", flush=True)
+
+    if args.workers > 1 or args.ray_address:
+        from robopin.distributed import start_ray
+
+        ray = start_ray(args.ray_address, args.workers)
+        try:
+            task = ray.remote(num_cpus=1)(replan_one)
+            pending = [task.remote(*job) for job in jobs]
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                report(ray.get(ready[0]))
+        finally:
+            ray.shutdown()
+    else:
+        for job in jobs:
+            report(replan_one(*job))
+    codes = [r["code"] for r in results]
+    if args.json:
+        print(json.dumps(sorted(results, key=lambda r: r["bag"]), indent=2))
+    else:
+        print(f"{codes.count(REPLAN_SAME)}/{len(codes)} reproduced, {codes.count(REPLAN_DIFFERS)} differ, "
+              f"{codes.count(REPLAN_CANNOT)} cannot replay")
+    return max(codes)
 
 
 def _xyz(point) -> str:
@@ -196,7 +277,8 @@ def register(subparsers) -> None:
     step.add_argument("--show", type=int, default=0, metavar="CHARS", help="print the decoded message (truncated)")
     step.set_defaults(func=_step)
     about = ("re-run the reasoning loop (dry run) on the recorded views and diff; exit 0 reproduced, 1 differs, "
-             "2 cannot replay (bag missing or lacking a topic, bad config, model unreachable)")
+             "2 cannot replay (bag missing or lacking a topic, bad config, model unreachable); given a folder, "
+             "every bag under it (the worst exit code of them)")
     replan = commands.add_parser("replan", help=about, description=about[0].upper() + about[1:] + ".")
     replan.add_argument("bag")
     replan.add_argument("--backend", required=True,
@@ -213,6 +295,11 @@ def register(subparsers) -> None:
                         help="a 3D target that moved more than this many metres differs (default: %(default)g; "
                              "the recorded backend reproduces a live bag's targets to float rounding, ~1e-16 m)")
     replan.add_argument("--json", action="store_true", help="print the diff as JSON")
+    replan.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="with a folder of bags (a trial batch's): replay them on N Ray workers (a local Ray on "
+                             "loopback; default 1: one after another in this process)")
+    replan.add_argument("--ray-address", default="", metavar="ADDRESS",
+                        help="with a folder of bags: replay them on this Ray cluster (from `ray start --head`)")
     replan.set_defaults(func=_replan)
     recover = commands.add_parser("recover", help="rebuild a killed recorder's bag (MCAP summary, footer, "
                                                   "metadata.yaml) from its complete chunks")

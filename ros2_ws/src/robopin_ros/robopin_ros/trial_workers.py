@@ -11,11 +11,8 @@ Why Ray (PyPI ``ray``): actors are processes with their own environment (a ROS d
 starts), placed on one machine or a cluster by the same code, and a dead one is reported by its future
 (``ray.exceptions.RayActorError``) rather than found by polling.
 
-Loopback: a local Ray binds its servers to the node's address, which Ray takes from the route to the outside; with
-``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (``ray._private.services.get_node_ip_address``) it takes the loopback address
-instead, as it does on macOS and Windows, so nothing listens beyond this machine. On a cluster every node needs
-robopin installed at the same path, and ``--out`` on a filesystem every node shares; a cluster started with ``ray
-start`` authenticates by token (``~/.ray/auth_token`` or ``RAY_AUTH_TOKEN`` here, as on its nodes).
+Ray is started by :func:`robopin.distributed.start_ray` (a local Ray on loopback, or the cluster at
+``--ray-address``); on a cluster ``--out`` must be on a filesystem every node shares.
 """
 
 from __future__ import annotations
@@ -29,14 +26,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from robopin.distributed import start_ray
 from robopin_ros.trial_batch import PlannedTrial, finish_batch, progress_line, write_results
 
-__all__ = ["LOCAL_RAY_ENV", "TrialWorker", "run_on_workers", "worker_domain"]
+__all__ = ["TrialWorker", "run_on_workers", "worker_domain"]
 
-LOCAL_RAY_ENV = {
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # servers on 127.0.0.1 (see the module docstring)
-    "RAY_USAGE_STATS_ENABLED": "0",  # no usage report sent out of the machine
-}
 WORKER_ATTEMPTS = 2  # a trial whose worker dies is run once more on a new worker
 
 
@@ -89,26 +83,6 @@ class TrialWorker:
         self.batch.close()
 
 
-def _start_ray(address: str | None, workers: int) -> Any:
-    for name, value in LOCAL_RAY_ENV.items():
-        os.environ.setdefault(name, value)
-    import ray
-
-    if address:
-        # `ray start` clusters authenticate by token (Ray 2.60's default); a client sends it only in token mode.
-        token = os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or (
-            Path.home() / ".ray" / "auth_token").is_file()
-        if token and "RAY_AUTH_MODE" not in os.environ:
-            os.environ["RAY_AUTH_MODE"] = "token"
-        ray.init(address=address, log_to_driver=False, configure_logging=False)
-    else:
-        # As many CPUs as workers: an actor asks for one, and a stack is mostly waiting on its simulated motion.
-        # "local": a Ray of our own, never a cluster this machine happens to run (ray.init() would join that).
-        ray.init(address="local", num_cpus=max(workers, 1), include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
-    return ray
-
-
 def run_on_workers(args: argparse.Namespace, out: Path, plan: list[PlannedTrial], *, command: str,
                    overrides: dict[str, str]) -> int:
     """Run ``plan`` on ``args.workers`` Ray actors; print progress, write results as trials finish; exit code as
@@ -130,7 +104,8 @@ def run_on_workers(args: argparse.Namespace, out: Path, plan: list[PlannedTrial]
         else:
             pending.append((position, 1))
     workers = max(1, min(int(args.workers), len(pending) or 1))
-    ray = _start_ray(args.ray_address, workers)
+    # As many CPUs as workers: an actor asks for one, and a stack is mostly waiting on its simulated motion.
+    ray = start_ray(args.ray_address, workers)
     base = int(os.environ["ROS_DOMAIN_ID"])
     actor_class = ray.remote(num_cpus=1, max_restarts=0)(TrialWorker)
     lost: list[str] = []
