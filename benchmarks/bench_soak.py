@@ -75,6 +75,42 @@ def _readable(bag: Path) -> bool:
         return False
 
 
+def _label(pid: int) -> str:
+    """A child process named by what it runs (the recorder, the render worker), as its command line says."""
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return f"child {pid}"
+    text = " ".join(w.decode(errors="replace") for w in words if w)
+    for marker, name in (("recorder", "recorder"), ("render", "render worker"), ("multiprocessing", "worker")):
+        if marker in text:
+            return f"{name} {pid}"
+    return f"child {pid} ({text[:60]})"
+
+
+def _stop(process: subprocess.Popen, log, timeout_s: float) -> None:
+    """Ctrl-C to the stack or batch, as an operator stops it; killed if it does not end in ``timeout_s``."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
+
+
+def _print_growth(samples: dict[str, list[tuple[float, int]]], base: int, unit: str) -> None:
+    """Each process's memory and descriptors at reading ``base`` and at the last, and their ratio (the growth)."""
+    for name, series in samples.items():
+        if len(series) <= base:
+            print(f"{name}: {len(series)} reading(s) only (a process that did not live through the run)")
+            continue
+        (rss0, fd0), (rss1, fd1) = series[base], series[-1]
+        print(f"{name}: resident {rss0:.0f} MiB at {unit} {base + 1} -> {rss1:.0f} MiB at {unit} {len(series)} "
+              f"(x{rss1 / rss0:.3f}); descriptors {fd0} -> {fd1} (x{fd1 / fd0:.3f}); "
+              f"max {max(s[0] for s in series):.0f} MiB")
+
+
 def _trial_soak(args, env: dict[str, str], scratch: Path) -> int:
     """``--tasks`` trials of one batch on one stack; figures read as each trial's judgement is written."""
     from robopin.stats import summarize
@@ -94,7 +130,7 @@ def _trial_soak(args, env: dict[str, str], scratch: Path) -> int:
             if judged > len(judged_at):
                 judged_at += [time.monotonic()] * (judged - len(judged_at))
                 processes = {"batch": batch.pid}
-                processes.update({f"child {pid}": pid for pid in _children(batch.pid)})
+                processes.update({_label(pid): pid for pid in _children(batch.pid)})
                 for name, pid in processes.items():
                     with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a child that just ended
                         samples[name].append(_process_figures(pid))
@@ -103,13 +139,7 @@ def _trial_soak(args, env: dict[str, str], scratch: Path) -> int:
                     print(f"trial {judged}: {time.monotonic() - started:.0f} s; {figures}", flush=True)
             time.sleep(0.2)
     finally:
-        if batch.poll() is None:
-            batch.send_signal(signal.SIGINT)
-        try:
-            batch.wait(120)
-        except subprocess.TimeoutExpired:
-            batch.kill()
-        log.close()
+        _stop(batch, log, 120)
     from robopin.trials.log import read_trial
 
     folders = sorted(p.parent for p in out.glob("*/summary.json"))
@@ -121,14 +151,7 @@ def _trial_soak(args, env: dict[str, str], scratch: Path) -> int:
     print(f"\n{len(folders)} trials on one stack in {time.monotonic() - started:.0f} s; judged {judged}, "
           f"succeeded {successes}" + (f"; trial time median {gaps.median:.2f} s, p95 {gaps.p95:.2f} s" if gaps else ""))
     base = min(args.baseline, len(judged_at)) - 1
-    for name, series in samples.items():
-        if len(series) <= base:
-            print(f"{name}: {len(series)} reading(s) only (a child that did not live through the batch)")
-            continue
-        (rss0, fd0), (rss1, fd1) = series[base], series[-1]
-        print(f"{name}: resident {rss0:.0f} MiB at trial {base + 1} -> {rss1:.0f} MiB at trial {len(series)} "
-              f"(x{rss1 / rss0:.3f}); descriptors {fd0} -> {fd1} (x{fd1 / fd0:.3f}); "
-              f"max {max(s[0] for s in series):.0f} MiB")
+    _print_growth(samples, base, "trial")
     print(f"bags: {readable}/{len(bags)} read to their end; batch exit {batch.returncode}; log {scratch / 'trial.log'}")
     return 0
 
@@ -179,12 +202,7 @@ def main() -> int:
                 print(f"task {index}/{args.tasks}: exit {done.returncode} in {task_s[-1]:.1f} s; {figures}",
                       flush=True)
     finally:
-        up.send_signal(signal.SIGINT)
-        try:
-            up.wait(60)
-        except subprocess.TimeoutExpired:
-            up.kill()
-        log.close()
+        _stop(up, log, 60)
     from robopin.stats import summarize
 
     base = min(args.baseline, len(task_s)) - 1
@@ -192,11 +210,7 @@ def main() -> int:
     print(f"\n{len(task_s)} tasks on one stack; task time median {times.median:.2f} s, p95 {times.p95:.2f} s, "
           f"max {times.max:.2f} s")
     print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
-    for name, series in samples.items():
-        (rss0, fd0), (rss1, fd1) = series[base], series[-1]
-        print(f"{name}: resident {rss0:.0f} MiB at task {base + 1} -> {rss1:.0f} MiB at task {len(series)} "
-              f"(x{rss1 / rss0:.3f}); descriptors {fd0} -> {fd1} (x{fd1 / fd0:.3f}); "
-              f"max {max(s[0] for s in series):.0f} MiB")
+    _print_growth(samples, base, "task")
     bags = sorted(p for p in (scratch / "trials" / "bags").glob("*") if p.is_dir())
     readable = sum(_readable(bag) for bag in bags)
     print(f"bags: {readable}/{len(bags)} read to their end")
