@@ -1,10 +1,8 @@
-"""E-TTS through every node on the layouts that once ran a wrong object (issue #38).
+"""E-TTS through every node with the erring simulated model ``robopin`` (RoboPIN's measured error rates).
 
-``tts:=etts`` on the simulated model ``robopin`` (RoboPIN's measured error rates) once picked and placed the other
-duck on spatial layout 6 and picked a brick already on its plate on long-horizon layout 1: unseeded, E-TTS drew
-its exploration from the OS, the simulated verifier judged the history with the trace, and a rejected batch could
-be explored or run. With a verifier that never errs no trace whose answer is wrong may be chosen, and every error
-the trial counts is one its search log shows drawn for a trace.
+Spatial layout 6 and long-horizon layout 1 draw answers on the wrong object: with a verifier that never errs no
+trace whose answer is wrong may be chosen, and every error the trial counts is one its search log shows drawn for a
+trace. With the verifier erring, a layout draws the same whatever ran on the stack before it.
 """
 
 from __future__ import annotations

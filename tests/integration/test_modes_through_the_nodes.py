@@ -3,7 +3,7 @@ node, judged by the simulator as ``robopin trial`` judges.
 
 xArm 6 layout 8 holds two yellow cubes outside the plates: the oracle's plan repeats the cube's action, and each
 run of it grounds to the first cube not on the plate yet. Panda layout 1003 (held out) holds two yellow lego bricks
-and a duck: R^3 names a lego brick twice. Both used to end ``invalid_plan`` / ``invalid_subtask`` (issue #35).
+and a duck: R^3 names a lego brick twice.
 """
 
 from __future__ import annotations
