@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
+import numbers
+from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["Setting", "described", "setting"]
+__all__ = ["Setting", "check_fields", "described", "fraction", "positive", "setting"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,3 +46,23 @@ def setting(default: Any, text: str, *, min: float | None = None, max: float | N
 def described(config: Any) -> dict[str, Setting]:
     """The described fields of a config dataclass (class or instance), in declaration order."""
     return {f.name: f.metadata["setting"] for f in dataclasses.fields(config) if "setting" in f.metadata}
+
+
+def positive(value: Any) -> bool:
+    """A finite number above zero (a bool is not a number here)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def fraction(value: Any) -> bool:
+    """A number in [0, 1]."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and 0.0 <= value <= 1.0
+
+
+def check_fields(config: Any, names: Iterable[str], ok: Callable[[Any], bool], error: type[Exception],
+                 requirement: str, *, prefix: str = "") -> None:
+    """Refuse the first of ``names`` whose value in ``config`` fails ``ok``: ``error("<prefix><name> must be
+    <requirement>, got <value>")``. One check for the many config fields that share a rule."""
+    for name in names:
+        value = getattr(config, name)
+        if not ok(value):
+            raise error(f"{prefix}{name} must be {requirement}, got {value!r}")

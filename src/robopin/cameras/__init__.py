@@ -3,58 +3,8 @@
 Backends are imported lazily through :func:`make_camera`, so importing this package needs no camera SDK.
 """
 
-from robopin.cameras.base import (
-    CAMERAS,
-    Camera,
-    CameraBackendUnavailableError,
-    CameraConfig,
-    CameraConfigError,
-    CameraDescription,
-    CameraError,
-    CameraNotFoundError,
-    CameraReadError,
-    CameraTimeoutError,
-    DeviceAlreadyConnectedError,
-    DeviceNotConnectedError,
-    Frame,
-    StreamProfile,
-    UnknownCameraTypeError,
-    camera_class,
-    camera_config_class,
-    camera_config_from_dict,
-    make_camera,
-)
-from robopin.cameras.snapshot import (
-    SNAPSHOT_REFUSALS,
-    MultiViewSnapshot,
-    SnapshotConfig,
-    SnapshotError,
-    SnapshotSynchronizer,
-)
+from robopin.cameras import base, snapshot
+from robopin.cameras.base import *  # noqa: F403 -- the package exports what its modules export
+from robopin.cameras.snapshot import *  # noqa: F403
 
-__all__ = [
-    "CAMERAS",
-    "SNAPSHOT_REFUSALS",
-    "Camera",
-    "CameraBackendUnavailableError",
-    "CameraConfig",
-    "CameraConfigError",
-    "CameraDescription",
-    "CameraError",
-    "CameraNotFoundError",
-    "CameraReadError",
-    "CameraTimeoutError",
-    "DeviceAlreadyConnectedError",
-    "DeviceNotConnectedError",
-    "Frame",
-    "MultiViewSnapshot",
-    "SnapshotConfig",
-    "SnapshotError",
-    "SnapshotSynchronizer",
-    "StreamProfile",
-    "UnknownCameraTypeError",
-    "camera_class",
-    "camera_config_class",
-    "camera_config_from_dict",
-    "make_camera",
-]
+__all__ = base.__all__ + snapshot.__all__

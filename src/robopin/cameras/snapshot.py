@@ -26,6 +26,7 @@ from typing import Protocol
 import numpy as np
 
 from robopin.cameras.base import CameraError, Frame
+from robopin.settings import check_fields, positive
 
 __all__ = [
     "SNAPSHOT_REFUSALS",
@@ -81,10 +82,8 @@ class SnapshotConfig:
         object.__setattr__(self, "views", views)
         if not views or len(set(views)) != len(views) or not all(isinstance(v, str) and v for v in views):
             raise ValueError(f"views must be distinct non-empty names, got {list(views)}")
-        for name in ("sync_tolerance_s", "max_age_s", "arm_pose_tolerance_s"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        check_fields(self, ("sync_tolerance_s", "max_age_s", "arm_pose_tolerance_s"), positive, ValueError,
+                     "a positive number of seconds")
         if self.history < 1:
             raise ValueError(f"history must be at least 1 frame, got {self.history!r}")
 

@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from robopin.geometry.camera_model import CameraModel, pixel_rays
 from robopin.geometry.transforms import transform_points
-from robopin.settings import setting
+from robopin.settings import check_fields, positive, setting
 
 __all__ = ["CROSS_VIEW_RULES", "CrossViewConfig", "CrossViewError", "CrossViewVerdict", "ViewDepth", "same_object"]
 
@@ -75,10 +75,9 @@ class CrossViewConfig:
     def __post_init__(self) -> None:
         if self.rule not in CROSS_VIEW_RULES:
             raise CrossViewError(f"cross-view rule {self.rule!r} is unknown; expected one of {CROSS_VIEW_RULES}")
-        for name in ("radius_m", "voxel_m", "plane_distance_m", "cluster_eps_m", "pin_snap_m", "support_tolerance_m"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise CrossViewError(f"cross-view {name} must be a positive number of metres, got {value!r}")
+        check_fields(self, ("radius_m", "voxel_m", "plane_distance_m", "cluster_eps_m", "pin_snap_m",
+                            "support_tolerance_m"), positive, CrossViewError, "a positive number of metres",
+                     prefix="cross-view ")
         if not 0 < self.max_plane_tilt_deg < 90:
             raise CrossViewError(f"cross-view max_plane_tilt_deg must be in (0, 90), got {self.max_plane_tilt_deg!r}")
         if not isinstance(self.min_cluster_points, int) or self.min_cluster_points < 1:

@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from robopin.geometry.camera_model import CameraModel
 from robopin.geometry.reasons import RefusalReason
-from robopin.settings import setting
+from robopin.settings import check_fields, fraction, setting
 
 __all__ = [
     "DepthConfig",
@@ -75,10 +75,7 @@ class DepthConfig:
                 f"depth range must satisfy 0 <= min_depth_m < max_depth_m < inf, "
                 f"got [{self.min_depth_m}, {self.max_depth_m}]"
             )
-        for name in ("min_valid_fraction", "min_surface_fraction"):
-            value = getattr(self, name)
-            if not 0 <= value <= 1:
-                raise DepthError(f"{name} must be a fraction in [0, 1], got {value}")
+        check_fields(self, ("min_valid_fraction", "min_surface_fraction"), fraction, DepthError, "a fraction in [0, 1]")
         if not 0.5 < self.centre_majority <= 1:
             raise DepthError(f"centre_majority must be in (0.5, 1], got {self.centre_majority}")
         if self.edge_gap_m <= 0 or self.edge_gap_relative < 0:

@@ -48,12 +48,17 @@ class TransformError(ValueError):
     """A matrix, quaternion or angle set that is not a valid rigid transform or rotation."""
 
 
+def _finite(a: ArrayLike, shape: tuple[int, ...], name: str, what: str) -> NDArray[np.float64]:
+    a = np.asarray(a, dtype=np.float64)
+    if a.shape != shape:
+        raise TransformError(f"{name} must be {what}, got shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise TransformError(f"{name} contains non-finite values: {a.tolist()}")
+    return a
+
+
 def _as_rotation(R: ArrayLike, name: str = "R") -> NDArray[np.float64]:
-    R = np.asarray(R, dtype=np.float64)
-    if R.shape != (3, 3):
-        raise TransformError(f"{name} must be a 3x3 rotation matrix, got shape {R.shape}")
-    if not np.all(np.isfinite(R)):
-        raise TransformError(f"{name} contains non-finite values: {R.tolist()}")
+    R = _finite(R, (3, 3), name, "a 3x3 rotation matrix")
     err = np.abs(R @ R.T - np.eye(3)).max()
     if err > _ORTHONORMAL_TOL:
         raise TransformError(f"{name} is not orthonormal (max |R R^T - I| = {err:.3g}, expected < {_ORTHONORMAL_TOL})")
@@ -65,11 +70,7 @@ def _as_rotation(R: ArrayLike, name: str = "R") -> NDArray[np.float64]:
 
 def as_transform(T: ArrayLike, name: str = "T") -> NDArray[np.float64]:
     """Return ``T`` as a validated 4x4 float64 rigid transform (raises :class:`TransformError`)."""
-    T = np.asarray(T, dtype=np.float64)
-    if T.shape != (4, 4):
-        raise TransformError(f"{name} must be a 4x4 homogeneous matrix, got shape {T.shape}")
-    if not np.all(np.isfinite(T)):
-        raise TransformError(f"{name} contains non-finite values: {T.tolist()}")
+    T = _finite(T, (4, 4), name, "a 4x4 homogeneous matrix")
     if not np.allclose(T[3], (0.0, 0.0, 0.0, 1.0), atol=1e-9):
         raise TransformError(f"{name} bottom row must be [0, 0, 0, 1], got {T[3].tolist()}")
     _as_rotation(T[:3, :3], name=f"rotation part of {name}")

@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from robopin.motion.errors import MotionConfigError
-from robopin.settings import setting
+from robopin.settings import check_fields, positive, setting
 
 
 @dataclass
@@ -40,16 +40,8 @@ class GraspConfig:
     max_normal_tilt_rad: float = 0.6  # normals tilted more than this from vertical fall back to top-down
 
     def __post_init__(self) -> None:
-        for name in (
-            "pre_grasp_distance_m",
-            "lift_height_m",
-            "pre_place_distance_m",
-            "retreat_distance_m",
-            "object_height_m",
-        ):
-            value = getattr(self, name)
-            if not (np.isfinite(value) and value > 0.0):
-                raise MotionConfigError(f"GraspConfig.{name} must be > 0 m, got {value}")
+        check_fields(self, ("pre_grasp_distance_m", "lift_height_m", "pre_place_distance_m", "retreat_distance_m",
+                            "object_height_m"), positive, MotionConfigError, "> 0 m", prefix="GraspConfig.")
         for name in ("grasp_depth_m", "place_clearance_m", "min_tcp_height_m", "centring_radius_m", "max_centring_m"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0.0):

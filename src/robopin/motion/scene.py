@@ -19,7 +19,7 @@ from robopin.geometry.workspace import WorkspaceBox
 from robopin.motion.errors import MotionConfigError, MotionError
 from robopin.motion.robot import RobotModel
 from robopin.motion.world import CollisionWorld
-from robopin.settings import setting
+from robopin.settings import check_fields, positive, setting
 
 
 class StaleWorldError(MotionError):
@@ -47,10 +47,8 @@ class SceneConfig:
                                                     "this, rad", min=0.0)
 
     def __post_init__(self) -> None:
-        for name in ("robot_mask_padding_m", "voxel_size_m", "max_cloud_age_s", "arm_still_tolerance_rad"):
-            value = getattr(self, name)
-            if not (np.isfinite(value) and value > 0.0):
-                raise MotionConfigError(f"SceneConfig.{name} must be > 0, got {value}")
+        check_fields(self, ("robot_mask_padding_m", "voxel_size_m", "max_cloud_age_s", "arm_still_tolerance_rad"),
+                     positive, MotionConfigError, "> 0", prefix="SceneConfig.")
         if not (np.isfinite(self.cloud_wait_s) and self.cloud_wait_s >= 0.0):
             raise MotionConfigError(f"SceneConfig.cloud_wait_s must be >= 0 s, got {self.cloud_wait_s}")
 

@@ -6,6 +6,7 @@ Planners return the one :class:`~robopin.robots.trajectory.JointTrajectory` the 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,6 +70,13 @@ def _check_pose(T: NDArray[np.float64], name: str) -> NDArray[np.float64]:
     return T
 
 
+def _box_size(size_m: Sequence[float], what: str) -> tuple[float, float, float]:
+    size = tuple(float(s) for s in size_m)
+    if len(size) != 3 or not all(np.isfinite(s) and s > 0.0 for s in size):
+        raise MotionConfigError(f"{what} size_m must be three positive lengths, got {size_m}")
+    return size  # type: ignore[return-value]
+
+
 @dataclass
 class Box:
     """A box obstacle: full edge lengths ``size_m`` (x, y, z) centred at ``T_base_box``."""
@@ -78,10 +86,7 @@ class Box:
     T_base_box: NDArray[np.float64]
 
     def __post_init__(self) -> None:
-        size = tuple(float(s) for s in self.size_m)
-        if len(size) != 3 or not all(np.isfinite(s) and s > 0.0 for s in size):
-            raise MotionConfigError(f"box {self.name!r} size_m must be three positive lengths, got {self.size_m}")
-        self.size_m = size  # type: ignore[assignment]
+        self.size_m = _box_size(self.size_m, f"box {self.name!r}")
         self.T_base_box = _check_pose(self.T_base_box, f"box {self.name!r} T_base_box")
 
 
@@ -94,10 +99,5 @@ class AttachedObject:
     T_ee_object: NDArray[np.float64]
 
     def __post_init__(self) -> None:
-        size = tuple(float(s) for s in self.size_m)
-        if len(size) != 3 or not all(np.isfinite(s) and s > 0.0 for s in size):
-            raise MotionConfigError(
-                f"attached object {self.name!r} size_m must be three positive lengths, got {self.size_m}"
-            )
-        self.size_m = size  # type: ignore[assignment]
+        self.size_m = _box_size(self.size_m, f"attached object {self.name!r}")
         self.T_ee_object = _check_pose(self.T_ee_object, f"attached object {self.name!r} T_ee_object")

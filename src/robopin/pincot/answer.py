@@ -18,11 +18,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from robopin.pincot.trace import AnswerPoint, Issue
 
+_BAD = object()  # a key whose value does not convert (an issue is recorded)
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|python)?[ \t]*\n?(?P<body>.*?)(?:```|$)", re.DOTALL)
 _POINT_BLOCK = re.compile(r"<\s*point\s*>(?P<body>.*?)<\s*/\s*point\s*>", re.DOTALL | re.IGNORECASE)
 _TUPLE = re.compile(r"\(\s*(?P<x>-?\d+(?:\.\d+)?)\s*,\s*(?P<y>-?\d+(?:\.\d+)?)\s*\)")
@@ -116,32 +118,33 @@ class _Reader:
             else:
                 self.reading.strings.append(value.strip())
 
+    def _first(self, keys: dict[str, Any], names: Sequence[str], convert: Callable[[Any], Any], complaint: str) -> Any:
+        """The first of ``names`` in ``keys``, converted (None when none is there); ``_BAD``, with ``complaint`` (its
+        ``{key}`` and ``{value}`` filled in) recorded as an issue, when its value does not convert."""
+        for key in names:
+            if key in keys:
+                converted = convert(keys[key])
+                if converted is None:
+                    self.reading.errors.append(Issue("bad_answer", complaint.format(key=key, value=keys[key])))
+                    return _BAD
+                return converted
+        return None
+
     def mapping(self, value: dict[str, Any], depth: int) -> None:
         keys = {str(k).lower(): v for k, v in value.items()}
         label = keys.get("label")
         label = str(label) if label is not None else None
         ident = keys.get("id")
         ident = str(ident).strip() if ident is not None else None
-        img_idx = None
-        for key in VIEW_KEYS:
-            if key in keys:
-                img_idx = _int_or_none(keys[key])
-                if img_idx is None:
-                    self.reading.errors.append(
-                        Issue("bad_answer", f"answer view {key}={keys[key]!r} is not an integer view index")
-                    )
-                    return
-                break
-        for key in POINT_KEYS:
-            if key in keys:
-                pair = _pair(keys[key])
-                if pair is None:
-                    self.reading.errors.append(
-                        Issue("bad_answer", f"answer {key}={keys[key]!r} is not a [x, y] pair of numbers")
-                    )
-                    return
-                self.reading.points.append(AnswerPoint(pair[0], pair[1], img_idx, label, ident))
-                return
+        img_idx = self._first(keys, VIEW_KEYS, _int_or_none, "answer view {key}={value!r} is not an integer view index")
+        if img_idx is _BAD:
+            return
+        pair = self._first(keys, POINT_KEYS, _pair, "answer {key}={value!r} is not a [x, y] pair of numbers")
+        if pair is _BAD:
+            return
+        if pair is not None:
+            self.reading.points.append(AnswerPoint(pair[0], pair[1], img_idx, label, ident))
+            return
         for key in BOX_KEYS:
             if key in keys:
                 box = keys[key]

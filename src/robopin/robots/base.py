@@ -48,6 +48,7 @@ from robopin.robots.state import (
     JointState,
 )
 from robopin.robots.trajectory import JointTrajectory, min_jerk_move
+from robopin.settings import check_fields, positive
 
 __all__ = [
     "ARMS",
@@ -128,17 +129,8 @@ class ArmConfig(RegisteredConfig, registry=ARMS):
             raise ArmConfigError(f"safety must be a SafetyConfig or a mapping, got {type(self.safety).__name__}")
         if self.robot not in available_descriptions():
             raise ArmConfigError(f"robot {self.robot!r} has no description; expected one of {available_descriptions()}")
-        for name in (
-            "goal_tolerance_rad",
-            "gripper_speed_m_s",
-            "gripper_force_n",
-            "still_speed_rad_s",
-            "stop_timeout_s",
-            "still_window_s",
-        ):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0.0):
-                raise ArmConfigError(f"{name} must be a finite number > 0, got {value}")
+        check_fields(self, ("goal_tolerance_rad", "gripper_speed_m_s", "gripper_force_n", "still_speed_rad_s",
+                            "stop_timeout_s", "still_window_s"), positive, ArmConfigError, "a finite number > 0")
 
 
 class Execution:

@@ -24,6 +24,7 @@ from robopin.robots.errors import ArmConfigError, ArmConnectionError, ArmFault, 
 from robopin.robots.scheduling import caller_scheduling_kept
 from robopin.robots.state import GripperResult, GripperState, JointState
 from robopin.robots.trajectory import JointTrajectory
+from robopin.settings import check_fields, positive
 
 logger = logging.getLogger(__name__)
 
@@ -114,16 +115,8 @@ class FrankaArmConfig(ArmConfig):
                 f"torque_thresholds_nm needs 7 values and force_thresholds_n 6, got "
                 f"{len(self.torque_thresholds_nm)} and {len(self.force_thresholds_n)}"
             )
-        for name in (
-            "waypoint_spacing_s",
-            "poll_period_s",
-            "settle_timeout_s",
-            "motion_start_timeout_s",
-            "recovery_check_s",
-        ):
-            value = getattr(self, name)
-            if not value > 0.0:
-                raise ArmConfigError(f"{name} must be > 0, got {value}")
+        check_fields(self, ("waypoint_spacing_s", "poll_period_s", "settle_timeout_s", "motion_start_timeout_s",
+                            "recovery_check_s"), positive, ArmConfigError, "> 0")
 
 
 class PathProgress:

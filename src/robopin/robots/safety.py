@@ -10,7 +10,6 @@ scaling. :class:`Watchdog` stops a running motion when commands or state go stal
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +21,7 @@ from robopin.robots.description import RobotDescription
 from robopin.robots.errors import ArmConfigError, Reason, SafetyViolationError
 from robopin.robots.state import JointState
 from robopin.robots.trajectory import JointTrajectory
+from robopin.settings import check_fields, positive
 
 logger = logging.getLogger(__name__)
 
@@ -63,22 +63,11 @@ class SafetyConfig:
             raise ArmConfigError(
                 f"workspace_min_m {self.workspace_min_m} must be below workspace_max_m {self.workspace_max_m}"
             )
-        for name in ("speed_scale", "velocity_fraction", "acceleration_fraction"):
-            value = getattr(self, name)
-            if not 0.0 < value <= 1.0:
-                raise ArmConfigError(f"{name} must be in (0, 1], got {value}")
-        for name in (
-            "max_joint_jump_rad",
-            "start_tolerance_rad",
-            "max_tcp_speed_m_s",
-            "max_duration_s",
-            "state_max_age_s",
-            "command_timeout_s",
-            "fk_check_step_s",
-        ):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0.0):
-                raise ArmConfigError(f"{name} must be a finite number > 0, got {value}")
+        check_fields(self, ("speed_scale", "velocity_fraction", "acceleration_fraction"),
+                     lambda value: positive(value) and value <= 1.0, ArmConfigError, "in (0, 1]")
+        check_fields(self, ("max_joint_jump_rad", "start_tolerance_rad", "max_tcp_speed_m_s", "max_duration_s",
+                            "state_max_age_s", "command_timeout_s", "fk_check_step_s"),
+                     positive, ArmConfigError, "a finite number > 0")
         if not 0.0 <= self.position_margin_rad < 0.5:
             raise ArmConfigError(f"position_margin_rad must be in [0, 0.5), got {self.position_margin_rad}")
         if self.collision_sensitivity not in range(6):

@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from robopin.pincot.coords import pixel_index_to_normalized
 from robopin.pincot.trace import AnswerPoint
 from robopin.pincot.writer import TraceWriter, format_answer_json, format_trace
+from robopin.settings import check_fields, fraction
 from robopin.sim.grounding import Grounding, GroundingError, ground_instruction
 from robopin.sim.render import RenderedView, project
 from robopin.sim.selfcheck import place_points
@@ -156,10 +157,8 @@ class OracleErrors:
     def __post_init__(self) -> None:
         if self.point_jitter_px < 0:
             raise ValueError(f"point_jitter_px must be >= 0, got {self.point_jitter_px}")
-        for name in ("wrong_id_probability", "malformed_tag_probability", "wrong_target_probability"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        check_fields(self, ("wrong_id_probability", "malformed_tag_probability", "wrong_target_probability"),
+                     fraction, ValueError, "in [0, 1]")
         object.__setattr__(self, "missing_views", tuple(int(v) for v in self.missing_views))
 
     @classmethod

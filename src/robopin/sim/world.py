@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -67,23 +68,58 @@ class SimObject:
     """Footprint (m) along the object's own x and y axes; grasps close across the smaller one."""
 
 
-_WORLDS: dict[str, SimWorld] = {}
-_WORLDS_LOCK = threading.Lock()
+T = TypeVar("T")
+
+
+class ByName(Generic[T]):
+    """Objects registered by name in this process, safe across threads: the worlds, and the scene laid out on each
+    (how backends built from a name in a system file find them). ``missing`` words the refusal of an unknown name."""
+
+    def __init__(self, missing: str, error: type[Exception]) -> None:
+        self._missing, self._error = missing, error
+        self._items: dict[str, T] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> T:
+        with self._lock:
+            if name not in self._items:
+                raise self._error(f"{self._missing} {name!r}; registered: {sorted(self._items)}")
+            return self._items[name]
+
+    def add(self, name: str, item: T, *, replace: bool = False) -> bool:
+        """Register ``item``; False (and nothing changed) when the name is taken and ``replace`` is not set."""
+        with self._lock:
+            if name in self._items and not replace:
+                return False
+            self._items[name] = item
+            return True
+
+    def holds(self, name: str, item: T) -> bool:
+        with self._lock:
+            return self._items.get(name) is item
+
+    def discard(self, name: str, item: T) -> None:
+        """Unregister ``name`` if ``item`` is what it names (a newer one under the name stays)."""
+        with self._lock:
+            if self._items.get(name) is item:
+                del self._items[name]
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._items)
+
+
+_WORLDS: ByName[SimWorld] = ByName("no simulated world named", UnknownNameError)
 
 
 def get_world(name: str) -> SimWorld:
     """Return the registered world called ``name`` (sim backends attach to their world this way)."""
-    with _WORLDS_LOCK:
-        try:
-            return _WORLDS[name]
-        except KeyError:
-            raise UnknownNameError(f"no simulated world named {name!r}; registered: {sorted(_WORLDS)}") from None
+    return _WORLDS.get(name)
 
 
 def registered_worlds() -> list[str]:
     """Names of the worlds registered in this process."""
-    with _WORLDS_LOCK:
-        return sorted(_WORLDS)
+    return _WORLDS.names()
 
 
 class SimWorld:
@@ -131,12 +167,9 @@ class SimWorld:
         p.setAdditionalSearchPath(pybullet_data.getDataPath(), physicsClientId=self.client)
         self.model: SimRobotModel = robot_model(robot)
         self._build_cell()
-        if register:
-            with _WORLDS_LOCK:
-                if name in _WORLDS:
-                    p.disconnect(self.client)
-                    raise SimWorldError(f"a simulated world named {name!r} is already registered; close it first")
-                _WORLDS[name] = self
+        if register and not _WORLDS.add(name, self):
+            p.disconnect(self.client)
+            raise SimWorldError(f"a simulated world named {name!r} is already registered; close it first")
         self._registered = register
         logger.info("%s created", self)
 
@@ -889,9 +922,7 @@ class SimWorld:
                 self._p.disconnect(physicsClientId=self.client)
         self.stop_render_worker()  # after _closed: a worker still starting in the background sees it
         if self._registered:
-            with _WORLDS_LOCK:
-                if _WORLDS.get(self.name) is self:
-                    del _WORLDS[self.name]
+            _WORLDS.discard(self.name, self)
 
     def __enter__(self) -> SimWorld:
         return self

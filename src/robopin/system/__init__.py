@@ -9,29 +9,8 @@
 No rclpy here: ``robopin_ros.bringup`` runs a system, ``launch/robopin.launch.py`` launches one.
 """
 
+from robopin.system import schema
 from robopin.system.loading import load_system, system_from_dict
-from robopin.system.schema import (
-    NODE_EXECUTABLES,
-    Argument,
-    NodeSpec,
-    SimSpec,
-    SystemFile,
-    SystemFileError,
-    TaskSpec,
-    parse_argument_overrides,
-    resolve_system_path,
-)
+from robopin.system.schema import *  # noqa: F403 -- the package exports what the schema exports
 
-__all__ = [
-    "NODE_EXECUTABLES",
-    "Argument",
-    "NodeSpec",
-    "SimSpec",
-    "SystemFile",
-    "SystemFileError",
-    "TaskSpec",
-    "load_system",
-    "parse_argument_overrides",
-    "resolve_system_path",
-    "system_from_dict",
-]
+__all__ = [*schema.__all__, "load_system", "system_from_dict"]  # noqa: PLE0604

@@ -18,9 +18,11 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
+
+from robopin.registry import config_fields
 
 __all__ = [
     "FAILURE_REASONS",
@@ -64,8 +66,20 @@ class JudgementError(ValueError):
         self.code = code
 
 
+class _Record:
+    """A verdict as a trial's JSON record holds it; keys a newer record adds are ignored when it is read."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        known = config_fields(cls)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
 @dataclasses.dataclass(frozen=True)
-class StackVerdict:
+class StackVerdict(_Record):
     """What the stack itself said about a trial: its task result and, in simulation, the world check.
 
     ``failure`` is the stack's named reason (``grasp_missed``, ``depth_hole``, ``task_timeout``…),
@@ -82,17 +96,9 @@ class StackVerdict:
     goals_reached: int | None = None
     goals_total: int | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> StackVerdict:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in fields})
-
 
 @dataclasses.dataclass(frozen=True)
-class Judgement:
+class Judgement(_Record):
     """The verdict a trial is counted by. ``judge``: operator or sim; ``source``: who answered."""
 
     success: bool
@@ -109,14 +115,6 @@ class Judgement:
     def failure(self) -> str:
         """The named failure the trial log records (empty on success)."""
         return "" if self.success else self.reason
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Judgement:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in fields})
 
     def describe(self) -> str:
         """One line for the terminal and the console's table."""

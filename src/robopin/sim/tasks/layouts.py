@@ -204,16 +204,7 @@ def layout_spatial(
         placements.append(Placement(f"plate_{k}", "plate", spot, 0.0, str(c), r))
         plates.append(f"plate_{k}")
     _distractors(rng, sampler, params, placements)
-    roles = {
-        "target": "duck_0",
-        "other_duck": "duck_1",
-        "toy_a": toy_a,
-        "toy_b": toy_b,
-        "place": plates[1],
-        "plate_first": plates[0],
-        "plate_last": plates[2],
-    }
-    return Layout(tuple(placements), (PlaceGoal("duck_0", plates[1]),), ("duck_1",), roles)
+    return _duck_layout(placements, plates[1], toy_a, toy_b, plate_first=plates[0], plate_last=plates[2])
 
 
 def layout_multi_view(
@@ -246,15 +237,13 @@ def layout_multi_view(
     other_plate = sampler.jitter(toy_x - 0.12, toy_y - side * 0.24, plate_r, 0.03)
     placements.append(Placement("plate_1", "plate", other_plate, 0.0, str(colors[1]), plate_r))
     _distractors(rng, sampler, params, placements)
-    roles = {
-        "target": "duck_0",
-        "other_duck": "duck_1",
-        "toy_a": toy_a,
-        "toy_b": toy_b,
-        "place": "plate_0",
-        "other_plate": "plate_1",
-    }
-    return Layout(tuple(placements), (PlaceGoal("duck_0", "plate_0"),), ("duck_1",), roles)
+    return _duck_layout(placements, "plate_0", toy_a, toy_b, other_plate="plate_1")
+
+
+def _duck_layout(placements: list[Placement], place: str, toy_a: str, toy_b: str, **roles: str) -> Layout:
+    """A duck task's layout: ``duck_0`` goes onto ``place``; ``duck_1``, its look-alike, stays where it is."""
+    roles = {"target": "duck_0", "other_duck": "duck_1", "toy_a": toy_a, "toy_b": toy_b, "place": place, **roles}
+    return Layout(tuple(placements), (PlaceGoal("duck_0", place),), ("duck_1",), roles)
 
 
 def layout_long_horizon(

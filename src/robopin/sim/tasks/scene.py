@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ from robopin.sim.tasks.errors import LayoutError, ScenarioError
 from robopin.sim.tasks.layouts import LAYOUTS, Layout, layout_reach_m
 from robopin.sim.tasks.spec import ScenarioSpec, WristCameraConfig, load_scenario
 from robopin.sim.tasks.success import GoalResult, SuccessReport, TaskSpec, on_plate
-from robopin.sim.world import TABLE_TOP_Z, SimWorld, look_at
+from robopin.sim.world import TABLE_TOP_Z, ByName, SimWorld, look_at
 
 
 @dataclass
@@ -33,9 +32,7 @@ class Scene:
     camera_names: tuple[str, ...] = ("static", "wrist")
 
     def close(self) -> None:
-        with _SCENES_LOCK:
-            if _SCENES.get(self.world.name) is self:
-                del _SCENES[self.world.name]
+        _SCENES.discard(self.world.name, self)
         self.world.close()
 
     def __enter__(self) -> Scene:
@@ -45,17 +42,12 @@ class Scene:
         self.close()
 
 
-_SCENES: dict[str, Scene] = {}
-_SCENES_LOCK = threading.Lock()
+_SCENES: ByName[Scene] = ByName("no scene registered on world", ScenarioError)
 
 
 def get_scene(world_name: str) -> Scene:
     """The scene built (registered) on the world called ``world_name``: how the oracle backend finds its task."""
-    with _SCENES_LOCK:
-        try:
-            return _SCENES[world_name]
-        except KeyError:
-            raise ScenarioError(f"no scene registered on world {world_name!r}; registered: {sorted(_SCENES)}") from None
+    return _SCENES.get(world_name)
 
 
 def build_scene(
@@ -103,8 +95,7 @@ def reset_scene(scene: Scene, seed: int, spec: ScenarioSpec | str | None = None,
         world.reset(seed)
         return world
 
-    with _SCENES_LOCK:
-        registered = _SCENES.get(world.name) is scene
+    registered = _SCENES.holds(world.name, scene)
     with world.held():  # cameras and the arm's state readers see the old layout or the new one, nothing between
         return _lay_out(spec, int(seed), world.model.name, emptied, register=registered,
                         max_layout_attempts=max_layout_attempts, keep_world=True)
@@ -123,8 +114,7 @@ def _lay_out(spec: ScenarioSpec, seed: int, robot: str, empty_world: Callable[[]
         scene = _populate(spec, seed, layout, empty_world(), close_on_error=not keep_world)
         if not any(on_plate(scene.world, g.object, g.target)[0] for g in scene.task.goals):
             if register:
-                with _SCENES_LOCK:
-                    _SCENES[scene.world.name] = scene
+                _SCENES.add(scene.world.name, scene, replace=True)
             return scene
         if not keep_world:
             scene.close()
