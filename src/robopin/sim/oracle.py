@@ -599,18 +599,6 @@ class _Composer:
         return think, answer
 
 
-def oracle_with_errors(oracle: GroundTruthOracle, errors: OracleErrors, seed: int) -> GroundTruthOracle:
-    """A copy of ``oracle`` injecting ``errors`` with its own random stream (E-TTS sampling)."""
-    return GroundTruthOracle(
-        oracle.scene,
-        oracle.views,
-        min_visible_pixels=oracle.min_visible_pixels,
-        errors=errors,
-        seed=seed,
-        instruction=oracle.instruction,
-    )
-
-
 def _top_centre(scene: Scene, target: str) -> NDArray[np.float64]:
     """The release point on ``target`` for a goal the task does not plan: its top centre (as ``place_points``)."""
     world = scene.world

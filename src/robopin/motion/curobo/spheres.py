@@ -174,29 +174,6 @@ def surface_samples(vertices: NDArray[np.float64], triangles: NDArray[np.int64],
     return c[:, 0] + u[:, None] * (c[:, 1] - c[:, 0]) + v[:, None] * (c[:, 2] - c[:, 0])
 
 
-@dataclass(frozen=True)
-class CoverageReport:
-    """How well one link's spheres cover (and how far they overhang) its collision mesh."""
-
-    link: str
-    spheres: int
-    uncovered_fraction: float  # surface samples outside every sphere (by more than the tolerance)
-    worst_gap_m: float  # largest distance of a surface sample outside the sphere union
-    overhang_m: float  # largest distance a sphere reaches beyond the mesh's bounding box
-
-
-def check_coverage(link: str, spheres: list[Sphere], samples: NDArray[np.float64], tolerance_m: float = 0.002):
-    """Compare a link's spheres with surface samples of its mesh (both in one frame)."""
-    centers = np.array([s.center for s in spheres])
-    radii = np.array([s.radius for s in spheres])
-    gaps = np.min(np.linalg.norm(samples[:, None, :] - centers[None], axis=2) - radii[None], axis=1)
-    low, high = samples.min(axis=0), samples.max(axis=0)
-    overhang = float(
-        np.max(np.maximum(np.maximum(low - (centers - radii[:, None]), (centers + radii[:, None]) - high), 0.0))
-    )
-    return CoverageReport(link, len(spheres), float(np.mean(gaps > tolerance_m)), float(max(gaps.max(), 0.0)), overhang)
-
-
 def link_placements(robot) -> dict[str, tuple[int, NDArray[np.float64]]]:
     """Per robot link with collision geometry: (pinocchio joint carrying it, ``T_joint_link``).
 
@@ -275,30 +252,6 @@ class RobotSpheres:
         for c, r in zip(centers, radii, strict=True):
             inside |= np.sum((points - c) ** 2, axis=1) <= (r + padding_m) ** 2
         return inside
-        reach = (radii + padding_m) ** 2
-        # In chunks of points: one (chunk x spheres) distance table at a time bounds the memory.
-        for start in range(0, len(points), 4096):
-            chunk = points[start : start + 4096]
-            d2 = np.sum((chunk[:, None, :] - centers[None, :, :]) ** 2, axis=2)
-            inside[start : start + 4096] = np.any(d2 <= reach[None, :], axis=1)
-        return inside
-
-    def overlapping_links(self, q: NDArray[np.float64], margin_m: float = 0.0) -> set[frozenset[str]]:
-        """Pairs of links whose spheres (grown by ``margin_m`` each) overlap at ``q``."""
-        frames = self.link_frames(q)
-        placed = {}
-        for link, spheres in self.spheres.items():
-            T = frames[link]
-            centers = np.array([s.center for s in spheres]) @ T[:3, :3].T + T[:3, 3]
-            placed[link] = (centers, np.array([s.radius for s in spheres]) + margin_m)
-        links = sorted(placed)
-        pairs = set()
-        for i, a in enumerate(links):
-            for b in links[i + 1 :]:
-                (ca, ra), (cb, rb) = placed[a], placed[b]
-                if np.any(np.linalg.norm(ca[:, None] - cb[None], axis=2) < ra[:, None] + rb[None]):
-                    pairs.add(frozenset((a, b)))
-        return pairs
 
     def to_curobo_spheres(self) -> dict[str, list[dict[str, object]]]:
         """The ``collision_spheres`` mapping of a cuRobo robot config."""
