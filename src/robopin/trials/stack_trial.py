@@ -64,7 +64,7 @@ def run_trial(bringup: Any, root: str | Path, trial_id: str, *, method: str = ""
         instruction = instruction or bringup.scene.spec.instruction
         task_name = bringup.scene.spec.name
     run = TaskRun(instruction)
-    failure, detail, world = "", "", None
+    failure, detail, world, positions = "", "", None, {}
     try:
         bringup.wait_ready(ready_timeout_s)
         if prepare is not None:
@@ -77,6 +77,9 @@ def run_trial(bringup: Any, root: str | Path, trial_id: str, *, method: str = ""
         if bringup.scene is not None and not system.task.dry_run:
             bringup.scene.world.settle(1.0)
             world = check_success(bringup.scene)
+            # Where every object came to rest (mm): two runs of one trial compare by it, not by the verdict alone.
+            positions = {name: [round(float(c), 4) for c in bringup.scene.world.object_center(name)]
+                         for name in sorted(bringup.scene.world.objects)}
     except BringupError as error:
         failure, detail = "not_ready", str(error)
     bag = _collect_bag(bringup, run.task_id, log.folder) if run.task_id else None
@@ -98,6 +101,7 @@ def run_trial(bringup: Any, root: str | Path, trial_id: str, *, method: str = ""
                "scenario": system.sim.scenario if system.sim else "", "seed": system.sim.seed if system.sim else None,
                "timings": [t.as_dict() for t in timings],
                "reasoning": [reasoning_measures(m) for m in (run.result.reasoning_steps if run.result else ())],
+               "object_centers_m": positions,
                **_model_errors(bringup)})
     # Kept before anyone is asked: a batch stopped while the operator judges loses nothing (--resume asks again).
     write_stack_verdict(log.folder, stack, summary=summary)
