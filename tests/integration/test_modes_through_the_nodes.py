@@ -49,3 +49,25 @@ def test_the_oracle_carries_out_a_long_horizon_layout_with_look_alikes(tmp_path,
         assert applying("plan_accuracy") == [1.0], measures
     else:
         assert applying("instruction_validity") and set(applying("instruction_validity")) == {1.0}, measures
+
+
+def test_a_release_the_fingers_cannot_make_ends_the_task_release_failed_where_the_judge_sees_it(tmp_path):
+    """Panda long-horizon layout 1, plan mode: the duck's grasp leaves both fingertips inside its collision model
+    (pybullet_data's duck_vhacd.obj, five convex hulls; the contacts at the release push outward, from hulls beyond
+    each finger), so opening stops at 56 of 80 mm. The retreat used to carry the duck off and the stack said success
+    while the simulator found it in the hand; the stack now stops where it released and names it."""
+    out = tmp_path / "trials"
+    result = subprocess.run(
+        [sys.executable, "-m", "robopin.cli", "trial", "long_horizon@1", "--system", "sim_panda",
+         "--set", "model:=oracle", "--set", "mode:=plan", "--out", str(out)],
+        cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    log = result.stdout[-6000:] + result.stderr[-4000:]
+    folder = out / "panda-long_horizon-seed001"
+    summary, _ = read_trial(folder)
+    assert summary is not None, f"no summary\n{log}"
+    judgement = json.loads((folder / "judgement.json").read_text())
+    stack = json.loads((folder / "stack.json").read_text())
+    assert (summary.failure, stack["failure"], judgement["reason"]) == ("release_failed",) * 3, (stack, judgement)
+    assert "still holds the fingers" in stack["detail"], stack
+    assert judgement["subgoals_reached"] == 1, judgement  # the ball is on the plate; nothing moved after the duck

@@ -61,6 +61,7 @@ class PickPlaceRequest:
 class GripperReading(Protocol):
     width_m: float
     stalled: bool
+    reached_goal: bool
 
 
 class PickPlaceArm(Protocol):
@@ -186,6 +187,9 @@ class PickPlaceTask:
 
         ``should_stop()`` is asked before each phase (a cancel during a phase is the arm adapter's to end).
         A gripper that closed without stalling to below ``min_held_width_m`` holds nothing: ``grasp_missed``.
+        Closing grasps with ``gripper_max_effort_n``; opening is a plain move (no effort: franka::Gripper::move,
+        not grasp). Fingers that did not reach the release width still hold the object, and the retreat would
+        carry it off: ``release_failed``, the arm left where it released.
         """
         settings = self.settings
         for index, phase in enumerate(plan.phases):
@@ -194,11 +198,15 @@ class PickPlaceTask:
             arm.run_trajectory(phase.result.trajectory, phase.stage)
             if phase.gripper_after_m is None:
                 continue
-            gripper = arm.move_gripper(phase.gripper_after_m, settings.gripper_max_effort_n)
             closing = phase.gripper_after_m < settings.gripper_open_m / 2
+            gripper = arm.move_gripper(phase.gripper_after_m, settings.gripper_max_effort_n if closing else 0.0)
             if closing and not gripper.stalled and gripper.width_m < settings.min_held_width_m:
                 raise MotionGoalError("grasp_missed", f"gripper closed to {gripper.width_m * 1e3:.1f} mm: "
                                        "nothing held", executed=True)
+            if not closing and not gripper.reached_goal:
+                raise MotionGoalError("release_failed", f"after {phase.stage} the gripper opened to "
+                                       f"{gripper.width_m * 1e3:.1f} mm of {phase.gripper_after_m * 1e3:.1f} mm: "
+                                       "something still holds the fingers", executed=True)
 
     def pick_place(self, q_start: ArrayLike, request: PickPlaceRequest, arm: PickPlaceArm,
                    should_stop: Callable[[], bool] = lambda: False) -> PickPlaceOutcome:

@@ -181,12 +181,11 @@ class SimArm(Arm):
                 break
             previous = width
         width = world.gripper_width()
-        grasped = world.grasped_object() is not None
         reached = abs(width - width_m) < 0.005
+        # A grasp that stops on an object has reached its goal; an opening that stops on one has not.
+        grasped = force_n is not None and width_m < start_width and world.grasped_object() is not None
         effort = float(force_n) if force_n is not None else math.nan
-        return GripperResult(
-            width, effort, stalled=not reached, reached_goal=reached or (force_n is not None and grasped)
-        )
+        return GripperResult(width, effort, stalled=not reached, reached_goal=reached or grasped)
 
     def _read_gripper(self) -> GripperState:
         world = self._require_world()

@@ -269,6 +269,8 @@ class SimWorld:
             p.changeDynamics(
                 self.robot_id, index, lateralFriction=1.5, spinningFriction=0.01, physicsClientId=self.client
             )
+        if self.model.finger_is_prismatic:
+            self._couple_mimic_fingers(joints)
         self._weld: tuple[int, str] | None = None  # (constraint id, object name) while welded
         self._steps = 0
         self.arm_targets = np.array(self.model.home_q, dtype=np.float64)
@@ -409,6 +411,29 @@ class SimWorld:
         return transform_from_xyz_quaternion(state[4], state[5]) @ self.model.T_link_tcp
 
     # ---------------------------------------------------------------- gripper
+    def _couple_mimic_fingers(self, joints: dict[str, int]) -> None:
+        """Hold each prismatic finger that mimics another in the URDF at ``multiplier`` × its leader.
+
+        franka_description's hand (and pybullet_data's panda.urdf) declares ``panda_finger_joint2`` a mimic
+        of ``panda_finger_joint1``: one motor drives both fingers through a rack, so they close symmetrically
+        and a finger that touches first pushes the object toward the hand's centre until the other touches.
+        pybullet ignores mimic entries; a gear constraint restores the coupling (without it each finger
+        stops where it meets the object, leaving it off-centre and tilted in the grasp).
+        """
+        p = self._p
+        tree = self.model.description.urdf_tree
+        for name in self.model.finger_joints:
+            joint = tree.joints[name]
+            if joint.mimic_of is None or joint.mimic_of not in self.model.finger_joints:
+                continue
+            constraint = p.createConstraint(
+                self.robot_id, joints[joint.mimic_of], self.robot_id, joints[name], p.JOINT_GEAR,
+                [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], physicsClientId=self.client,
+            )
+            # pybullet's gear constraint holds ratio × q_leader + q_follower at zero: -multiplier.
+            p.changeConstraint(constraint, gearRatio=-joint.multiplier, erp=0.1, maxForce=50.0,
+                               physicsClientId=self.client)
+
     def set_gripper(self, closed_fraction: float, force_n: float | None = None) -> None:
         """Drive the gripper toward ``closed_fraction`` (0 open .. 1 closed) with a bounded force."""
         if not 0.0 <= closed_fraction <= 1.0:

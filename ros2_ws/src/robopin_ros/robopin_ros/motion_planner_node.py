@@ -195,9 +195,9 @@ class MotionPlannerNode(LoggedNode):
         if result.error_code != FollowJointTrajectory.Result.SUCCESSFUL:
             raise MotionGoalError(_trajectory_status(result), f"{self.execute_action}: {result.error_string}")
 
-    def _gripper(self, width_m: float, goal_handle):
+    def _gripper(self, width_m: float, max_effort_n: float, goal_handle):
         goal = GripperCommand.Goal()
-        goal.command.position, goal.command.max_effort = float(width_m), self.task.settings.gripper_max_effort_n
+        goal.command.position, goal.command.max_effort = float(width_m), float(max_effort_n)
         answer = self._call(self.gripper_client, self.gripper_action, goal, goal_handle, timeout_s=15.0)
         return GripperResult(float(answer.position), float(answer.effort), bool(answer.stalled),
                              bool(answer.reached_goal))
@@ -329,7 +329,7 @@ class _DriverArm:
         self.node._execute(trajectory, self.goal_handle, stage, PickPlace.Feedback)
 
     def move_gripper(self, width_m: float, max_effort_n: float) -> GripperResult:
-        return self.node._gripper(width_m, self.goal_handle)
+        return self.node._gripper(width_m, max_effort_n, self.goal_handle)
 
 
 _ERROR_CODE_NAMES = {getattr(FollowJointTrajectory.Result, name): name.lower() for name in (
