@@ -51,11 +51,12 @@ def test_the_oracle_carries_out_a_long_horizon_layout_with_look_alikes(tmp_path,
         assert applying("instruction_validity") and set(applying("instruction_validity")) == {1.0}, measures
 
 
-def test_a_release_the_fingers_cannot_make_ends_the_task_release_failed_where_the_judge_sees_it(tmp_path):
-    """Panda long-horizon layout 1, plan mode: the duck's grasp leaves both fingertips inside its collision model
-    (pybullet_data's duck_vhacd.obj, five convex hulls; the contacts at the release push outward, from hulls beyond
-    each finger), so opening stops at 56 of 80 mm. The retreat used to carry the duck off and the stack said success
-    while the simulator found it in the hand; the stack now stops where it released and names it."""
+
+
+def test_panda_long_horizon_layout_1_in_plan_mode_leaves_the_duck_on_the_plate(tmp_path):
+    """Panda long-horizon layout 1, plan mode: with pybullet_data's five-hull duck (duck_vhacd.obj) the grasp
+    pressed the fingertips into the seams between its hulls, and the released duck left with the hand (the stack
+    said success; the simulator found it elsewhere). The shipped duck collides as its mesh's hull."""
     out = tmp_path / "trials"
     result = subprocess.run(
         [sys.executable, "-m", "robopin.cli", "trial", "long_horizon@1", "--system", "sim_panda",
@@ -67,7 +68,4 @@ def test_a_release_the_fingers_cannot_make_ends_the_task_release_failed_where_th
     summary, _ = read_trial(folder)
     assert summary is not None, f"no summary\n{log}"
     judgement = json.loads((folder / "judgement.json").read_text())
-    stack = json.loads((folder / "stack.json").read_text())
-    assert (summary.failure, stack["failure"], judgement["reason"]) == ("release_failed",) * 3, (stack, judgement)
-    assert "still holds the fingers" in stack["detail"], stack
-    assert judgement["subgoals_reached"] == 1, judgement  # the ball is on the plate; nothing moved after the duck
+    assert summary.success and judgement["success"] and judgement["subgoals_reached"] == 3, (judgement, log)

@@ -182,6 +182,51 @@ def test_sim_arm_gripper_grasps_an_object(arm, scene):
     assert not arm.gripper_state().is_grasped
 
 
+def test_sim_arm_gripper_opening_that_a_wall_stops_has_not_reached_its_goal():
+    """An opening is reached at its width only, never because an object is still between the fingers (a grasp
+    stopped by an object has reached its goal; a release stopped by something has not)."""
+    own = build_scene("sanity_cube", 2, world_name=unique_world_name("blocked"))
+    world = own.world
+    arm = make_arm(make_arm_config("sim", {"world": world.name, "robot": "panda"}))
+    arm.connect()
+    arm.enable()
+    try:
+        _open_and_descend_onto_object_0(arm, world)
+        assert arm.gripper_close(force_n=40.0).reached_goal
+        p, client = world._p, world.client
+        walls = []
+        centre = world.object_center("object_0")[:2]
+        for link in world.finger_link_indices:  # a fixed wall 1 mm beyond each finger's outer face
+            finger = np.array(p.getLinkState(world.robot_id, link, physicsClientId=client)[4])
+            outward = (finger[:2] - centre) / np.linalg.norm(finger[:2] - centre)
+            low, high = (np.array(v) for v in p.getAABB(world.robot_id, link, physicsClientId=client))
+            faces = []
+            for height in np.linspace(low[2] + 0.002, high[2] - 0.002, 9):  # the outer face, bottom to top
+                hit = p.rayTest([*(centre + outward * 0.1), height], [*centre, height], physicsClientId=client)[0]
+                if (hit[0], hit[1]) == (world.robot_id, link):
+                    faces.append(float((np.array(hit[3][:2]) - centre) @ outward))
+            face = max(faces)
+            position = [*(centre + outward * (face + 0.001 + 0.005)), (low[2] + high[2]) / 2]
+            shape = p.createCollisionShape(p.GEOM_BOX, halfExtents=[0.005, 0.04, (high[2] - low[2]) / 2],
+                                           physicsClientId=client)
+            yaw = float(np.arctan2(outward[1], outward[0]))
+            walls.append(p.createMultiBody(0.0, shape, basePosition=position,
+                                           baseOrientation=p.getQuaternionFromEuler([0.0, 0.0, yaw]),
+                                           physicsClientId=client))
+        try:
+            blocked = arm.gripper_move(world.model.max_width_m, 20.0)  # an opening asked with a grasp force
+            assert world.grasped_object() == "object_0"  # both fingers still touch it
+            assert not blocked.reached_goal and blocked.stalled, blocked
+            assert blocked.width_m < world.model.max_width_m - 0.005, blocked
+        finally:
+            for wall in walls:
+                p.removeBody(wall, physicsClientId=client)
+        assert arm.gripper_open().reached_goal
+    finally:
+        arm.disconnect()
+        own.close()
+
+
 def test_sim_arm_needs_a_matching_world(scene):
     arm = make_arm(make_arm_config("sim", {"world": scene.world.name, "robot": "xarm6"}))
     with pytest.raises(ArmConnectionError, match="xarm6"):

@@ -9,7 +9,7 @@ from robopin.robots.description import load_description
 from robopin.sim.assets import UnknownAssetError
 from robopin.sim.robot_models import UnknownRobotError
 from robopin.sim.tasks import build_scene
-from robopin.sim.world import SimWorld, SimWorldError, UnknownNameError, get_world, registered_worlds, top_down_grasp
+from robopin.sim.world import SimWorld, SimWorldError, UnknownNameError, get_world, registered_worlds
 
 from .helpers import unique_world_name
 
@@ -134,23 +134,3 @@ def test_gripper_opens_and_closes(robot):
         with pytest.raises(ValueError, match=r"1\.5"):
             world.set_gripper(1.5)
 
-
-@pytest.mark.parametrize("offset_m", [0.012, -0.012])
-def test_panda_fingers_close_together_and_centre_what_they_grip(offset_m):
-    # franka_description's hand: panda_finger_joint2 mimics panda_finger_joint1 (one motor and a rack), so
-    # the finger that touches first pushes the object to the middle until the other touches.
-    with SimWorld(unique_world_name("mimic"), robot="panda", register=False) as world:
-        world.add_object("cube", "cube", [0.5, 0.0], color="red")
-        world.settle()
-        center = world.object_center("cube")
-        world.set_gripper(0.0)
-        # Yaw 0: the fingers close along the base y axis; the hand stands offset_m to one side of the cube.
-        q = world.inverse_kinematics(top_down_grasp([center[0], center[1] + offset_m, center[2]], 0.0))
-        world.reset_arm(q)
-        world.advance(0.5)
-        np.testing.assert_allclose(world.object_center("cube"), center, atol=0.002)  # not touched yet
-        world.set_gripper(1.0)
-        world.advance(1.5)
-        assert world.grasped_object() == "cube"
-        off_centre = world.object_center("cube")[1] - world.ee_pose()[1, 3]
-        assert abs(off_centre) < 0.003, f"the cube sits {off_centre * 1e3:.1f} mm off the hand's centre"

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -31,7 +32,8 @@ from robopin.geometry.transforms import (
     transform_from_xyz_quaternion,
     transform_to_xyz_quaternion,
 )
-from robopin.sim.assets import asset, color_rgba
+from robopin.robots.description import pybullet_data_path
+from robopin.sim.assets import AssetSpec, asset, color_rgba
 from robopin.sim.render import RenderedView, SimCameraSpec, body_segmentation, camera_buffers, view_from_buffers
 from robopin.sim.render_worker import BodyState, Recipe, RenderWorker, RenderWorkerError
 from robopin.sim.robot_models import SimRobotModel, robot_model
@@ -269,8 +271,6 @@ class SimWorld:
             p.changeDynamics(
                 self.robot_id, index, lateralFriction=1.5, spinningFriction=0.01, physicsClientId=self.client
             )
-        if self.model.finger_is_prismatic:
-            self._couple_mimic_fingers(joints)
         self._weld: tuple[int, str] | None = None  # (constraint id, object name) while welded
         self._steps = 0
         self.arm_targets = np.array(self.model.home_q, dtype=np.float64)
@@ -411,29 +411,6 @@ class SimWorld:
         return transform_from_xyz_quaternion(state[4], state[5]) @ self.model.T_link_tcp
 
     # ---------------------------------------------------------------- gripper
-    def _couple_mimic_fingers(self, joints: dict[str, int]) -> None:
-        """Hold each prismatic finger that mimics another in the URDF at ``multiplier`` × its leader.
-
-        franka_description's hand (and pybullet_data's panda.urdf) declares ``panda_finger_joint2`` a mimic
-        of ``panda_finger_joint1``: one motor drives both fingers through a rack, so they close symmetrically
-        and a finger that touches first pushes the object toward the hand's centre until the other touches.
-        pybullet ignores mimic entries; a gear constraint restores the coupling (without it each finger
-        stops where it meets the object, leaving it off-centre and tilted in the grasp).
-        """
-        p = self._p
-        tree = self.model.description.urdf_tree
-        for name in self.model.finger_joints:
-            joint = tree.joints[name]
-            if joint.mimic_of is None or joint.mimic_of not in self.model.finger_joints:
-                continue
-            constraint = p.createConstraint(
-                self.robot_id, joints[joint.mimic_of], self.robot_id, joints[name], p.JOINT_GEAR,
-                [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], physicsClientId=self.client,
-            )
-            # pybullet's gear constraint holds ratio × q_leader + q_follower at zero: -multiplier.
-            p.changeConstraint(constraint, gearRatio=-joint.multiplier, erp=0.1, maxForce=50.0,
-                               physicsClientId=self.client)
-
     def set_gripper(self, closed_fraction: float, force_n: float | None = None) -> None:
         """Drive the gripper toward ``closed_fraction`` (0 open .. 1 closed) with a bounded force."""
         if not 0.0 <= closed_fraction <= 1.0:
@@ -586,14 +563,17 @@ class SimWorld:
                 )
             else:
                 orientation = p.getQuaternionFromEuler([spec.base_rpy[0], spec.base_rpy[1], spec.base_rpy[2] + yaw_rad])
-                body = self._create(
-                    "loadURDF",
-                    spec.urdf,
-                    [0.0, 0.0, 0.3],
-                    orientation,
-                    globalScaling=spec.scale,
-                    useFixedBase=not spec.graspable,
-                )
+                if spec.solid:
+                    body = self._solid_body(spec, orientation)
+                else:
+                    body = self._create(
+                        "loadURDF",
+                        spec.urdf,
+                        [0.0, 0.0, 0.3],
+                        orientation,
+                        globalScaling=spec.scale,
+                        useFixedBase=not spec.graspable,
+                    )
                 # Some meshes (the teddy) sit far from their link origin: move the body until its
                 # bounding box is centred on xy with its bottom on the table (AABBs of fixed bodies
                 # refresh only after a collision pass, hence the explicit passes).
@@ -638,6 +618,24 @@ class SimWorld:
             self.objects[name] = obj
             self._objects_by_body[body] = obj
         return obj
+
+    def _solid_body(self, spec: AssetSpec, orientation) -> int:
+        """The URDF's single link built from its visual mesh, colliding as that mesh's one convex hull
+        (pybullet makes a dynamic body's mesh collision shape the convex hull of the mesh's vertices)."""
+        from xml.etree import ElementTree  # lxml refuses pybullet_data's <?xml version="0.0"?>
+
+        p = self._p
+        link = ElementTree.parse(pybullet_data_path() / spec.urdf).getroot().find("link")
+        mesh = link.find("visual/geometry/mesh")
+        folder = Path(spec.urdf).parent
+        filename = str(folder / mesh.get("filename"))
+        scale = [float(v) * spec.scale for v in (mesh.get("scale") or "1 1 1").split()]
+        origin = link.find("inertial/origin")
+        com = [float(v) * spec.scale for v in origin.get("xyz").split()] if origin is not None else [0.0] * 3
+        collision = self._create("createCollisionShape", p.GEOM_MESH, fileName=filename, meshScale=scale)
+        visual = self._create("createVisualShape", p.GEOM_MESH, fileName=filename, meshScale=scale)
+        return self._create("createMultiBody", spec.mass_kg, collision, visual, [0.0, 0.0, 0.3], orientation,
+                            baseInertialFramePosition=com)
 
     def object(self, name: str) -> SimObject:
         """The object called ``name``."""
