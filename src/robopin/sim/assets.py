@@ -54,9 +54,6 @@ class AssetSpec:
     """Radius of a disc that holds the object's footprint; layouts keep these discs apart."""
     height_m: float = 0.05
     """Approximate resting height; grasps aim at half of it."""
-    solid: bool = False
-    """Collide as the convex hull of the URDF's visual mesh instead of the URDF's collision meshes: a solid
-    object whose convex decomposition leaves gaps a fingertip can be squeezed into (see the duck)."""
 
     def __post_init__(self) -> None:
         if (self.urdf is None) == (self.primitive is None):
@@ -84,10 +81,6 @@ CATALOG: dict[str, AssetSpec] = {
             default_color="yellow",
             footprint_radius_m=0.04,
             height_m=0.043,
-            # duck_vhacd.obj is five convex hulls with seams between them; a Franka Hand squeezing the
-            # duck's base pressed both fingertips into them, and the hulls outside each finger held it
-            # shut when it opened (a rubber duck is solid: its hull it is).
-            solid=True,
         ),
         # The teddy mesh lies on its back and its inertial frame is far off the mesh, so it topples
         # as a free body: it stands upright fixed to the table (tasks never move the toys).

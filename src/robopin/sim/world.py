@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -32,8 +31,7 @@ from robopin.geometry.transforms import (
     transform_from_xyz_quaternion,
     transform_to_xyz_quaternion,
 )
-from robopin.robots.description import pybullet_data_path
-from robopin.sim.assets import AssetSpec, asset, color_rgba
+from robopin.sim.assets import asset, color_rgba
 from robopin.sim.render import RenderedView, SimCameraSpec, body_segmentation, camera_buffers, view_from_buffers
 from robopin.sim.render_worker import BodyState, Recipe, RenderWorker, RenderWorkerError
 from robopin.sim.robot_models import SimRobotModel, robot_model
@@ -563,17 +561,14 @@ class SimWorld:
                 )
             else:
                 orientation = p.getQuaternionFromEuler([spec.base_rpy[0], spec.base_rpy[1], spec.base_rpy[2] + yaw_rad])
-                if spec.solid:
-                    body = self._solid_body(spec, orientation)
-                else:
-                    body = self._create(
-                        "loadURDF",
-                        spec.urdf,
-                        [0.0, 0.0, 0.3],
-                        orientation,
-                        globalScaling=spec.scale,
-                        useFixedBase=not spec.graspable,
-                    )
+                body = self._create(
+                    "loadURDF",
+                    spec.urdf,
+                    [0.0, 0.0, 0.3],
+                    orientation,
+                    globalScaling=spec.scale,
+                    useFixedBase=not spec.graspable,
+                )
                 # Some meshes (the teddy) sit far from their link origin: move the body until its
                 # bounding box is centred on xy with its bottom on the table (AABBs of fixed bodies
                 # refresh only after a collision pass, hence the explicit passes).
@@ -618,24 +613,6 @@ class SimWorld:
             self.objects[name] = obj
             self._objects_by_body[body] = obj
         return obj
-
-    def _solid_body(self, spec: AssetSpec, orientation) -> int:
-        """The URDF's single link built from its visual mesh, colliding as that mesh's one convex hull
-        (pybullet makes a dynamic body's mesh collision shape the convex hull of the mesh's vertices)."""
-        from xml.etree import ElementTree  # lxml refuses pybullet_data's <?xml version="0.0"?>
-
-        p = self._p
-        link = ElementTree.parse(pybullet_data_path() / spec.urdf).getroot().find("link")
-        mesh = link.find("visual/geometry/mesh")
-        folder = Path(spec.urdf).parent
-        filename = str(folder / mesh.get("filename"))
-        scale = [float(v) * spec.scale for v in (mesh.get("scale") or "1 1 1").split()]
-        origin = link.find("inertial/origin")
-        com = [float(v) * spec.scale for v in origin.get("xyz").split()] if origin is not None else [0.0] * 3
-        collision = self._create("createCollisionShape", p.GEOM_MESH, fileName=filename, meshScale=scale)
-        visual = self._create("createVisualShape", p.GEOM_MESH, fileName=filename, meshScale=scale)
-        return self._create("createMultiBody", spec.mass_kg, collision, visual, [0.0, 0.0, 0.3], orientation,
-                            baseInertialFramePosition=com)
 
     def object(self, name: str) -> SimObject:
         """The object called ``name``."""
