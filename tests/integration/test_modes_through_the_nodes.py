@@ -54,10 +54,9 @@ def test_the_oracle_carries_out_a_long_horizon_layout_with_look_alikes(tmp_path,
 
 
 def test_panda_long_horizon_layout_1_in_plan_mode_leaves_the_duck_on_the_plate(tmp_path):
-    """Panda long-horizon layout 1, plan mode: the released duck used to leave with the hand, the stack saying
-    success while the simulator found the duck elsewhere. The release was asked with the grasp's 20 N (the sim
-    hand opened with that force, the fingers pressed into the duck's hulls); it is now a plain move at the hand's
-    own force, checked to reach its width before the retreat (``release_failed`` otherwise)."""
+    """Panda long-horizon layout 1, plan mode: the duck is released between fingers it nearly fills. A release
+    asked with the grasp force leaves the fingers pressed into it and the retreat carries it off; the task releases
+    with a plain move checked to reach its width, and the judge and the stack both see the duck on the plate."""
     out = tmp_path / "trials"
     result = subprocess.run(
         [sys.executable, "-m", "robopin.cli", "trial", "long_horizon@1", "--system", "sim_panda",
