@@ -99,6 +99,19 @@ def test_spatial_layout_relations_hold(spatial_scene):
     assert plates[0][0] < plates[1][0] < plates[2][0]
 
 
+@pytest.mark.parametrize("task", ["spatial", "multi_view", "long_horizon"])
+def test_ducks_rest_on_their_base(task):
+    # pybullet_data's duck.obj is modelled y-up; the catalogue turns it so the mesh's y axis ends vertical.
+    for seed in range(4):
+        with build_scene(task, seed, robot="panda", register=False) as scene:
+            ducks = [name for name, obj in scene.world.objects.items() if obj.kind == "duck"]
+            for name in ducks:
+                assert scene.world.object_pose(name)[2, 1] > 0.95, (task, seed, name)
+                low, high = scene.world.object_aabb(name)
+                # 5.0 cm tall standing (4.3 cm lying) plus pybullet's collision margin on both sides of the box.
+                assert 0.054 < high[2] - low[2] < 0.062, (task, seed, name, high[2] - low[2])
+
+
 @pytest.mark.parametrize(("robot", "seed"), [("panda", s) for s in range(5)] + [("xarm6", s) for s in range(3)])
 def test_multi_view_target_is_hidden_from_the_static_camera(robot, seed):
     # Moved within the xArm 6's shorter reach, the layout must still hide the duck from the static view.

@@ -72,11 +72,6 @@ class CollisionWorld:
         self.points = array
         self.version += 1
 
-    def clear_point_cloud(self) -> None:
-        """Forget the point-cloud obstacle."""
-        self.points = None
-        self.version += 1
-
     def attach(self, name: str, size_m: ArrayLike, T_ee_object: ArrayLike) -> AttachedObject:
         """Carry a box-shaped object in the gripper (it then collides with the world and the arm)."""
         self.attached = AttachedObject(

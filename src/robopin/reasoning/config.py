@@ -193,13 +193,6 @@ class ReasoningConfig:
         """The skill library as the R^3 parser's grammar."""
         return self._grammar
 
-    def skill_of(self, pattern: str) -> str:
-        """The skill a matched format runs."""
-        for spec in self.skills:
-            if spec.format == pattern:
-                return spec.skill
-        raise ReasoningConfigError(f"format {pattern!r} is not in the skill library")
-
     def is_long_horizon(self, instruction: str) -> bool:
         """True when the instruction reads as several steps (it matches a long-horizon pattern)."""
         return any(re.search(p, instruction, re.IGNORECASE) for p in self.long_horizon_patterns)

@@ -78,9 +78,13 @@ CATALOG: dict[str, AssetSpec] = {
             ("duck", "toy duck", "rubber duck"),
             urdf="duck_vhacd.urdf",
             scale=0.65,
+            # duck.obj is modelled y-up and its URDF keeps that, so unturned the duck lies on its side
+            # (about 7 x 7 cm across, wider than the Franka Hand's grasp leaves room for); a quarter
+            # turn about x stands it on its base: 5.4 x 3.7 cm across, 5.0 cm tall at this scale.
+            base_rpy=(1.5707963267948966, 0.0, 0.0),
             default_color="yellow",
             footprint_radius_m=0.04,
-            height_m=0.043,
+            height_m=0.05,
         ),
         # The teddy mesh lies on its back and its inertial frame is far off the mesh, so it topples
         # as a free body: it stands upright fixed to the table (tasks never move the toys).

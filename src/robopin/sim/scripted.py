@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 
 APPROACH_HEIGHT_M = 0.12
 """Height above the grasp/place point from which the gripper descends vertically."""
+TRANSIT_CLEARANCE_M = 0.03
+"""Gap kept between a carried object's bottom and the highest other object's top while carrying it."""
 MIN_GRASP_Z_M = 0.018
 """Lowest TCP height above the table: below it the fingertips would scrape the table."""
 
@@ -181,7 +183,19 @@ def pick_and_place(
         T_place = grasp_pose(np.array([target_xy[0], target_xy[1], release_z]), yaw)
         T_place_above = T_place.copy()
         T_place_above[:3, 3] = [target_xy[0], target_xy[1], max(release_z, 0.0) + APPROACH_HEIGHT_M]
-        move_to_pose(world, T_place_above, 1.5 * slow)
+        # The joint-space transit checks no collisions: carry the object's bottom clear of every top.
+        tops = [world.object_aabb(name)[1][2] for name in world.objects if name != object_name]
+        transit_z = max(tops, default=0.0) + (grasp_z - low[2]) + TRANSIT_CLEARANCE_M
+        if transit_z > T_above[2, 3]:
+            T_lifted = T_above.copy()
+            T_lifted[2, 3] = transit_z
+            move_linear(world, T_above, T_lifted, 0.6 * slow)
+            T_transit = T_place_above.copy()
+            T_transit[2, 3] = max(transit_z, T_place_above[2, 3])
+            move_to_pose(world, T_transit, 1.5 * slow)
+            move_linear(world, T_transit, T_place_above, 0.6 * slow)
+        else:
+            move_to_pose(world, T_place_above, 1.5 * slow)
         move_linear(world, T_place_above, T_place, 1.0 * slow)
         world.set_gripper(0.0)
         world.advance(0.5)

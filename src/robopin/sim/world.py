@@ -447,6 +447,7 @@ class SimWorld:
         p = self._p
         if self._weld is not None and self.gripper_command < 0.3:
             p.removeConstraint(self._weld[0], physicsClientId=self.client)
+            self._finger_contacts(self.objects[self._weld[1]].body_id, enabled=True)
             self._weld = None
         elif self._weld is None and self.gripper_command >= 0.3:
             name = self._touched_by_both_sides()
@@ -474,6 +475,11 @@ class SimWorld:
                 )
                 p.changeConstraint(constraint, maxForce=50.0, physicsClientId=self.client)
                 self._weld = (constraint, name)
+                # The weld is the grip now. Left colliding, the open-chain fingers and the welded object
+                # push into each other as the arm accelerates (an upright duck sank 18 mm into a finger and
+                # stuck to it when the hand opened); the fingers are held where they stopped, so nothing
+                # passes through the object while contacts are off, and they come back with the release.
+                self._finger_contacts(body, enabled=False)
                 # The linkage gives way under load, so left alone it would close through the object
                 # and report 0 mm (a missed grasp) while the weld holds it. A real gripper stalls on
                 # the object: hold every finger joint where the contact stopped it.
@@ -490,6 +496,10 @@ class SimWorld:
                     positionGains=[0.2] * len(held),
                     physicsClientId=self.client,
                 )
+
+    def _finger_contacts(self, body: int, *, enabled: bool) -> None:
+        for link in self.finger_link_indices:
+            self._p.setCollisionFilterPair(self.robot_id, body, link, -1, int(enabled), physicsClientId=self.client)
 
     def grasped_object(self) -> str | None:
         """Name of the graspable object both gripper sides touch (or the one locked to the hand), or None."""

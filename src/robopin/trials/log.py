@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -227,16 +227,3 @@ def trace_to_json(trace: Any, image_sizes: Sequence[tuple[int, int]] | None = No
         "warnings": [{"code": w.code, "message": w.message} for w in trace.warnings],
         "metrics": dict(trace.metrics),
     }
-
-
-def summary_counts(summaries: Sequence[TrialSummary]) -> dict[tuple[str, str], tuple[int, int]]:
-    """(task, method) → (successes, trials)."""
-    counts: dict[tuple[str, str], tuple[int, int]] = {}
-    for summary in summaries:
-        successes, trials = counts.get((summary.task, summary.method), (0, 0))
-        counts[(summary.task, summary.method)] = (successes + int(summary.success), trials + 1)
-    return counts
-
-
-def as_mapping(step: TrialStep) -> Mapping[str, Any]:
-    return dataclasses.asdict(step)

@@ -241,12 +241,6 @@ class OperatorProtocol:
                     "rows": list(self.rows), "messages": list(self.messages[-12:]),
                     "reasons": dict(FAILURE_REASONS)}
 
-    def wait_change(self, version: int, timeout_s: float) -> int:
-        """Block until the state changes past ``version`` (or ``timeout_s``); return the new version."""
-        with self._cond:
-            self._cond.wait_for(lambda: self.version != version or self._closed, timeout_s)
-            return self.version
-
 
 class ScriptedOperator:
     """Answers every request at once from a judge file's entries, one judgement per trial in batch order."""
