@@ -60,7 +60,9 @@ def ground_truth_verifier_server(study):
 def spatial():
     from robopin.sim.tasks import build_scene
 
-    scene = build_scene("spatial", 0, world_name="tts-e2e-spatial")
+    # Layout 5: the other duck stands in plain view of the static camera (1124 pixels), so a pick of it is
+    # executable and only the verifier's "no" can turn it away (layout 0 hides most of it behind a teddy).
+    scene = build_scene("spatial", 5, world_name="tts-e2e-spatial")
     yield scene
     scene.close()
 
