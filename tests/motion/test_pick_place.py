@@ -17,7 +17,7 @@ from robopin.motion.pick_place import (
     world_without_target,
 )
 from robopin.motion.problems import box_surface_points
-from robopin.motion.types import PlanStatus
+from robopin.motion.types import PlanResult, PlanStatus
 from robopin.motion.verify import sampled_check, verify_trajectory
 from robopin.motion.world import CollisionWorld
 
@@ -341,3 +341,37 @@ def test_blocked_place_point_moves_beside_it_on_the_plate(robot):
         np.testing.assert_allclose(place_tcp[:2, 3], moved.place_point[:2], atol=3e-3)
     finally:
         p.update_world(CollisionWorld())
+
+
+def test_a_place_pose_whose_straight_retreat_breaks_is_passed_over(monkeypatch):
+    # A Panda place configuration measured in a trial (a cube set down beside a duck on a plate): from it the
+    # chained IK of the straight 10 cm rise drifts toward a singular posture and breaks in its last centimetre.
+    p = planner("roboplan", "panda")
+    q_place = np.array([0.699, 0.422, -0.717, -2.554, 0.824, 2.765, 0.366])
+    T_up = p.robot.forward_kinematics(q_place)
+    T_up[2, 3] += 0.10
+    p.update_world(CollisionWorld())
+    rise = p.plan_linear(q_place, T_up)
+    assert rise.status is PlanStatus.IK_FAIL, rise.message
+    # A place pose whose retreat breaks so is passed over for the next one at the same point.
+    broken: list[np.ndarray] = []
+    linear = pick_place._Request.linear
+
+    def first_retreat_breaks(self, world, q, T):
+        retreating = world.attached is None and T[2, 3] > self.planner.robot.forward_kinematics(q)[2, 3] + 0.05
+        if retreating and not broken:
+            broken.append(np.array(q))
+            return PlanResult(PlanStatus.IK_FAIL, 0.0, message=rise.message)
+        return linear(self, world, q, T)
+
+    monkeypatch.setattr(pick_place._Request, "linear", first_retreat_breaks)
+    world = _scene()
+    world.remove("post")
+    p.update_world(world)
+    try:
+        plan = plan_pick_place(p, p.robot.home, [0.45, 0.12, 0.05], [0.35, -0.22, 0.0])
+    finally:
+        p.update_world(CollisionWorld())
+    assert broken and plan.success, plan.message
+    assert [phase.stage for phase in plan.phases][-1] == "retreating"
+    assert not np.allclose(plan.phases[-1].result.trajectory.positions[0], broken[0])  # placed in another pose

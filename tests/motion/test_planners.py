@@ -305,3 +305,20 @@ def test_a_straight_line_holding_a_joint_at_its_limit_is_not_rejected_by_its_own
     held = np.isclose(trajectory.positions[:, 6], robot.upper[6]) & (unheld.positions[:, 6] > robot.upper[6])
     assert held.any() and np.all(trajectory.velocities[held, 6] == 0.0)
     np.testing.assert_allclose(trajectory.positions[~held], unheld.positions[~held])
+
+
+def test_reseed_makes_a_used_roboplan_planner_plan_as_a_new_one():
+    # A batch on one stack tells the planner the trial boundary: from then on it must draw IK restarts and RRT
+    # samples as the planner a fresh bring-up makes, or the same layout plans differently after other layouts.
+    world = make_world("box_wall")
+    T_goal = top_down(0.45, -0.2, 0.15, yaw=0.7)
+    used = make_planner(RoboplanPlannerConfig(robot="panda", timeout_s=3.0))
+    used.update_world(world)
+    for x in (0.35, 0.5, 0.6):
+        used.plan_to_pose(used.robot.home, top_down(x, 0.25, 0.2))
+    used.reseed()
+    fresh = make_planner(RoboplanPlannerConfig(robot="panda", timeout_s=3.0))
+    fresh.update_world(world)
+    plans = [p.plan_to_pose(p.robot.home, T_goal) for p in (used, fresh)]
+    assert all(plan.success for plan in plans), [plan.message for plan in plans]
+    np.testing.assert_array_equal(plans[0].trajectory.positions, plans[1].trajectory.positions)

@@ -237,7 +237,8 @@ class _Held:
 class _Placement:
     transport: PlanResult
     lower: PlanResult
-    T_base_retreat: NDArray[np.float64]
+    retreat: PlanResult
+    released: CollisionWorld
     point: NDArray[np.float64]
 
 
@@ -357,15 +358,22 @@ def _plan_lift(request: _Request, held: _Held, grasp: GraspCandidate, q: NDArray
 def _plan_place_at(
     request: _Request, held: _Held, grasp: GraspCandidate, q: NDArray[np.float64], point: NDArray[np.float64]
 ) -> _Placement | _Failure:
-    """Transport to the first place pose at ``point`` whose pre-place and straight descent both plan.
+    """Transport to the first place pose at ``point`` whose pre-place, straight descent and straight retreat all
+    plan.
 
     A place pose where the hand or the object it holds touches the world is tried last, as a blocked grasp
-    is: its descent would end in contact and be rejected after a transport had been searched for it.
+    is: its descent would end in contact and be rejected after a transport had been searched for it. The
+    retreat belongs to the pose: from some place configurations of a 7-joint arm a straight rise drifts toward
+    a singular posture (joints 1, 3 and 5 swinging several tenths of a radian a centimetre), where another
+    hand yaw at the same point rises cleanly.
     """
     failure = _no_candidate("placing")
     candidates = place_candidates(point, grasp, held.top, request.config.grasp, object_height_m=held.height_m)
     clear = [c for c in candidates if not _hand_blocked(request, held.world, q, c.T_base_place)]
     blocked = [c for c in candidates if all(c is not free for free in clear)]
+    # Retreat without the object (it stays on the surface, now an obstacle we do not model).
+    released = held.world.copy()
+    released.detach()
     for candidate in clear + blocked:
         moved = request.to_pose(held.world, q, candidate.T_base_pre_place)
         if not moved.success:
@@ -375,7 +383,11 @@ def _plan_place_at(
         if not lowered.success:
             failure = _Failure("placing", lowered)
             continue
-        return _Placement(moved, lowered, candidate.T_base_retreat, point)
+        retreat = request.linear(released, lowered.trajectory.positions[-1], candidate.T_base_retreat)
+        if not retreat.success:
+            failure = _Failure("retreating", retreat)
+            continue
+        return _Placement(moved, lowered, retreat, released, point)
     return failure
 
 
@@ -464,13 +476,7 @@ def plan_pick_place(
     phases.append(PickPlacePhase("placing", placed.transport, world=held.world))
     phases.append(PickPlacePhase("placing", placed.lower, config.gripper_open_width_m, held.world))
 
-    # Retreat without the object (it stays on the surface, now an obstacle we do not model).
-    released = held.world.copy()
-    released.detach()
-    retreat = request.linear(released, placed.lower.trajectory.positions[-1], placed.T_base_retreat)
-    if not retreat.success:
-        return finish(_Failure("retreating", retreat))
-    phases.append(PickPlacePhase("retreating", retreat, world=released))
+    phases.append(PickPlacePhase("retreating", placed.retreat, world=placed.released))
     plan = finish(None, placed.point)
     if plan.place_offset_m > 0.0:
         plan.message = (

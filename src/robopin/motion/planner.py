@@ -164,6 +164,11 @@ class MotionPlanner(abc.ABC, RegisteredBackend, registry=PLANNERS):
         self.world = world
         self.robot.set_world(world, padding_m=self.config.padding_m)
 
+    def reseed(self) -> None:
+        """Restart every random stream at the configured seed, where a new planner starts them: after a trial
+        boundary a batch on one stack then plans as a bring-up per trial does (IK restarts pick the same goal)."""
+        self.robot.reseed(self.config.seed)
+
     def warmup(self) -> None:
         """Do the slow first-call work now (library loading, caches) so the first plan is fast."""
         q = self.robot.home

@@ -59,11 +59,16 @@ class RoboplanPlanner(MotionPlanner):
         self._scene_state: tuple[int, float] | None = None
         self._octrees: collections.OrderedDict[tuple, object] = collections.OrderedDict()
         self._planner = rrt.RRT(self._scene, self._options(config.timeout_s))
-        self._planner.setRngSeed(config.seed)
-        self._shortcutter = core.PathShortcutter(
+        self.reseed()
+
+    def reseed(self) -> None:
+        super().reseed()
+        self._planner.setRngSeed(self.config.seed)
+        # The shortcutter takes its seed with its options only: a new one restarts its stream.
+        self._shortcutter = self._core.PathShortcutter(
             self._scene,
-            core.PathShortcuttingOptions(
-                _GROUP, config.collision_check_step_rad, config.shortcut_iterations, config.seed
+            self._core.PathShortcuttingOptions(
+                _GROUP, self.config.collision_check_step_rad, self.config.shortcut_iterations, self.config.seed
             ),
         )
 

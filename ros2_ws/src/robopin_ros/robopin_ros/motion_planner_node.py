@@ -289,8 +289,10 @@ class MotionPlannerNode(LoggedNode):
         return result
 
     def new_scene(self, changed_at_s: float, **_: Any) -> None:
-        """The cell was laid out anew at ``changed_at_s`` (a trial boundary): older clouds show another scene."""
+        """The cell was laid out anew at ``changed_at_s`` (a trial boundary): older clouds show another scene, and
+        the planner's random streams start over as a fresh bring-up's do."""
         self.scene.forget_before(changed_at_s)
+        self.planner.reseed()  # no goal runs at a trial boundary (Bringup.reset_scene refuses a busy stack)
         with self._state_lock:  # the arm was put at its start pose: a later cloud is masked with a later state
             while self._joint_history and self._joint_history[0][0] < changed_at_s:
                 self._joint_history.popleft()
