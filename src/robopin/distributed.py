@@ -11,6 +11,8 @@ needs robopin installed at the same path.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,10 @@ def start_ray(address: str | None, cpus: int) -> Any:
         os.environ.setdefault(name, value)
     import ray
 
+    # ray.init() takes SIGTERM over: first a Python handler that exits (ray/_private/worker.py, "terminate any
+    # signal before connecting driver"), then the core worker's own, which logs "SIGTERM received" and aborts
+    # (SIGABRT, no finally runs). The caller's handlers come back once Ray is up, so its stop handling holds.
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     if address:
         # `ray start` clusters authenticate by token (Ray 2.60's default); a client sends it only in token mode.
         token = os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or (
@@ -39,4 +45,8 @@ def start_ray(address: str | None, cpus: int) -> Any:
         # "local": a Ray of our own, never a cluster this machine happens to run (ray.init() would join that).
         ray.init(address="local", num_cpus=max(cpus, 1), include_dashboard=False, log_to_driver=False,
                  configure_logging=False)
+    if threading.current_thread() is threading.main_thread():
+        for number, handler in handlers.items():
+            if handler is not None:
+                signal.signal(number, handler)
     return ray

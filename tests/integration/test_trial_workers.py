@@ -180,3 +180,28 @@ def test_ctrl_c_on_a_batch_piped_to_tee_stops_every_worker_and_resume_finishes_i
     for seed in (0, 1):
         summary, _ = read_trial(out / f"panda-spatial-seed{seed:03d}")
         assert summary is not None and summary.success, (seed, stdout[-3000:])
+
+
+def test_sigterm_to_a_batch_stops_it_as_ctrl_c_does(tmp_path):
+    """SIGTERM to the batch process alone (a scheduler's stop, ``timeout``, ``kill``) while a worker's arm moves: the
+    batch stops as Ctrl-C stops it (finished trials kept, the stop message, every worker and Ray process gone) and
+    exits 128 + 15."""
+    out = tmp_path / "batch"
+    batch = subprocess.Popen([sys.executable, "-m", "robopin.cli", "trial", "spatial", "--seeds", "2", "--system",
+                              "sim_panda", "--workers", "2", "--out", str(out)], cwd=ROOT, env=dict(os.environ),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    logs = [out / "workers" / f"worker-{i}.log" for i in (0, 1)]
+    deadline, tree = time.monotonic() + 600, []
+    while time.monotonic() < deadline and batch.poll() is None:
+        if any("executing" in log.read_text(errors="replace") for log in logs if log.is_file()):
+            tree = psutil.Process(batch.pid).children(recursive=True)  # Ray and its workers
+            batch.send_signal(signal.SIGTERM)
+            break
+        time.sleep(0.2)
+    assert tree, "no worker started executing"
+    stdout, stderr = batch.communicate(timeout=300)
+    assert batch.returncode == 128 + signal.SIGTERM, stdout[-3000:] + stderr[-3000:]
+    assert "stopped; finished trials are kept" in stderr, stderr[-3000:]
+    time.sleep(2)  # Ray's last processes exit a moment after the driver
+    left = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, [(p.pid, p.name()) for p in left]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -116,11 +117,32 @@ def _trial(args: argparse.Namespace) -> int:
     command = "robopin trial " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["trial"] else sys.argv[1:])
     print(f"robopin trial: {len(plan)} trial(s) into {out} (ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']}), judged by "
           + ", ".join(sorted({p.judge for p in plan})), flush=True)
+    from robopin_ros.runtime import stop_signals
+
+    received: list[int] = []
+
+    def interrupt(signum: int) -> None:
+        # SIGTERM (a scheduler, `timeout`, `kill`) and SIGHUP (a closed terminal) stop the batch as Ctrl-C does:
+        # finished trials kept, every stack brought down with its arm stopped first, Ray shut down. Only the
+        # first signal interrupts; the stop that follows is not cut short by another.
+        if not received:
+            received.append(signum)
+            raise KeyboardInterrupt
+        print(f"robopin trial: {signal.Signals(signum).name}: already stopping", file=sys.stderr, flush=True)
+
+    with stop_signals(interrupt, extra=(signal.SIGHUP,)):
+        code = _run_plan(args, out, plan, answers=answers, command=command, overrides=overrides)
+    return 128 + received[0] if received and code == 130 else code
+
+
+def _run_plan(args, out, plan, *, answers, command, overrides) -> int:
+    from robopin.trials.console import ConsoleError
+    from robopin.trials.judging import JudgementError
+
     if args.workers > 1 or args.ray_address:
         from robopin_ros.trial_workers import run_on_workers
 
         return run_on_workers(args, out, plan, command=command, overrides=overrides)
-    from robopin.trials.console import ConsoleError
     from robopin_ros.trial_batch import TrialBatch
 
     try:
