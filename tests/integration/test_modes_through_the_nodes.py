@@ -8,35 +8,18 @@ and a duck: R^3 names a lego brick twice.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from robopin.trials.log import read_trial
+from .one_trial import run_trial
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("system", "seed", "mode"), [("sim_xarm6", 8, "plan"), ("sim_panda", 1003, "subtask")])
 def test_the_oracle_carries_out_a_long_horizon_layout_with_look_alikes(tmp_path, system, seed, mode):
-    out = tmp_path / "trials"
-    result = subprocess.run(
-        [sys.executable, "-m", "robopin.cli", "trial", f"long_horizon@{seed}", "--system", system,
-         "--set", "model:=oracle", "--set", f"mode:={mode}", "--out", str(out)],
-        cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    log = result.stdout[-6000:] + result.stderr[-4000:]
-    folder = out / f"{system.removeprefix('sim_')}-long_horizon-seed{seed:03d}"
-    summary, _ = read_trial(folder)
-    assert summary is not None, f"no summary\n{log}"
-    judgement = json.loads((folder / "judgement.json").read_text())
-    assert result.returncode == 0 and summary.success and judgement["success"], (summary.extra, judgement, log)
+    run = run_trial(tmp_path / "trials", "long_horizon", seed, system, "model:=oracle", f"mode:={mode}")
+    summary, judgement, log = run.summary, run.judgement, run.log
+    assert run.returncode == 0 and summary.success and judgement["success"], (summary.extra, judgement, log)
     assert judgement["subgoals_reached"] == judgement["subgoals_total"] == 3, judgement
     measures = summary.extra["reasoning"]
     assert measures and all(m["valid"] for m in measures), measures
@@ -57,15 +40,6 @@ def test_panda_long_horizon_layout_1_in_plan_mode_leaves_the_duck_on_the_plate(t
     """Panda long-horizon layout 1, plan mode: the duck is released between fingers it nearly fills. A release
     asked with the grasp force leaves the fingers pressed into it and the retreat carries it off; the task releases
     with a plain move checked to reach its width, and the judge and the stack both see the duck on the plate."""
-    out = tmp_path / "trials"
-    result = subprocess.run(
-        [sys.executable, "-m", "robopin.cli", "trial", "long_horizon@1", "--system", "sim_panda",
-         "--set", "model:=oracle", "--set", "mode:=plan", "--out", str(out)],
-        cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    log = result.stdout[-6000:] + result.stderr[-4000:]
-    folder = out / "panda-long_horizon-seed001"
-    summary, _ = read_trial(folder)
-    assert summary is not None, f"no summary\n{log}"
-    judgement = json.loads((folder / "judgement.json").read_text())
+    run = run_trial(tmp_path / "trials", "long_horizon", 1, "sim_panda", "model:=oracle", "mode:=plan")
+    summary, judgement, log = run.summary, run.judgement, run.log
     assert summary.success and judgement["success"] and judgement["subgoals_reached"] == 3, (judgement, log)
