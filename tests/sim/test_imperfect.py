@@ -191,3 +191,18 @@ def test_every_drawn_error_is_counted_under_its_type(scene):
     kinds = {error_kind(name) for sample in backend.injected for name in sample}
     assert "other" not in kinds
     assert {"anchor_error", "answer_error", "wrong_view", "broken_tag", "missing_answer", "hallucination"} <= kinds
+
+
+def test_a_critique_request_is_answered_in_words_with_no_error_drawn(scene):
+    # E-TTS asks the verifier model for a critique of a rejected trace (the feedback template): advice, not a trace,
+    # so the erring model draws no pointing errors for it and the trial counts no sample (its errors would belong to
+    # no trace of the search log).
+    from robopin.pincot.prompts import feedback_prompt
+
+    backend = _backend(scene, "robopin", seed=3, anchor_error=1.0)
+    trace = _samples(scene, backend, 1)[0]
+    images = [ViewImage(np.zeros((480, 640, 3), np.uint8), name, k) for k, name in enumerate(VIEWS)]
+    prompt = feedback_prompt(scene.task.instruction, trace, 0.1)
+    critique = backend.generate(build_messages(prompt, images), SamplingParams()).texts[0]
+    assert len(backend.injected) == 1  # the trace's draw only
+    assert "<answer>" not in critique and scene.task.instruction in critique

@@ -132,10 +132,12 @@ def _request_text(messages: Sequence[ChatMessage]) -> str:
 
 
 def request_kind(messages: Sequence[ChatMessage]) -> str:
-    """What a request asks for, as a model tells it from the prompt: an R^3 step (``subtask``: a
-    ``Goal:`` and an ``Instruction: <instruction>`` line to write), a RoboGPT-R1 plan (``plan``: an
-    ``executable_plan`` to fill), else PinCoT pointing (``pointing``)."""
+    """What a request asks for, as a model tells it from the prompt: E-TTS's critique of a rejected trace
+    (``critique``), an R^3 step (``subtask``: a ``Goal:`` and an ``Instruction: <instruction>`` line to write), a
+    RoboGPT-R1 plan (``plan``: an ``executable_plan`` to fill), else PinCoT pointing (``pointing``)."""
     text = _request_text(messages)
+    if "Robot's Current Reasoning:" in text:  # E-TTS's feedback request (pincot/templates/feedback.txt)
+        return "critique"
     if "executable_plan" in text:
         return "plan"
     if re.search(r"^Goal: ", text, re.MULTILINE) and "Instruction: <instruction>" in text:
@@ -249,6 +251,12 @@ class OracleBackend(VLMBackend):
             if self.erring:
                 return model_errors.degraded_pointing(self, oracle, rendered)
             return oracle.write(rendered).text
+        if kind == "critique":
+            # A few sentences of advice, not a trace: no pins to get wrong, so no errors are drawn for it (a drawn
+            # error belongs to a trace the search log shows).
+            instruction = oracle.instruction or oracle.scene.spec.instruction
+            return (f"Check that the answer's object is the one the instruction describes ({instruction}) and that "
+                    "each ID is pinned on that same object in every view before answering again.")
         text = (subtask_response if kind == "subtask" else plan_response)(oracle, _request_text(messages))
         if self.erring:
             return model_errors.degraded_other(self, oracle, text)
