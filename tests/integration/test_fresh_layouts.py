@@ -2,8 +2,8 @@
 through every node by ``robopin trial`` with the shipped system at its defaults and judged by the simulator.
 
 xArm 6 spatial layout 11: the upright duck is grasped 7 mm off the fingers' centre line. The xArm gripper is an
-open chain in pybullet that holds by a weld; while the fingers still collided with the welded duck they pushed into
-each other as the arm accelerated (18 mm deep by the release), and the opened hand carried the duck off the plate.
+open chain in pybullet that holds by a weld; the duck must leave the opened hand onto the plate, and the stack and
+the judge must both say so.
 """
 
 from __future__ import annotations

@@ -475,10 +475,10 @@ class SimWorld:
                 )
                 p.changeConstraint(constraint, maxForce=50.0, physicsClientId=self.client)
                 self._weld = (constraint, name)
-                # The weld is the grip now. Left colliding, the open-chain fingers and the welded object
-                # push into each other as the arm accelerates (an upright duck sank 18 mm into a finger and
-                # stuck to it when the hand opened); the fingers are held where they stopped, so nothing
-                # passes through the object while contacts are off, and they come back with the release.
+                # The weld is the grip now. Left colliding, the open-chain fingers and the welded object push
+                # into each other as the arm accelerates, and an object sunk into a finger leaves with the opened
+                # hand; the fingers are held where they stopped, so nothing passes through the object while
+                # contacts are off, and they come back with the release.
                 self._finger_contacts(body, enabled=False)
                 # The linkage gives way under load, so left alone it would close through the object
                 # and report 0 mm (a missed grasp) while the weld holds it. A real gripper stalls on
