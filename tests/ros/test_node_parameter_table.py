@@ -23,7 +23,7 @@ from robopin.env import REPO_ROOT
 from robopin.settings import described
 from robopin.system import load_system
 from robopin.system.node_parameters import NESTED_SETTINGS, NODE_PARAMETERS, ROS_OWN_PARAMETERS, VIEW_TOPIC_PREFIX
-from tests.ros.rostest_utils import wait_for
+from tests.ros.rostest_utils import call_service, wait_for
 
 pytestmark = pytest.mark.ros
 
@@ -44,11 +44,9 @@ def _remote_parameter_names(name: str, timeout_s: float = 60.0) -> list[str]:
     probe = Node("parameter_table_probe")
     try:
         client = probe.create_client(ListParameters, f"{name}/list_parameters")
-        assert client.wait_for_service(timeout_sec=timeout_s), f"{name}/list_parameters not served"
-        future = client.call_async(ListParameters.Request())
-        rclpy.spin_until_future_complete(probe, future, timeout_sec=timeout_s)
-        assert future.done(), f"{name}/list_parameters did not answer"
-        return list(future.result().result.names)
+        response = call_service(client, ListParameters.Request(), timeout_s, f"{name}/list_parameters",
+                                spin=lambda s: rclpy.spin_once(probe, timeout_sec=s))
+        return list(response.result.names)
     finally:
         probe.destroy_node()
 

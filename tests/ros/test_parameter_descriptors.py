@@ -27,7 +27,7 @@ from rclpy.parameter import Parameter
 
 from robopin.env import REPO_ROOT
 from robopin.system import load_system
-from tests.ros.rostest_utils import SpunNode, wait_future
+from tests.ros.rostest_utils import SpunNode, call_service
 
 pytestmark = pytest.mark.ros
 
@@ -168,9 +168,7 @@ def _shipped_values(executable: str) -> list[tuple[str, str, Any]]:
 
 
 def _call(client: SpunNode, srv_type, service: str, request):
-    cli = client.node.create_client(srv_type, service)
-    assert cli.wait_for_service(timeout_sec=CALL_TIMEOUT_S), f"{service} never appeared"
-    return wait_future(cli.call_async(request), CALL_TIMEOUT_S, service)
+    return call_service(client.node.create_client(srv_type, service), request, CALL_TIMEOUT_S, service)
 
 
 @pytest.mark.parametrize("executable", sorted(NODES))
