@@ -25,7 +25,8 @@ published figure), each trial in a bring-up of its own and E-TTS seeded by the l
 them. Printed per reasoner: model time per step, the reason stage less its model calls (E-TTS's own work:
 candidates, their projection, the plan check's dry run) and its ratio to the model time, the non-model time
 before motion; then what E-TTS adds to that against one sample, as a fraction of its model time (its dry-run
-plan is the plan the step runs, so the plan stage counts on both sides). Nothing passes or fails; on a shared
+plan is the plan the step runs, so the plan stage counts on both sides), as a difference of medians and paired on
+each layout's first step (the one scene both reasoners see). Nothing passes or fails; on a shared
 machine every wall-clock figure grows with other load, so compare only figures from one run.
 
 Run: .venv/bin/python benchmarks/bench_e2e.py [--steps 3] [--seeds 5] [--node-seeds 3] [--etts-seeds 1] [--etts-only]
@@ -193,7 +194,7 @@ def _etts_steps(seeds: int, latency_s: float) -> dict[str, tuple[list, int, int]
     sample (``tts:=single``) and E-TTS (``tts:=etts``), the simulated model at ``latency_s`` per sample; the three
     tasks' first ``seeds`` layouts, a bring-up each and E-TTS seeded by the layout, as ``robopin trial`` runs them.
     Real runs, not dry runs: the task's own pick-and-place takes E-TTS's dry-run plan only when it runs.
-    Returns per reasoner: the steps' timings, trials that succeeded, trials."""
+    Returns per reasoner: the steps (timing, E-TTS's part times, (task, seed)), trials that succeeded, trials."""
     from robopin_ros.bringup import Bringup
 
     from robopin.system import load_system
@@ -216,7 +217,7 @@ def _etts_steps(seeds: int, latency_s: float) -> dict[str, tuple[list, int, int]
                 succeeded += bool(run.success)
                 if not run.success:
                     print(f"{tts} {task} seed {seed}: {run.reason}: {run.message}")
-                steps += [(t, searches.get(t.step, {})) for t in run.timings()]
+                steps += [(t, searches.get(t.step, {}), (task, seed)) for t in run.timings()]
         found[tts] = (steps, succeeded, trials)
     return found
 
@@ -229,7 +230,7 @@ def _print_etts(found: dict[str, tuple[list, int, int]], latency_s: float) -> No
 
     rows = {}
     for tts, (logged, succeeded, trials) in found.items():
-        steps = [step for step, _ in logged]
+        steps = [step for step, _, _ in logged]
         reasoned = [s for s in steps if "reason" in s.durations_s]
         planned = [s for s in reasoned if "plan" in s.durations_s]
         rows[tts] = (summarize([s.model_s for s in reasoned]), summarize([s.reason_overhead_s for s in reasoned]),
@@ -240,7 +241,7 @@ def _print_etts(found: dict[str, tuple[list, int, int]], latency_s: float) -> No
               f"{own.median / model.median:.2f} of model time; non-model before motion (reason less model, "
               f"validate, project, plan) median "
               f"{before.median:.3f} s (p95 {before.p95:.3f})")
-    searched = [(step, parts) for step, parts in found.get("etts", ([], 0, 0))[0]
+    searched = [(step, parts) for step, parts, _ in found.get("etts", ([], 0, 0))[0]
                 if parts.get("sample_actions") and "reason" in step.durations_s]
     if searched:
         names = ("verify_reasoning", "sample_actions", "verify_actions", "project_actions", "plan_check")
@@ -256,6 +257,18 @@ def _print_etts(found: dict[str, tuple[list, int, int]], latency_s: float) -> No
         added = etts_before.median - rows["single"][2].median
         print(f"  E-TTS adds {added:.3f} s of non-model time before motion per step (medians) = "
               f"{added / model.median:.2f} of its model time ({model.median:.3f} s at {latency_s} s per sample)")
+        # Later steps of one layout differ between the two reasoners (another object picked, another scene), so
+        # the difference of medians mixes E-TTS's cost with the scenes' planning times: each layout's first step
+        # sees the same scene under both, and the median of those paired differences is E-TTS's cost alone.
+        first = {tts: {trial: step for step, _, trial in logged if step.step == 0 and "plan" in step.durations_s}
+                 for tts, (logged, _, _) in found.items()}
+        pairs = [(first["etts"][trial], first["single"][trial]) for trial in first["etts"] if trial in first["single"]]
+        if pairs:
+            paired = summarize([before_motion(e) - before_motion(s) for e, s in pairs])
+            model_first = summarize([e.model_s for e, _ in pairs]).median
+            print(f"  paired on each layout's first step ({len(pairs)} layouts): E-TTS adds median "
+                  f"{paired.median:.3f} s (p95 {paired.p95:.3f}) = {paired.median / model_first:.2f} of its model time "
+                  f"({model_first:.3f} s)")
 
 
 def _report_etts(seeds: int) -> None:
