@@ -101,3 +101,27 @@ def test_etts_draws_the_same_whatever_ran_before_when_the_verifier_errs(tmp_path
     assert (mine.success, mine.failure) == (theirs.success, theirs.failure), (mine.extra, theirs.extra)
     assert _decisions(_search(after / "xarm6-spatial-seed007")) == _decisions(_search(alone / "xarm6-spatial-seed007"))
     assert theirs.extra["model_samples"] > 0, theirs.extra
+
+
+def test_a_step_etts_refuses_keeps_its_search_and_its_step_in_the_trial_folder(tmp_path):
+    """Spatial layout 4 with ``without_rft`` and the verifier wrong one time in five: the verifier says no to every
+    trace of four batches and E-TTS refuses the step (``tts_rejected``). The refused step is recorded as any other:
+    its search (every batch, the refusal) in ``search.jsonl`` and its best trace in ``steps.jsonl`` with the
+    refusal as its error, so an operator reads why from the trial folder and the bag."""
+    arguments = {"model": "without_rft", "tts": "etts", "verifier_error": "0.2"}
+    out = tmp_path / "trials"
+    result = _batch(out, ["spatial@4"], arguments)
+    log = result.stdout[-6000:] + result.stderr[-4000:]
+    folder = out / "xarm6-spatial-seed004"
+    summary, _ = read_trial(folder)
+    assert summary is not None, log
+    assert summary.failure == "tts_rejected", (summary.extra, log)
+    [search] = _search(folder)
+    assert search["refusal"].startswith("tts_rejected: the verifier rejected the reasoning of every trace"), search
+    assert search["chosen"] is None and search["batches"], search
+    assert {b["selection"]["mode"] for b in search["batches"]} == {"rejected"}, search
+    assert all(t["reasoning_score"] < 0.5 for b in search["batches"] for t in b["traces"]), search
+    assert step_log_lines(search, 0)[-1].endswith(f"; refused {search['refusal']}")
+    steps = [json.loads(line) for line in (folder / "steps.jsonl").read_text().splitlines()]
+    assert len(steps) == 1 and steps[0]["raw_output"], steps
+    assert any("tts_rejected" in str(error) for error in steps[0]["errors"]), steps[0]["errors"]

@@ -16,6 +16,7 @@ from robopin.reasoning import TaskRefusal
 from robopin.reasoning.protocols import MotionOutcome
 from robopin.reasoning.snapshot_stages import SnapshotProjector
 from robopin.reasoning.tts import ETTSReasoner, TTSConfig
+from robopin.reasoning.tts.reasoner import step_log_lines
 from robopin.vlm.base import ViewImage
 from tests.reasoning.tts.helpers import ScriptedModel, query, tabletop, trace
 
@@ -94,9 +95,14 @@ def test_max_batches_runs_only_reasoning_the_verifier_did_not_reject(observation
     # Issue #38: every trace judged wrong, the best of them was run (a wrong object picked and placed).
     low = [trace((231, 181), (500, 350), tag=f"T{k}") for k in range(3)]
     model = ScriptedModel([[low[0]], [low[1]], [low[2]]], {"T0": 0.2, "T1": 0.35, "T2": 0.1})
-    with pytest.raises(TaskRefusal) as caught:
-        reasoner(model, max_batches=3).reason(query(observation))
-    assert caught.value.reason == "tts_rejected" and "rejected the reasoning of every trace" in caught.value.message
+    refused = reasoner(model, max_batches=3).reason(query(observation))
+    refusal = refused.interpretation.refusal
+    assert refusal.reason == "tts_rejected" and "rejected the reasoning of every trace" in refusal.message
+    # The refused step keeps its search: every batch, and the refusal, for the record the loop makes of it.
+    log = refused.extra["tts"]
+    assert len(log["batches"]) == 3 and log["chosen"] is None and log["refusal"] == str(refusal)
+    assert refused.text == low[1]  # the best trace seen, the one the refusal kept from running
+    assert step_log_lines(log, 0)[-1].endswith(f"; refused {refusal}")
     # A trace the verifier said yes to, under a threshold above it, is still run once the batches are spent.
     model = ScriptedModel([[low[0]], [low[1]]], {"T0": 0.2, "T1": 0.6})
     result = reasoner(model, max_batches=2, selection={"epsilon": 0.0, "threshold": 0.7}).reason(query(observation))
@@ -114,10 +120,13 @@ def test_exploration_never_takes_reasoning_the_verifier_rejected(observation):
 
 def test_refuse_mode_names_the_threshold(observation):
     model = ScriptedModel([[BAD]], {"BAD": 0.2})
-    with pytest.raises(TaskRefusal) as caught:
-        reasoner(model, max_batches=2, selection={"epsilon": 0.0, "on_exhausted": "refuse"}).reason(query(observation))
-    assert caught.value.reason == "tts_rejected"
-    assert "threshold 0.4" in caught.value.message and "2 batch(es)" in caught.value.message
+    refused = reasoner(model, max_batches=2, selection={"epsilon": 0.0, "on_exhausted": "refuse"}).reason(
+        query(observation)
+    )
+    refusal = refused.interpretation.refusal
+    assert refusal.reason == "tts_rejected"
+    assert "threshold 0.4" in refusal.message and "2 batch(es)" in refusal.message
+    assert refused.extra["tts"]["refusal"] == str(refusal)
 
 
 def test_invalid_traces_get_the_validation_message_as_feedback_without_a_model_call(observation):

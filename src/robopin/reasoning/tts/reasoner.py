@@ -111,6 +111,7 @@ class StepLog:
     samples: int = 0
     timings_s: dict[str, float] = field(default_factory=dict)
     chosen: dict[str, Any] | None = None
+    refusal: str = ""  # "<reason>: <message>" when the step ends refused (tts_rejected)
 
     def add_time(self, stage: str, seconds: float) -> None:
         self.timings_s[stage] = self.timings_s.get(stage, 0.0) + seconds
@@ -127,6 +128,7 @@ class StepLog:
             "samples": self.samples,
             "timings_s": {k: round(v, 4) for k, v in self.timings_s.items()},
             "chosen": self.chosen,
+            **({"refusal": self.refusal} if self.refusal else {}),
         }
 
 
@@ -161,7 +163,8 @@ def step_log_lines(log: Mapping[str, Any], step: int) -> list[str]:
     lines.append(f"step {step}: {log.get('stop_reason', '')} after {len(log.get('batches', ()))} batch(es), "
                  f"{log.get('samples', 0)} sample(s); chosen "
                  + ("none" if not chosen else f"trace {chosen['trace']} pick {where(chosen['pick'])} "
-                    f"place {where(chosen['place'])} S={chosen['joint']:.3f}"))
+                    f"place {where(chosen['place'])} S={chosen['joint']:.3f}")
+                 + (f"; refused {log['refusal']}" if log.get("refusal") else ""))
     return lines
 
 
@@ -430,14 +433,22 @@ class ETTSReasoner:
         else:
             log.stop_reason = "max_batches"
 
+        refusal: TaskRefusal | None = None
         if chosen is None:
-            chosen = self._exhausted(pairs, log)
+            chosen, refusal = self._exhausted(pairs, log)
         if chosen is None:
             # No pair was eligible (every trace failed validation): hand the loop the first trace so
             # it refuses with the validation's own reason.
             chosen_text, chosen_interpretation = texts[0], interpretations[0]
         else:
             chosen_text, chosen_interpretation = texts[chosen.trace], interpretations[chosen.trace]
+        if refusal is not None:
+            # E-TTS refuses the step: the decision carries the refusal, as a trace that fails validation does,
+            # so the loop records the step (the best trace seen, and the whole search that rejected it) before
+            # it ends the task; a refusal raised here would take with it the search that says why.
+            chosen_interpretation = dataclasses.replace(chosen_interpretation, refusal=refusal)
+            log.refusal = str(refusal)
+            chosen = None
         return self._result(
             query,
             chosen_text,
@@ -607,14 +618,15 @@ class ETTSReasoner:
         critique = result.samples[0].text.strip() if result.samples else ""
         return critique, reasoning
 
-    def _exhausted(self, pairs: Sequence[PairRecord], log: StepLog) -> PairRecord | None:
+    def _exhausted(self, pairs: Sequence[PairRecord], log: StepLog) -> tuple[PairRecord | None, TaskRefusal | None]:
+        """The pair to run once the batches are spent, or the best pair with the refusal that keeps it from running."""
         eligible = [p for p in pairs if p.eligible]
         if not eligible:
-            return None
+            return None, None
         best = max(eligible, key=lambda p: p.joint)  # max keeps the earliest of equal scores
         selection = self.config.selection
         if selection.on_exhausted == "refuse":
-            raise TaskRefusal(
+            return best, TaskRefusal(
                 "tts_rejected",
                 f"no pair scored above the threshold {selection.threshold} in {len(log.batches)} "
                 f"batch(es) ({log.stop_reason}); best joint score {best.joint:.3f}",
@@ -622,13 +634,13 @@ class ETTSReasoner:
         verified = [p for p in eligible if p.reasoning_score >= selection.min_reasoning_score]
         if not verified:
             # Every trace's reasoning was judged wrong: running the best of them runs a known-wrong answer.
-            raise TaskRefusal(
+            return best, TaskRefusal(
                 "tts_rejected",
                 f"the verifier rejected the reasoning of every trace in {len(log.batches)} batch(es) "
                 f"({log.stop_reason}; best reasoning score {max(p.reasoning_score for p in eligible):.3f}, "
                 f"below min_reasoning_score {selection.min_reasoning_score})",
             )
-        return max(verified, key=lambda p: p.joint)
+        return max(verified, key=lambda p: p.joint), None
 
     def _result(
         self,
