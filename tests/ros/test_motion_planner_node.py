@@ -180,7 +180,8 @@ def test_refusals_dry_run_and_cancel(cell):
     action = ActionClient(client, MoveToPose, "/robopin/motion/move_to_pose")
     assert action.wait_for_server(timeout_sec=10.0)
     goal = _pose_goal((0.4, 0.35, 0.15))
-    goal.velocity_scale = 0.2
+    # Slow enough that the busy refusal and the cancel (two round trips) land mid-motion on a flat-out simulator.
+    goal.velocity_scale = 0.05
     handle = _wait(
         action.send_goal_async(
             goal, feedback_callback=lambda msg: msg.feedback.stage == "executing" and executing.set()
