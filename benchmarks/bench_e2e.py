@@ -23,9 +23,9 @@ through every node of ``config/sim_xarm6.yaml`` with the erring ``robopin`` pres
 as RoboPIN's 0.281 s per sample (``model_latency_s``; its yes/no verdicts at the oracle's own speed, for want of a
 published figure), each trial in a bring-up of its own and E-TTS seeded by the layout, as ``robopin trial`` runs
 them. Printed per reasoner: model time per step, the reason stage less its model calls (E-TTS's own work:
-candidates, their projection, the plan check's dry run) and its ratio to the model time, the non-model time
-before motion; then what E-TTS adds to that against one sample, as a fraction of its model time (its dry-run
-plan is the plan the step runs, so the plan stage counts on both sides), as a difference of medians and paired on
+candidates, their depth segments and projection, selection) and its ratio to the model time, the non-model time
+before motion; then what E-TTS adds to that against one sample, as a fraction of its model time (the plan check
+is the step's own planning, so the plan stage counts on both sides), as a difference of medians and paired on
 each layout's first step (the one scene both reasoners see). Nothing passes or fails; on a shared
 machine every wall-clock figure grows with other load, so compare only figures from one run.
 
@@ -193,7 +193,6 @@ def _etts_steps(seeds: int, latency_s: float) -> dict[str, tuple[list, int, int]
     """Every step of real runs through the nodes of the xArm 6 sim system with the erring ``robopin`` preset, one
     sample (``tts:=single``) and E-TTS (``tts:=etts``), the simulated model at ``latency_s`` per sample; the three
     tasks' first ``seeds`` layouts, a bring-up each and E-TTS seeded by the layout, as ``robopin trial`` runs them.
-    Real runs, not dry runs: the task's own pick-and-place takes E-TTS's dry-run plan only when it runs.
     Returns per reasoner: the steps (timing, E-TTS's part times, (task, seed)), trials that succeeded, trials."""
     from robopin_ros.bringup import Bringup
 
@@ -224,7 +223,7 @@ def _etts_steps(seeds: int, latency_s: float) -> dict[str, tuple[list, int, int]
 
 def _print_etts(found: dict[str, tuple[list, int, int]], latency_s: float) -> None:
     """E-TTS's own work per step (reason stage less its model calls) against its model time, and what E-TTS adds
-    to a step's non-model time before motion against one sample (its dry-run plan is the step's plan)."""
+    to a step's non-model time before motion against one sample."""
     def before_motion(step) -> float:
         return step.reason_overhead_s + sum(step.durations_s.get(s, 0.0) for s in ("validate", "project", "plan"))
 
@@ -244,14 +243,10 @@ def _print_etts(found: dict[str, tuple[list, int, int]], latency_s: float) -> No
     searched = [(step, parts) for step, parts, _ in found.get("etts", ([], 0, 0))[0]
                 if parts.get("sample_actions") and "reason" in step.durations_s]
     if searched:
-        names = ("verify_reasoning", "sample_actions", "verify_actions", "project_actions", "plan_check")
+        names = ("verify_reasoning", "sample_actions", "verify_actions", "project_actions")
         medians = {part: summarize([parts.get(part, 0.0) for _, parts in searched]).median for part in names}
         print("  E-TTS steps that scored actions, median s: " + ", ".join(f"{k} {v:.3f}" for k, v in medians.items())
               + " (the action verifier runs beside verify_reasoning, a model call)")
-        rest = summarize([step.reason_overhead_s - parts.get("plan_check", 0.0) for step, parts in searched])
-        model = summarize([step.model_s for step, _ in searched]).median
-        print(f"  E-TTS's own work less the plan check's dry run (the plan the step then runs): median "
-              f"{rest.median:.3f} s (p95 {rest.p95:.3f}) = {rest.median / model:.2f} of its model time")
     if "single" in rows and "etts" in rows:
         model, _, etts_before = rows["etts"]
         added = etts_before.median - rows["single"][2].median

@@ -319,6 +319,43 @@ def test_a_second_request_on_the_same_frames_reuses_the_first_ones_work(scene, m
     assert [t.point.tolist() for t in first] == [t.point.tolist() for t in make_projector().project(reqs, scene)]
 
 
+def test_the_same_pins_asked_the_other_way_round_reuse_the_verdict_with_labels_in_the_order_asked(scene, monkeypatch):
+    # E-TTS asks about a trace's pick with the other view's pin, and about its other-view candidate: the same two
+    # pins with the views swapped. One object or not does not depend on the order; the rule runs once.
+    from robopin.geometry import crossview, projection
+
+    verdicts = []
+    real = projection.same_object
+    monkeypatch.setattr(projection, "same_object", lambda *a, **k: verdicts.append(real(*a, **k)) or verdicts[-1])
+    projector = make_projector()
+    for static_pin, wrist_pin, same in ((front_face_point(0), top_centre(0), True),
+                                        (top_centre(0), top_centre(1), False)):
+        verdicts.clear()
+        reqs = [PointRequest(*pixel_of(0, static_pin), 0, "obj_01"), PointRequest(*pixel_of(1, wrist_pin), 1, "obj_01")]
+        forward = projector.project(reqs, scene)
+        backward = projector.project(reqs[::-1], scene)
+        assert len(verdicts) == 1 and verdicts[0].same is same
+        assert forward[0].valid is same and backward[0].valid is same
+        # Asked afresh in the other order, the rule gives the same answer.
+        assert crossview.same_object(*_pins_of(backward, scene)).same is same
+    labels = verdicts[0].labels
+    assert len(set(labels)) == 2  # two objects; the refusal names them in the order asked (wrist first)
+    assert str(list(labels[::-1])) in backward[0].detail and str(list(labels)) in forward[0].detail
+
+
+def _pins_of(targets, scene):
+    """same_object's arguments for the pins of ``targets`` (as the projector hands them over)."""
+    from robopin.geometry.crossview import ViewDepth
+
+    projector = make_projector()
+    views = []
+    for t in targets:
+        data = scene[t.img_idx]
+        views.append(ViewDepth(data.depth_m, data.camera, projector._T_base_cam(projector.view(t.img_idx), data)))
+    points = [projector.project_point(PointRequest(t.u, t.v, t.img_idx, "x"), scene).point for t in targets]
+    return points, [(t.u, t.v) for t in targets], views
+
+
 def test_new_frames_with_the_old_stamp_are_projected_afresh_and_old_frames_are_let_go(scene):
     import gc
     import weakref

@@ -118,28 +118,6 @@ def test_a_target_outside_the_workspace_is_refused_before_planning_and_a_stop_be
         arm.disconnect()
 
 
-def test_a_real_run_takes_the_dry_runs_plan_only_while_nothing_it_was_planned_from_changed():
-    with _multi_view("panda", "reuse") as (scene, task, arm, pick, place):
-        q = arm.joint_state().positions
-        dry = task.pick_place(q, PickPlaceRequest(pick, place, dry_run=True), DirectArm(arm))
-        assert dry.success and not dry.reused and dry.planning_time_s > 0
-        # The cloud changed (one more point above the table): the dry run was planned in another world.
-        points = task.scene.world(0.0).points
-        task.scene.update_cloud(np.vstack([points, [[0.3, 0.3, 0.2]]]), q, 0.0)
-        assert not task.plan(q, PickPlaceRequest(pick, place)).reused
-        # Planned again as a dry run, then asked for real from where the arm still is: the same plan.
-        again = task.plan(q, PickPlaceRequest(pick, place, dry_run=True))
-        real = task.pick_place(q, PickPlaceRequest(pick, place), DirectArm(arm))
-        assert real.success and real.reused and real.plan is again.plan and real.planning_time_s == 0.0
-        arm.disconnect()
-        assert check_success(scene).success
-        # Another point, or the arm elsewhere: planned afresh.
-        task.plan(q, PickPlaceRequest(pick, place, dry_run=True))
-        assert not task.plan(q, PickPlaceRequest(pick + np.array([0.0, 0.0, 0.001]), place)).reused
-        task.plan(q, PickPlaceRequest(pick, place, dry_run=True))
-        assert not task.plan(q + 0.01, PickPlaceRequest(pick, place)).reused
-
-
 def test_a_grasp_below_a_twisted_arm_is_approached_on_the_grasps_own_branch(monkeypatch):
     """Layout 33 of the Panda long-horizon task: after placing the first
     lego brick the arm rests twisted (joint 1 2.57 rad, joint 3 -2.23 rad, read from that trial's bag), and the

@@ -390,19 +390,31 @@ class Projector:
         return target
 
     def _same_object(self, members: Sequence[Target], frames: Mapping[int, ViewData]) -> CrossViewVerdict:
-        """The object-extent verdict on valid targets of one ID from different views (memoised per frames)."""
-        arrays = tuple(frames[t.img_idx].depth_m for t in members)
-        key = ("same_object", *((t.img_idx, t.u, t.v, *np.asarray(t.point, np.float64).tolist()) for t in members))
+        """The object-extent verdict on valid targets of one ID from different views (memoised per frames).
+
+        Memoised by the set of pins, not their order: E-TTS asks about a trace's pick with the other view's pin
+        and about its other-view candidate, the same two pins the other way round. Whether pins share one object
+        does not depend on their order; the labels (and the detail naming them) are put back in the order asked."""
+        pins = [(t.img_idx, t.u, t.v, *np.asarray(t.point, np.float64).tolist()) for t in members]
+        order = sorted(range(len(members)), key=lambda i: pins[i])
+        arrays = tuple(frames[members[i].img_idx].depth_m for i in order)
+        key = ("same_object", *(pins[i] for i in order))
         found = self._memo.get(arrays, key)
-        if isinstance(found, CrossViewVerdict):
-            return found
+        if isinstance(found, tuple):
+            verdict, labels = found
+            if not labels:
+                return verdict
+            asked = tuple(labels[pin] for pin in pins)
+            detail = verdict.detail.replace(str(list(verdict.labels)), str(list(asked)))
+            return replace(verdict, detail=detail, labels=asked)
         depths = []
         for target in members:
             view, data = self._views[target.img_idx], frames[target.img_idx]
             depths.append(ViewDepth(data.depth_m, data.camera, self._T_base_cam(view, data)))
         verdict = same_object([t.point for t in members], [(t.u, t.v) for t in members], depths,
                               self.config.cross_view)
-        self._memo.put(arrays, key, verdict)
+        labels = dict(zip(pins, verdict.labels, strict=True)) if len(verdict.labels) == len(pins) else {}
+        self._memo.put(arrays, key, (verdict, labels))
         return verdict
 
     def _describe_views(self) -> str:

@@ -11,7 +11,6 @@ status and stage times as cuRobo's ``MotionGenResult`` does.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import threading
 import time
@@ -82,26 +81,14 @@ class PickPlaceOutcome:
     plan: PickPlacePlan | None = None
     executed: bool = False  # the arm moved
     stages_s: dict[str, float] = dataclasses.field(default_factory=dict)
-    reused: bool = False  # the plan is a dry run's, planned before this request (no planning time of its own)
 
     @property
     def planning_time_s(self) -> float:
-        return self.plan.planning_time_s if self.plan is not None and not self.reused else 0.0
-
-
-# A dry run's plan is reused for the same request when the arm has not moved by more than this since (far
-# inside the arm driver's start-state check, robopin.robots.safety's start_tolerance_rad of 0.05 rad).
-REUSE_START_TOLERANCE_RAD = 1e-4
+        return self.plan.planning_time_s if self.plan is not None else 0.0
 
 
 class PickPlaceTask:
-    """Checks, plans and runs pick-and-places for one arm against one scene (not thread-safe: one at a time).
-
-    A request planned as a dry run (E-TTS's action verifier checks its best candidates so) and then asked for
-    for real is not planned again when nothing it was planned from changed: the same points and options, the
-    same collision world (table and cloud content) and the arm where it was. That plan was densely checked
-    against this very world; planning again would cost a plan and return another trajectory of equal worth.
-    """
+    """Checks, plans and runs pick-and-places for one arm against one scene (not thread-safe: one at a time)."""
 
     def __init__(self, planner: MotionPlanner, scene: SceneKeeper, settings: PickPlaceSettings | None = None,
                  *, clock: Callable[[], float] = time.monotonic) -> None:
@@ -109,7 +96,6 @@ class PickPlaceTask:
         self.settings = settings or PickPlaceSettings()
         self.clock = clock  # the scene's stamps' clock (the node's ROS clock)
         self.lock = threading.Lock()  # planners are not thread-safe; other users of the planner take it too
-        self._dry_runs: dict[tuple, tuple[NDArray[np.float64], PickPlaceOutcome]] = {}  # key -> (q_start, outcome)
 
     def check(self, request: PickPlaceRequest) -> None:
         """Refuse targets outside the workspace (raise MotionGoalError ``outside_workspace``)."""
@@ -143,12 +129,6 @@ class PickPlaceTask:
         with self.lock:
             started = time.perf_counter()
             world = self.world()
-            key = _request_key(request, world)
-            reused = self._reusable(key, q_start, request)
-            if reused is not None:
-                stages = {"world": time.perf_counter() - started, "plan": 0.0}
-                return dataclasses.replace(reused, message="planned (the dry run's plan, reused)", stages_s=stages,
-                                           reused=True)
             object_points = None
             if world.points is not None and len(world.points):
                 distance = np.linalg.norm(world.points[:, :2] - request.pick[:2], axis=1)
@@ -165,22 +145,8 @@ class PickPlaceTask:
                       "plan": plan.planning_time_s}
             if not plan.success:
                 return PickPlaceOutcome(False, plan.status.value, plan.message, plan, stages_s=stages)
-            outcome = PickPlaceOutcome(True, "success", "planned (dry run)" if request.dry_run else "planned", plan,
-                                       stages_s=stages)
-            if request.dry_run:
-                self._dry_runs[key] = (q_start.copy(), outcome)
-            return outcome
-
-    def _reusable(self, key: tuple, q_start: NDArray[np.float64], request: PickPlaceRequest) -> PickPlaceOutcome | None:
-        """The dry run's outcome for ``key`` when a real run may take its plan; a real run empties the store
-        (the arm is about to move: every dry run is planned from a start it will leave)."""
-        if request.dry_run:
-            return None
-        found = self._dry_runs.get(key)
-        self._dry_runs.clear()
-        if found is None or float(np.max(np.abs(found[0] - q_start))) > REUSE_START_TOLERANCE_RAD:
-            return None
-        return found[1]
+            return PickPlaceOutcome(True, "success", "planned (dry run)" if request.dry_run else "planned", plan,
+                                    stages_s=stages)
 
     def run(self, plan: PickPlacePlan, arm: PickPlaceArm, should_stop: Callable[[], bool] = lambda: False) -> None:
         """Run the planned phases with the gripper between them; raise MotionGoalError on the first failure.
@@ -249,17 +215,6 @@ class DirectArm:
 
     def move_gripper(self, width_m: float, max_effort_n: float) -> GripperReading:
         return self.arm.gripper_move(width_m, max_effort_n)
-
-
-def _request_key(request: PickPlaceRequest, world) -> tuple:
-    """What a plan depends on besides the arm's start: the request (not dry_run) and the world's content."""
-    points = world.points
-    cloud = "" if points is None else hashlib.sha1(np.ascontiguousarray(points).tobytes()).hexdigest()
-    normal = None if request.pick_normal is None else np.asarray(request.pick_normal, np.float64).tobytes()
-    boxes = tuple(sorted((name, np.asarray(box.size_m).tobytes(), np.asarray(box.T_base_box).tobytes())
-                         for name, box in world.boxes.items()))
-    return (np.asarray(request.pick, np.float64).tobytes(), np.asarray(request.place, np.float64).tobytes(), normal,
-            request.yaw_rad, request.approach_distance_m, request.velocity_scale, cloud, boxes)
 
 
 def _unit_or_none(normal: ArrayLike | None) -> NDArray[np.float64] | None:

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from robopin.motion.errors import MotionConfigError
 from robopin.robots.trajectory import JointTrajectory
 
-__all__ = ["AttachedObject", "Box", "JointTrajectory", "PlanResult", "PlanStatus"]
+__all__ = ["TARGET_FAILURES", "AttachedObject", "Box", "JointTrajectory", "PlanResult", "PlanStatus"]
 
 
 class PlanStatus(str, enum.Enum):
@@ -33,6 +33,16 @@ class PlanStatus(str, enum.Enum):
     TIME_PARAMETERIZATION_FAIL = "time_parameterization_fail"
     COLLISION_IN_RESULT = "collision_in_result"
     BACKEND_ERROR = "backend_error"
+
+
+TARGET_FAILURES = frozenset({PlanStatus.IK_FAIL.value, PlanStatus.GOAL_IN_COLLISION.value,
+                             PlanStatus.GOAL_OUTSIDE_LIMITS.value, PlanStatus.OUTSIDE_WORKSPACE.value,
+                             PlanStatus.NO_PATH.value, PlanStatus.TIMEOUT.value,
+                             PlanStatus.TIME_PARAMETERIZATION_FAIL.value, PlanStatus.COLLISION_IN_RESULT.value,
+                             "invalid_target"})
+"""Statuses of a pick-and-place that found no plan for its targets, before anything moved: other targets may plan
+where these did not. Not among them: a start in collision or outside the limits, a stale world, a busy or absent
+planner, a cancel (another target changes none of those)."""
 
 
 @dataclass

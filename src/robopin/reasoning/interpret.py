@@ -38,7 +38,10 @@ def _issues_text(issues) -> str:
 
 @dataclass(frozen=True)
 class PointingDecision:
-    """A validated pointing answer: where to pick and where to place (pixels), or ``done``."""
+    """A validated pointing answer: where to pick and where to place (pixels), or ``done``.
+
+    ``alternatives`` are a reasoner's next-best answers (E-TTS's next-best pairs), best first: the loop plans them
+    in turn while the ones before found no plan for their targets and nothing moved."""
 
     trace: Trace
     pick: PointRequest | None = None
@@ -46,6 +49,7 @@ class PointingDecision:
     support: tuple[PointRequest, ...] = ()
     done: bool = False
     refusal: TaskRefusal | None = None
+    alternatives: tuple[PointingDecision, ...] = ()
 
     @property
     def valid(self) -> bool:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from robopin.geometry import Target
+from robopin.motion.types import TARGET_FAILURES
 from robopin.pincot import Issue, Trace
 from robopin.pincot.prompts import PromptTemplates, StepRecord, View, plan_prompt
 from robopin.pincot.prompts import subtask_prompt as _subtask_prompt
@@ -207,11 +208,11 @@ class ReasoningLoop:
         self.reasoner = reasoner or make_reasoner(
             config.reasoner, backend, defaults={"temperature": config.temperature, "max_tokens": config.max_tokens}
         )
-        # A reasoner that checks candidate actions (E-TTS's action verifier) gets the loop's own projector
-        # and actor; it only ever calls the actor with dry_run=True.
+        # A reasoner that checks candidate actions (E-TTS's action verifier) projects them with the loop's own
+        # projector; whether they plan is the step's planning (a decision's alternatives).
         bind_stages = getattr(self.reasoner, "bind_stages", None)
         if callable(bind_stages):
-            bind_stages(projector=projector, actor=actor)
+            bind_stages(projector=projector)
         self.convention: PointConvention = backend.point_convention
         self.templates = PromptTemplates(config.prompt_dir) if config.prompt_dir else None
         self._skills = {spec.format: spec.skill for spec in config.skills}
@@ -521,9 +522,50 @@ class ReasoningLoop:
         task.result.steps.append(report)
         task.stage("projecting", step, report.description)
         start = time.perf_counter()
+        pick, place = self._targets(decision, observation, report)
+        report.timings_s["project"] = time.perf_counter() - start
+        task.stage("planning", step, report.description)
+        start = time.perf_counter()
+        outcome = self._act(task, step, pick, place)
+        # A reasoner's next-best pairs (E-TTS's) are planned in turn while the chosen pair finds no plan for its
+        # targets and nothing moved: the plan check that chooses among them is the step's own planning.
+        for index, alternative in enumerate(decision.alternatives, 1):
+            if outcome.success or outcome.executed or outcome.status not in TARGET_FAILURES or task.should_stop():
+                break
+            report.notes.append(f"{_pair_name(pick, place)} found no plan ({outcome.status}: {outcome.message}); "
+                                f"planning the reasoner's next-best pair {index}")
+            tried = StepReport(step)
+            try:
+                pick, place = self._targets(alternative, observation, tried)
+            except TaskRefusal as refusal:
+                report.notes.append(f"next-best pair {index} refused: {refusal.reason}: {refusal.message}")
+                continue
+            report.targets = tried.targets
+            report.notes += tried.notes
+            outcome = self._act(task, step, pick, place)
+        report.timings_s["motion"] = time.perf_counter() - start
+        report.motion = outcome
+        if task.should_stop() or outcome.status == "canceled":
+            raise TaskCanceled(f"canceled during step {step} ({outcome.message or 'motion stopped'})")
+        if not outcome.success:
+            raise TaskRefusal(outcome.status or "motion_failed", outcome.message or "pick-and-place failed")
+        report.outcome = "planned (dry run)" if task.request.dry_run else "executed"
+        logger.info(
+            "task %s step %d: %s %s; timings %s",
+            task.request.task_id,
+            step,
+            report.description,
+            report.outcome,
+            {k: round(v, 3) for k, v in report.timings_s.items()},
+        )
+        return report
+
+    def _targets(self, decision: PointingDecision, observation: Observation,
+                 report: StepReport) -> tuple[Target, Target]:
+        """Project ``decision``'s pick, place and their other-view pins into ``report.targets`` (with its notes);
+        the pick and place, or a TaskRefusal naming the target the projection or the workspace refused."""
         requests = decision.requests() if self.config.cross_view_check else decision.requests()[:2]
         targets = self.projector.project(requests, observation)
-        report.timings_s["project"] = time.perf_counter() - start
         if len(targets) != len(requests):
             raise TaskRefusal("projection_unavailable", f"asked to project {len(requests)} points, got {len(targets)}")
         pick, place = targets[0], targets[1]
@@ -552,28 +594,22 @@ class ReasoningLoop:
                     f"{[round(float(c), 3) for c in target.point]} m "
                     f"lies outside the workspace {workspace.min_xyz}..{workspace.max_xyz}",
                 )
-        task.stage("planning", step, report.description)
-        start = time.perf_counter()
-        outcome = self.actor.pick_place(
+        return pick, place
+
+    def _act(self, task: _Task, step: int, pick: Target, place: Target) -> MotionOutcome:
+        """One pick-and-place through the actor (planned only, on a dry run)."""
+        return self.actor.pick_place(
             pick,
             place,
             dry_run=task.request.dry_run,
             on_stage=lambda stage, detail: task.notify(stage, step, detail),
             should_stop=task.should_stop,
         )
-        report.timings_s["motion"] = time.perf_counter() - start
-        report.motion = outcome
-        if task.should_stop() or outcome.status == "canceled":
-            raise TaskCanceled(f"canceled during step {step} ({outcome.message or 'motion stopped'})")
-        if not outcome.success:
-            raise TaskRefusal(outcome.status or "motion_failed", outcome.message or "pick-and-place failed")
-        report.outcome = "planned (dry run)" if task.request.dry_run else "executed"
-        logger.info(
-            "task %s step %d: %s %s; timings %s",
-            task.request.task_id,
-            step,
-            report.description,
-            report.outcome,
-            {k: round(v, 3) for k, v in report.timings_s.items()},
-        )
-        return report
+
+
+def _pair_name(pick: Target, place: Target) -> str:
+    """``pick obj_01 'duck' at [x, y, z] for place ...``: one pick-and-place's targets, for a note."""
+    def name(target: Target) -> str:
+        return f"{target.id or '?'} {target.name!r} at {[round(float(c), 3) for c in target.point]}"
+
+    return f"pick {name(pick)} for place {name(place)}"

@@ -247,90 +247,121 @@ def test_epsilon_one_explores_reproducibly(observation):
 
 
 class _RecordingArm:
-    """The arm edge: records dry-run pick-and-places; picks left of ``ik_limit_u`` have no IK solution."""
+    """The arm edge: records pick-and-places (pick pixel, dry run); picks left of ``ik_limit_u`` have no IK
+    solution, and nothing moves for them."""
 
-    def __init__(self, ik_limit_u: float) -> None:
-        self.ik_limit_u = ik_limit_u
+    def __init__(self, ik_limit_u: float, status: str = "ik_fail") -> None:
+        self.ik_limit_u, self.status = ik_limit_u, status
         self.calls: list[tuple[float, bool]] = []
 
     def pick_place(self, pick, place, *, dry_run, on_stage, should_stop) -> MotionOutcome:
         self.calls.append((pick.u, dry_run))
         if pick.u < self.ik_limit_u:
-            return MotionOutcome(False, "ik_fail", "no IK solution")
-        return MotionOutcome(True)
+            return MotionOutcome(False, self.status, "no IK solution")
+        return MotionOutcome(True, executed=not dry_run)
 
 
-def test_bound_projector_and_planner_check_feasibility(observation):
+def _static_projector() -> SnapshotProjector:
     T_base_cam = make_transform(np.array([[0.0, -1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, -1.0]]), [0.5, 0.0, 1.0])
-    projector = SnapshotProjector(Projector([ViewConfig("view0", 0, CameraMount("static", T_base_cam))]))
+    return SnapshotProjector(Projector([ViewConfig("view0", 0, CameraMount("static", T_base_cam))]))
+
+
+def _etts_loop(observation, model, arm, **settings):
+    from robopin.reasoning import ReasoningConfig, ReasoningLoop
+
+    class _Observer:
+        def observe(self):
+            return observation
+
+    values = {"type": "etts", "seed": 0, "max_batches": 1, "selection": {"epsilon": 0.0}, **settings}
+    return ReasoningLoop(ReasoningConfig(reasoner=values, max_steps=1), model, _Observer(), _static_projector(), arm)
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_the_step_plans_etts_next_best_pair_while_the_chosen_one_finds_no_plan(observation, dry_run):
+    from robopin.reasoning import TaskRequest
+
     # The best-scored candidate, the segment centre (u 229.5-230.5), has no IK here; a point inside the segment
-    # further right (u 251.5) has.
+    # further right (u 251.5) has. No dry run before the step: the step's own planning is the plan check.
     arm = _RecordingArm(ik_limit_u=240.0)
+    model = ScriptedModel([[trace((204, 176), (500, 350), tag="EDGE")]], {"EDGE": 0.9})
+    loop = _etts_loop(observation, model, arm, actions_per_trace=3, action_verifier={"plan_check_top_k": 3})
+    result = loop.run(TaskRequest("put the cup on the free spot", dry_run=dry_run))
+    assert result.success, result.message
+    log = loop.reasoner.last_log.as_dict()
+    chosen, fallbacks = log["chosen"], log["fallbacks"]
+    assert len(fallbacks) == 2 and chosen["joint"] >= fallbacks[0]["joint"] >= fallbacks[1]["joint"]
+    # The chosen pair, then the next-best, each planned once as the task asks (dry or real); the third never.
+    assert arm.calls == [(chosen["pick"]["u"], dry_run), (fallbacks[0]["pick"]["u"], dry_run)], arm.calls
+    assert chosen["pick"]["u"] < 240 <= fallbacks[0]["pick"]["u"]
+    (step,) = result.steps
+    assert any("found no plan (ik_fail" in note and "next-best pair 1" in note for note in step.notes), step.notes
+    assert step.targets[0].u == fallbacks[0]["pick"]["u"]  # the step records the targets it ran
+    assert any("next-best" in line for line in step_log_lines(log, 0))
+
+
+def test_without_the_plan_check_or_on_a_fault_that_is_no_target_s_the_step_ends_with_the_chosen_pair(observation):
+    from robopin.reasoning import TaskRequest
+
     edge = trace((204, 176), (500, 350), tag="EDGE")
-    model = ScriptedModel([[edge]], {"EDGE": 0.9})
-    tts = reasoner(model, actions_per_trace=3, action_verifier={"plan_check_top_k": 3})
-    tts.bind_stages(projector=projector, actor=arm)
-    log = tts.reason(query(observation)).extra["tts"]
-    pairs = log["batches"][0]["pairs"]
-    # Dry runs best first, until one plans: the centre is refused, the next plans, the edge is never planned.
-    assert all(dry_run for _, dry_run in arm.calls) and len(arm.calls) == 2 < len(pairs), arm.calls
-    refused = [p for p in pairs if p["action_refusal"] == "plan_ik_fail"]
-    assert [p["pick"]["u"] for p in refused] == [arm.calls[0][0]] and not refused[0]["eligible"]
-    assert log["chosen"]["action_features"]["plan"] == 1.0 and log["chosen"]["pick"]["u"] == arm.calls[1][0] >= 240
-    assert "plan" not in next(p for p in pairs if p["pick"]["u"] < 210)["action_features"]
+    for action_verifier, status in (({"plan_check_top_k": 1}, "ik_fail"), ({"plan": 0.0}, "ik_fail"),
+                                    ({"plan_check_top_k": 3}, "stale_world")):
+        arm = _RecordingArm(ik_limit_u=240.0, status=status)
+        loop = _etts_loop(observation, ScriptedModel([[edge]], {"EDGE": 0.9}), arm, actions_per_trace=3,
+                          action_verifier=action_verifier)
+        result = loop.run(TaskRequest("put the cup on the free spot"))
+        assert not result.success and result.reason == status and len(arm.calls) == 1, (action_verifier, arm.calls)
 
 
-def test_the_action_verifier_plans_while_the_reasoning_verifiers_call_is_out(observation):
-    # Each verifier call waits for a dry-run plan to begin: run in turn (reasoning verifier, then actions) the
-    # wait ends by its timeout; run side by side the plan begins during the call. The verdicts are those of
-    # running them in turn.
-    T_base_cam = make_transform(np.array([[0.0, -1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, -1.0]]), [0.5, 0.0, 1.0])
-    projector = SnapshotProjector(Projector([ViewConfig("view0", 0, CameraMount("static", T_base_cam))]))
-    planning = threading.Event()
+def test_the_action_verifier_projects_while_the_reasoning_verifiers_call_is_out(observation):
+    # Each verifier call waits for a projection of the candidates to begin: run in turn (reasoning verifier, then
+    # actions) the wait ends by its timeout; run side by side the projection begins during the call.
+    projecting = threading.Event()
 
-    class _SignallingArm(_RecordingArm):
-        def pick_place(self, pick, place, *, dry_run, on_stage, should_stop) -> MotionOutcome:
-            planning.set()
-            return super().pick_place(pick, place, dry_run=dry_run, on_stage=on_stage, should_stop=should_stop)
+    class _SignallingProjector:
+        def __init__(self) -> None:
+            self.inner = _static_projector()
+
+        def project(self, requests, observation):
+            projecting.set()
+            return self.inner.project(requests, observation)
 
     overlapped = []
     model = ScriptedModel([[trace((204, 176), (500, 350), tag="EDGE")]], {"EDGE": 0.9},
-                          on_verify=lambda messages: overlapped.append(planning.wait(timeout=5.0)))
-    arm = _SignallingArm(ik_limit_u=240.0)
-    tts = reasoner(model, actions_per_trace=3, action_verifier={"plan_check_top_k": 3})
-    tts.bind_stages(projector=projector, actor=arm)
+                          on_verify=lambda messages: overlapped.append(projecting.wait(timeout=5.0)))
+    tts = reasoner(model, actions_per_trace=3)
+    tts.bind_stages(projector=_SignallingProjector())
     log = tts.reason(query(observation)).extra["tts"]
     tts.close()
-    assert overlapped == [True]
-    assert log["chosen"]["action_features"]["plan"] == 1.0 and log["chosen"]["pick"]["u"] >= 240
-    assert [p["action_refusal"] for p in log["batches"][0]["pairs"]].count("plan_ik_fail") == 1
+    assert overlapped == [True] and log["stop_reason"] == "accepted"
 
 
-def test_a_refused_reasoning_verifier_call_leaves_no_dry_run_behind(observation):
+def test_a_refused_reasoning_verifier_call_leaves_no_projection_behind(observation):
     from robopin.vlm.errors import VLMTimeoutError
 
     running, started = [], threading.Event()
 
-    class _SlowArm(_RecordingArm):
-        def pick_place(self, pick, place, *, dry_run, on_stage, should_stop) -> MotionOutcome:
-            running.append(pick)
+    class _SlowProjector:
+        def __init__(self) -> None:
+            self.inner = _static_projector()
+
+        def project(self, requests, observation):
+            running.append(requests)
             started.set()
             time.sleep(0.2)
-            running.remove(pick)
-            return super().pick_place(pick, place, dry_run=dry_run, on_stage=on_stage, should_stop=should_stop)
+            running.remove(requests)
+            return self.inner.project(requests, observation)
 
     def fail(messages):
-        started.wait(timeout=5.0)  # the refusal comes while the dry run is under way
+        started.wait(timeout=5.0)  # the refusal comes while the candidates' projection is under way
         raise VLMTimeoutError("verifier timed out")
 
-    T_base_cam = make_transform(np.array([[0.0, -1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, -1.0]]), [0.5, 0.0, 1.0])
-    projector = SnapshotProjector(Projector([ViewConfig("view0", 0, CameraMount("static", T_base_cam))]))
     tts = reasoner(ScriptedModel([[GOOD]], {"GOOD": 0.9}, on_verify=fail), actions_per_trace=2)
-    tts.bind_stages(projector=projector, actor=_SlowArm(ik_limit_u=0.0))
+    tts.bind_stages(projector=_SlowProjector())
     with pytest.raises(TaskRefusal, match="timed out"):
         tts.reason(query(observation))
-    # The refusal reaches the loop only after the dry run under way has ended: the loop's next request to the
-    # motion planner never meets this step's plan still running.
+    # The refusal reaches the loop only after the projection under way has ended: the loop's next request to the
+    # projection never meets this step's still running.
     assert started.is_set() and running == []
     tts.close()
 
@@ -353,9 +384,9 @@ def test_the_loop_runs_etts_chosen_by_configuration(observation):
     assert isinstance(loop.reasoner, ETTSReasoner) and loop.reasoner.last_log.stop_reason == "accepted"
     (record,) = result.reasoning
     assert record.text == GOOD and record.candidates == 2  # both sampled traces are on the record
-    # The loop binds its projector and actor to E-TTS: candidates were plan-checked (dry run) before the
-    # step ran, and the pick finally planned is the one E-TTS chose (the cup's segment centre), not the mug.
-    assert len(arm.calls) > 1 and all(dry_run for _, dry_run in arm.calls)
+    # The loop binds its projector to E-TTS; the one pick-and-place planned is the step's own (a dry run, as the
+    # task asked), of the pick E-TTS chose (the cup's segment centre), not the mug.
+    assert len(arm.calls) == 1 and all(dry_run for _, dry_run in arm.calls)
     assert 200 <= arm.calls[-1][0] < 260
 
 
@@ -390,43 +421,6 @@ def test_the_action_verifier_refuses_a_pick_whose_other_view_pin_is_on_another_o
     assert first["action_refusal"] == "pick_views_disagree" and not first["eligible"]
     assert second["eligible"] and second["action_features"]["agreement"] > 0
     assert log["chosen"]["trace"] == 1
-
-
-def test_the_plan_check_dry_runs_the_targets_the_step_then_runs():
-    # The pick is pinned on the cup in both views a few millimetres apart: the loop fuses the two pins into one
-    # surface point (their weighted mean). The plan check must dry-run that fused target, not the answer view's
-    # pin alone: the motion planner reuses a dry run's plan only for the very same points.
-    from robopin.reasoning import ReasoningConfig, ReasoningLoop, TaskRequest
-
-    observation = tabletop([CUP, MUG], views=2)
-
-    class _Observer:
-        def observe(self):
-            return observation
-
-    class _PointArm:
-        def __init__(self) -> None:
-            self.calls: list[tuple[np.ndarray, np.ndarray, bool]] = []
-
-        def pick_place(self, pick, place, *, dry_run, on_stage, should_stop) -> MotionOutcome:
-            self.calls.append((np.asarray(pick.point), np.asarray(place.point), dry_run))
-            return MotionOutcome(True)
-
-    arm = _PointArm()
-    model = ScriptedModel([[trace((231, 181), (500, 350), tag="RIGHT", extra_pick_views={1: (233, 183)})]],
-                          {"RIGHT": 0.9})
-    settings = {"type": "etts", "seed": 0, "max_batches": 1, "actions_per_trace": 1, "selection": {"epsilon": 0.0}}
-    loop = ReasoningLoop(ReasoningConfig(reasoner=settings, max_steps=1), model, _Observer(), _two_view_projector(),
-                         arm)
-    result = loop.run(TaskRequest("put the cup on the free spot"))
-    assert result.success, result.message
-    *dry_runs, (pick, place, dry_run) = arm.calls
-    assert dry_runs and all(d for *_, d in dry_runs) and not dry_run
-    checked_pick, checked_place, _ = dry_runs[-1]
-    np.testing.assert_array_equal(checked_pick, pick)
-    np.testing.assert_array_equal(checked_place, place)
-    fused = result.steps[0].targets[0]
-    assert fused.views == ("view0", "view1") and "agree" not in fused.detail  # averaged, not merely agreeing
 
 
 def test_a_pick_on_the_bare_table_is_refused_and_the_next_batch_is_taken(observation):

@@ -97,7 +97,7 @@ def test_etts_rejects_the_wrong_duck_and_the_task_succeeds(spatial):
         observer, projector = sim_stages(spatial)
         arm = SimScriptedPickPlace(spatial)
         reasoner = ETTSReasoner(policy, config, verifier_backend=verifier)
-        reasoner.bind_stages(projector=projector, actor=arm)
+        reasoner.bind_stages(projector=projector)
         loop = ReasoningLoop(ReasoningConfig(), policy, observer, projector, arm, reasoner=reasoner)
         result = loop.run(TaskRequest(spatial.spec.instruction))
         log = reasoner.last_log.as_dict()

@@ -267,9 +267,8 @@ class MotionPlannerNode(LoggedNode):
             if not outcome.success:
                 raise MotionGoalError(outcome.status, outcome.message)
             grasp = plan.grasp.T_base_grasp
-            how = "reused the dry run's plan" if outcome.reused else f"planned in {plan.planning_time_s:.2f} s"
             self.get_logger().info(
-                f"pick-and-place {how}: grasp TCP at "
+                f"pick-and-place planned in {plan.planning_time_s:.2f} s: grasp TCP at "
                 f"{np.round(grasp[:3, 3], 3).tolist()} yaw {math.degrees(plan.grasp.yaw_rad):.0f}° "
                 f"(pick point {np.round(pick, 3).tolist()}), place at {np.round(plan.place_point, 3).tolist()}; "
                 + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stages.items())

@@ -9,7 +9,7 @@ the verifier's critique when a batch is rejected. Every module is switchable (:c
 
     from robopin.reasoning.tts import ETTSReasoner, TTSConfig
     reasoner = ETTSReasoner(backend, TTSConfig(actions_per_trace=4, max_batches=4))
-    reasoner.bind_stages(projector=projector, actor=actor)   # optional: 3D agreement, IK/plan checks
+    reasoner.bind_stages(projector=projector)   # optional: 3D agreement across views
     loop = ReasoningLoop(config, backend, observer, projector, actor, reasoner=reasoner)
 """
 

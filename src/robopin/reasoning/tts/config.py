@@ -143,9 +143,10 @@ class ActionVerifierConfig:
     centres meet within ``same_object_m`` in 3D; needs a bound projector), ``agreement`` (3D
     agreement of the anchor seen from two views, refused when the projection's cross-view rule puts
     them on two objects; needs a bound projector), ``answer_view`` (a pick in the view the answer
-    chose scores 1, one moved to another view ``other_view_prior``), ``plan`` (IK/plan success from a dry-run
-    pick-and-place of the best candidates in turn until one plans, at most ``plan_check_top_k``; needs a bound
-    actor).
+    chose scores 1, one moved to another view ``other_view_prior``). ``plan`` > 0 keeps the plan check: the
+    step plans the chosen pair and, while a pair finds no plan for its targets (nothing moved), the next-best
+    of up to ``plan_check_top_k`` pairs in all (the step's own planning: no dry run before it); 0 plans the chosen
+    pair only.
     ``agreement_scale_m`` is the distance at which agreement falls to e^-1, ``agreement_floor`` the
     least it can fall to; ``spread_scale_m`` likewise for the depth spread.
     """

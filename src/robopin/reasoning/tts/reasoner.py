@@ -36,7 +36,7 @@ import numpy as np
 from robopin.pincot.prompts import HistoryEntry, PromptTemplates, feedback_prompt, retry_prompt
 from robopin.pincot.trace import Trace
 from robopin.reasoning.errors import TaskCanceled, TaskRefusal
-from robopin.reasoning.protocols import Actor, TargetProjector
+from robopin.reasoning.protocols import TargetProjector
 from robopin.reasoning.reasoner import REASONERS, Reasoning, ReasoningQuery, refusal_from_vlm_error
 from robopin.reasoning.tts.candidates import ActionCandidate, SegmentCache, action_candidates
 from robopin.reasoning.tts.config import TTSConfig
@@ -111,6 +111,7 @@ class StepLog:
     samples: int = 0
     timings_s: dict[str, float] = field(default_factory=dict)
     chosen: dict[str, Any] | None = None
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)  # next-best pairs the step plans if need be
     refusal: str = ""  # "<reason>: <message>" when the step ends refused (tts_rejected)
 
     def add_time(self, stage: str, seconds: float) -> None:
@@ -128,6 +129,7 @@ class StepLog:
             "samples": self.samples,
             "timings_s": {k: round(v, 4) for k, v in self.timings_s.items()},
             "chosen": self.chosen,
+            **({"fallbacks": self.fallbacks} if self.fallbacks else {}),
             **({"refusal": self.refusal} if self.refusal else {}),
         }
 
@@ -164,6 +166,8 @@ def step_log_lines(log: Mapping[str, Any], step: int) -> list[str]:
                  f"{log.get('samples', 0)} sample(s); chosen "
                  + ("none" if not chosen else f"trace {chosen['trace']} pick {where(chosen['pick'])} "
                     f"place {where(chosen['place'])} S={chosen['joint']:.3f}")
+                 + "".join(f"; next-best t{p['trace']} pick {where(p['pick'])} place {where(p['place'])} "
+                           f"S={p['joint']:.3f}" for p in log.get("fallbacks", ()))
                  + (f"; refused {log['refusal']}" if log.get("refusal") else ""))
     return lines
 
@@ -213,8 +217,10 @@ class ETTSReasoner:
     """Embodied test-time scaling as a reason stage (see the module docstring).
 
     ``backend`` samples the traces; ``verifier_backend`` (default: the same) answers the yes/no
-    and feedback questions. ``bind_stages`` gives the action verifier the loop's projector and actor
-    (agreement across views, IK/plan success); without them it scores from the images' depth only.
+    and feedback questions. ``bind_stages`` gives the action verifier the loop's projector (agreement across
+    views); without it the verifier scores from the images' depth only. Whether the chosen pair plans is the step's
+    own planning: the decision carries up to ``plan_check_top_k - 1`` next-best pairs (``alternatives``), which the
+    loop plans in turn while the ones before find no plan for their targets.
     """
 
     def __init__(
@@ -225,7 +231,6 @@ class ETTSReasoner:
         verifier_backend: VLMBackend | None = None,
         action_verifier: ActionVerifier | None = None,
         projector: TargetProjector | None = None,
-        actor: Actor | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.backend = backend
@@ -237,7 +242,6 @@ class ETTSReasoner:
         )
         self.action_verifier = action_verifier or make_action_verifier(self.config.action_verifier)
         self.projector = projector
-        self.actor = actor
         self.clock = clock
         self.rng = np.random.default_rng(self.config.seed)
         self._seed = self.config.seed
@@ -248,10 +252,9 @@ class ETTSReasoner:
         self._pool: ThreadPoolExecutor | None = None
         self._action_pool: ThreadPoolExecutor | None = None
 
-    def bind_stages(self, *, projector: TargetProjector | None = None, actor: Actor | None = None) -> None:
-        """Give the action verifier the loop's projection and (dry-run) pick-and-place stages."""
+    def bind_stages(self, *, projector: TargetProjector | None = None) -> None:
+        """Give the action verifier the loop's projection stage."""
         self.projector = projector
-        self.actor = actor
 
     def _executor(self) -> ThreadPoolExecutor | None:
         """The pool that issues verifier calls concurrently (created once: thread start-up is not free)."""
@@ -364,7 +367,7 @@ class ETTSReasoner:
             interpretations += batch_interpretations
 
             # The two verifiers read the same traces and nothing of each other's: the action verifier's
-            # projections and dry-run plan run while the reasoning verifier's model call is out, so the step
+            # depth segments and projections run while the reasoning verifier's model call is out, so the step
             # waits for the longer of the two, not their sum. The scores are those of running them in turn.
             scoring = self._actions_pool().submit(
                 self._score_actions, query, batch_interpretations, first=first, segments=segments, log=log,
@@ -376,7 +379,7 @@ class ETTSReasoner:
                     query, batch_texts, batch_interpretations, history=history, executor=executor, log=log
                 )
             except BaseException:
-                wait([scoring])  # a dry-run plan of this step is never left running behind a refusal
+                wait([scoring])  # no projection of this step is left running behind a refusal
                 raise
             elapsed = self.clock() - t0
             log.add_time("verify_reasoning", elapsed)
@@ -454,6 +457,7 @@ class ETTSReasoner:
             chosen_text,
             chosen_interpretation,
             chosen=chosen,
+            alternatives=self._alternatives(chosen, pairs, interpretations, log),
             model=model,
             model_time=model_time,
             texts=texts,
@@ -463,6 +467,36 @@ class ETTSReasoner:
         )
 
     # ------------------------------------------------------------------ pieces
+    def _alternatives(self, chosen: PairRecord | None, pairs: Sequence[PairRecord], interpretations: Sequence[Any],
+                      log: StepLog) -> tuple[Any, ...]:
+        """The next-best pairs after ``chosen`` (best joint score first, each pick and place once), as decisions the
+        loop plans in turn while the ones before find no plan: at most ``plan_check_top_k - 1``, only eligible pairs
+        whose reasoning the verifier did not reject."""
+        verifier, selection = self.config.action_verifier, self.config.selection
+        wanted = verifier.plan_check_top_k - 1 if verifier.plan > 0 else 0
+        if chosen is None or chosen.candidate is None or chosen.candidate.pick is None or wanted <= 0:
+            return ()
+
+        def where(pair: PairRecord) -> tuple:
+            candidate = pair.candidate
+            return tuple((r.img_idx, r.u, r.v) for r in (candidate.pick, candidate.place))
+
+        seen, found = {where(chosen)}, []
+        ranked = sorted((p for p in pairs if p is not chosen and p.eligible and p.candidate is not None
+                         and p.candidate.pick is not None and p.candidate.place is not None
+                         and p.reasoning_score >= selection.min_reasoning_score), key=lambda p: -p.joint)
+        for pair in ranked:
+            if where(pair) in seen:
+                continue
+            seen.add(where(pair))
+            candidate = pair.candidate
+            found.append(dataclasses.replace(interpretations[pair.trace], pick=candidate.pick, place=candidate.place,
+                                             support=candidate.support, alternatives=()))
+            log.fallbacks.append(pair.as_dict())
+            if len(found) == wanted:
+                break
+        return tuple(found)
+
     def _budget_spent(self, log: StepLog, start: float) -> str:
         budget = self.config.budget
         if budget.max_time_s and self.clock() - start >= budget.max_time_s:
@@ -534,7 +568,6 @@ class ETTSReasoner:
             [getattr(i, "trace", None) for i in interpretations],
             segments=segments,
             projector=self.projector,
-            actor=self.actor,
             history=tuple(self.history),
         )
         scores = self.action_verifier.score(candidates, context) if candidates else []
@@ -649,6 +682,7 @@ class ETTSReasoner:
         interpretation: Any,
         *,
         chosen: PairRecord | None,
+        alternatives: tuple[Any, ...] = (),
         model: str,
         model_time: float,
         texts: Sequence[str],
@@ -659,7 +693,8 @@ class ETTSReasoner:
         if chosen is not None and chosen.candidate is not None and chosen.candidate.pick is not None:
             candidate = chosen.candidate
             interpretation = dataclasses.replace(
-                interpretation, pick=candidate.pick, place=candidate.place, support=candidate.support
+                interpretation, pick=candidate.pick, place=candidate.place, support=candidate.support,
+                alternatives=alternatives,
             )
         if chosen is not None:
             log.chosen = chosen.as_dict()

@@ -15,9 +15,10 @@ verifier (a feasibility score in [0, 1] from what the stack knows, behind a repl
   scores depth quality at the points, the pick point's distance to the centre of its depth segment
   (a pick on no object above the support is refused, ``pick_not_on_object``), the 3D agreement of
   the anchor across views (with a bound projector: a pick whose other-view pins the projection's
-  cross-view rule puts on another object is refused, ``pick_views_disagree``) and IK/plan success
-  (a dry-run pick-and-place through a bound actor); :class:`NoActionVerifier`
-  gives every action 1. :func:`make_action_verifier` picks one by type name.
+  cross-view rule puts on another object is refused, ``pick_views_disagree``); whether a candidate
+  plans is the step's own planning, where the loop takes the next-best pair while the chosen one finds
+  no plan (``plan_check_top_k``); :class:`NoActionVerifier` gives every action 1.
+  :func:`make_action_verifier` picks one by type name.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from robopin.geometry import DepthConfig, PointRequest, Target, robust_depth
 from robopin.pincot.draw import draw_trace
 from robopin.pincot.prompts import HistoryEntry, PromptTemplates, verifier_prompt
 from robopin.pincot.trace import Trace
-from robopin.reasoning.protocols import Actor, Observation, TargetProjector
+from robopin.reasoning.protocols import Observation, TargetProjector
 from robopin.reasoning.tts.candidates import ActionCandidate, DepthSegment, SegmentCache
 from robopin.reasoning.tts.config import ActionVerifierConfig, ReasoningVerifierConfig, TTSConfigError
 from robopin.vlm.base import ChatMessage, MessagePart, ViewImage, VLMBackend
@@ -130,8 +131,7 @@ class ReasoningVerifier:
 class ActionContext:
     """What an action verifier may use: the observation, the traces, and optional bound stages.
 
-    ``projector`` (the loop's :class:`TargetProjector`) carries points to 3D targets; ``actor`` (the
-    loop's :class:`Actor`) plans a pick-and-place in dry-run mode. Either may be None (not bound).
+    ``projector`` (the loop's :class:`TargetProjector`) carries points to 3D targets; None when not bound.
     """
 
     instruction: str
@@ -139,7 +139,6 @@ class ActionContext:
     traces: Sequence[Trace | None]
     segments: SegmentCache | None = None
     projector: TargetProjector | None = None
-    actor: Actor | None = None
     history: Sequence[HistoryEntry] = ()
     timings_s: dict[str, float] = field(default_factory=dict)  # the verifier's own parts, for the step's log
 
@@ -180,51 +179,36 @@ def _group_key(requests: Sequence[PointRequest]) -> tuple:
 
 @dataclass
 class _Scoring:
-    """State of one ``score`` call: projected targets per candidate, and a memo of projections (the
-    place point, and the pins, recur across a trace's candidates)."""
+    """State of one ``score`` call: a memo of projections (the place point, and the pins, recur across a trace's
+    candidates) and of the cross-view verdicts on pick groups."""
 
-    targets: dict[int, tuple[Target, Target]] = field(default_factory=dict)
     memo: dict[tuple[int, float, float, str], Target] = field(default_factory=dict)
     agreement: dict[tuple, bool] = field(default_factory=dict)
-    runs: dict[int, tuple[Target, Target]] = field(default_factory=dict)  # candidate -> the loop's pick, place
 
     def prefetch(self, context: ActionContext, points: Sequence[PointRequest],
-                 groups: Sequence[Sequence[PointRequest]],
-                 runs: Mapping[int, Sequence[PointRequest]] | None = None) -> None:
-        """Project every point, every pick group and every run the candidates will ask for, in one call.
+                 groups: Sequence[Sequence[PointRequest]]) -> None:
+        """Project every point and every pick group the candidates will ask for, in one call.
 
         Through the nodes each call is a ProjectPoints round trip on the same frames, so one call for a batch
         of candidates instead of one per point. Each point gets an ID of its own in the call (the projection
         fuses pins that share an ID across views: these must stay apart), each group one ID for its members
-        (fused as the loop would fuse them); the answers are kept under the original requests. A run is what
-        the loop projects when it runs a candidate (pick, place and their other-view pins, fused per ID): its
-        IDs are kept apart from other runs' and the fused pick and place kept under the candidate, so the plan
-        check dry-runs the very targets the step would plan for, and the motion planner can take that plan.
+        (fused as the loop would fuse them); the answers are kept under the original requests.
         """
         assert context.projector is not None
         points = list({_point_key(r): r for r in points if _point_key(r) not in self.memo}.values())
         groups = list({_group_key(g): g for g in groups if _group_key(g) not in self.agreement}.values())
-        runs = {i: list(r) for i, r in (runs or {}).items() if i not in self.runs and len(r) >= 2}
-        if not points and not groups and not runs:
+        if not points and not groups:
             return
         batch = [replace(r, id=f"point-{k}") for k, r in enumerate(points)]
         starts = []
         for k, group in enumerate(groups):
             starts.append(len(batch))
             batch += [replace(r, id=f"group-{k}") for r in [group[0], *group[2:]]]
-        run_starts = {}
-        for index, requests in runs.items():
-            run_starts[index] = len(batch)
-            batch += [replace(r, id=f"run-{index}-{r.id}" if r.id else "") for r in requests]
         targets = context.projector.project(batch, context.observation)
         for request, target in zip(points, targets, strict=False):
             self.memo[_point_key(request)] = replace(target, id=request.id)
         for group, start in zip(groups, starts, strict=True):
             self.agreement[_group_key(group)] = bool(targets[start].valid)
-        for index, start in run_starts.items():
-            if start + 1 < len(targets):
-                pick, place = runs[index][0], runs[index][1]
-                self.runs[index] = (replace(targets[start], id=pick.id), replace(targets[start + 1], id=place.id))
 
     def same_object(self, context: ActionContext, requests: Sequence[PointRequest]) -> bool:
         """Whether the projection, given the pick with its other-view pins, keeps the pick valid: its
@@ -253,20 +237,11 @@ class FeasibilityVerifier(ActionVerifier):
 
     def score(self, candidates: Sequence[ActionCandidate], context: ActionContext) -> list[ActionScore]:
         state = _Scoring()
-        config = self.config
-        checks_plans = config.plan > 0 and config.plan_check_top_k > 0 and context.actor is not None
         if context.projector is not None:
             started = time.perf_counter()
-            runs = {i: [c.pick, c.place, *c.support] for i, c in enumerate(candidates)
-                    if c.pick is not None and c.place is not None} if checks_plans else {}
-            state.prefetch(context, *self._projections(candidates, context), runs)
+            state.prefetch(context, *self._projections(candidates, context))
             context.timings_s["project_actions"] = time.perf_counter() - started
-        scores = [self._local(index, candidate, context, state) for index, candidate in enumerate(candidates)]
-        if checks_plans and state.targets:
-            started = time.perf_counter()
-            scores = self._plan_check(scores, context, {i: state.runs.get(i, t) for i, t in state.targets.items()})
-            context.timings_s["plan_check"] = time.perf_counter() - started
-        return scores
+        return [self._local(candidate, context, state) for candidate in candidates]
 
     def _projections(self, candidates: Sequence[ActionCandidate],
                      context: ActionContext) -> tuple[list[PointRequest], list[list[PointRequest]]]:
@@ -295,7 +270,7 @@ class FeasibilityVerifier(ActionVerifier):
         return points, groups
 
     # -- per-candidate features from the images and (when bound) the projection
-    def _local(self, index: int, candidate: ActionCandidate, context: ActionContext, state: _Scoring) -> ActionScore:
+    def _local(self, candidate: ActionCandidate, context: ActionContext, state: _Scoring) -> ActionScore:
         if candidate.pick is None or candidate.place is None:
             return ActionScore(1.0, {"no_points": 1.0})
         config = self.config
@@ -331,7 +306,7 @@ class FeasibilityVerifier(ActionVerifier):
                 1.0 if candidate.pick.img_idx == candidate.answer_img_idx else config.other_view_prior
             )
         if context.projector is not None:
-            refusal = self._project(index, candidate, context, features, state)
+            refusal = self._project(candidate, context, features, state)
             if refusal:
                 return ActionScore(0.0, features, refusal)
         value = 1.0
@@ -374,7 +349,6 @@ class FeasibilityVerifier(ActionVerifier):
 
     def _project(
         self,
-        index: int,
         candidate: ActionCandidate,
         context: ActionContext,
         features: dict[str, float],
@@ -402,38 +376,7 @@ class FeasibilityVerifier(ActionVerifier):
             # views rarely pin one surface point.
             agreement = math.exp(-((distance / self.config.agreement_scale_m) ** 2))
             features["agreement"] = max(agreement, self.config.agreement_floor)
-        state.targets[index] = (pick, place)
         return ""
-
-    def _plan_check(
-        self, scores: list[ActionScore], context: ActionContext, targets: Mapping[int, tuple[Target, Target]]
-    ) -> list[ActionScore]:
-        """Dry-run the feasible candidates best first through the actor (IK + plan) until one plans, at most
-        ``plan_check_top_k`` of them.
-
-        A dry run is a whole pick-and-place plan (0.1-0.2 s through the nodes). Once the best candidate plans,
-        one below it planning too changes no score the selection compares, so it is not planned for; the
-        chosen candidate's plan is the one the step then executes (the motion planner keeps a dry run's plan).
-        """
-        assert context.actor is not None
-        ranked = sorted((i for i in targets if scores[i].value > 0), key=lambda i: (-scores[i].value, i))
-        result = list(scores)
-        for index in ranked[: self.config.plan_check_top_k]:
-            pick, place = targets[index]
-            refused = next((f"{role}_{t.reason or 'invalid'}" for role, t in (("pick", pick), ("place", place))
-                            if not t.valid), "")
-            if refused:  # the loop's own projection of this candidate, fused across views, refuses it
-                result[index] = ActionScore(0.0, result[index].features, refused)
-                continue
-            outcome = context.actor.pick_place(
-                pick, place, dry_run=True, on_stage=lambda stage, detail: None, should_stop=lambda: False
-            )
-            features = {**result[index].features, "plan": 1.0 if outcome.success else 0.0}
-            if outcome.success:
-                result[index] = ActionScore(result[index].value, features)
-                break
-            result[index] = ActionScore(0.0, features, f"plan_{outcome.status or 'failed'}")
-        return result
 
 
 ActionVerifierFactory = Callable[[ActionVerifierConfig], ActionVerifier]
