@@ -330,11 +330,10 @@ class Client:
         self.infos = infos
 
     def wait_for_frames_after(self, stamp_s: float) -> None:
-        """Wait until the stack's frames show the world as changed before ``stamp_s``.
+        """Wait until frames stamped more than one publishing period after ``stamp_s`` reach this client.
 
-        The stand-in republishes its latest rendering every 0.5 s; once a second such frame set (stamped
-        more than one period after the change) reaches this client, the planner has had the first one
-        whole for a period, so its next snapshot shows the change.
+        The stand-in republishes its latest rendering every 0.5 s, stamped when sent. This says what the
+        topics carry now, not what the planner's own subscription has taken in yet.
         """
         from robopin_ros import conversions
 
@@ -432,8 +431,13 @@ def test_named_failures_end_the_task_before_any_arm_motion(spatial, failure):
         restore.append(("vlm", setup["oracle"]))
     elif failure == "no_depth":
         assert client.call(client.depth_hole, SetBool.Request(data=True)).success
-        # The planner projects on the frames the model saw: give the task once those show the hole.
-        client.wait_for_frames_after(time.time())
+        # The planner projects on the frames the model saw: give the task once those can only show the
+        # hole. The planner's own subscription may trail this client's by seconds on a loaded machine,
+        # holding a frame from before the hole; but it refuses frames older than its max_frame_age_s and
+        # waits for fresh ones, so once that much time has passed since the hole, every snapshot it
+        # accepts shows it.
+        max_age_s = setup["params"]["task_node"]["ros__parameters"]["max_frame_age_s"]
+        client.wait_for_frames_after(time.time() + max_age_s)
     else:
         client.set_parameter("workspace", yaml.safe_dump({"min_xyz": [0.0, 0.9, 0.0], "max_xyz": [0.1, 1.0, 0.1]}))
         restore.append(("workspace", ""))
