@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import faulthandler
 import logging
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -23,7 +25,9 @@ from robopin.robots.franka_arm import FrankaArmConfig
 from robopin.robots.safety import SafetyConfig
 from robopin.robots.xarm_arm import XArmConfig
 from robopin.stats import summarize
-from robopin.testing.xarm_emulator import XArmControllerEmulator
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the controller emulators live in tests/doubles
+from tests.doubles.xarm_emulator import XArmControllerEmulator
 
 REPEATS = 5
 # The watchdog limits are relaxed so a loaded machine (shared CI cores) does not stop a measured motion;
@@ -191,7 +195,7 @@ def bench_franka() -> None:
     try:
         import franky
 
-        from robopin.testing.franka_sim_process import FrankaSimProcess
+        from tests.doubles.franka_sim_process import FrankaSimProcess
     except ImportError as error:
         print(f"skipped: {error}")
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from robopin.testing.xarm_emulator import EmulatorSettings, XArmControllerEmulator
+from tests.doubles.xarm_emulator import EmulatorSettings, XArmControllerEmulator
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def xarm(xarm_emulator):
 def franka_sim():
     """One franky-sim server (MuJoCo, real libfranka protocol) for the whole session; startup ~5-15 s."""
     pytest.importorskip("franky_sim", reason="franky-sim is in requirements/robots.txt")
-    from robopin.testing.franka_sim_process import FrankaSimProcess
+    from tests.doubles.franka_sim_process import FrankaSimProcess
 
     with FrankaSimProcess() as sim:
         yield sim

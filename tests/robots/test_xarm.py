@@ -27,7 +27,7 @@ from robopin.robots.errors import (
 from robopin.robots.safety import SafetyConfig
 from robopin.robots.trajectory import JointTrajectory
 from robopin.robots.xarm_arm import GripperFaultError, XArmConfig, controller_fault
-from robopin.testing.xarm_emulator import REG_MOVE_SERVOJ
+from tests.doubles.xarm_emulator import REG_MOVE_SERVOJ
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from robopin.testing.xarm_emulator import (
+from tests.doubles.xarm_emulator import (
     ERROR_JOINT_LIMIT,
     ERROR_SAFETY_BOUNDARY,
     ERROR_SERVO_LINEAR_SPEED,

@@ -23,7 +23,7 @@ FR3 = load_description("fr3")
 
 @pytest.fixture(scope="module")
 def franka_driver(tmp_path_factory):
-    from robopin.testing.franka_sim_process import FrankaSimProcess
+    from tests.doubles.franka_sim_process import FrankaSimProcess
 
     with FrankaSimProcess() as sim:
         options = {"ip": sim.hostname}  # the shipped defaults (relative_dynamics_factor 0.2)

@@ -21,7 +21,7 @@ from std_srvs.srv import SetBool, Trigger
 
 from robopin.robots.description import load_description
 from robopin.robots.trajectory import JointTrajectory, min_jerk_move
-from robopin.testing.xarm_emulator import XArmControllerEmulator
+from tests.doubles.xarm_emulator import XArmControllerEmulator
 from tests.ros.rostest_utils import SpunNode, start_process, stop_process, wait_for, wait_future, wait_result
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.timeout(300)]

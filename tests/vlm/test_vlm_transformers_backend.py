@@ -14,12 +14,12 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from robopin.testing.tiny_model import build_tiny_qwen_vl
 from robopin.vlm.base import ChatMessage, SamplingParams, StructuredOutput, ViewImage, make_backend
 from robopin.vlm.errors import VLMConfigError, VLMRequestError
 from robopin.vlm.points import PointConvention
 from robopin.vlm.prompts import build_pincot_messages
 from robopin.vlm.transformers_backend import TransformersBackend, TransformersBackendConfig
+from tests.doubles.tiny_model import build_tiny_qwen_vl
 
 MAX_PIXELS = 640 * 480
 MIN_PIXELS = 32 * 32

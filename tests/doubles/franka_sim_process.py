@@ -46,7 +46,8 @@ class FrankaSimProcess:
         env = dict(os.environ)
         env.setdefault("PYTHONWARNINGS", "ignore::RuntimeWarning")
         self._process = subprocess.Popen(
-            [sys.executable, "-u", "-m", "robopin.testing.franka_sim_process"],
+            # By path: the child's __main__ imports only franky_sim, from wherever the parent was started.
+            [sys.executable, "-u", __file__],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.PIPE,
