@@ -37,6 +37,7 @@ from robopin.cameras.base import (
     CameraBackendUnavailableError,
     CameraConfig,
     CameraDescription,
+    CameraError,
     CameraNotFoundError,
     CameraReadError,
     CameraTimeoutError,
@@ -393,10 +394,19 @@ class RealSenseCamera(Camera):
         pipeline = rs.pipeline(self._context)
         try:
             if config.playback_file:
+                recorded = cfg.resolve(pipeline).get_device()
+                # A recording of another camera is refused before anything streams from it: a playback
+                # pipeline stopped just after it started leaves its reader thread winding down as it goes.
+                self._serial = _device_info(rs, recorded)["serial"] or Path(config.playback_file).stem
+                if config.serial and config.serial != self._serial:
+                    raise CameraNotFoundError(f"camera {config.name!r}: recording {config.playback_file!r} holds "
+                                              f"serial {self._serial!r}, expected {config.serial!r}")
                 # Real-time mode must be chosen before streaming starts: switching after start() lets a
                 # quickly recorded file play out (and drop frames) before the first read.
-                cfg.resolve(pipeline).get_device().as_playback().set_real_time(config.playback_realtime)
+                recorded.as_playback().set_real_time(config.playback_realtime)
             profile = pipeline.start(cfg)
+        except CameraError:
+            raise
         except RuntimeError as exc:
             raise CameraNotFoundError(
                 f"camera {config.name!r}: could not start {self._source()} with color "
@@ -412,11 +422,6 @@ class RealSenseCamera(Camera):
                 self._playback.set_real_time(config.playback_realtime)
                 self._playback.seek(datetime.timedelta(0))
                 self._playback.resume()
-            self._serial = _device_info(rs, device)["serial"] or Path(config.playback_file).stem
-            if config.serial and config.serial != self._serial:
-                pipeline.stop()
-                raise CameraNotFoundError(f"camera {config.name!r}: recording {config.playback_file!r} holds "
-                                          f"serial {self._serial!r}, expected {config.serial!r}")
         self._start_state(pipeline, cfg)
 
     def _start_state(self, pipeline: Any, rs_config: Any) -> None:
