@@ -1,6 +1,6 @@
 """Run franky-sim's Franka simulator (MuJoCo, the real libfranka protocol) as a child process.
 
-For tests, benchmarks and trying the Franka backend without a robot: the server binds the first free
+For tests and benchmarks (it ships in no package): the server binds the first free
 127.x loopback address and prints it; :class:`FrankaSimProcess` waits for that line and hands the
 address to ``FrankaArmConfig(ip=...)``. A separate process keeps the simulator's 1 kHz loop off the
 caller's interpreter lock.
