@@ -335,8 +335,9 @@ def follow_goal(client: ActionClient, goal: Any, *, answer_timeout_s: float, tim
                 server_lost: Callable[[], str] | None = None, lost_cancel_wait_s: float = 0.5) -> GoalOutcome:
     """Send ``goal`` and wait for its end; cancel it after ``timeout_s`` or once ``should_stop()``.
 
-    A goal sent is followed until the server answers it even when the caller stops meanwhile: a goal
-    accepted after we stopped waiting would run (move the arm) with nobody to cancel it. A canceled goal
+    A goal sent is followed until the server answers it even when the caller stops meanwhile (for up to
+    ``cancel_wait_s`` more): a goal accepted after we stopped waiting would run (move the arm) with nobody to
+    cancel it. A canceled goal
     is waited on for up to ``cancel_wait_s`` so the caller learns the arm was told to stop.
     ``on_answer(handle)`` sees the goal handle as soon as the server answered. ``server_lost()``, polled
     while the goal runs, returns why the server is gone ('' while it answers): the goal is then canceled
@@ -345,7 +346,10 @@ def follow_goal(client: ActionClient, goal: Any, *, answer_timeout_s: float, tim
     follower by accident.
     """
     sent = client.send_goal_async(goal, feedback_callback=feedback, goal_uuid=goal_uuid)
-    if not wait_future(sent, answer_timeout_s):
+    # A stop while the goal is unanswered still waits ``cancel_wait_s`` for the answer, so that a goal the server
+    # accepts meanwhile is canceled below rather than left running with nobody following it.
+    if not wait_future(sent, answer_timeout_s, should_stop) and not (
+            should_stop is not None and should_stop() and wait_future(sent, cancel_wait_s)):
         return GoalOutcome("unanswered")
     handle = sent.result()
     if on_answer is not None:

@@ -160,12 +160,16 @@ class MotionPlannerNode(LoggedNode):
         """Run one driver action to its end; cancels it when our own goal is cancelled."""
         if not client.wait_for_server(timeout_sec=self.driver_wait_s):
             raise MotionGoalError("driver_unavailable", f"arm driver action {name} is not available")
-        outcome = follow_goal(client, goal, answer_timeout_s=self.driver_wait_s, timeout_s=timeout_s,
+        # The goal's answer counts against the action's own deadline, not the server-discovery wait: a driver
+        # whose process is starved answers late but answers. MoveIt 2 does the same: its
+        # FollowJointTrajectoryControllerHandle::sendTrajectory blocks on the goal-response future with no
+        # deadline of its own, and only the execution wait after it is bounded.
+        outcome = follow_goal(client, goal, answer_timeout_s=timeout_s, timeout_s=timeout_s,
                               feedback=feedback, should_stop=lambda: self._stop_requested(goal_handle))
         if outcome.ending == "unanswered":
             raise MotionGoalError(
                 "canceled" if self._stop_requested(goal_handle) else "driver_timeout",
-                "driver did not accept the goal in time",
+                f"driver did not answer the {name} goal within {timeout_s:.0f} s",
             )
         if outcome.ending == "rejected":
             raise MotionGoalError("driver_rejected", f"{name} rejected the goal")
