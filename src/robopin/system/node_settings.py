@@ -174,7 +174,7 @@ class TaskNodeSettings:
                           "camera view names in img_idx order (same order as projection_node's views)")
     target_frame: str = setting("base", "frame the 3D targets and motion goals are expressed in")
     service_timeout_s: float = setting(
-        10.0, "seconds to wait for a ProjectPoints reply or a PickPlace goal acceptance", min=0.0)
+        10.0, "seconds to wait for a ProjectPoints reply, or for the PickPlace action to be found", min=0.0)
     ready_wait_s: float = setting(
         60.0, "seconds a task waits for a starting stack to be ready (every topic recorded) before it is refused "
         "with not_ready", min=0.0)

@@ -237,14 +237,16 @@ class _RosActor:
 
         # A cancel stops the arm downstream (motion planner → driver); follow_goal waits for it to confirm.
         try:
-            outcome = follow_goal(client, goal, answer_timeout_s=node.service_timeout_s,
+            # The answer counts against the goal's own deadline, as the motion planner's driver goals do.
+            outcome = follow_goal(client, goal, answer_timeout_s=node.motion_timeout_s,
                                   timeout_s=node.motion_timeout_s, feedback=relay, should_stop=should_stop,
                                   cancel_wait_s=node.service_timeout_s)
         finally:
             if not dry_run:
                 node.observer.motion_ended()
         if outcome.ending == "unanswered":
-            return MotionOutcome(False, "motion_unavailable", "PickPlace goal was not answered")
+            return MotionOutcome(False, "motion_unavailable",
+                                 f"the PickPlace goal was not answered within {node.motion_timeout_s:.0f} s")
         if outcome.ending == "rejected":
             return MotionOutcome(False, "motion_rejected", "the motion planner rejected the PickPlace goal")
         if not outcome.finished:
