@@ -149,6 +149,29 @@ def test_sim_arm_reports_zero_velocity_once_a_stopped_motion_paused_the_physics(
     np.testing.assert_allclose(arm.joint_state().positions, state.positions, atol=1e-9)
 
 
+def test_a_sim_arm_whose_physics_stalls_is_slow_not_stale_and_its_watchdog_runs_on_simulated_time(arm, scene):
+    """Mid-trajectory the world is held for 1 s of wall time (4x the shipped 0.25 s state limit), as a starved
+    process stalls the physics its arm steps in lockstep: no simulated time passes, so the watchdog (on the
+    simulator's clock) does not trip and the motion ends at its goal. On the wall clock it tripped stale_state."""
+    assert arm.config.safety.state_max_age_s == 0.25  # the shipped limit, unchanged
+    start = arm.joint_state().positions
+    goal = start + np.array([0.6, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(arm.move_to_joints(goal)))
+    worker.start()
+    deadline = time.monotonic() + 30.0
+    while not arm.is_moving and time.monotonic() < deadline:
+        time.sleep(0.002)
+    assert arm.is_moving, "the motion never started"
+    with scene.world.lock:
+        held_at = scene.world.sim_time_s
+        time.sleep(1.0)
+        assert scene.world.sim_time_s == held_at
+    worker.join(timeout=60)
+    assert seen and seen[0].success, seen
+    np.testing.assert_allclose(arm.joint_state().positions, goal, atol=arm.config.goal_tolerance_rad)
+
+
 def test_sim_arm_fault_blocks_motion_until_recovered(arm):
     arm.inject_fault(ArmFault("collision", "simulated collision reflex", code=31))
     with pytest.raises(ArmFaultError):

@@ -147,8 +147,13 @@ class Execution:
         safety: SafetyConfig,
         on_progress: ProgressCallback | None,
         on_trip: Callable[[], None],
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.trajectory = trajectory
+        # With a clock of its own (a simulated world's) the backend reads each state in its command loop at
+        # that clock's now, so a state counts as measured when it is reported; otherwise states carry their
+        # monotonic measurement stamps.
+        self._clock = clock
         self._on_progress = on_progress
         self._on_trip = on_trip
         self._stop = threading.Event()
@@ -162,6 +167,7 @@ class Execution:
             state_max_age_s=safety.state_max_age_s,
             command_timeout_s=safety.command_timeout_s,
             on_trip=self._trip,
+            clock=clock or time.monotonic,
         )
 
     @property
@@ -200,14 +206,21 @@ class Execution:
 
     def report_state(self, state: JointState) -> None:
         """Feed a measured state to the watchdog."""
-        self.watchdog.feed_state(state.stamp_s)
+        self.watchdog.feed_state(self._stamp(state))
+
+    def _stamp(self, state: JointState) -> float:
+        return state.stamp_s if self._clock is None else self._clock()
+
+    def start_watching(self, start_s: float) -> None:
+        """Start the watchdog at the motion's start (``start_s``, monotonic; the own clock's now when it has one)."""
+        self.watchdog.start(start_s if self._clock is None else self._clock())
 
     def report(self, time_from_start_s: float, state: JointState | None = None) -> ExecutionProgress:
         """Record that the command for ``time_from_start_s`` was sent; publish progress."""
         self.watchdog.feed_command()
         error = math.nan
         if state is not None:
-            self.watchdog.feed_state(state.stamp_s)
+            self.watchdog.feed_state(self._stamp(state))
             expected, _ = self.trajectory.sample(min(time_from_start_s, self.trajectory.duration_s))
             error = float(np.max(np.abs(np.asarray(state.positions) - expected)))
             self.max_tracking_error_rad = max(self.max_tracking_error_rad, error)
@@ -295,6 +308,10 @@ class Arm(abc.ABC, RegisteredBackend, registry=ARMS):
     @abc.abstractmethod
     def _read_gripper(self) -> GripperState:
         """The gripper's opening and grasp flag."""
+
+    def _motion_clock(self) -> Callable[[], float] | None:
+        """The clock a running motion's watchdog measures on; None: the monotonic wall clock (real arms)."""
+        return None
 
     # ----- connection and enable -------------------------------------------------------------------
 
@@ -430,11 +447,12 @@ class Arm(abc.ABC, RegisteredBackend, registry=ARMS):
             self._motion_lock.release()
 
     def _execute_validated(self, trajectory: JointTrajectory, on_progress: ProgressCallback | None) -> ExecutionResult:
-        execution = Execution(trajectory, self.config.safety, on_progress, self._stop_motion_logged)
+        execution = Execution(trajectory, self.config.safety, on_progress, self._stop_motion_logged,
+                              self._motion_clock())
         with self._execution_guard:
             self._execution = execution
         start = time.monotonic()
-        execution.watchdog.start(time.monotonic())
+        execution.start_watching(start)
         fault: ArmFault | None = None
         try:
             self._run_trajectory(trajectory, execution)

@@ -263,7 +263,9 @@ class Watchdog:
 
     The backend feeds it (through :class:`~robopin.robots.base.Execution`) with every state it
     measures and every command it sends; a thread checks both ages every ``period_s`` and calls
-    ``on_trip(reason, message)`` once when either exceeds its limit.
+    ``on_trip(reason, message)`` once when either exceeds its limit. Ages are measured on ``clock``: the
+    monotonic clock for a real arm, the simulator's clock for a simulated one (a simulated arm whose physics
+    is starved of CPU is not silent, it is slow, and its state is as fresh as its world).
     """
 
     def __init__(
@@ -273,13 +275,15 @@ class Watchdog:
         command_timeout_s: float,
         on_trip: Callable[[Reason, str], None],
         period_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.state_max_age_s = state_max_age_s
+        self._clock = clock
         self.command_timeout_s = command_timeout_s
         self._on_trip = on_trip
         self._period_s = period_s or max(0.005, min(state_max_age_s, command_timeout_s) / 5.0)
-        self._state_stamp_s = time.monotonic()
-        self._command_stamp_s = time.monotonic()
+        self._state_stamp_s = clock()
+        self._command_stamp_s = clock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._grace_until_s = 0.0
@@ -288,20 +292,20 @@ class Watchdog:
 
     def grace(self, seconds: float) -> None:
         """Tolerate silence for up to ``seconds`` from now (an SDK call known to block, e.g. starting a motion)."""
-        self._grace_until_s = time.monotonic() + seconds
+        self._grace_until_s = self._clock() + seconds
 
     def feed_state(self, stamp_s: float) -> None:
-        """Record the measurement time (monotonic clock) of the newest joint state."""
+        """Record the measurement time (on the watchdog's clock) of the newest joint state."""
         self._state_stamp_s = max(self._state_stamp_s, stamp_s)
         self._grace_until_s = 0.0
 
     def feed_command(self) -> None:
         """Record that a command was just sent (or progress made)."""
-        self._command_stamp_s = time.monotonic()
+        self._command_stamp_s = self._clock()
 
     def start(self, state_stamp_s: float) -> None:
         self._state_stamp_s = state_stamp_s
-        self._command_stamp_s = time.monotonic()
+        self._command_stamp_s = self._clock()
         self._thread = threading.Thread(target=self._run, name="arm-watchdog", daemon=True)
         self._thread.start()
 
@@ -317,11 +321,12 @@ class Watchdog:
     def _run(self) -> None:
         last = time.monotonic()
         while not self._stop.wait(self._period_s):
-            now = time.monotonic()
+            woke = time.monotonic()
             # How late this thread itself woke: a trip that follows a late wake happened on a starved machine
             # (the message says so; whether the feeder or the arm was the silent one is then in doubt).
-            self.late_s = max(0.0, now - last - self._period_s)
-            last = now
+            self.late_s = max(0.0, woke - last - self._period_s)
+            last = woke
+            now = self._clock()
             if now < self._grace_until_s:
                 continue
             state_age = now - self._state_stamp_s

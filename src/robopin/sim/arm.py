@@ -164,6 +164,13 @@ class SimArm(Arm):
     def _stop_motion(self) -> None:
         self._hold()
 
+    def _motion_clock(self):
+        # The simulator's clock: this backend steps the physics in its own command loop (lockstep, as a
+        # ros2_control hardware loop under Gazebo runs on /clock), so on a starved CPU the arm moves slower
+        # in wall time and its states are exactly as fresh in simulated time. The limits stay the shipped ones.
+        world = self._require_world()
+        return lambda: world.sim_time_s
+
     # ----- gripper -------------------------------------------------------------------------------
     def _gripper_command(self, width_m: float, speed_m_s: float, force_n: float | None) -> GripperResult:
         world = self._require_world()
