@@ -8,7 +8,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rclpy.executors import SingleThreadedExecutor
@@ -31,6 +32,64 @@ class SpunNode:
         self._executor.shutdown()
         self._thread.join(timeout=5)
         self.node.destroy_node()
+
+
+class ParkingSpinner:
+    """Spins an executor one callback at a time and parks while ``park`` is set, until resumed: a server process
+    starved of CPU, held at a chosen moment so the order is the same on every run."""
+
+    def __init__(self, executor) -> None:
+        self._executor = executor
+        self.park, self.parked, self._closed = threading.Event(), threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            if self.park.is_set():
+                self.parked.set()
+                time.sleep(0.01)
+                continue
+            self.parked.clear()
+            self._executor.spin_once(timeout_sec=0.02)
+
+    def resume(self) -> None:
+        self.park.clear()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(5.0)
+
+
+@contextmanager
+def guarded_action(context, namespace: str, action_type, name: str, *, execute: Callable, busy_result: Callable,
+                   **serve: object) -> Iterator[tuple[object, object, ParkingSpinner]]:
+    """robopin's guarded ActionServer (``SingleGoalGuard.serve``, as the nodes serve their actions) on a parking
+    spinner, and a client of it on an executor of its own; yields (guard, client, spinner) once they matched."""
+    from rclpy.executors import MultiThreadedExecutor
+    from robopin_ros.actions import ActionClient, SingleGoalGuard
+
+    server_node = Node(f"{name}_server", context=context, namespace=namespace)
+    client_node = Node(f"{name}_client", context=context, namespace=namespace)
+    guard = SingleGoalGuard()
+    guard.serve(server_node, action_type, name, execute, busy_result, accepting=lambda: True, **serve)
+    server_executor = MultiThreadedExecutor(num_threads=2, context=context)
+    server_executor.add_node(server_node)
+    spinner = ParkingSpinner(server_executor)
+    client_executor = MultiThreadedExecutor(num_threads=2, context=context)
+    client_executor.add_node(client_node)
+    threading.Thread(target=client_executor.spin, daemon=True).start()
+    client = ActionClient(client_node, action_type, name)
+    assert client.wait_for_server(timeout_sec=10.0)
+    try:
+        yield guard, client, spinner
+    finally:
+        spinner.resume()
+        spinner.close()
+        client_executor.shutdown(timeout_sec=2.0)
+        server_executor.shutdown(timeout_sec=2.0)
+        client_node.destroy_node()
+        server_node.destroy_node()
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:

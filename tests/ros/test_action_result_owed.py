@@ -19,78 +19,32 @@ import pytest
 pytestmark = pytest.mark.ros
 
 
-class _ParkingSpinner:
-    """Spins an executor one callback at a time and parks when told, until resumed."""
-
-    def __init__(self, executor) -> None:
-        self._executor = executor
-        self.park, self.parked, self._closed = threading.Event(), threading.Event(), threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._closed.is_set():
-            if self.park.is_set():
-                self.parked.set()
-                time.sleep(0.01)
-                continue
-            self.parked.clear()
-            self._executor.spin_once(timeout_sec=0.02)
-
-    def resume(self) -> None:
-        self.park.clear()
-
-    def close(self) -> None:
-        self._closed.set()
-        self._thread.join(5.0)
-
-
 @pytest.fixture
 def parked_after_goal(ros_context):
     """A guarded ExecuteTask server whose executor parks the moment its goal returns (result owed, not sent), and a
-    client on an executor of its own. Yields (guard, client, spinner, asked): ``asked`` is set by the test once
-    its result request is out."""
-    from rclpy.executors import MultiThreadedExecutor
-    from rclpy.node import Node
+    client on an executor of its own. Yields (guard, client, spinner)."""
     from robopin_interfaces.action import ExecuteTask
-    from robopin_ros.actions import ActionClient, SingleGoalGuard
 
-    server_node = Node("owed_server", context=ros_context, namespace="/owedtest")
-    client_node = Node("owed_client", context=ros_context, namespace="/owedtest")
-    guard = SingleGoalGuard()
-    spinner: list[_ParkingSpinner] = []
+    from .rostest_utils import guarded_action
+
+    served = []
 
     def execute(goal_handle):
+        guard, _client, spinner = served[0]
         # Wait until the client's result request is registered, so the result is owed when the goal ends.
         deadline = time.monotonic() + 10.0
         while not any(server.owed() for server in guard._servers) and time.monotonic() < deadline:
             time.sleep(0.01)
         goal_handle.abort()
-        spinner[0].park.set()
-        spinner[0].parked.wait(5.0)  # the send task is created only after this returns: it waits for resume()
+        spinner.park.set()
+        spinner.parked.wait(5.0)  # the send task is created only after this returns: it waits for resume()
         return ExecuteTask.Result(success=False, reason="shutdown", message="the planner is shutting down")
 
-    guard.serve(server_node, ExecuteTask, "task", execute,
-                lambda message: ExecuteTask.Result(success=False, reason="busy", message=message),
-                accepting=lambda: True)
-    server_executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
-    server_executor.add_node(server_node)
-    spinner.append(_ParkingSpinner(server_executor))
-    client_executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
-    client_executor.add_node(client_node)
-    client_thread = threading.Thread(target=client_executor.spin, daemon=True)
-    client_thread.start()
-    client = ActionClient(client_node, ExecuteTask, "task")
-    assert client.wait_for_server(timeout_sec=10.0)
-    try:
-        yield guard, client, spinner[0]
-    finally:
-        spinner[0].resume()
-        spinner[0].close()
-        client_executor.shutdown(timeout_sec=2.0)
-        server_executor.shutdown(timeout_sec=2.0)
-        client_node.destroy_node()
-        server_node.destroy_node()
+    with guarded_action(ros_context, "/owedtest", ExecuteTask, "task", execute=execute,
+                        busy_result=lambda message: ExecuteTask.Result(success=False, reason="busy",
+                                                                       message=message)) as pair:
+        served.append(pair)
+        yield pair
 
 
 def test_a_server_is_busy_until_the_result_of_an_ended_goal_is_sent(parked_after_goal):

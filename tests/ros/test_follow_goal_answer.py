@@ -15,38 +15,16 @@ import pytest
 pytestmark = pytest.mark.ros
 
 
-class _ParkedSpinner:
-    """Spins an executor one callback at a time, only while ``running`` is set."""
-
-    def __init__(self, executor) -> None:
-        self._executor = executor
-        self.running, self._closed = threading.Event(), threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._closed.is_set():
-            if self.running.wait(0.01):
-                self._executor.spin_once(timeout_sec=0.02)
-
-    def close(self) -> None:
-        self._closed.set()
-        self._thread.join(5.0)
-
-
 @pytest.fixture
 def parked_server(ros_context):
-    """A guarded FollowJointTrajectory server whose goals run until canceled, its executor parked until the test
-    resumes it; a client on an executor of its own. Yields (client, spinner, canceled)."""
+    """A guarded FollowJointTrajectory server whose goals run until canceled, its executor parked before any goal
+    reaches it; a client on an executor of its own. Yields (client, spinner, canceled)."""
     from control_msgs.action import FollowJointTrajectory
     from rclpy.action import CancelResponse
-    from rclpy.executors import MultiThreadedExecutor
-    from rclpy.node import Node
-    from robopin_ros.actions import ActionClient, SingleGoalGuard
 
-    server_node = Node("answer_server", context=ros_context, namespace="/answertest")
-    client_node = Node("answer_client", context=ros_context, namespace="/answertest")
-    guard, canceled = SingleGoalGuard(), threading.Event()
+    from .rostest_utils import guarded_action
+
+    canceled = threading.Event()
 
     def execute(goal_handle):
         deadline = time.monotonic() + 30.0
@@ -56,31 +34,14 @@ def parked_server(ros_context):
         goal_handle.canceled()
         return FollowJointTrajectory.Result(error_code=FollowJointTrajectory.Result.SUCCESSFUL)
 
-    guard.serve(server_node, FollowJointTrajectory, "follow_joint_trajectory", execute,
-                lambda message: FollowJointTrajectory.Result(error_code=FollowJointTrajectory.Result.INVALID_GOAL,
-                                                             error_string=message),
-                accepting=lambda: True, cancel_callback=lambda _handle: CancelResponse.ACCEPT)
-    server_executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
-    server_executor.add_node(server_node)
-    spinner = _ParkedSpinner(server_executor)
-    client_executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
-    client_executor.add_node(client_node)
-    threading.Thread(target=client_executor.spin, daemon=True).start()
-    client = ActionClient(client_node, FollowJointTrajectory, "follow_joint_trajectory")
-    spinner.running.set()
-    assert client.wait_for_server(timeout_sec=10.0)
-    time.sleep(0.5)  # the server's side of the discovery is served too before it is parked
-    spinner.running.clear()
-    time.sleep(0.1)
-    try:
+    with guarded_action(ros_context, "/answertest", FollowJointTrajectory, "follow_joint_trajectory",
+                        execute=execute, busy_result=lambda message: FollowJointTrajectory.Result(
+                            error_code=FollowJointTrajectory.Result.INVALID_GOAL, error_string=message),
+                        cancel_callback=lambda _handle: CancelResponse.ACCEPT) as (_guard, client, spinner):
+        time.sleep(0.5)  # the server's side of the discovery is served too before it is parked
+        spinner.park.set()
+        assert spinner.parked.wait(5.0)
         yield client, spinner, canceled
-    finally:
-        spinner.running.set()
-        spinner.close()
-        client_executor.shutdown(timeout_sec=2.0)
-        server_executor.shutdown(timeout_sec=2.0)
-        client_node.destroy_node()
-        server_node.destroy_node()
 
 
 def test_a_late_answer_within_the_goals_deadline_is_followed(parked_server):
@@ -89,7 +50,7 @@ def test_a_late_answer_within_the_goals_deadline_is_followed(parked_server):
     from robopin_ros.actions import follow_goal
 
     client, spinner, canceled = parked_server
-    threading.Timer(2.0, spinner.running.set).start()
+    threading.Timer(2.0, spinner.resume).start()
     stop = threading.Event()
     threading.Timer(3.0, stop.set).start()
     outcome = follow_goal(client, FollowJointTrajectory.Goal(), answer_timeout_s=20.0, timeout_s=20.0,
@@ -106,7 +67,7 @@ def test_a_stop_while_the_goal_is_unanswered_cancels_the_goal_when_its_answer_co
     client, spinner, canceled = parked_server
     stop = threading.Event()
     threading.Timer(0.5, stop.set).start()
-    threading.Timer(1.5, spinner.running.set).start()  # answered 1 s after the stop, within cancel_wait_s
+    threading.Timer(1.5, spinner.resume).start()  # answered 1 s after the stop, within cancel_wait_s
     started = time.monotonic()
     outcome = follow_goal(client, FollowJointTrajectory.Goal(), answer_timeout_s=60.0, timeout_s=60.0,
                           should_stop=stop.is_set, cancel_wait_s=5.0)

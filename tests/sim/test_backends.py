@@ -124,13 +124,18 @@ def test_sim_arm_cancel_stops_the_motion(arm, scene):
     assert abs(arm.joint_state().positions[0] - goal[0]) > 0.1
 
 
-def test_sim_arm_reports_zero_velocity_once_a_stopped_motion_paused_the_physics(arm, scene):
-    # real_time_factor 0 (the shipped sim systems): only a running trajectory steps the physics.
-    start = arm.joint_state().positions
-    goal = start + np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
-    seen = []
+def _move_in_background(arm, first_joint_rad: float) -> tuple[np.ndarray, threading.Thread, list]:
+    """Start a move of the first joint by ``first_joint_rad``; returns the goal, the thread and its result list."""
+    goal = arm.joint_state().positions + np.array([first_joint_rad, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    seen: list = []
     worker = threading.Thread(target=lambda: seen.append(arm.move_to_joints(goal)))
     worker.start()
+    return goal, worker, seen
+
+
+def test_sim_arm_reports_zero_velocity_once_a_stopped_motion_paused_the_physics(arm, scene):
+    # real_time_factor 0 (the shipped sim systems): only a running trajectory steps the physics.
+    _goal, worker, seen = _move_in_background(arm, 1.0)
     deadline = time.monotonic() + 60.0
     moving = []
     while worker.is_alive() and time.monotonic() < deadline:
@@ -154,11 +159,7 @@ def test_a_sim_arm_whose_physics_stalls_is_slow_not_stale_and_its_watchdog_runs_
     process stalls the physics its arm steps in lockstep: no simulated time passes, so the watchdog (on the
     simulator's clock) does not trip and the motion ends at its goal. On the wall clock it tripped stale_state."""
     assert arm.config.safety.state_max_age_s == 0.25  # the shipped limit, unchanged
-    start = arm.joint_state().positions
-    goal = start + np.array([0.6, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
-    seen = []
-    worker = threading.Thread(target=lambda: seen.append(arm.move_to_joints(goal)))
-    worker.start()
+    goal, worker, seen = _move_in_background(arm, 0.6)
     deadline = time.monotonic() + 30.0
     while not arm.is_moving and time.monotonic() < deadline:
         time.sleep(0.002)
