@@ -11,6 +11,7 @@ imports ROS code, and one ``robopin`` command still offers everything.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import logging
 import pkgutil
@@ -48,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the robopin command line; return the process exit code."""
+    if not faulthandler.is_enabled():
+        # A crash inside a native library (pybullet, rclpy, librealsense) then names every thread's Python stack on
+        # stderr instead of ending the process with a bare signal.
+        faulthandler.enable(all_threads=True)
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2) if args.verbose else logging.INFO
