@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -164,7 +165,7 @@ class SimArm(Arm):
     def _stop_motion(self) -> None:
         self._hold()
 
-    def _motion_clock(self):
+    def _motion_clock(self) -> Callable[[], float]:
         # The simulator's clock: this backend steps the physics in its own command loop (lockstep, as a
         # ros2_control hardware loop under Gazebo runs on /clock), so on a starved CPU the arm moves slower
         # in wall time and its states are exactly as fresh in simulated time. The limits stay the shipped ones.
