@@ -16,6 +16,7 @@ import pytest
 
 from robopin.trials.judging import read_stack_verdict
 from robopin.trials.log import read_trial
+from tests.process_output import output_tail
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -33,7 +34,7 @@ def test_operator_judgements_make_the_table_even_where_the_simulator_saw_success
     out = tmp_path / "batch"
     result = _robopin("trial", "spatial", "--seeds", "2", "--system", "sim_panda", "--judge", "operator",
                       "--judge-file", str(judge), "--out", str(out))
-    log = result.stdout[-5000:] + result.stderr[-5000:]
+    log = output_tail(result.stdout, result.stderr, 5000)
     assert result.returncode == 0, log
     first, _ = read_trial(out / "panda-spatial-seed000")
     second, _ = read_trial(out / "panda-spatial-seed001")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from robopin.trials.log import TrialSummary, read_trial
+from tests.process_output import output_tail
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +32,7 @@ def run_trial(out: Path, scenario: str, seed: int, system: str, *settings: str) 
          "--out", str(out)],
         cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=900,
     )  # fmt: skip
-    log = result.stdout[-6000:] + result.stderr[-4000:]
+    log = output_tail(result.stdout, result.stderr, 5000)
     folder = out / f"{system.removeprefix('sim_')}-{scenario}-seed{seed:03d}"
     summary, _ = read_trial(folder)
     assert summary is not None, f"no summary\n{log}"

@@ -20,6 +20,7 @@ from robopin.reasoning.tts import step_log_lines
 from robopin.sim.model_errors import error_kind
 from robopin.trials.log import read_trial
 from robopin.trials.stack_trial import SEARCH_LOG
+from tests.process_output import output_tail
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -44,7 +45,7 @@ def _search(folder: Path) -> list[dict]:
 def test_etts_runs_no_wrong_object_through_the_nodes(tmp_path):
     out = tmp_path / "trials"
     result = _batch(out, [f"{t}@{s}" for t, s in TRIALS.items()], ARGUMENTS)
-    log = result.stdout[-6000:] + result.stderr[-4000:]
+    log = output_tail(result.stdout, result.stderr, 5000)
     for task, seed in TRIALS.items():
         folder = out / f"xarm6-{task}-seed{seed:03d}"
         summary, _ = read_trial(folder)
@@ -92,7 +93,7 @@ def test_etts_draws_the_same_whatever_ran_before_when_the_verifier_errs(tmp_path
     after, alone = tmp_path / "after", tmp_path / "alone"
     first = _batch(after, ["spatial@6", "spatial@7"], arguments)
     second = _batch(alone, ["spatial@7"], arguments)
-    log = "".join(r.stdout[-3000:] + r.stderr[-3000:] for r in (first, second))
+    log = "".join(output_tail(r.stdout, r.stderr, 3000) for r in (first, second))
     runs = [read_trial(folder / "xarm6-spatial-seed007")[0] for folder in (after, alone)]
     assert None not in runs, log
     mine, theirs = runs
@@ -111,7 +112,7 @@ def test_a_step_etts_refuses_keeps_its_search_and_its_step_in_the_trial_folder(t
     arguments = {"model": "without_rft", "tts": "etts", "verifier_error": "0.2"}
     out = tmp_path / "trials"
     result = _batch(out, ["spatial@4"], arguments)
-    log = result.stdout[-6000:] + result.stderr[-4000:]
+    log = output_tail(result.stdout, result.stderr, 5000)
     folder = out / "xarm6-spatial-seed004"
     summary, _ = read_trial(folder)
     assert summary is not None, log

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from robopin.trials.log import read_trial
+from tests.process_output import output_tail
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -54,7 +55,7 @@ def test_one_trial_of_each_task_through_every_node(tmp_path):
     out = tmp_path / "trials"
     result = _robopin("trial", *(f"{task}@{seed}" for task, seed in TASK_SEEDS.items()), "--out", str(out),
                       timeout_s=3000)
-    log = result.stdout[-6000:] + result.stderr[-6000:]
+    log = output_tail(result.stdout, result.stderr, 6000)
     for task, seed in TASK_SEEDS.items():
         folder = out / f"panda-{task}-seed{seed:03d}"
         summary, steps = read_trial(folder)

@@ -21,6 +21,7 @@ import pytest
 from robopin.bags import TrialBag
 from robopin.trials.log import read_trial
 from robopin.trials.stack_trial import SEARCH_LOG
+from tests.process_output import output_tail
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -47,11 +48,11 @@ def _decisions(folder: Path) -> list:
 def test_trials_on_one_reset_stack_go_as_on_a_fresh_stack_each(tmp_path):
     reused, fresh = tmp_path / "reused", tmp_path / "fresh"
     result = _batch(reused)
-    log = result.stdout[-6000:] + result.stderr[-6000:]
+    log = output_tail(result.stdout, result.stderr, 6000)
     assert "scene reset: spatial seed 6" in result.stdout + result.stderr, log
     assert (result.stdout + result.stderr).count("started task_node") == 1, log  # brought up once
     again = _batch(fresh, "--fresh-stack")
-    log_fresh = again.stdout[-3000:] + again.stderr[-3000:]
+    log_fresh = output_tail(again.stdout, again.stderr, 3000)
     assert (again.stdout + again.stderr).count("started task_node") == 2, log_fresh
     for trial in ("xarm6-spatial-seed005", "xarm6-spatial-seed006"):
         mine, _ = read_trial(reused / trial)

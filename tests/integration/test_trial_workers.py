@@ -20,6 +20,7 @@ import pytest
 
 from robopin.distributed import LOCAL_RAY_ENV
 from robopin.trials.log import read_trial
+from tests.process_output import output_tail
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -90,7 +91,7 @@ def test_a_worker_killed_mid_trial_has_its_trial_run_again_on_a_new_worker(tmp_p
             os.kill(killed, signal.SIGKILL)
         time.sleep(0.2)
     stdout, stderr = batch.communicate(timeout=900)
-    log = stdout[-4000:] + stderr[-4000:]
+    log = output_tail(stdout, stderr)
     assert killed is not None, log
     assert batch.returncode == 0, log
     assert re.search(r"worker 0 died running panda-spatial-seed00\d .*running it again on a new worker", stderr), log
@@ -125,7 +126,7 @@ def test_ray_address_runs_the_workers_on_a_cluster_started_with_ray_start(tmp_pa
         batch = _trial("spatial@0", "--system", "sim_panda", "--ray-address", f"127.0.0.1:{port}", "--out", str(out),
                        env=env)
         stdout, stderr = batch.communicate(timeout=900)
-        log = stdout[-4000:] + stderr[-4000:]
+        log = output_tail(stdout, stderr)
         assert batch.returncode == 0, log
         assert f"cluster 127.0.0.1:{port}" in stdout, log
         summary, _ = read_trial(out / "panda-spatial-seed000")
@@ -176,7 +177,7 @@ def test_ctrl_c_on_a_batch_piped_to_tee_stops_every_worker_and_resume_finishes_i
     assert not left, [(p.pid, p.name()) for p in left]
     again = _trial("spatial", "--seeds", "2", "--system", "sim_panda", "--workers", "2", "--out", str(out), "--resume")
     stdout, stderr = again.communicate(timeout=900)
-    assert again.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    assert again.returncode == 0, output_tail(stdout, stderr, 3000)
     for seed in (0, 1):
         summary, _ = read_trial(out / f"panda-spatial-seed{seed:03d}")
         assert summary is not None and summary.success, (seed, stdout[-3000:])
@@ -200,7 +201,7 @@ def test_sigterm_to_a_batch_stops_it_as_ctrl_c_does(tmp_path):
         time.sleep(0.2)
     assert tree, "no worker started executing"
     stdout, stderr = batch.communicate(timeout=300)
-    assert batch.returncode == 128 + signal.SIGTERM, stdout[-3000:] + stderr[-3000:]
+    assert batch.returncode == 128 + signal.SIGTERM, output_tail(stdout, stderr, 3000)
     assert "stopped; finished trials are kept" in stderr, stderr[-3000:]
     time.sleep(2)  # Ray's last processes exit a moment after the driver
     left = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
