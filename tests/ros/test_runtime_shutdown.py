@@ -12,7 +12,7 @@ import time
 import pytest
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
-from robopin_ros.runtime import shutdown_executor
+from robopin_ros.runtime import destroy_when_stopped, executor_threads_running, shutdown_executor
 from std_msgs.msg import String
 
 pytestmark = pytest.mark.ros
@@ -104,3 +104,29 @@ def test_no_callback_handler_fails_on_a_destroyed_guard_condition_or_publisher(r
         assert shutdown_executor(executor, spinner, timeout_s=10.0)
         node.destroy_node()
     assert [repr(error) for error in failures] == []
+
+
+def test_an_executor_whose_callback_outlives_the_stop_is_reported_running_and_its_node_is_not_destroyed(ros_context):
+    """The stop's deadline passes with a callback still running (a starved machine): the node stays alive.
+
+    rclpy's destroy_node while a thread still runs the node's callback can end the process with SIGSEGV
+    (ros2/rclpy#663), so the helpers report it running and keep the node until the callback has ended.
+    """
+    node = _SlowPublisher(ros_context)
+    executor, spinner = _spin(node, ros_context)  # its callback now sleeps 0.5 s, then publishes
+    assert not destroy_when_stopped(executor, spinner, [node], timeout_s=0.05)
+    assert not node.finished.is_set()
+    assert node.handle is not None and node.publisher.handle is not None  # not destroyed
+    assert executor_threads_running(executor, spinner, timeout_s=10.0) == []
+    assert node.finished.is_set() and node.errors == []  # it published on a living publisher
+    node.destroy_node()
+
+
+def test_destroy_when_stopped_destroys_the_node_once_its_callback_ended(ros_context):
+    node = _SlowPublisher(ros_context)
+    executor, spinner = _spin(node, ros_context)
+    assert destroy_when_stopped(executor, spinner, [node], timeout_s=10.0)
+    assert node.finished.is_set() and node.errors == []
+    assert executor_threads_running(executor, spinner) == []
+    with pytest.raises(Exception, match=r"destruction was requested|InvalidHandle|destroyed"):
+        node.publisher.publish(String(data="after"))

@@ -43,6 +43,7 @@ from robopin_ros.parameters import refuse_undeclared_parameters
 from robopin_ros.runtime import (
     PARENT_PID_ENV,
     SHUTDOWN_EXIT_S,
+    executor_threads_running,
     exit_watchdog,
     make_executor,
     shutdown_executor,
@@ -68,6 +69,9 @@ _START_ORDER = {"motion_planner_node": 0, "task_node": 1, "projection_node": 2, 
                 "state_publisher_node": 4, "recorder_node": 4, "camera_node": 6}
 # Nodes are destroyed in this order once every goal has ended (runtime.stop_nodes): the task layers
 # first, the cameras, then the arm's connection, the recorder last so the bag holds the stop.
+# Past the shared 10 s in which every executor is asked to stop: how much longer an executor still running a
+# callback or waking its spin thread is waited for before its node is left undestroyed.
+_STOP_GRACE_S = 20.0
 _DESTROY_ORDER = {"task_node": 0, "motion_planner_node": 1, "calibration_node": 2, "projection_node": 3,
                   "camera_node": 4, "replay_node": 5, "arm_driver_node": 6,
                   "state_publisher_node": 7, "recorder_node": 9}
@@ -574,11 +578,24 @@ class Bringup:
         for process in first + last:
             process.stop()
         deadline = time.monotonic() + 10.0
-        for name, executor in self.executors.items():
-            shutdown_executor(executor, self._spinners.get(name), timeout_s=max(0.5, deadline - time.monotonic()))
+        unfinished = [name for name, executor in self.executors.items()
+                      if not shutdown_executor(executor, self._spinners.get(name),
+                                               timeout_s=max(0.5, deadline - time.monotonic()))]
+        # A node is destroyed only once nothing of its executor runs (runtime.executor_threads_running): on a
+        # starved machine the shared 10 s can end with a spin thread still waking; it gets longer, and a node whose
+        # executor never ends is left to the process's exit, with the context.
+        grace_end = time.monotonic() + _STOP_GRACE_S
+        kept = set()
+        for name in unfinished:
+            running = executor_threads_running(self.executors[name], self._spinners.get(name),
+                                               max(0.0, grace_end - time.monotonic()))
+            if running:
+                logger.error("not destroying node %s: its executor still runs (%s)", name, ", ".join(running))
+                kept.add(name)
         nodes = sorted(self.nodes.items(), key=lambda item: _DESTROY_ORDER.get(executables.get(item[0], ""), 5))
-        nodes = ([self.client] if self.client is not None else []) + [node for _, node in nodes]
-        if self._supervisor is not None:
+        client = [self.client] if self.client is not None and "task_client" not in kept else []
+        nodes = client + [node for name, node in nodes if name not in kept]
+        if self._supervisor is not None and "robopin_up" not in kept:
             nodes.append(self._supervisor)
         for node in nodes:
             try:
@@ -587,7 +604,7 @@ class Bringup:
                 logger.warning("destroying %s failed: %r", node.get_name(), error)
         self.nodes, self.client, self.executors, self._spinners = {}, None, {}, {}
         self.processes, self._supervisor = {}, None
-        if self._context_started:
+        if self._context_started and not kept:
             rclpy.try_shutdown()
             self._context_started = False
         if self.scene is not None:

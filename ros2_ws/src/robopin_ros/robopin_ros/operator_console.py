@@ -48,7 +48,7 @@ from robopin_ros import conversions
 from robopin_ros.actions import STATUS_NAMES, ActionServers, future_result
 from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.logs import LoggedNode
-from robopin_ros.runtime import shutdown_executor
+from robopin_ros.runtime import destroy_when_stopped
 
 __all__ = ["ConsoleRosLink", "open_console_link"]
 
@@ -223,9 +223,8 @@ class _LinkHandle:
         self.link, self._executor, self._context, self._thread = link, executor, context, thread
 
     def close(self) -> None:
-        shutdown_executor(self._executor, self._thread)
-        self.link.destroy_node()
-        self._context.try_shutdown()
+        if destroy_when_stopped(self._executor, self._thread, [self.link]):
+            self._context.try_shutdown()
 
 
 def open_console_link(views: Sequence[str], *, arm_prefix: str = ARM.prefix, namespace: str = "",

@@ -105,7 +105,10 @@ def stop_nodes(nodes: Iterable[Node], timeout_s: float = SHUTDOWN_DRAIN_S) -> li
 
 
 def shutdown_executor(executor: Executor, spinner: threading.Thread | None = None, timeout_s: float = 5.0) -> bool:
-    """Stop ``executor`` once no callback of it runs (waiting up to ``timeout_s``); True when none did.
+    """Stop ``executor`` once no callback of it runs (waiting up to ``timeout_s``); True when nothing of it runs.
+
+    False means a callback, the spin thread or a pool thread was still running at the deadline: the caller must
+    not destroy the executor's nodes yet (see :func:`executor_threads_running`).
 
     Nodes are destroyed right after this, and two rclpy 7.1 (Jazzy) behaviours make a plain
     ``executor.shutdown()`` unsafe then: it waits for nothing (it sets ``_is_shutdown`` and then tests
@@ -140,7 +143,44 @@ def shutdown_executor(executor: Executor, spinner: threading.Thread | None = Non
     pool = getattr(executor, "_executor", None)  # MultiThreadedExecutor's ThreadPoolExecutor, never shut down
     if pool is not None:
         pool.shutdown(wait=False, cancel_futures=True)
-    return idle
+    return idle and not executor_threads_running(executor, spinner, max(0.0, deadline - time.monotonic()))
+
+
+def executor_threads_running(executor: Executor, spinner: threading.Thread | None = None,
+                             timeout_s: float = 0.0) -> list[str]:
+    """The threads of a shut-down ``executor`` (its spin thread, its pool's workers) still alive after waiting up to
+    ``timeout_s`` for them to end; empty once none runs.
+
+    A node is destroyed only after this is empty: rclpy's ``destroy_node`` while another thread still spins the node
+    or runs its callback can end the process with SIGSEGV (ros2/rclpy#663; launch_ros#213 and rclpy#674 defer
+    ``destroy_node`` until the spin thread has finished for that reason).
+    """
+    deadline = time.monotonic() + timeout_s
+    pool = getattr(executor, "_executor", None)
+    threads = [thread for thread in (spinner, *getattr(pool, "_threads", ())) if thread is not None]
+    for thread in threads:
+        if thread is not threading.current_thread():
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    return [thread.name for thread in threads if thread.is_alive() and thread is not threading.current_thread()]
+
+
+def destroy_when_stopped(executor: Executor, spinner: threading.Thread | None, nodes: Sequence[Node], *,
+                         timeout_s: float = 5.0) -> bool:
+    """Shut ``executor`` down, then destroy ``nodes`` once nothing of it runs; False (nodes kept) if that never came.
+
+    A node kept alive is logged by name; the caller then leaves its context as it is too (a context shut down
+    while a callback still logs finalizes the logging under it, ros2/rclcpp#1418), and the process's exit
+    cleans both up.
+    """
+    if not shutdown_executor(executor, spinner, timeout_s):
+        running = executor_threads_running(executor, spinner, timeout_s)
+        if running:
+            logger.error("not destroying %s: its executor still runs (%s) after %.0f s",
+                         ", ".join(node.get_name() for node in nodes), ", ".join(running), 2 * timeout_s)
+            return False
+    for node in nodes:
+        node.destroy_node()
+    return True
 
 
 def _busy(node: Node) -> list[str]:
@@ -290,9 +330,9 @@ class StreamSpinner:
         """Stop spinning once no callback runs, then destroy the child node."""
         if self._executor is None:
             return
-        shutdown_executor(self._executor, self._spinner)
+        executor, spinner = self._executor, self._spinner
         self._executor = self._spinner = None
-        self.node.destroy_node()
+        destroy_when_stopped(executor, spinner, [self.node])
 
 
 def run_node(node_factory: Callable[..., Node], args: Sequence[str] | None = None, *, threads: int = 4,
@@ -366,11 +406,14 @@ def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads:
             _refuse_second_server(node, "stops", older)
         exit_watchdog()
         stop_nodes([node])
-        shutdown_executor(executor, spinner)
+        stopping, node = node, None  # destroyed below, or kept with its context for the process's exit
+        if not destroy_when_stopped(executor, spinner, [stopping]):
+            return 1
     finally:
         if node is not None:
             node.destroy_node()
-        rclpy.try_shutdown()
+        if executor is None or not executor_threads_running(executor):
+            rclpy.try_shutdown()
     if failure:
         raise failure[0]
     return 1 if older else 0

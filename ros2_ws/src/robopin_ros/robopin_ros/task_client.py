@@ -61,7 +61,7 @@ from robopin_ros.actions import (
 )
 from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.logs import LoggedNode
-from robopin_ros.runtime import shutdown_executor
+from robopin_ros.runtime import destroy_when_stopped
 
 __all__ = ["TASK_ACTION", "CancelOutcome", "TaskClient", "TaskRun", "cancel_running_tasks", "instruct_running_stack"]
 
@@ -362,6 +362,5 @@ def _client_process(views: Sequence[str], namespace: str = "") -> Iterator[TaskC
     try:
         yield client
     finally:
-        shutdown_executor(executor, spinner)
-        client.destroy_node()
-        rclpy.try_shutdown()
+        if destroy_when_stopped(executor, spinner, [client]):
+            rclpy.try_shutdown()
