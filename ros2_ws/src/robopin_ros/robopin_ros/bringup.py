@@ -583,7 +583,8 @@ class Bringup:
                                                timeout_s=max(0.5, deadline - time.monotonic()))]
         # A node is destroyed only once nothing of its executor runs (runtime.executor_threads_running): on a
         # starved machine the shared 10 s can end with a spin thread still waking; it gets longer, and a node whose
-        # executor never ends is left to the process's exit, with the context.
+        # executor never ends is left to the process's exit. The context is shut down all the same, so that a
+        # batch's next stack can start in this process.
         grace_end = time.monotonic() + _STOP_GRACE_S
         kept = set()
         for name in unfinished:
@@ -604,7 +605,7 @@ class Bringup:
                 logger.warning("destroying %s failed: %r", node.get_name(), error)
         self.nodes, self.client, self.executors, self._spinners = {}, None, {}, {}
         self.processes, self._supervisor = {}, None
-        if self._context_started and not kept:
+        if self._context_started:
             rclpy.try_shutdown()
             self._context_started = False
         if self.scene is not None:

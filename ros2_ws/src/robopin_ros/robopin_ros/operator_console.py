@@ -223,8 +223,8 @@ class _LinkHandle:
         self.link, self._executor, self._context, self._thread = link, executor, context, thread
 
     def close(self) -> None:
-        if destroy_when_stopped(self._executor, self._thread, [self.link]):
-            self._context.try_shutdown()
+        destroy_when_stopped(self._executor, self._thread, [self.link])
+        self._context.try_shutdown()
 
 
 def open_console_link(views: Sequence[str], *, arm_prefix: str = ARM.prefix, namespace: str = "",

@@ -168,9 +168,8 @@ def destroy_when_stopped(executor: Executor, spinner: threading.Thread | None, n
                          timeout_s: float = 5.0) -> bool:
     """Shut ``executor`` down, then destroy ``nodes`` once nothing of it runs; False (nodes kept) if that never came.
 
-    A node kept alive is logged by name; the caller then leaves its context as it is too (a context shut down
-    while a callback still logs finalizes the logging under it, ros2/rclcpp#1418), and the process's exit
-    cleans both up.
+    A node kept alive is logged by name and left to the process's exit; its context may still be shut down (that
+    interrupts the thread's waits rather than freeing what it uses).
     """
     if not shutdown_executor(executor, spinner, timeout_s):
         running = executor_threads_running(executor, spinner, timeout_s)
@@ -406,14 +405,13 @@ def _run(node_factory: Callable[..., Node], args: Sequence[str] | None, threads:
             _refuse_second_server(node, "stops", older)
         exit_watchdog()
         stop_nodes([node])
-        stopping, node = node, None  # destroyed below, or kept with its context for the process's exit
+        stopping, node = node, None  # destroyed below, or left to the process's exit (destroy_when_stopped)
         if not destroy_when_stopped(executor, spinner, [stopping]):
             return 1
     finally:
         if node is not None:
             node.destroy_node()
-        if executor is None or not executor_threads_running(executor):
-            rclpy.try_shutdown()
+        rclpy.try_shutdown()
     if failure:
         raise failure[0]
     return 1 if older else 0

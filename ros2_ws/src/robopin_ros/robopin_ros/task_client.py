@@ -362,5 +362,5 @@ def _client_process(views: Sequence[str], namespace: str = "") -> Iterator[TaskC
     try:
         yield client
     finally:
-        if destroy_when_stopped(executor, spinner, [client]):
-            rclpy.try_shutdown()
+        destroy_when_stopped(executor, spinner, [client])
+        rclpy.try_shutdown()
