@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
+from robopin_ros.runtime import destroy_when_stopped
 
 TESTS_ROS = Path(__file__).resolve().parent
 
@@ -29,9 +30,7 @@ class SpunNode:
         self._thread.start()
 
     def close(self) -> None:
-        self._executor.shutdown()
-        self._thread.join(timeout=5)
-        self.node.destroy_node()
+        destroy_when_stopped(self._executor, self._thread, [self.node])
 
 
 class ParkingSpinner:

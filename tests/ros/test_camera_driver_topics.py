@@ -27,6 +27,7 @@ from rclpy.qos import ReliabilityPolicy
 from robopin_interfaces.msg import Anchor
 from robopin_interfaces.srv import ProjectPoints
 from robopin_ros.camera_snapshot import CameraViewsSubscriber, declare_view_topics
+from robopin_ros.runtime import destroy_when_stopped
 
 from robopin.bags import TrialBag
 from robopin.cameras import Frame, SnapshotConfig, SnapshotError
@@ -132,9 +133,7 @@ def test_snapshot_and_projection_read_realsense_names_with_sensor_data_qos(ros_c
         np.testing.assert_allclose([point.x, point.y, point.z], expected, atol=2e-3)
         assert not projection.qos_watch.mismatches and not views.qos_watch.mismatches
     finally:
-        executor.shutdown()
-        spinner.join(timeout=5)
-        projection.destroy_node()
+        destroy_when_stopped(executor, spinner, [projection])
         views.close()
         host.destroy_node()
         spun.close()

@@ -20,10 +20,17 @@ def test_the_link_reports_a_failed_task_with_its_reason(ros_context):
     from robopin.interfaces import EXECUTE_TASK, action_feedback
 
     server_node = Node("test_fake_planner", context=ros_context, namespace="/linktest")
+    stage_shown = threading.Event()
 
     def execute(goal_handle):
-        goal_handle.publish_feedback(ExecuteTask.Feedback(stage="validating", step=0, detail=""))
-        time.sleep(0.3)
+        # Action feedback is volatile: a message sent before the link's reader has matched the server's writer is
+        # lost, and on a busy machine that matching can lag the graph (which the test waits on below) by seconds.
+        # The stage is published again until the link has shown it, as the task node publishes its stages
+        # throughout a task.
+        deadline = time.monotonic() + 30
+        while not stage_shown.is_set() and time.monotonic() < deadline:
+            goal_handle.publish_feedback(ExecuteTask.Feedback(stage="validating", step=0, detail=""))
+            stage_shown.wait(0.1)
         goal_handle.abort()
         return ExecuteTask.Result(success=False, task_id="x", reason="model_declined",
                                   message="the model gave no target: say which one")
@@ -51,6 +58,8 @@ def test_the_link_reports_a_failed_task_with_its_reason(ros_context):
         task = {}
         while time.monotonic() < deadline:
             task = link.link.task()
+            if task.get("stage") == "validating":
+                stage_shown.set()
             if task.get("result"):
                 break
             time.sleep(0.1)

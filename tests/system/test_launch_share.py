@@ -117,13 +117,23 @@ def test_the_installed_launch_starts_existing_nodes_and_reaches_an_external_cont
     assert params["task_node"]["ros__parameters"]["ready_nodes"] == others
 
 
-def test_the_launch_refuses_a_second_stack_before_starting_a_node(launch_file):
+def test_the_launch_refuses_a_second_stack_before_starting_a_node(launch_file, ros_context):
+    from robopin_interfaces.action import ExecuteTask
+    from robopin_ros.actions import ActionClient
     from robopin_ros.bringup import StackConflictError
 
-    from tests.ros.rostest_utils import TESTS_ROS, start_process, stop_process
+    from tests.ros.rostest_utils import TESTS_ROS, SpunNode, start_process, stop_process
 
     other = start_process([str(TESTS_ROS / "task_server_fixture.py")])  # serves /robopin/execute_task
     try:
+        # The other stack is running before this one starts, as an operator meets it: on a busy machine the
+        # fixture's process takes seconds to import rclpy and serve, longer than the launch's probe looks.
+        watcher = SpunNode("launch_share_watcher", ros_context)
+        try:
+            assert ActionClient(watcher.node, ExecuteTask, "/robopin/execute_task").wait_for_server(timeout_sec=120), \
+                "the other stack never served /robopin/execute_task"
+        finally:
+            watcher.close()
         description = launch_file.generate_launch_description()
         defaults = {a.args[0]: a.kwargs["default_value"] for a in description
                     if type(a).__name__ == "DeclareLaunchArgument"}
