@@ -2,7 +2,10 @@
 
 It answers robopin_interfaces/srv/Instruct and serves ExecuteTask with feedback, cancellation and the
 single-goal policy of robopin_ros.actions, and publishes one PinnedReasoning per step, so the
-tests exercise our interfaces over real DDS between processes.
+tests exercise our interfaces over real DDS between processes. With ``--instruct-starts-goal`` an accepted
+Instruct starts its task as an ExecuteTask goal of its own action, as task_node does; with
+``--withhold-instruct-reply S`` it then keeps the reply for S seconds, which is what a client sees when
+rmw_fastrtps drops the reply (a client not matched yet): the task started, no answer came.
 """
 
 from __future__ import annotations
@@ -16,15 +19,18 @@ from rclpy.node import Node
 from robopin_interfaces.action import ExecuteTask
 from robopin_interfaces.msg import Anchor, PinnedReasoning
 from robopin_interfaces.srv import Instruct
-from robopin_ros.actions import BUSY_REASON, SingleGoalGuard
+from robopin_ros.actions import BUSY_REASON, ActionClient, SingleGoalGuard
 from robopin_ros.runtime import run_node
+from unique_identifier_msgs.msg import UUID
 
 
 class TaskServerFixture(Node):
-    def __init__(self, step_period_s: float, steps: int) -> None:
+    def __init__(self, step_period_s: float, steps: int, instruct_starts_goal: bool = False,
+                 withhold_reply_s: float = 0.0) -> None:
         super().__init__("task_server_fixture")
         self._step_period_s = step_period_s
         self._steps = steps
+        self._withhold_reply_s = withhold_reply_s
         self._guard = SingleGoalGuard()
         group = ReentrantCallbackGroup()
         self._reasoning_pub = self.create_publisher(PinnedReasoning, "/robopin/reasoning", 10)
@@ -33,6 +39,8 @@ class TaskServerFixture(Node):
             self, ExecuteTask, "/robopin/execute_task", self.execute,
             lambda message: ExecuteTask.Result(reason=BUSY_REASON, message=message), accepting=lambda: True,
             callback_group=group)
+        self._own_client = ActionClient(self, ExecuteTask, "/robopin/execute_task", callback_group=group) \
+            if instruct_starts_goal else None
 
     def on_instruct(self, request: Instruct.Request, response: Instruct.Response) -> Instruct.Response:
         """Accept an instruction unless a task runs."""
@@ -42,8 +50,13 @@ class TaskServerFixture(Node):
         elif holder is not None:
             response.accepted, response.message = False, self._guard.busy_message(holder)
         else:
-            response.accepted, response.task_id = True, uuid.uuid4().hex[:8]
+            goal_uuid = uuid.uuid4()
+            response.accepted, response.task_id = True, goal_uuid.hex[:8]
             response.message = f"accepted '{request.instruction}' in mode {request.mode or 'auto'}"
+            if self._own_client is not None:
+                self._own_client.send_goal_async(ExecuteTask.Goal(instruction=request.instruction),
+                                                 goal_uuid=UUID(uuid=list(goal_uuid.bytes)))
+                time.sleep(self._withhold_reply_s)
         return response
 
     def execute(self, goal_handle) -> ExecuteTask.Result:
@@ -71,10 +84,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--step-period", type=float, default=0.1)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--instruct-starts-goal", action="store_true")
+    parser.add_argument("--withhold-instruct-reply", type=float, default=0.0)
     args, ros_args = parser.parse_known_args()
     # Not the sole server: it stands for any server of the action, also one that never checked for another
     # (two started at once, another tool's), which every client must still refuse to send to.
-    raise SystemExit(run_node(lambda: TaskServerFixture(args.step_period, args.steps), ros_args, sole_server=False))
+    raise SystemExit(run_node(lambda: TaskServerFixture(args.step_period, args.steps, args.instruct_starts_goal,
+                                                        args.withhold_instruct_reply), ros_args, sole_server=False))
 
 
 if __name__ == "__main__":

@@ -19,9 +19,10 @@ from tests.ros.rostest_utils import TESTS_ROS, start_process, stop_process
 pytestmark = pytest.mark.ros
 
 
-def _server(name: str):
+def _server(name: str, *options: str):
+    # An accepted Instruct starts its task as a goal, as task_node does.
     return start_process([str(TESTS_ROS / "task_server_fixture.py"), "--step-period", "0.05", "--steps", "2",
-                          "--ros-args", "-r", f"__node:={name}"])
+                          "--instruct-starts-goal", *options, "--ros-args", "-r", f"__node:={name}"])
 
 
 def _until(predicate, timeout_s: float = 20.0):
@@ -49,6 +50,9 @@ def test_console_and_instruct_refuse_a_goal_while_two_servers_answer(ros_context
     try:
         answer = _until(lambda: link.link.instruct("stack the cubes"), 30.0)
         assert answer["accepted"], answer
+        print(f"\nconsole: {answer['message']}")
+        ended = _until(lambda: link.link.task().get("task_id") == answer["task_id"] and link.link.task().get("result"))
+        assert ended and ended["success"], link.link.task()
         run = client.run_task("stack the cubes", timeout_s=30.0)
         assert run.accepted and run.result is not None and run.result.success, run.message
 
@@ -80,6 +84,30 @@ def test_console_and_instruct_refuse_a_goal_while_two_servers_answer(ros_context
         for process in (first, second):
             if process is not None:
                 stop_process(process)
+
+
+def test_console_names_the_task_an_instruct_whose_reply_was_lost_started(ros_context):
+    """rmw_fastrtps drops a service reply to a client whose reply reader the server has not matched yet, after
+    the planner started the task. The server here withholds its reply (what the client then sees); the console
+    learns the task from the action's status and says it started, instead of "did not answer"."""
+    from robopin_ros.operator_console import open_console_link
+
+    server = _server("withholding_stack_planner", "--withhold-instruct-reply", "8")
+    link = open_console_link([], initialize_logging=False)
+    try:
+        assert link.link.instruct_client.wait_for_service(timeout_sec=30.0)
+        started = time.monotonic()
+        answer = link.link.instruct("stack the cubes")
+        took_s = time.monotonic() - started
+        print(f"\nconsole after {took_s:.1f} s: {answer['message']}")
+        assert answer["accepted"] and len(answer["task_id"]) == 8, answer
+        assert "reply was lost" in answer["message"] and "stack the cubes" in answer["message"], answer
+        assert took_s < 8.0, "the console waited for the withheld reply"
+        ended = _until(lambda: link.link.task().get("task_id") == answer["task_id"] and link.link.task().get("result"))
+        assert ended and ended["success"], link.link.task()
+    finally:
+        link.close()
+        stop_process(server, timeout_s=20.0)
 
 
 def test_a_goal_sent_past_the_clients_checks_is_refused_by_both_servers(ros_context):

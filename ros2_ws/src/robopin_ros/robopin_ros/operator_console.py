@@ -54,6 +54,10 @@ __all__ = ["ConsoleRosLink", "open_console_link"]
 
 _KINDS = ("camera", "reasoning")
 _ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED)
+# The planner answers Instruct at once (it validates, then starts the goal); a reply not here this long after
+# the task's goal showed in the status topic was dropped on the way.
+_INSTRUCT_REPLY_S = 30.0
+_LOST_REPLY_S = 2.0
 
 
 class ConsoleRosLink(LoggedNode):
@@ -179,11 +183,46 @@ class ConsoleRosLink(LoggedNode):
         if others:
             return {"accepted": False, "task_id": "", "message": others}
         request = Instruct.Request(instruction=instruction, dry_run=dry_run)
-        response = future_result(self.instruct_client.call_async(request), 30.0)
-        if response is None:
+        with self._lock:
+            known = set(self._accepted)
+        response, started = self._instruct_reply(self.instruct_client.call_async(request), known)
+        if response is not None:
+            return {"accepted": bool(response.accepted), "task_id": response.task_id, "message": response.message}
+        name = self.instruct_client.srv_name
+        ids = [goal.hex()[:8] for goal in started]
+        if len(ids) == 1:
+            return {"accepted": True, "task_id": ids[0],
+                    "message": f"task {ids[0]} started: {instruction.strip()!r} ({name}'s reply was lost; the "
+                               f"task's status shows it started)"}
+        if ids:
             return {"accepted": False, "task_id": "",
-                    "message": f"{self.instruct_client.srv_name} did not answer within 30 s"}
-        return {"accepted": bool(response.accepted), "task_id": response.task_id, "message": response.message}
+                    "message": f"{name}'s reply was lost and tasks {', '.join(ids)} started meanwhile: see the "
+                               f"task, Stop cancels them"}
+        return {"accepted": False, "task_id": "",
+                "message": f"{name} did not answer within {_INSTRUCT_REPLY_S:.0f} s and no task started"}
+
+    def _instruct_reply(self, future: Any, known: set[bytes]) -> tuple[Any, list[bytes]]:
+        """The planner's reply to Instruct, or (None, the goals that started since ``known``) when none came.
+
+        rmw_fastrtps drops a reply whose client's reply reader the server has not matched yet (see
+        :class:`robopin_ros.actions.GoalResult`); it happens to a request sent right after the service showed up.
+        The planner has then started the task all the same: it runs it as an ExecuteTask goal, whose status this
+        link follows (the status topic is transient-local, so a late match still brings it). A goal new since
+        the request with no reply ``_LOST_REPLY_S`` after it showed is taken as the sign of a lost reply.
+        """
+        answered = threading.Event()
+        future.add_done_callback(lambda _f: answered.set())
+        deadline = time.monotonic() + _INSTRUCT_REPLY_S
+        started_seen: float | None = None
+        while not answered.wait(0.05):
+            now = time.monotonic()
+            with self._lock:
+                started = [goal for goal in self._accepted if goal not in known]
+            if started and started_seen is None:
+                started_seen = now
+            if now >= deadline or (started_seen is not None and now - started_seen >= _LOST_REPLY_S):
+                return None, started
+        return future.result(), []
 
     def destroy_node(self) -> None:
         self._servers.close()
