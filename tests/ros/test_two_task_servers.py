@@ -57,8 +57,11 @@ def test_console_and_instruct_refuse_a_goal_while_two_servers_answer(ros_context
         assert run.accepted and run.result is not None and run.result.success, run.message
 
         second = _server("second_stack_planner")
-        refused = _until(lambda: not (a := link.link.instruct("stack the cubes"))["accepted"] and a, 30.0)
-        assert refused, "the console sent an instruction while two servers answered"
+        # Until the console has discovered the second server, the first one takes the instruction (and refuses the
+        # next one as busy while its task runs): the console is asked until it refuses for two servers.
+        refused = _until(lambda: "2 servers answer" in (a := link.link.instruct("stack the cubes"))["message"] and a,
+                         30.0)
+        assert refused and not refused["accepted"], "the console sent an instruction while two servers answered"
         message = refused["message"]
         print(f"\nconsole: {message}")
         assert "2 servers answer robopin/execute_task" in message, message
