@@ -45,7 +45,7 @@ from robopin.interfaces import (
 )
 from robopin.trials.log import encode_png
 from robopin_ros import conversions
-from robopin_ros.actions import STATUS_NAMES, ActionServers, future_result
+from robopin_ros.actions import STATUS_NAMES, ActionServers, future_result, wait_future
 from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.logs import LoggedNode
 from robopin_ros.runtime import destroy_when_stopped
@@ -210,19 +210,19 @@ class ConsoleRosLink(LoggedNode):
         link follows (the status topic is transient-local, so a late match still brings it). A goal new since
         the request with no reply ``_LOST_REPLY_S`` after it showed is taken as the sign of a lost reply.
         """
-        answered = threading.Event()
-        future.add_done_callback(lambda _f: answered.set())
-        deadline = time.monotonic() + _INSTRUCT_REPLY_S
-        started_seen: float | None = None
-        while not answered.wait(0.05):
-            now = time.monotonic()
+        started: list[bytes] = []
+        started_seen: list[float] = []
+
+        def reply_lost() -> bool:
             with self._lock:
-                started = [goal for goal in self._accepted if goal not in known]
-            if started and started_seen is None:
-                started_seen = now
-            if now >= deadline or (started_seen is not None and now - started_seen >= _LOST_REPLY_S):
-                return None, started
-        return future.result(), []
+                started[:] = [goal for goal in self._accepted if goal not in known]
+            if started and not started_seen:
+                started_seen.append(time.monotonic())
+            return bool(started_seen) and time.monotonic() - started_seen[0] >= _LOST_REPLY_S
+
+        if wait_future(future, _INSTRUCT_REPLY_S, reply_lost) or future.done():
+            return future.result(), []
+        return None, started
 
     def destroy_node(self) -> None:
         self._servers.close()
