@@ -11,6 +11,7 @@ tighter than the bound the code promises (``SHUTDOWN_EXIT_S``) plus slack for a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -31,12 +32,18 @@ STILL_POSITION_RAD = 1e-3
 STILL_VELOCITY_RAD_S = 0.02
 
 
+# Every client a test starts, ended when the test ends however it ends (see _no_task_outlives_its_test).
+_CLIENTS: list[_Process | _Pipeline] = []
+
+
 class _Process:
     """A robopin command in its own process, its output collected line by line."""
 
     def __init__(self, *args: str, cwd: Path) -> None:
         self.popen = subprocess.Popen([sys.executable, "-m", "robopin.cli", *args], cwd=cwd, env=dict(os.environ),
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if args[0] != "up":
+            _CLIENTS.append(self)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -74,6 +81,8 @@ class _Process:
         if self.popen.poll() is None:
             self.popen.kill()
             self.popen.wait()
+
+    stop = kill
 
 
 class _ArmWatcher:
@@ -113,6 +122,11 @@ class _ArmWatcher:
                 seen = self.goals.setdefault(bytes(status.goal_info.goal_id.uuid), [])
                 if not seen or seen[-1][1] != status.status:
                     seen.append((now, status.status))
+
+    def running_goals(self) -> list[bytes]:
+        """Goals whose last reported status is accepted, executing or canceling."""
+        with self._lock:
+            return [goal for goal, seen in self.goals.items() if seen[-1][1] in (1, 2, 3)]
 
     def goal_ended(self, after_s: float, timeout_s: float = 30.0) -> tuple[int, float]:
         """The final status (4 succeeded, 5 canceled, 6 aborted) of the task that started after ``after_s``, and
@@ -219,6 +233,22 @@ def stack(tmp_path_factory, ros_watch) -> Iterator[_Process]:
             up.kill()
 
 
+@pytest.fixture(autouse=True)
+def _no_task_outlives_its_test(stack, ros_watch) -> Iterator[None]:
+    """A test that fails midway leaves its clients running, and their task holds the stack's one task slot: every
+    test after it would be refused as busy. Its clients are killed (the deadman ends their task) and the stack is
+    waited on until no task runs."""
+    yield
+    while _CLIENTS:
+        _CLIENTS.pop().stop()
+    if stack.popen.poll() is not None:
+        return  # the test stopped the module's stack (a stack of its own followed)
+    deadline = time.monotonic() + 60
+    while (running := ros_watch.running_goals()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running, f"tasks {[g.hex()[:8] for g in running]} outlived their test:\n{stack.output[-4000:]}"
+
+
 def _instruction() -> str:
     from robopin.sim.tasks import load_scenario
 
@@ -251,6 +281,7 @@ class _Pipeline:
             self.reader = subprocess.Popen(reader, stdin=self.instruct.stdout, stdout=sink,
                                            process_group=self.instruct.pid)
         self.instruct.stdout.close()  # the reader holds the pipe's only read end, as in a shell
+        _CLIENTS.append(self)
 
     @property
     def output(self) -> str:
@@ -259,6 +290,12 @@ class _Pipeline:
     def interrupt(self) -> None:
         """Ctrl-C in the terminal: SIGINT to every process of the foreground group."""
         os.killpg(self.instruct.pid, signal.SIGINT)
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.instruct.pid, signal.SIGKILL)
+        self.instruct.wait()
+        self.reader.wait()
 
     def wait(self, timeout_s: float) -> int:
         try:
@@ -335,89 +372,149 @@ def test_a_client_timeout_cancels_the_task_it_started(stack, ros_watch, tmp_path
     assert idle.returncode == 1 and "no running task" in idle.stdout, idle.stdout + idle.stderr
 
 
-def test_cancel_during_a_slow_model_call_abandons_it_at_once(stack, ros_watch, tmp_path):
-    # A stub OpenAI server on 127.0.0.1 (answers as vLLM does, here 30 s late) behind the planner's real
-    # OpenAI backend, set at run time as a user would (`ros2 param set /task_node vlm ...`).
-    import yaml
-    from action_msgs.msg import GoalStatusArray
-    from action_msgs.srv import CancelGoal
-    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
-    from rcl_interfaces.srv import GetParameters, SetParameters
-    from rclpy.qos import qos_profile_action_status_default
+class _SlowModel:
+    """The planner's real OpenAI backend, set at run time as a user would (``ros2 param set /task_node vlm ...``),
+    in front of a stub OpenAI server on 127.0.0.1 that answers as vLLM does, ``delay_s`` late; the goals' statuses
+    as the action reports them. Leaving it ends the test's task and puts the oracle back."""
 
-    from tests.vlm.conftest import StubOpenAIServer
+    def __init__(self, stack: _Process, ros_watch: _ArmWatcher, delay_s: float) -> None:
+        from action_msgs.msg import GoalStatusArray
+        from action_msgs.srv import CancelGoal
+        from rcl_interfaces.srv import GetParameters, SetParameters
+        from rclpy.qos import qos_profile_action_status_default
 
-    node = ros_watch.node
-    lock = threading.Lock()
-    statuses: dict[bytes, int] = {}
+        from tests.vlm.conftest import StubOpenAIServer
 
-    def on_status(msg) -> None:
-        with lock:
-            statuses.update({bytes(s.goal_info.goal_id.uuid): s.status for s in msg.status_list})
+        self.stack, self.node = stack, ros_watch.node
+        self.task: _Process | None = None
+        self._lock = threading.Lock()
+        self._statuses: dict[bytes, int] = {}
+        self._status_sub = self.node.create_subscription(
+            GoalStatusArray, "/robopin/execute_task/_action/status", self._on_status, qos_profile_action_status_default)
+        self.canceller = self.node.create_client(CancelGoal, "/robopin/execute_task/_action/cancel_goal")
+        self._getter = self.node.create_client(GetParameters, "/task_node/get_parameters")
+        self._setter = self.node.create_client(SetParameters, "/task_node/set_parameters")
+        for client in (self.canceller, self._getter, self._setter):
+            assert client.wait_for_service(timeout_sec=30), f"no {client.srv_name}" + self.seen()
+        self._oracle = self.call(self._getter, GetParameters.Request(names=["vlm"])).values[0].string_value
+        self.stub = StubOpenAIServer().start()
+        self.stub.behaviour.delay_s = delay_s
 
-    status_sub = node.create_subscription(GoalStatusArray, "/robopin/execute_task/_action/status", on_status,
-                                          qos_profile_action_status_default)
-    canceller = node.create_client(CancelGoal, "/robopin/execute_task/_action/cancel_goal")
-    getter = node.create_client(GetParameters, "/task_node/get_parameters")
-    setter = node.create_client(SetParameters, "/task_node/set_parameters")
-    assert getter.wait_for_service(timeout_sec=30) and setter.wait_for_service(timeout_sec=30)
+    def _on_status(self, msg) -> None:
+        with self._lock:
+            self._statuses.update({bytes(s.goal_info.goal_id.uuid): s.status for s in msg.status_list})
 
-    def call(client, request):
+    def seen(self) -> str:
+        """What the client and the stack printed, for a failure's message."""
+        return (f"\n--- robopin instruct:\n{self.task.output[-3000:] if self.task else ''}"
+                f"\n--- robopin up:\n{self.stack.output[-6000:]}")
+
+    def call(self, client, request):
         future = client.call_async(request)
         deadline = time.monotonic() + 30
         while not future.done():
-            assert time.monotonic() < deadline, f"{client.srv_name} did not answer"
+            assert time.monotonic() < deadline, f"{client.srv_name} did not answer" + self.seen()
             time.sleep(0.02)
         return future.result()
 
-    def set_vlm(text: str) -> None:
+    def set_vlm(self, text: str) -> str:
+        """'' once the planner took the setting, else its reason for refusing it."""
+        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+        from rcl_interfaces.srv import SetParameters
+
         value = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=text)
-        answer = call(setter, SetParameters.Request(parameters=[Parameter(name="vlm", value=value)]))
-        assert answer.results[0].successful, answer.results[0].reason
+        answer = self.call(self._setter, SetParameters.Request(parameters=[Parameter(name="vlm", value=value)]))
+        return "" if answer.results[0].successful else answer.results[0].reason
 
-    oracle = call(getter, GetParameters.Request(names=["vlm"])).values[0].string_value
-    stub = StubOpenAIServer().start()
-    stub.behaviour.delay_s = 30.0
-    try:
-        set_vlm(yaml.safe_dump({"type": "openai", "base_url": stub.base_url, "model": "vlm", "timeout_s": 60.0}))
-        task = _Process("instruct", _instruction(), "--wait", "120", cwd=tmp_path)
-        task.wait_line(lambda line: " reasoning" in line, 300, "the reasoning stage")
+    def __enter__(self) -> _SlowModel:
+        import yaml
+
+        setting = yaml.safe_dump({"type": "openai", "base_url": self.stub.base_url, "model": "vlm", "timeout_s": 60.0})
+        # The previous test's task frees the planner's task slot just after its final status went out.
+        deadline = time.monotonic() + 10
+        while (refused := self.set_vlm(setting)).startswith("a task is running") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not refused, refused + self.seen()
+        return self
+
+    def start_reasoning(self, cwd: Path) -> bytes:
+        """``robopin instruct`` until its model request reached the stub; the id of its running goal."""
+        self.task = _Process("instruct", _instruction(), "--wait", "120", cwd=cwd)
+        self.task.wait_line(lambda line: " reasoning" in line, 300, "the reasoning stage")
         deadline = time.monotonic() + 60
-        while not stub.chat_requests():
-            assert time.monotonic() < deadline, "the model request never reached the stub"
+        while not self.stub.chat_requests():
+            assert time.monotonic() < deadline, "the model request never reached the stub" + self.seen()
             time.sleep(0.02)
-        # The action's own cancel (what `robopin cancel` and the console send), timed to the goal's final status.
-        with lock:
-            running = [goal for goal, status in statuses.items() if status in (1, 2, 3)]
-        assert len(running) == 1, f"expected one running task, statuses {statuses}"
-        t0 = time.monotonic()
-        answer = call(canceller, CancelGoal.Request())  # zero goal id and stamp: cancel every goal
+        with self._lock:
+            running = [goal for goal, status in self._statuses.items() if status in (1, 2, 3)]
+        assert len(running) == 1, f"expected one running task, statuses {self._statuses}" + self.seen()
+        return running[0]
 
-        def final_status() -> int | None:
-            with lock:
-                status = statuses.get(running[0])
-            return status if status in (4, 5, 6) else None
-
-        deadline = time.monotonic() + 60
-        while (ended := final_status()) is None:
-            assert time.monotonic() < deadline, "the task never reached a final status"
+    def final_status(self, goal: bytes, t0: float, timeout_s: float = 60.0) -> tuple[int, float]:
+        """The goal's final status (4, 5 or 6) and the seconds from ``t0`` to it."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                status = self._statuses.get(goal)
+            if status in (4, 5, 6):
+                return status, time.monotonic() - t0
+            assert time.monotonic() < deadline, f"the task never reached a final status ({status})" + self.seen()
             time.sleep(0.01)
-        canceled_s = time.monotonic() - t0
-        code = task.wait(60)
+
+    def __exit__(self, *exc_info) -> None:
+        try:
+            if self.task is not None:
+                self.task.kill()  # its task ends by the deadman, so the planner takes a setting again
+            deadline = time.monotonic() + 60
+            while (refused := self.set_vlm(self._oracle)) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert not refused, f"the oracle could not be put back: {refused}" + self.seen()
+        finally:
+            self.stub.stop()
+            for client in (self._getter, self._setter, self.canceller):
+                self.node.destroy_client(client)
+            self.node.destroy_subscription(self._status_sub)
+
+
+def test_cancel_during_a_slow_model_call_abandons_it_at_once(stack, ros_watch, tmp_path):
+    from action_msgs.srv import CancelGoal
+
+    with _SlowModel(stack, ros_watch, delay_s=30.0) as model:
+        goal = model.start_reasoning(tmp_path)
+        # The action's own cancel (what `robopin cancel` and the console send), timed to the goal's final status.
+        t0 = time.monotonic()
+        answer = model.call(model.canceller, CancelGoal.Request())  # zero goal id and stamp: cancel every goal
+        ended, canceled_s = model.final_status(goal, t0)
+        code = model.task.wait(60)
         time.sleep(2.0)  # a retry would arrive within the backend's backoff
+        requests = len(model.stub.chat_requests())
         print(f"\ncancel during a model call: the goal ended {canceled_s:.2f} s after the cancel request "
-              f"(the model would have answered after 30 s); requests reaching the stub: {len(stub.chat_requests())}")
-        assert answer.goals_canceling, "the cancel was not accepted"
-        assert ended == 5, f"the goal ended with status {ended}, not canceled"
-        assert code == 1 and "FAILURE (canceled)" in task.output, task.output
-        assert len(stub.chat_requests()) == 1, "the backend sent the request again after the cancel"
-        assert canceled_s < 20.0, "the cancel waited for the model's answer"
-    finally:
-        set_vlm(oracle)
-        stub.stop()
-        for client in (getter, setter, canceller):
-            node.destroy_client(client)
-        node.destroy_subscription(status_sub)
+              f"(the model would have answered after 30 s); requests reaching the stub: {requests}")
+        assert answer.goals_canceling, "the cancel was not accepted" + model.seen()
+        assert ended == 5, f"the goal ended with status {ended}, not canceled" + model.seen()
+        assert code == 1 and "FAILURE (canceled)" in model.task.output, model.seen()
+        assert requests == 1, "the backend sent the request again after the cancel" + model.seen()
+        assert canceled_s < 20.0, "the cancel waited for the model's answer" + model.seen()
+
+
+def test_a_client_killed_during_a_slow_model_call_ends_its_task_at_once(stack, ros_watch, tmp_path):
+    # SIGKILL: no cancel is sent; the planner hears the client's heartbeat stop (the deadman) and must not wait
+    # for the model's answer to end the task.
+    with _SlowModel(stack, ros_watch, delay_s=30.0) as model:
+        goal = model.start_reasoning(tmp_path)
+        named = stack.output.count("(the client is gone)")
+        t0 = time.monotonic()
+        model.task.popen.send_signal(signal.SIGKILL)
+        model.task.wait(30)
+        ended, ended_s = model.final_status(goal, t0)
+        time.sleep(2.0)
+        requests = len(model.stub.chat_requests())
+        print(f"\nSIGKILL on robopin instruct during a model call: the goal ended {ended_s:.2f} s after the kill "
+              f"(the model would have answered after 30 s); requests reaching the stub: {requests}")
+        assert ended == 6, f"the goal ended with status {ended}, not aborted (client_lost)" + model.seen()
+        assert stack.output.count("(the client is gone)") > named, model.seen()  # the planner's warning
+        assert requests == 1, "the backend sent the request again after its client was gone" + model.seen()
+        assert ended_s < 20.0, "the task waited for the model's answer after its client was gone" + model.seen()
 
 
 def test_ctrl_c_to_instruct_piped_to_tee_cancels_the_task(stack, ros_watch, tmp_path):

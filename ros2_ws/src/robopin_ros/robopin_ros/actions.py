@@ -411,13 +411,24 @@ class HeartbeatSender:
 
     def _run(self) -> None:
         while not self._closed.wait(HEARTBEAT_PERIOD_S):
-            goal = self._current()
-            if goal is None:
-                continue
-            try:
-                self._publisher.publish(GoalInfo(goal_id=UUID(uuid=list(goal))))
-            except Exception:  # the node is being destroyed: nothing more to say
+            if not self.beat_now():
                 return
+
+    def beat_now(self) -> bool:
+        """Publish the current goal's heartbeat now (False once the node is being destroyed).
+
+        A client calls it before it sends its goal: a goal is watched only from its first heartbeat heard,
+        and a client killed within the first period after its goal (a task can reach its model call in
+        45 ms) would otherwise leave a task nobody watches.
+        """
+        goal = self._current()
+        if goal is None:
+            return True
+        try:
+            self._publisher.publish(GoalInfo(goal_id=UUID(uuid=list(goal))))
+        except Exception:  # the node is being destroyed: nothing more to say
+            return False
+        return True
 
     def close(self) -> None:
         """Stop publishing (before the node is destroyed)."""

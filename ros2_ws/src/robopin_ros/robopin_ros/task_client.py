@@ -178,6 +178,8 @@ class TaskClient(LoggedNode):
             self._run = run
         run.start_s = time.monotonic()
         self._following = goal_uuid.bytes  # heartbeats from before the goal is sent: the server never waits
+        if self._heartbeat is not None:
+            self._heartbeat.beat_now()  # heard before the goal starts (HeartbeatSender.beat_now)
         try:
             outcome = follow_goal(self.action, goal, answer_timeout_s=_ANSWER_TIMEOUT_S, timeout_s=timeout_s,
                                   feedback=on_feedback, should_stop=lambda: stop is not None and stop.is_set(),

@@ -100,6 +100,7 @@ _MODEL_CHECK_PERIOD_S = 2.0
 # A step's own path, from the frames to the plan: display work waits while a task is in one of these.
 _STEP_CRITICAL_STAGES = frozenset({"observing", "reasoning", "validating", "projecting", "planning"})
 _DISPLAY_HOLD_S = 5.0  # the longest an image waits for the step (a plan runs up to its 3 s timeout)
+_STOP_POLL_S = 0.05  # how often a task's stop watch asks whether the task must stop (a cancel waits this long)
 _DISPLAY_FLUSH_S = 5.0  # the longest a final status waits for the task's images and targets to be published
 
 
@@ -445,19 +446,21 @@ class TaskNode(LoggedNode):
 
     # ------------------------------------------------------------------ ExecuteTask
     def _cancel_task(self, goal_handle) -> CancelResponse:
-        """Accept the cancel; abandon a model request in flight at once (the loop then stops the arm)."""
-        if self.guard.active == goal_key(goal_handle):
-            # The action server marks the goal canceling only after this callback returns. Abandoning the
-            # model call right here could end the task before that, as aborted instead of canceled.
-            threading.Thread(target=self._cancel_model_once_canceling, args=(goal_handle,),
-                             name="model-cancel", daemon=True).start()
+        """Accept the cancel: the task's stop watch (:meth:`_watch_stop`) abandons a model call in flight."""
         return CancelResponse.ACCEPT
 
-    def _cancel_model_once_canceling(self, goal_handle, wait_s: float = 2.0) -> None:
-        deadline = time.monotonic() + wait_s
-        while not goal_handle.is_cancel_requested and time.monotonic() < deadline:
-            time.sleep(0.002)
-        self._cancel_model_call()
+    def _watch_stop(self, should_stop: Callable[[], bool], ended: threading.Event) -> None:
+        """Abandon the task's model call in flight as soon as the task must stop (until ``ended`` is set).
+
+        The loop checks ``should_stop`` between stages; a model call can last a minute. Whatever stops the task
+        (a cancel, a client whose heartbeat stopped, a shutdown) must not wait for the model's answer. Polled
+        rather than triggered from the cancel callback: rclpy's action server marks the goal canceling only
+        after that callback returns, and a call abandoned before would end the task as aborted, not canceled.
+        """
+        while not ended.wait(_STOP_POLL_S):
+            if should_stop():
+                self._cancel_model_call()
+                return
 
     def _cancel_model_call(self) -> None:
         with self._config_lock:
@@ -470,28 +473,37 @@ class TaskNode(LoggedNode):
         """Run one task through the reasoning loop with feedback, honouring cancel and single-goal."""
         task_id = goal_key(goal_handle)[:8]
         result = ExecuteTask.Result(task_id=task_id)
+        client_lost: list[str] = []
         try:
             with self._config_lock:
                 config, backend = self._config, self._backend
             loop = ReasoningLoop(config, backend, self.observer, _RosProjector(self), _RosActor(self),
                                  ground_truth=self.ground_truth)
-            client_lost: list[str] = []
+            lost_lock = threading.Lock()  # the loop and the stop watch both ask
 
             def should_stop() -> bool:
                 if goal_handle.is_cancel_requested or self._shutting_down or client_lost:
                     return True
                 silent = self._client_beats.silent_for(bytes.fromhex(goal_key(goal_handle)))
-                if silent is not None and silent > CLIENT_DEADMAN_S:
-                    client_lost.append(f"the task's client sent no heartbeat for {silent:.2f} s (the client is gone)")
-                    self.get_logger().warning(f"task {task_id}: {client_lost[0]}: canceling it, the arm stops")
-                    return True
-                return False
+                if silent is None or silent <= CLIENT_DEADMAN_S:
+                    return False
+                with lost_lock:
+                    if not client_lost:
+                        client_lost.append(
+                            f"the task's client sent no heartbeat for {silent:.2f} s (the client is gone)")
+                        self.get_logger().warning(f"task {task_id}: {client_lost[0]}: canceling it, the arm stops")
+                return True
 
             if not self._wait_ready(goal_handle, should_stop):
-                result.success, result.reason = False, "not_ready"
-                result.message = f"the stack is not ready for a task: {self._not_ready_reason}"
-                goal_handle.abort()
-                return result
+                if not should_stop():
+                    result.success, result.reason = False, "not_ready"
+                    result.message = f"the stack is not ready for a task: {self._not_ready_reason}"
+                    goal_handle.abort()
+                    return result
+                # Stopped while it waited: ended below like any stopped task (canceled, client lost, shutdown).
+                result.success, result.reason = False, "canceled"
+                result.message = f"canceled while the stack was starting ({self._not_ready_reason})"
+                return self._end_goal(goal_handle, result, client_lost)
             self.observer.stopped = should_stop  # one task at a time (single-goal policy)
             goal = goal_handle.request
             request = TaskRequest(goal.instruction, goal.mode, goal.dry_run, goal.max_steps, task_id)
@@ -510,12 +522,18 @@ class TaskNode(LoggedNode):
             def on_reasoning(record: ReasoningRecord) -> None:
                 messages.append(self._publish_reasoning(record))
 
-            outcome = loop.run(
-                request,
-                should_stop=should_stop,
-                on_stage=on_stage,
-                on_reasoning=on_reasoning,
-            )
+            ended = threading.Event()
+            threading.Thread(target=self._watch_stop, args=(should_stop, ended), name=f"stop-watch-{task_id}",
+                             daemon=True).start()
+            try:
+                outcome = loop.run(
+                    request,
+                    should_stop=should_stop,
+                    on_stage=on_stage,
+                    on_reasoning=on_reasoning,
+                )
+            finally:
+                ended.set()
             self._fill_result(result, outcome, messages)
         except Exception as error:  # a bug must still end the goal with a named reason
             self.get_logger().error(f"task {task_id}: {type(error).__name__}: {error}")
@@ -525,6 +543,10 @@ class TaskNode(LoggedNode):
         self._flush_display()
         with contextlib.suppress(RuntimeError):  # shut down: the process ends anyway
             self._display.submit(self._release_heap, task_id)
+        return self._end_goal(goal_handle, result, client_lost)
+
+    def _end_goal(self, goal_handle, result: ExecuteTask.Result, client_lost: list[str]) -> ExecuteTask.Result:
+        """Give the goal its final status; a stopped task's reason says who stopped it."""
         if result.reason == "canceled" and self._shutting_down and not goal_handle.is_cancel_requested:
             result.reason, result.message = "shutdown", f"the stack is shutting down: {result.message}"
         elif result.reason == "canceled" and client_lost and not goal_handle.is_cancel_requested:
