@@ -450,17 +450,18 @@ class TaskNode(LoggedNode):
         return CancelResponse.ACCEPT
 
     def _watch_stop(self, should_stop: Callable[[], bool], ended: threading.Event) -> None:
-        """Abandon the task's model call in flight as soon as the task must stop (until ``ended`` is set).
+        """Abandon the task's model calls in flight from the moment the task must stop until ``ended`` is set.
 
         The loop checks ``should_stop`` between stages; a model call can last a minute. Whatever stops the task
         (a cancel, a client whose heartbeat stopped, a shutdown) must not wait for the model's answer. Polled
         rather than triggered from the cancel callback: rclpy's action server marks the goal canceling only
         after that callback returns, and a call abandoned before would end the task as aborted, not canceled.
+        Kept up while the task ends: a reasoner that samples several calls in a row gets each abandoned (a cancel
+        with nothing in flight does nothing).
         """
         while not ended.wait(_STOP_POLL_S):
             if should_stop():
                 self._cancel_model_call()
-                return
 
     def _cancel_model_call(self) -> None:
         with self._config_lock:
