@@ -22,7 +22,10 @@ from robopin.distributed import LOCAL_RAY_ENV
 from robopin.trials.log import read_trial
 from tests.process_output import output_tail
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+# Each worker brings up a whole stack: beside two CPU hogs a killed worker's replacement took 6 min to bring up and run
+# its trial, and the batch 10 min. Each test bounds its own waits (600 s to see a motion, 900 s for the batch);
+# the suite's 600 s per-test timeout (thread method) would end the whole run instead of failing one test.
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
 RAY = Path(sys.executable).with_name("ray")
@@ -64,7 +67,8 @@ def test_two_local_workers_judge_as_the_batch_in_one_process_and_listen_on_loopb
     assert one.returncode == 0, out_one[-3000:] + err_one[-3000:]
     two = _trial("spatial", "--seeds", "3", "--system", "sim_panda", "--workers", "2", "--out", str(tmp_path / "two"))
     addresses: set[str] = set()
-    while two.poll() is None:  # sample what Ray's processes listen on while the batch runs
+    deadline = time.monotonic() + 900
+    while two.poll() is None and time.monotonic() < deadline:  # sample what Ray's processes listen on meanwhile
         addresses |= _listening(two.pid)
         time.sleep(0.5)
     out_two, err_two = two.communicate(timeout=60)
