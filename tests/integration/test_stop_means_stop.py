@@ -123,6 +123,12 @@ class _ArmWatcher:
                 if not seen or seen[-1][1] != status.status:
                     seen.append((now, status.status))
 
+    def last_status(self, goal: bytes) -> int | None:
+        """The goal's last reported status (None if never reported)."""
+        with self._lock:
+            seen = self.goals.get(goal)
+        return seen[-1][1] if seen else None
+
     def running_goals(self) -> list[bytes]:
         """Goals whose last reported status is accepted, executing or canceling."""
         with self._lock:
@@ -374,23 +380,17 @@ def test_a_client_timeout_cancels_the_task_it_started(stack, ros_watch, tmp_path
 
 class _SlowModel:
     """The planner's real OpenAI backend, set at run time as a user would (``ros2 param set /task_node vlm ...``),
-    in front of a stub OpenAI server on 127.0.0.1 that answers as vLLM does, ``delay_s`` late; the goals' statuses
-    as the action reports them. Leaving it ends the test's task and puts the oracle back."""
+    in front of a stub OpenAI server on 127.0.0.1 that answers as vLLM does, ``delay_s`` late. Leaving it ends the
+    test's task and puts the oracle back."""
 
     def __init__(self, stack: _Process, ros_watch: _ArmWatcher, delay_s: float) -> None:
-        from action_msgs.msg import GoalStatusArray
         from action_msgs.srv import CancelGoal
         from rcl_interfaces.srv import GetParameters, SetParameters
-        from rclpy.qos import qos_profile_action_status_default
 
         from tests.vlm.conftest import StubOpenAIServer
 
-        self.stack, self.node = stack, ros_watch.node
+        self.stack, self.watch, self.node = stack, ros_watch, ros_watch.node
         self.task: _Process | None = None
-        self._lock = threading.Lock()
-        self._statuses: dict[bytes, int] = {}
-        self._status_sub = self.node.create_subscription(
-            GoalStatusArray, "/robopin/execute_task/_action/status", self._on_status, qos_profile_action_status_default)
         self.canceller = self.node.create_client(CancelGoal, "/robopin/execute_task/_action/cancel_goal")
         self._getter = self.node.create_client(GetParameters, "/task_node/get_parameters")
         self._setter = self.node.create_client(SetParameters, "/task_node/set_parameters")
@@ -399,10 +399,6 @@ class _SlowModel:
         self._oracle = self.call(self._getter, GetParameters.Request(names=["vlm"])).values[0].string_value
         self.stub = StubOpenAIServer().start()
         self.stub.behaviour.delay_s = delay_s
-
-    def _on_status(self, msg) -> None:
-        with self._lock:
-            self._statuses.update({bytes(s.goal_info.goal_id.uuid): s.status for s in msg.status_list})
 
     def seen(self) -> str:
         """What the client and the stack printed, for a failure's message."""
@@ -445,17 +441,15 @@ class _SlowModel:
         while not self.stub.chat_requests():
             assert time.monotonic() < deadline, "the model request never reached the stub" + self.seen()
             time.sleep(0.02)
-        with self._lock:
-            running = [goal for goal, status in self._statuses.items() if status in (1, 2, 3)]
-        assert len(running) == 1, f"expected one running task, statuses {self._statuses}" + self.seen()
+        running = self.watch.running_goals()
+        assert len(running) == 1, f"expected one running task, found {running}" + self.seen()
         return running[0]
 
     def final_status(self, goal: bytes, t0: float, timeout_s: float = 60.0) -> tuple[int, float]:
         """The goal's final status (4, 5 or 6) and the seconds from ``t0`` to it."""
         deadline = time.monotonic() + timeout_s
         while True:
-            with self._lock:
-                status = self._statuses.get(goal)
+            status = self.watch.last_status(goal)
             if status in (4, 5, 6):
                 return status, time.monotonic() - t0
             assert time.monotonic() < deadline, f"the task never reached a final status ({status})" + self.seen()
@@ -473,7 +467,6 @@ class _SlowModel:
             self.stub.stop()
             for client in (self._getter, self._setter, self.canceller):
                 self.node.destroy_client(client)
-            self.node.destroy_subscription(self._status_sub)
 
 
 def test_cancel_during_a_slow_model_call_abandons_it_at_once(stack, ros_watch, tmp_path):
