@@ -221,8 +221,9 @@ class SingleGoalGuard:
         """An ActionServer whose goals take this slot: ``execute(goal_handle)`` runs only while it holds it.
 
         ``accepting()`` false (the node is stopping) rejects new goals outright. A goal that finds the slot
-        taken, or another process serving the action too, is aborted at once with ``busy_result(message)``;
-        the slot is freed when ``execute`` returns.
+        taken, or another process serving the action too, is aborted at once with ``busy_result(message)``,
+        as is one whose acceptance the middleware would not send to its client; the slot is freed when
+        ``execute`` returns.
         """
         from robopin.system.names import absolute_name
 
@@ -260,9 +261,17 @@ class SingleGoalGuard:
             finally:
                 self.release(key)
 
+        def on_unsent(goal_handle: Any) -> None:
+            # Ended, never run: the refusal path aborts it before ``execute`` (no motion, no task).
+            with self._lock:
+                self._refused[goal_key(goal_handle)] = (
+                    "not run: the middleware refused to send the goal's acceptance to its client, so the client "
+                    "cannot follow or cancel it")
+            goal_handle.execute()
+
         server = ResultOwingActionServer(
             node, action_type, name, execute_callback=on_execute, goal_callback=on_goal,
-            handle_accepted_callback=on_accepted,
+            handle_accepted_callback=on_accepted, unsent_callback=on_unsent,
             cancel_callback=cancel_callback or (lambda _goal: CancelResponse.ACCEPT), callback_group=callback_group)
         self._servers.append(server)
         return server
@@ -277,10 +286,35 @@ class ResultOwingActionServer(ActionServer):
     heartbeat ending with the goal, must wait for that send, not for the goal's end alone.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args: Any, unsent_callback: Callable[[Any], None], **kwargs: Any) -> None:
+        accepted = kwargs["handle_accepted_callback"]
+        self._handed: set[bytes] = set()
+
+        def on_accepted(goal_handle: Any) -> None:
+            self._handed.add(bytes(goal_handle.goal_id.uuid))
+            accepted(goal_handle)
+
+        super().__init__(*args, **{**kwargs, "handle_accepted_callback": on_accepted})
+        self._unsent_callback = unsent_callback
         self._owed_lock = threading.Lock()
         self._owed: dict[bytes, int] = {}
+
+    async def _execute_goal_request(self, request_header_and_message: Any) -> None:
+        # rclpy (jazzy) accepts a goal (a goal handle, listed ACCEPTED in the status array) before it sends the
+        # goal response, and when the rmw refuses that send ("Failed to send goal response", seen on a loaded
+        # machine) it returns without handing the goal on: nothing would ever run or end it, and the status
+        # array would list it ACCEPTED for the server's life (the recorder opens a task's bag on an accepted
+        # goal). Such a goal is ended here instead, never run; its client hears nothing and says so.
+        goal = bytes(request_header_and_message[1].goal_id.uuid)
+        known = goal in self._goal_handles
+        try:
+            await super()._execute_goal_request(request_header_and_message)
+        finally:
+            handed = goal in self._handed
+            self._handed.discard(goal)
+        handle = None if known or handed else self._goal_handles.get(goal)
+        if handle is not None and handle.status == GoalStatus.STATUS_ACCEPTED:
+            self._unsent_callback(handle)
 
     def owed(self) -> list[bytes]:
         """Ids of the goals whose result a client asked for and has not been sent yet."""
