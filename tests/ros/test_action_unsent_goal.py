@@ -2,9 +2,9 @@
 
 rclpy (jazzy, ``ActionServer._execute_goal_request``) creates the goal handle, which lists the goal ACCEPTED in the
 status array, before it sends the goal response; when rcl refuses that send it logs "Failed to send goal response
-(the client may have gone away)" and returns without calling the accepted callback. A loaded rehearsal of the suite
-logged it. Nothing then runs or ends that goal: it stays ACCEPTED for the server's life, and the recorder, which
-opens a task's bag on an accepted goal, would record the next task under its name and never close that bag.
+(the client may have gone away)" and returns without calling the accepted callback; it happens on a loaded
+machine. Nothing then runs or ends that goal: it stays ACCEPTED for the server's life, and the recorder, which
+opens a task's bag on an accepted goal, would by its code record the next task under its name and keep that bag open.
 
 The rmw's refusal cannot be caused on demand (a reliable writer that cannot place the reply in time), so it is the
 one part stood in for: rclpy's own ``ActionServer`` handle class, subclassed so its ``send_goal_response`` raises

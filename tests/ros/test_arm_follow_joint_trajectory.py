@@ -29,7 +29,7 @@ class UserClient:
 
     rclpy's ActionClient with ros2/rclpy#1123 closed (``robopin_ros.actions.ActionClient``, the same protocol):
     the plain one, sending from this thread while an executor spins the node in another, drops a goal answer
-    taken before its request is recorded ("Ignoring unexpected goal response"; seen once on a loaded run).
+    taken before its request is recorded ("Ignoring unexpected goal response"), which a loaded machine makes happen.
     """
 
     def __init__(self, context, prefix: str = "") -> None:
