@@ -33,7 +33,11 @@ CROSS_VIEW_RULES: tuple[str, ...] = ("object_extent", "distance")
 within ``fusion_tolerance_m`` of each other (one surface point seen twice)."""
 
 # open3d's RANSAC draws from a process-wide generator: seeding it and fitting under one lock makes a
-# verdict a function of the depth alone, whatever other thread projects at the same time.
+# verdict a function of the depth alone, whatever other thread projects at the same time. Its plane fit
+# also spreads its iterations over TBB threads and keeps the best plane the threads happen to reach first
+# (open3d 0.20, seeded: two different planes in 300 fits of one cloud on 2 cores, one with
+# ``utility.set_max_threads(1)``), so on a busy machine the support plane, and with it the verdict, moved:
+# the fit runs on one thread.
 _OPEN3D_LOCK = threading.Lock()
 
 
@@ -213,7 +217,12 @@ def same_object(
         o3d.utility.random.seed(0)
         pcd = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(cloud)).voxel_down_sample(cfg.voxel_m)
         points = np.asarray(pcd.points)
-        plane = _support_plane(pcd, cfg, up_vec)
+        threads = o3d.utility.get_max_threads()
+        o3d.utility.set_max_threads(1)
+        try:
+            plane = _support_plane(pcd, cfg, up_vec)
+        finally:
+            o3d.utility.set_max_threads(threads)
         if plane is not None:
             height = points @ plane[:3] + plane[3]
             objects = pcd.select_by_index(np.flatnonzero(height > cfg.plane_distance_m).tolist())
