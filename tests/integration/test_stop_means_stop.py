@@ -490,24 +490,68 @@ def test_cancel_during_a_slow_model_call_abandons_it_at_once(stack, ros_watch, t
         assert canceled_s < 20.0, "the cancel waited for the model's answer" + model.seen()
 
 
-def test_a_client_killed_during_a_slow_model_call_ends_its_task_at_once(stack, ros_watch, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "suspended"])
+def test_a_client_killed_during_a_slow_model_call_ends_its_task_at_once(stack, ros_watch, tmp_path, signum):
     # SIGKILL: no cancel is sent; the planner hears the client's heartbeat stop (the deadman) and must not wait
-    # for the model's answer to end the task.
+    # for the model's answer to end the task. SIGSTOP (Ctrl-Z): the process lives, but nobody follows the task.
     with _SlowModel(stack, ros_watch, delay_s=30.0) as model:
         goal = model.start_reasoning(tmp_path)
         named = stack.output.count("(the client is gone)")
         t0 = time.monotonic()
-        model.task.popen.send_signal(signal.SIGKILL)
-        model.task.wait(30)
+        model.task.popen.send_signal(signum)
+        if signum == signal.SIGKILL:
+            model.task.wait(30)
         ended, ended_s = model.final_status(goal, t0)
         time.sleep(2.0)
         requests = len(model.stub.chat_requests())
-        print(f"\nSIGKILL on robopin instruct during a model call: the goal ended {ended_s:.2f} s after the kill "
-              f"(the model would have answered after 30 s); requests reaching the stub: {requests}")
+        print(f"\n{signal.Signals(signum).name} on robopin instruct during a model call: the goal ended "
+              f"{ended_s:.2f} s after the signal (the model would have answered after 30 s); requests reaching the "
+              f"stub: {requests}")
         assert ended == 6, f"the goal ended with status {ended}, not aborted (client_lost)" + model.seen()
         assert stack.output.count("(the client is gone)") > named, model.seen()  # the planner's warning
         assert requests == 1, "the backend sent the request again after its client was gone" + model.seen()
         assert ended_s < 20.0, "the task waited for the model's answer after its client was gone" + model.seen()
+
+
+def test_a_client_silent_while_its_process_runs_keeps_its_task(stack, ros_watch, tmp_path):
+    # What a starved client looks like to the planner: its heartbeats stop while its process runs (beside two CPU
+    # hogs and a second stack, `robopin instruct` went 1.25 s unheard). This test's own process is that client:
+    # robopin's heartbeat sender and action client on the test's node, the heartbeats stopped after the goal runs.
+    import uuid
+
+    from action_msgs.srv import CancelGoal
+    from robopin_interfaces.action import ExecuteTask
+    from robopin_ros.actions import CLIENT_DEADMAN_S, ActionClient, HeartbeatSender
+    from unique_identifier_msgs.msg import UUID
+
+    from robopin.interfaces import TASK_CLIENT_HEARTBEAT
+
+    with _SlowModel(stack, ros_watch, delay_s=30.0) as model:
+        goal = uuid.uuid4().bytes
+        following = [goal]
+        beats = HeartbeatSender(model.node, TASK_CLIENT_HEARTBEAT, lambda: following[0] if following else None)
+        client = ActionClient(model.node, ExecuteTask, "/robopin/execute_task")
+        try:
+            assert client.wait_for_server(timeout_sec=30), "no ExecuteTask server" + model.seen()
+            beats.beat_now()
+            client.send_goal_async(ExecuteTask.Goal(instruction=_instruction()), goal_uuid=UUID(uuid=list(goal)))
+            deadline = time.monotonic() + 120
+            while not model.stub.chat_requests():
+                assert time.monotonic() < deadline, "the model request never reached the stub" + model.seen()
+                time.sleep(0.02)
+            starved = stack.output.count("process still runs on this host (starved)")
+            following.clear()  # the heartbeats stop; this process runs on
+            time.sleep(6 * CLIENT_DEADMAN_S)
+            status = model.watch.last_status(goal)
+            assert status == 2, f"the goal's status is {status}, not executing" + model.seen()
+            assert stack.output.count("process still runs on this host (starved)") > starved, model.seen()
+            t0 = time.monotonic()
+            model.call(model.canceller, CancelGoal.Request())
+            ended, _ = model.final_status(goal, t0)
+            assert ended == 5, f"the goal ended with status {ended}, not canceled" + model.seen()
+        finally:
+            beats.close()
+            client.destroy()
 
 
 def test_ctrl_c_to_instruct_piped_to_tee_cancels_the_task(stack, ros_watch, tmp_path):

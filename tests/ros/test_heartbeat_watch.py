@@ -7,8 +7,13 @@ is tests/integration/test_stop_means_stop.py.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
+
 import pytest
-from action_msgs.msg import GoalInfo
+from robopin_interfaces.msg import TaskHeartbeat
 from unique_identifier_msgs.msg import UUID
 
 pytestmark = pytest.mark.ros
@@ -38,8 +43,11 @@ def watch(ros_context, monkeypatch):
         node.destroy_node()
 
 
-def _beat() -> GoalInfo:
-    return GoalInfo(goal_id=UUID(uuid=list(GOAL)))
+def _beat(pid: int | None = None, pid_space: str | None = None) -> TaskHeartbeat:
+    from robopin_ros.actions import pid_space as own_space
+
+    return TaskHeartbeat(goal_id=UUID(uuid=list(GOAL)), pid=os.getpid() if pid is None else pid,
+                         pid_space=own_space() if pid_space is None else pid_space)
 
 
 def test_a_silent_peer_is_counted_to_now_while_the_own_heartbeat_comes_through(watch):
@@ -70,3 +78,43 @@ def test_without_a_reference_heard_silence_is_counted_to_now(watch):
     heartbeats._on_heartbeat(_beat())
     clock.now += 0.7
     assert heartbeats.silent_for(GOAL) == pytest.approx(0.7)
+
+
+def _settles(check, expected: bool) -> bool | None:
+    """``check()`` once it gives ``expected`` (/proc shows a signal's effect a moment later), within 10 s; the
+    monotonic clock is the fixture's, so the wait counts sleeps."""
+    for _ in range(1000):
+        if check() is expected:
+            break
+        time.sleep(0.01)
+    return check()
+
+
+def test_the_sender_runs_while_its_process_lives_and_not_once_it_is_gone_or_suspended(watch):
+    heartbeats, _ = watch
+    runs = lambda: heartbeats.sender_runs(GOAL)  # noqa: E731
+    assert runs() is None  # nothing heard: nothing to look at
+    heartbeats._on_heartbeat(_beat())
+    assert runs() is True  # this process: alive
+    client = subprocess.Popen(["sleep", "60"])
+    try:
+        heartbeats._on_heartbeat(_beat(pid=client.pid))
+        assert runs() is True  # a living process (sleeping: as a starved one looks)
+        client.send_signal(signal.SIGSTOP)  # Ctrl-Z: it lives, but nobody follows the task
+        assert _settles(runs, False) is False
+        client.send_signal(signal.SIGCONT)
+        assert _settles(runs, True) is True
+        client.kill()
+        assert _settles(runs, False) is False  # killed and not yet reaped: a zombie is gone
+    finally:
+        client.kill()
+        client.wait()
+    assert runs() is False  # reaped: no such process
+
+
+def test_a_sender_of_another_pid_space_cannot_be_looked_at(watch):
+    heartbeats, _ = watch
+    heartbeats._on_heartbeat(_beat(pid_space="another-boot/4026531836"))
+    assert heartbeats.sender_runs(GOAL) is None
+    heartbeats._on_heartbeat(_beat(pid_space=""))  # a sender that could not tell
+    assert heartbeats.sender_runs(GOAL) is None

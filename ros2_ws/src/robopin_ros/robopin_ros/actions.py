@@ -16,10 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from action_msgs.msg import GoalInfo, GoalStatus
+from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient as _RclpyActionClient
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from robopin_interfaces.msg import TaskHeartbeat
 from unique_identifier_msgs.msg import UUID
 
 from robopin.interfaces import ACTION_STATUS_SUFFIX, PROCESS_PROBE_PREFIX, action_status
@@ -28,7 +29,7 @@ BUSY_REASON = "busy"
 # A task belongs to its client (ARCHITECTURE.md, safety rules), and a client must learn when its stack is gone.
 # Neither shows in the ROS graph in time: a process killed with SIGKILL leaves its DDS participant in the graph
 # until Fast DDS's participant lease runs out (20 s by default, ParticipantAttributes.leaseDuration). So each
-# side publishes the id of the goal it follows or runs (action_msgs/GoalInfo, on robopin.interfaces'
+# side publishes the id of the goal it follows or runs (robopin_interfaces/TaskHeartbeat, on robopin.interfaces'
 # TASK_CLIENT_HEARTBEAT and TASK_SERVER_HEARTBEAT) every HEARTBEAT_PERIOD_S, as a
 # teleop pendant's deadman does: the server cancels a goal whose client heartbeat stopped for
 # CLIENT_DEADMAN_S; the client gives up on a server whose heartbeat stopped for SERVER_LOST_S. A goal whose
@@ -36,10 +37,11 @@ BUSY_REASON = "busy"
 HEARTBEAT_PERIOD_S = 0.1
 CLIENT_DEADMAN_S = 0.5
 SERVER_LOST_S = 2.0
-# A server of this host whose process still lives is starved (a loaded machine can leave its heartbeat thread
-# unscheduled for seconds), not gone: the client waits this long for it before it names the stack lost ("its
-# process still runs"). A killed server's process is gone at once.
-SERVER_STARVED_S = 15.0
+# A peer of this host whose process still runs is starved (a loaded machine can leave its heartbeat thread
+# unscheduled for seconds: a client's, 1.25 s beside two CPU hogs and two stacks), not gone: each side waits
+# this long for it before it names it gone ("its process still runs"). A killed peer's process is gone at once,
+# and so, to the server, is a client a person suspended (Ctrl-Z): nobody follows its task any more.
+STARVED_S = 15.0
 CLIENT_LOST_REASON = "client_lost"
 TERMINAL_STATUSES = frozenset({GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED})
 STATUS_NAMES = {GoalStatus.STATUS_UNKNOWN: "unknown", GoalStatus.STATUS_ACCEPTED: "accepted",
@@ -437,7 +439,8 @@ class HeartbeatSender:
     """
 
     def __init__(self, node: Any, topic: str, current: Callable[[], bytes | None]) -> None:
-        self._publisher = node.create_publisher(GoalInfo, topic, _HEARTBEAT_QOS)
+        self._publisher = node.create_publisher(TaskHeartbeat, topic, _HEARTBEAT_QOS)
+        self._pid, self._pid_space = os.getpid(), pid_space()
         self._current = current
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{topic.rsplit('/', 1)[-1]}", daemon=True)
@@ -459,7 +462,8 @@ class HeartbeatSender:
         if goal is None:
             return True
         try:
-            self._publisher.publish(GoalInfo(goal_id=UUID(uuid=list(goal))))
+            self._publisher.publish(TaskHeartbeat(goal_id=UUID(uuid=list(goal)), pid=self._pid,
+                                                  pid_space=self._pid_space))
         except Exception:  # the node is being destroyed: nothing more to say
             return False
         return True
@@ -478,7 +482,8 @@ class HeartbeatWatch:
     not come for :data:`REFERENCE_STALE_S`, this side is not hearing anything (its executor or the machine is
     starved) and the peer's silence is counted only up to the last own heartbeat heard: a busy server does not
     take a living client for a dead one, and a dead client is still found within the deadman time whenever the
-    server hears at all.
+    server hears at all. Each heartbeat names its sender's process: :meth:`sender_runs` tells a starved peer of
+    this host from a gone one.
     """
 
     _FORGET_S = 600.0  # a goal silent this long is forgotten (its task ended long ago)
@@ -487,21 +492,36 @@ class HeartbeatWatch:
     def __init__(self, node: Any, topic: str, reference: str | None = None) -> None:
         self._lock = threading.Lock()
         self._heard: dict[bytes, float] = {}
+        self._senders: dict[bytes, tuple[int, str]] = {}
         self._reference_heard: float | None = None
-        self._subscription = node.create_subscription(GoalInfo, topic, self._on_heartbeat, _HEARTBEAT_QOS)
+        self._subscription = node.create_subscription(TaskHeartbeat, topic, self._on_heartbeat, _HEARTBEAT_QOS)
         self._reference = None if reference is None else node.create_subscription(
-            GoalInfo, reference, self._on_reference, _HEARTBEAT_QOS)
+            TaskHeartbeat, reference, self._on_reference, _HEARTBEAT_QOS)
+        self._pid_space = pid_space()
 
-    def _on_reference(self, _msg: GoalInfo) -> None:
+    def _on_reference(self, _msg: TaskHeartbeat) -> None:
         with self._lock:
             self._reference_heard = time.monotonic()
 
-    def _on_heartbeat(self, msg: GoalInfo) -> None:
+    def _on_heartbeat(self, msg: TaskHeartbeat) -> None:
         now = time.monotonic()
+        goal = bytes(msg.goal_id.uuid)
         with self._lock:
-            self._heard[bytes(msg.goal_id.uuid)] = now
+            self._heard[goal] = now
+            self._senders[goal] = (int(msg.pid), str(msg.pid_space))
             if len(self._heard) > 64:
                 self._heard = {goal: t for goal, t in self._heard.items() if now - t < self._FORGET_S}
+                self._senders = {goal: sender for goal, sender in self._senders.items() if goal in self._heard}
+
+    def sender_runs(self, goal: bytes) -> bool | None:
+        """Whether the process that sent the goal's heartbeats still runs: True while it lives and is not stopped
+        (starved at worst); False once it is gone, a zombie or stopped (SIGSTOP, Ctrl-Z); None when it cannot be
+        looked at (another host or pid namespace, or no heartbeat heard)."""
+        with self._lock:
+            sender = self._senders.get(goal)
+        if sender is None or not sender[1] or sender[1] != self._pid_space:
+            return None
+        return process_state(sender[0]) not in (None, "Z", "X", "T", "t")
 
     def silent_for(self, goal: bytes) -> float | None:
         """Seconds since the goal's last heartbeat (to the last own one heard, while those stall); None if none
@@ -516,6 +536,24 @@ class HeartbeatWatch:
         return now - heard
 
 
+def pid_space() -> str:
+    """This process's pid space: the kernel's boot id and its pid namespace (two processes' ids compare only
+    within one), '' where /proc cannot tell."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return ""
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of process ``pid`` in /proc (proc(5): R, S, D, Z, T, …), None when there is none."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def _process_alive(pid16: int) -> bool:
     """Whether a living process of this host has an id whose low 16 bits are ``pid16``.
 
@@ -525,14 +563,7 @@ def _process_alive(pid16: int) -> bool:
         entries = [entry for entry in os.listdir("/proc") if entry.isdigit() and int(entry) & 0xFFFF == pid16]
     except OSError:
         return True  # cannot tell: count it as alive
-    for entry in entries:
-        try:
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        if state not in ("Z", "X"):
-            return True
-    return False
+    return any(process_state(int(entry)) not in (None, "Z", "X") for entry in entries)  # None: gone meanwhile
 
 
 UNNAMED_NODE = "_NODE_NAME_UNKNOWN_"  # what rmw's graph cache names a node it has not heard of yet

@@ -49,7 +49,7 @@ from robopin_ros import conversions
 from robopin_ros.actions import (
     BUSY_REASON,
     SERVER_LOST_S,
-    SERVER_STARVED_S,
+    STARVED_S,
     STATUS_NAMES,
     TERMINAL_STATUSES,
     ActionClient,
@@ -164,7 +164,7 @@ class TaskClient(LoggedNode):
             if silent is None or silent <= SERVER_LOST_S:
                 return ""
             alive = self._servers.process_alive(action_status(self.task_action))
-            if alive and silent <= SERVER_STARVED_S:
+            if alive and silent <= STARVED_S:
                 return ""  # starved, not gone: its process still runs on this host
             still = " (its process still runs: hung or starved)" if alive else ""
             return f"no heartbeat from {self.task_action}'s server for {silent:.1f} s{still}"

@@ -79,6 +79,7 @@ from robopin_ros.actions import (
     BUSY_REASON,
     CLIENT_DEADMAN_S,
     CLIENT_LOST_REASON,
+    STARVED_S,
     ActionClient,
     HeartbeatSender,
     HeartbeatWatch,
@@ -481,17 +482,27 @@ class TaskNode(LoggedNode):
             loop = ReasoningLoop(config, backend, self.observer, _RosProjector(self), _RosActor(self),
                                  ground_truth=self.ground_truth)
             lost_lock = threading.Lock()  # the loop and the stop watch both ask
+            starved_logged: list[bool] = []
 
             def should_stop() -> bool:
                 if goal_handle.is_cancel_requested or self._shutting_down or client_lost:
                     return True
-                silent = self._client_beats.silent_for(bytes.fromhex(goal_key(goal_handle)))
+                goal = bytes.fromhex(goal_key(goal_handle))
+                silent = self._client_beats.silent_for(goal)
                 if silent is None or silent <= CLIENT_DEADMAN_S:
+                    return False
+                runs = self._client_beats.sender_runs(goal)
+                if runs and silent <= STARVED_S:
+                    if not starved_logged:
+                        starved_logged.append(True)
+                        self.get_logger().warning(
+                            f"task {task_id}: no heartbeat from its client for {silent:.2f} s, but the client's "
+                            f"process still runs on this host (starved): the task goes on, for up to {STARVED_S:.0f} s")
                     return False
                 with lost_lock:
                     if not client_lost:
-                        client_lost.append(
-                            f"the task's client sent no heartbeat for {silent:.2f} s (the client is gone)")
+                        why = "its process still runs: hung or starved" if runs else "the client is gone"
+                        client_lost.append(f"the task's client sent no heartbeat for {silent:.2f} s ({why})")
                         self.get_logger().warning(f"task {task_id}: {client_lost[0]}: canceling it, the arm stops")
                 return True
 
