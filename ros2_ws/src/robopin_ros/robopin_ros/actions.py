@@ -61,9 +61,11 @@ class ActionClient(_RclpyActionClient):
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Reentrant: a feedback callback runs inside execute() and may send a request of its own.
+        # Reentrant: a feedback callback runs inside execute() and may send a request of its own. Made before
+        # rclpy's __init__, which ends by adding the client to its node's waitables: an executor already spinning
+        # that node can execute() it (a server's latched status) before __init__ returns.
         self._requests_lock = threading.RLock()
+        super().__init__(*args, **kwargs)
 
     def send_goal_async(self, *args: Any, **kwargs: Any) -> Any:
         with self._requests_lock:
