@@ -292,16 +292,18 @@ class ResultOwingActionServer(ActionServer):
 
     def __init__(self, *args: Any, unsent_callback: Callable[[Any], None], **kwargs: Any) -> None:
         accepted = kwargs["handle_accepted_callback"]
+        # All made before rclpy's __init__, which ends by adding the server to its node's waitables: from then an
+        # executor already spinning that node can run its goal and result requests.
         self._handed: set[bytes] = set()
+        self._unsent_callback = unsent_callback
+        self._owed_lock = threading.Lock()
+        self._owed: dict[bytes, int] = {}
 
         def on_accepted(goal_handle: Any) -> None:
             self._handed.add(bytes(goal_handle.goal_id.uuid))
             accepted(goal_handle)
 
         super().__init__(*args, **{**kwargs, "handle_accepted_callback": on_accepted})
-        self._unsent_callback = unsent_callback
-        self._owed_lock = threading.Lock()
-        self._owed: dict[bytes, int] = {}
 
     async def _execute_goal_request(self, request_header_and_message: Any) -> None:
         # rclpy (jazzy) accepts a goal (a goal handle, listed ACCEPTED in the status array) before it sends the
@@ -496,10 +498,10 @@ class HeartbeatWatch:
         self._heard: dict[bytes, float] = {}
         self._senders: dict[bytes, tuple[int, str]] = {}
         self._reference_heard: float | None = None
+        self._pid_space = pid_space()
         self._subscription = node.create_subscription(TaskHeartbeat, topic, self._on_heartbeat, _HEARTBEAT_QOS)
         self._reference = None if reference is None else node.create_subscription(
             TaskHeartbeat, reference, self._on_reference, _HEARTBEAT_QOS)
-        self._pid_space = pid_space()
 
     def _on_reference(self, _msg: TaskHeartbeat) -> None:
         with self._lock:
