@@ -26,8 +26,8 @@ from unique_identifier_msgs.msg import UUID
 
 class TaskServerFixture(Node):
     def __init__(self, step_period_s: float, steps: int, instruct_starts_goal: bool = False,
-                 withhold_reply_s: float = 0.0) -> None:
-        super().__init__("task_server_fixture")
+                 withhold_reply_s: float = 0.0, **node_options) -> None:
+        super().__init__("task_server_fixture", **node_options)
         self._step_period_s = step_period_s
         self._steps = steps
         self._withhold_reply_s = withhold_reply_s

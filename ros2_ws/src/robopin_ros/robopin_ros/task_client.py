@@ -93,7 +93,9 @@ class TaskClient(LoggedNode):
 
         ``deadman``: send the heartbeat that makes the planner cancel our task once we are gone. A client in the
         planner's own process (``robopin up``'s) sends none: it cannot die without the planner, and its beats
-        would share the interpreter with every node.
+        would share the interpreter with every node. Nor does it take its planner for lost when the planner's
+        heartbeat goes unheard: the two cannot part, and there the silence is their shared interpreter starved
+        (a loaded trial worker's client heard none for 50 s while the arm moved); the task's timeout ends a hung one.
         """
         super().__init__("robopin_task_client", **node_options)
         self.views = tuple(views)
@@ -185,7 +187,7 @@ class TaskClient(LoggedNode):
                                   feedback=on_feedback, should_stop=lambda: stop is not None and stop.is_set(),
                                   cancel_wait_s=_CANCEL_WAIT_S, goal_uuid=UUID(uuid=list(goal_uuid.bytes)),
                                   on_answer=lambda _handle: answered.append(time.monotonic()),
-                                  server_lost=server_lost)
+                                  server_lost=server_lost if self._heartbeat is not None else None)
         finally:
             self._following = None
             run.end_s = time.monotonic()
