@@ -3,11 +3,11 @@
 rclpy (jazzy, ``rclpy/action/client.py`` and ``server.py``) ends ``ActionClient.__init__`` and
 ``ActionServer.__init__`` with ``node.add_waitable(self)``: from that call an executor already spinning the node can
 execute the entity (a server's latched status for a client; a goal or result request for a server). Anything a
-subclass sets after ``super().__init__()`` returns can be missing when that happens; a loaded run hit it once
-(``'ActionClient' object has no attribute '_requests_lock'`` in an executor thread). The moment is too short to
-hit on demand, so the test looks at it directly: the node's ``add_waitable`` (rclpy's own) is watched, and what
-the entity holds at that moment is compared with what it holds once built. Only attributes rclpy itself sets
-after that call (found the same way on rclpy's own classes) may be late.
+subclass sets after ``super().__init__()`` returns can be missing when that happens (an executor thread then raises
+``AttributeError`` and the request it took is never answered). The moment is too short to hit on demand, so the test
+looks at it directly: the node's ``add_waitable`` (rclpy's own) is watched, and what the entity holds at that moment
+is compared with what it holds once built. Only attributes rclpy itself sets after that call (found the same way on
+rclpy's own classes) may be late.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """``robopin up``'s own task client never names its stack lost; ``robopin instruct``'s does, after STARVED_S.
 
-``robopin up``'s client (trials, ``--demo``) runs in the stack's interpreter and sends no heartbeat. A loaded trial
-worker's client heard nothing from the task server beside it for 50.6 s while the arm moved, and canceled the
-trial as ``stack_lost`` "(its process still runs: hung or starved)": a silence of the interpreter both share. The
-server here is tests/ros/task_server_fixture.py, which sends no heartbeat at all (a server whose heartbeats go
-unheard, as a starved one's do), in the client's process as ``robopin up``'s, or in a process of its own as a
-stack is to ``robopin instruct``. Its task outlasts STARVED_S (the shipped 15 s).
+``robopin up``'s client (trials, ``--demo``) runs in the stack's interpreter and sends no heartbeat: when the
+planner's heartbeat goes unheard there, it is the interpreter both share that is starved, and naming the stack
+``stack_lost`` "(its process still runs: hung or starved)" would end a task that is running. The server here is
+tests/ros/task_server_fixture.py, which sends no heartbeat at all (a server whose heartbeats go unheard, as a
+starved one's do), in the client's process as ``robopin up``'s, or in a process of its own as a stack is to
+``robopin instruct``. Its task outlasts STARVED_S (the shipped 15 s).
 """
 
 from __future__ import annotations
@@ -74,7 +74,12 @@ def test_robopin_ups_own_client_never_calls_its_silent_stack_lost(ros_context):
     def serve(executor, _client):
         server = TaskServerFixture(1.0, _steps(), context=ros_context)
         executor.add_node(server)
-        return server, lambda node: node.destroy_node() and ""
+
+        def stop(node) -> str:
+            node.destroy_node()
+            return ""
+
+        return server, stop
 
     run, _ = _run(ros_context, serve, deadman=False)  # robopin up's own client
     assert not run.stack_lost, run.stack_lost

@@ -94,8 +94,8 @@ class TaskClient(LoggedNode):
         ``deadman``: send the heartbeat that makes the planner cancel our task once we are gone. A client in the
         planner's own process (``robopin up``'s) sends none: it cannot die without the planner, and its beats
         would share the interpreter with every node. Nor does it take its planner for lost when the planner's
-        heartbeat goes unheard: the two cannot part, and there the silence is their shared interpreter starved
-        (a loaded trial worker's client heard none for 50 s while the arm moved); the task's timeout ends a hung one.
+        heartbeat goes unheard: the two cannot part, and there the silence is their shared interpreter starved, for
+        as long as the machine is loaded; the task's timeout ends a hung one.
         """
         super().__init__("robopin_task_client", **node_options)
         self.views = tuple(views)
