@@ -18,6 +18,7 @@ from geometry_msgs.msg import PoseStamped
 from robopin_interfaces.msg import Anchor
 from robopin_interfaces.srv import ProjectPoints
 from robopin_ros import conversions
+from robopin_ros.actions import ask
 from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -185,11 +186,10 @@ def call(service, anchors, target_frame: str = "", wait_for_frames: bool = True)
     """
     deadline = time.monotonic() + 20
     while True:
-        reply = wait_future(
-            service.call_async(ProjectPoints.Request(anchors=anchors, target_frame=target_frame)),
-            10,
-            "ProjectPoints reply",
-        )
+        # Asked again while unanswered: a node started moments ago may drop its first replies (robopin_ros.actions.ask).
+        reply = ask(service, ProjectPoints.Request(anchors=anchors, target_frame=target_frame), 10)
+        if reply is None:
+            raise TimeoutError("timed out after 10 s waiting for a ProjectPoints reply")
         # img_idx 0..2 are the node's views (static_cam, wrist_cam, static_raw); others are refusal cases.
         waiting = not reply.success or any(
             t.reason in ("unknown_view", "stale_pose") and a.img_idx <= 2

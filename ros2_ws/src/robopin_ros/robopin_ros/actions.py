@@ -105,6 +105,43 @@ def future_result(future: Any, timeout_s: float) -> Any:
     return future.result() if wait_future(future, timeout_s) else None
 
 
+ASK_AGAIN_S = 1.0  # an idempotent request unanswered this long is sent again (the wait then doubles)
+
+
+def ask(client: Any, request: Any, timeout_s: float, should_stop: Callable[[], bool] | None = None) -> Any:
+    """Call a service whose request may be sent twice; its response, or None when none came within ``timeout_s``
+    or once ``should_stop()``.
+
+    A reply rmw_fastrtps dropped (the server had not matched the client's reply reader yet; see
+    :class:`GoalResult`) never comes, so a request unanswered for :data:`ASK_AGAIN_S` is sent again. Earlier
+    requests stay pending and the first answer to any of them is taken: a server merely slow to answer is
+    not flooded (the wait doubles each time) and never has to beat a resend to be heard.
+    """
+    answered = threading.Event()
+    futures: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    wait_s = ASK_AGAIN_S
+    try:
+        while True:
+            future = client.call_async(request)
+            futures.append(future)
+            future.add_done_callback(lambda _f: answered.set())
+            resend_at = time.monotonic() + wait_s
+            while not answered.wait(0.02):
+                now = time.monotonic()
+                if now >= deadline or (should_stop is not None and should_stop()):
+                    return None
+                if now >= resend_at:
+                    break
+            else:
+                return next(f.result() for f in futures if f.done())
+            wait_s *= 2
+    finally:
+        for future in futures:
+            if not future.done():
+                client.remove_pending_request(future)
+
+
 class GoalResult:
     """The result of an accepted goal, asked for again when the status says it ended and no answer came.
 

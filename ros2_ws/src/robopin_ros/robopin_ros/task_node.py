@@ -84,6 +84,7 @@ from robopin_ros.actions import (
     HeartbeatSender,
     HeartbeatWatch,
     SingleGoalGuard,
+    ask,
     follow_goal,
     goal_key,
     wait_future,
@@ -191,13 +192,13 @@ class _RosProjector:
         # The observation's stamp (its newest frame): depth comes from the frames the points were drawn on,
         # not from whatever frame is newest when the model has answered.
         stamp = conversions.seconds_to_stamp(max(observation.stamp_s, 0.0))
-        future = client.call_async(ProjectPoints.Request(anchors=anchors, target_frame=self.node.target_frame,
-                                                         stamp=stamp))
-        if not wait_future(future, self.node.service_timeout_s):
+        # The same anchors on the same stamp give the same targets: the request may be sent again (ask).
+        response = ask(client, ProjectPoints.Request(anchors=anchors, target_frame=self.node.target_frame, stamp=stamp),
+                       self.node.service_timeout_s)
+        if response is None:
             raise TaskRefusal(
                 "projection_unavailable", f"{client.srv_name} did not answer within {self.node.service_timeout_s} s"
             )
-        response = future.result()
         if not response.success:
             raise TaskRefusal("projection_unavailable", response.message or "the projection could not run")
         targets = [conversions.target3d_msg_to_target(t) for t in response.targets]
