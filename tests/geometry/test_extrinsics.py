@@ -176,3 +176,43 @@ def test_a_pose_buffer_forgets_the_poses_before_a_teleport():
     assert len(buffer) == 1
     with pytest.raises(StalePoseError):
         buffer.lookup(0.9, 0.1)
+
+
+def _resting_poses(buf: PoseBuffer, start: float, end: float, *, shifted_from: float | None = None,
+                   shift=(0.0, 0.0, 0.0), yaw: float = 0.0) -> None:
+    """Poses every 50 ms; from ``shifted_from`` on, moved by ``shift`` (m) and turned by ``yaw`` (rad)."""
+    base = transform_from_xyz_rpy([0.4, 0.0, 0.3], [np.pi, 0.0, 0.0])
+    for k in range(round((end - start) / 0.05) + 1):
+        stamp = start + 0.05 * k
+        T = base.copy()
+        if shifted_from is not None and stamp >= shifted_from:
+            T = transform_from_xyz_rpy(shift, [0.0, 0.0, yaw]) @ T
+        buf.add(stamp, T)
+
+
+def test_an_arm_at_rest_is_still_and_a_motion_between_is_named():
+    buf = PoseBuffer()
+    _resting_poses(buf, 10.0, 11.0)
+    assert buf.why_not_still(10.2, 10.8, 0.05) == ""
+    moved = PoseBuffer()
+    _resting_poses(moved, 10.0, 11.0, shifted_from=10.5, shift=(0.003, 0.0, 0.0))
+    assert moved.why_not_still(10.0, 10.45, 0.05) == ""  # before the motion
+    assert "the arm moved 3.0 mm" in moved.why_not_still(10.2, 10.8, 0.05)
+    turned = PoseBuffer()
+    _resting_poses(turned, 10.0, 11.0, shifted_from=10.5, yaw=np.radians(1.0))
+    assert "/ 1.00 deg" in turned.why_not_still(10.2, 10.8, 0.05)
+
+
+def test_a_motion_undone_before_the_end_is_still_seen_in_the_poses_between():
+    """Out 5 mm and back between the ends: the ends agree, a pose received in between does not."""
+    buf = PoseBuffer()
+    _resting_poses(buf, 10.0, 11.0)
+    buf.add(10.5, transform_from_xyz_rpy([0.405, 0.0, 0.3], [np.pi, 0.0, 0.0]))
+    assert "the arm moved 5.0 mm" in buf.why_not_still(10.2, 10.8, 0.05)
+
+
+def test_stillness_needs_a_pose_at_each_end():
+    buf = PoseBuffer()
+    _resting_poses(buf, 10.0, 10.5)
+    assert "nearest arm pose is" in buf.why_not_still(10.2, 10.8, 0.05)  # no pose near 10.8 s
+    assert "no arm pose received yet" in PoseBuffer().why_not_still(10.2, 10.8, 0.05)

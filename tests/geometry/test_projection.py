@@ -97,7 +97,10 @@ def test_unknown_view_and_missing_frame(scene):
     assert "0=static_cam" in t.detail
     [t] = p.project([PointRequest(10.0, 10.0, 1)], {0: scene[0]})
     assert t.reason is RefusalReason.UNKNOWN_VIEW
-    assert not t.valid
+    assert not t.valid and t.detail.endswith(": none received")
+    # The caller knows why a view has no frame (the projection node: which frame never came); the refusal says it.
+    [t] = p.project([PointRequest(10.0, 10.0, 1)], {0: scene[0]}, absent={1: "its frame at t=3.000 s never came"})
+    assert t.reason is RefusalReason.UNKNOWN_VIEW and t.detail.endswith(": its frame at t=3.000 s never came")
 
 
 def test_out_of_image(scene):

@@ -396,3 +396,90 @@ def test_cloud_views_must_be_configured_views(scene, tmp_path):
         if process.poll() is None:
             stop_process(process)
     assert process.returncode != 0 and "cloud_views" in output, output
+
+
+@pytest.fixture
+def lossy_stream(ros_context, scene, tmp_path):
+    """A projection node of its own (cameras under /lostcams, arm pose on /lost/ee_pose, stamp_tolerance_s 0.3 s)
+    and a publisher of single frames and poses at chosen stamps: a frame the test never publishes is one this
+    node never received (its subscription starved while the task node's got it). Yields (spun, send, call_at)."""
+    process = start_projection_node(
+        scene, tmp_path, {"camera_prefix": "/lostcams", "ee_pose_topic": "/lost/ee_pose", "stamp_tolerance_s": 0.3},
+        remaps=("/robopin/project_points:=/lost/project_points",))
+    spun = SpunNode("lossy_stream_client", ros_context)
+    node = spun.node
+    pubs = {i: (node.create_publisher(Image, f"/lostcams/{scene['views'][i]['name']}/aligned_depth_to_color/image_raw",
+                                      10),
+                node.create_publisher(CameraInfo, f"/lostcams/{scene['views'][i]['name']}/color/camera_info", 10))
+            for i in (0, 1)}
+    pose_pub = node.create_publisher(PoseStamped, "/lost/ee_pose", 50)
+    service = node.create_client(ProjectPoints, "/lost/project_points")
+    try:
+        assert service.wait_for_service(timeout_sec=30), "ProjectPoints service not discovered"
+        publishers = [pose_pub, *(p for pair in pubs.values() for p in pair)]
+        wait_for(lambda: all(p.get_subscription_count() > 0 for p in publishers), 30, "the node's subscriptions")
+
+        def send(frames: list[tuple[int, float]], poses: list[tuple[float, np.ndarray]]) -> None:
+            for stamp, T_base_ee in poses:
+                pose_pub.publish(PoseStamped(header=conversions.make_header(stamp, "base"),
+                                             pose=conversions.matrix_to_pose(T_base_ee)))
+                time.sleep(0.005)
+            for img_idx, stamp in frames:
+                view = scene["views"][img_idx]
+                header = conversions.make_header(stamp, f"{view['name']}_optical")
+                pubs[img_idx][0].publish(conversions.depth_to_image_msg(view["depth_m"], header))
+                pubs[img_idx][1].publish(conversions.camera_model_to_camera_info(view["camera"], header))
+                time.sleep(0.05)
+            time.sleep(1.0)  # delivered before the request
+
+        def call_at(stamp: float) -> ProjectPoints.Response:
+            _, u, v, _ = scene["views"][1]["points"][0]
+            request = ProjectPoints.Request(anchors=[anchor(1, u, v, "obj_01")],
+                                            stamp=conversions.seconds_to_stamp(stamp))
+            reply = ask(service, request, 10)
+            assert reply is not None, "no ProjectPoints reply within 10 s"
+            return reply
+
+        yield spun, send, call_at
+    finally:
+        spun.close()
+        code, output = stop_process(process)
+        assert code == 0, output
+
+
+def _still_poses(scene, start: float, end: float, moved_at: float | None = None) -> list[tuple[float, np.ndarray]]:
+    """The arm's pose every 50 ms from start to end; from ``moved_at`` on, 5 mm further along x."""
+    poses = []
+    for k in range(round((end - start) / 0.05) + 1):
+        stamp = start + 0.05 * k
+        T = scene["T_base_ee"].copy()
+        if moved_at is not None and stamp >= moved_at:
+            T[0, 3] += 0.005
+        poses.append((stamp, T))
+    return poses
+
+
+def test_a_wrist_frame_the_node_never_received_is_stood_in_for_by_the_next_while_the_arm_is_still(scene, lossy_stream):
+    """The request's stamp (the static frame's, t0 + 0.5) had a wrist frame 0.1 s before it that never reached the
+    node; the wrist frame 0.2 s after it, taken with the arm still, is projected instead and named in the reply."""
+    _, send, call_at = lossy_stream
+    t0 = time.time() - 30.0
+    send([(1, t0), (0, t0 + 0.5), (1, t0 + 0.7)], _still_poses(scene, t0 - 0.1, t0 + 0.9))
+    reply = call_at(t0 + 0.5)
+    assert reply.success and reply.targets[0].valid, reply.message
+    assert conversions.stamp_to_seconds(reply.targets[0].header.stamp) == pytest.approx(t0 + 0.7, abs=1e-6)
+    assert "stands in for it (the arm was still)" in reply.message and f"t={t0 + 0.7:.3f} s" in reply.message
+    truth = scene["views"][1]["points"][0][3]
+    assert np.linalg.norm(conversions.point_to_vector(reply.targets[0].point) - truth) < 0.005
+
+
+def test_a_lost_wrist_frame_is_refused_by_name_when_the_arm_moved_before_the_next(scene, lossy_stream):
+    """As above, but the arm moved 5 mm between the request's stamp and the next wrist frame: no stand-in, and the
+    refusal says which frame never came and why the next one cannot stand in for it."""
+    _, send, call_at = lossy_stream
+    t0 = time.time() - 20.0
+    send([(1, t0), (0, t0 + 0.5), (1, t0 + 0.7)], _still_poses(scene, t0 - 0.1, t0 + 0.9, moved_at=t0 + 0.6))
+    reply = call_at(t0 + 0.5)
+    target = reply.targets[0]
+    assert not target.valid and target.reason == "unknown_view", reply.message
+    assert "never reached this node" in target.detail and "the arm moved 5.0 mm" in target.detail, target.detail

@@ -32,11 +32,14 @@ from numpy.typing import ArrayLike, NDArray
 from robopin.geometry.transforms import (
     _interpolate_unchecked,
     as_transform,
+    rotation_angle,
     transform_from_xyz_quaternion,
     transform_from_xyz_rpy,
 )
 
 __all__ = [
+    "STILL_ROTATION_RAD",
+    "STILL_TRANSLATION_M",
     "CalibrationError",
     "CameraMount",
     "PoseBuffer",
@@ -45,6 +48,10 @@ __all__ = [
 ]
 
 MountKind = Literal["static", "wrist"]
+# An arm at rest, as its joint states report it: the xArm's and the FR3's datasheets give a pose repeatability of
+# +-0.1 mm; ten times that (and a quarter degree) tolerates a resting arm's reported jitter, and no motion a step makes.
+STILL_TRANSLATION_M = 0.001
+STILL_ROTATION_RAD = math.radians(0.25)
 
 
 class CalibrationError(ValueError):
@@ -170,6 +177,29 @@ class PoseBuffer:
             if not self._stamps:
                 return None
             return self._stamps[-1], self._poses[-1].copy()
+
+    def why_not_still(self, start_s: float, end_s: float, tolerance_s: float) -> str:
+        """Why the poses do not show the arm still from ``start_s`` to ``end_s`` ("" when they do).
+
+        Still: the poses at both ends (:meth:`lookup`, ``tolerance_s``) and every pose received between them lie
+        within :data:`STILL_TRANSLATION_M` and :data:`STILL_ROTATION_RAD` of the pose at ``start_s``. A motion
+        made and undone between two received poses is not seen; robopin moves the arm only on a command of its
+        own, sent after the step that asks this.
+        """
+        try:
+            first = self.lookup(start_s, tolerance_s)
+            last = self.lookup(end_s, tolerance_s)
+        except StalePoseError as error:
+            return str(error)
+        with self._lock:
+            between = self._poses[bisect.bisect_right(self._stamps, start_s):bisect.bisect_left(self._stamps, end_s)]
+        shift = max(float(np.linalg.norm(T[:3, 3] - first[:3, 3])) for T in [last, *between])
+        turn = max(rotation_angle(first, T) for T in [last, *between])
+        if shift > STILL_TRANSLATION_M or turn > STILL_ROTATION_RAD:
+            return (f"the arm moved {shift * 1000:.1f} mm / {math.degrees(turn):.2f} deg between t={start_s:.3f} s and "
+                    f"t={end_s:.3f} s (still: within {STILL_TRANSLATION_M * 1000:.0f} mm / "
+                    f"{math.degrees(STILL_ROTATION_RAD):.2f} deg)")
+        return ""
 
     def lookup(self, stamp_s: float, tolerance_s: float) -> NDArray[np.float64]:
         """Arm pose at ``stamp_s`` (see the class docstring); raises :class:`StalePoseError`."""

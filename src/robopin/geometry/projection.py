@@ -275,9 +275,11 @@ class Projector:
         return self._views.get(img_idx)
 
     def project_point(
-        self, request: PointRequest, frames: Mapping[int, ViewData], now_s: float | None = None
+        self, request: PointRequest, frames: Mapping[int, ViewData], now_s: float | None = None,
+        absent: Mapping[int, str] | None = None,
     ) -> Target:
-        """Project one point (no multi-view fusion); ``now_s`` enables the frame-age check."""
+        """Project one point (no multi-view fusion); ``now_s`` enables the frame-age check; ``absent`` says why a
+        view has no frame in ``frames`` (its targets' refusal detail)."""
         cfg = self.config
         view = self._views.get(request.img_idx)
         base = Target(request.id, request.name, view.name if view else "", request.img_idx, request.u, request.v)
@@ -289,9 +291,9 @@ class Projector:
             )
         data = frames.get(request.img_idx)
         if data is None:
-            return replace(
-                base, reason=RefusalReason.UNKNOWN_VIEW, detail=f"no depth frame from view {view.name!r} yet"
-            )
+            why = (absent or {}).get(request.img_idx, "none received")
+            return replace(base, reason=RefusalReason.UNKNOWN_VIEW,
+                           detail=f"no depth frame from view {view.name!r}: {why}")
         base = replace(base, stamp_s=data.stamp_s, views=(view.name,))
         if cfg.max_frame_age_s > 0 and now_s is not None and now_s - data.stamp_s > cfg.max_frame_age_s:
             return replace(
@@ -362,24 +364,27 @@ class Projector:
         return view.mount.T_base_cam(T_base_ee, validate=False)
 
     def project(
-        self, requests: Sequence[PointRequest], frames: Mapping[int, ViewData], now_s: float | None = None
+        self, requests: Sequence[PointRequest], frames: Mapping[int, ViewData], now_s: float | None = None,
+        absent: Mapping[int, str] | None = None,
     ) -> list[Target]:
         """Project every point, check points sharing an anchor ID across views, and let a view that
-        cannot be trusted with its point fall back to another view's point of that ID (same order)."""
-        targets = [self._project_point_once(r, frames, now_s) for r in requests]
+        cannot be trusted with its point fall back to another view's point of that ID (same order).
+        ``absent``: why a view has no frame (see :meth:`project_point`)."""
+        targets = [self._project_point_once(r, frames, now_s, absent) for r in requests]
         agree = None
         if self.config.cross_view.rule == "object_extent":
             agree = lambda members: self._same_object(members, frames)  # noqa: E731
         return fall_back_to_other_views(fuse_targets(targets, self.config, agree))
 
-    def _project_point_once(self, request: PointRequest, frames: Mapping[int, ViewData], now_s: float | None) -> Target:
+    def _project_point_once(self, request: PointRequest, frames: Mapping[int, ViewData], now_s: float | None,
+                            absent: Mapping[int, str] | None = None) -> Target:
         """``project_point``, taken from the memo when this pixel of this very frame was projected before.
 
         Not with ``now_s`` (the frame-age check depends on when it is asked), and a stale pose is not kept (the
         pose may arrive)."""
         data = frames.get(request.img_idx)
         if now_s is not None or data is None:
-            return self.project_point(request, frames, now_s)
+            return self.project_point(request, frames, now_s, absent)
         key = ("point", request.img_idx, request.u, request.v)
         found = self._memo.get((data.depth_m,), key)
         if isinstance(found, Target):

@@ -169,7 +169,8 @@ def record_sim_trial(scene: Any, backend: Any, root: str | Path, trial_id: str, 
             source_view=target.source_view, img_idx=target.img_idx, u=float(target.u), v=float(target.v),
             depth_m=float(target.depth_m), depth_spread_m=float(target.depth_spread_m),
             depth_valid_fraction=float(target.depth_valid_fraction), valid=target.valid,
-            reason=target.reason.value if target.reason is not None else ""), snapshot_stamp + reason_s + project_s)
+            reason=target.reason.value if target.reason is not None else "", detail=target.detail),
+            snapshot_stamp + reason_s + project_s)
     recorder.stop()
     bag_path = log.folder / "bag"
     writer_path.rename(bag_path)

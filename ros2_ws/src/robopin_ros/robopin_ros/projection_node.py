@@ -128,6 +128,20 @@ class _ViewStreams:
             best = max((f for f in self.frames if f.stamp_s <= stamp_s + 1e-6), key=lambda f: f.stamp_s, default=None)
             return best if best is not None and stamp_s - best.stamp_s <= tolerance_s else None
 
+    def first_after(self, stamp_s: float, within_s: float) -> _SyncedFrame | None:
+        """The oldest synced frame stamped after ``stamp_s`` by at most ``within_s``."""
+        with self.lock:
+            return min((f for f in self.frames if stamp_s + 1e-6 < f.stamp_s <= stamp_s + within_s),
+                       key=lambda f: f.stamp_s, default=None)
+
+    def held(self) -> str:
+        """The span of the frames held, for a refusal's detail."""
+        with self.lock:
+            if not self.frames:
+                return "it holds none"
+            first, last = self.frames[0].stamp_s, self.frames[-1].stamp_s
+            return f"it holds {len(self.frames)} from t={first:.3f} to t={last:.3f} s"
+
 
 class ProjectionNode(LoggedNode):
     """Serves ProjectPoints from the latest synced depth of every configured view."""
@@ -292,10 +306,30 @@ class ProjectionNode(LoggedNode):
             self._camera_models[key] = camera
         return camera
 
-    def _view_data(self, img_idx: int, stamp_s: float | None) -> ViewData | None:
-        frame = self.streams[img_idx].pick(stamp_s, self.stamp_tolerance_s)
-        if frame is None:
-            return None
+    def _frame(self, img_idx: int, stamp_s: float | None) -> tuple[_SyncedFrame | None, str]:
+        """The view's frame for a request's stamp, and why there is none (or why another frame stands in for it).
+
+        A frame this node never received (its subscription starved on a loaded machine while the task node's got
+        it) is stood in for by the view's next frame within ``stamp_tolerance_s`` when the arm's poses show it
+        still from the earliest time the lost frame can have had until that frame: a static view then sees the
+        same cell (the arm is its only mover), a wrist view the same cell from the same pose.
+        """
+        streams = self.streams[img_idx]
+        frame = streams.pick(stamp_s, self.stamp_tolerance_s)
+        if frame is not None or stamp_s is None:
+            return frame, "" if frame is not None else "none received"
+        lost = (f"its frame at or up to {self.stamp_tolerance_s:.3f} s before t={stamp_s:.3f} s never reached this "
+                f"node ({streams.held()})")
+        later = streams.first_after(stamp_s, self.stamp_tolerance_s)
+        if later is None:
+            return None, lost
+        why_not = self.poses.why_not_still(stamp_s - self.stamp_tolerance_s, later.stamp_s,
+                                           self.projector.config.pose_tolerance_s)
+        if why_not:
+            return None, f"{lost}; its next frame, t={later.stamp_s:.3f} s, cannot stand in for it: {why_not}"
+        return later, f"{lost}; its next frame, t={later.stamp_s:.3f} s, stands in for it (the arm was still)"
+
+    def _view_data(self, img_idx: int, frame: _SyncedFrame) -> ViewData:
         # The cloud and a request often read the same frame: it is decoded (and registered) once. Read-only,
         # so no reader can change what the next one gets.
         decoded = self._decoded.setdefault(img_idx, [])
@@ -326,21 +360,28 @@ class ProjectionNode(LoggedNode):
             response.success = False
             response.message = f"unknown target frame {target_frame!r}; this node projects into {self.target_frame!r}"
             return response
-        frames = {}
+        frames, absent, stood_in = {}, {}, []
         for img_idx in sorted({a.img_idx for a in request.anchors if a.img_idx in self.streams}):
-            data = self._view_data(img_idx, stamp_s)  # only the views the anchors use are decoded
-            if data is not None:
-                frames[img_idx] = data
+            frame, why = self._frame(img_idx, stamp_s)
+            if frame is None:
+                absent[img_idx] = why
+                continue
+            frames[img_idx] = self._view_data(img_idx, frame)  # only the views the anchors use are decoded
+            if why:
+                stood_in.append(f"view {self.view_names[img_idx]!r}: {why}")
+        for line in stood_in:
+            self.get_logger().warning(line)
         have_frames = bool(frames) or any(s.pick(stamp_s, self.stamp_tolerance_s) is not None
                                           for s in self.streams.values())
         sizes = {i: (d.camera.width, d.camera.height) for i, d in frames.items()}
         requests = [conversions.anchor_msg_to_point_request(a, sizes.get(a.img_idx)) for a in request.anchors]
-        targets = self.projector.project(requests, frames, now_s=None if stamp_s is not None else now_s)
+        targets = self.projector.project(requests, frames, now_s=None if stamp_s is not None else now_s,
+                                         absent=absent)
         response.targets = [conversions.target_to_msg(t, target_frame) for t in targets]
         response.success = have_frames
         if have_frames:
             refused = [f"{t.id or i}: {t.reason} ({t.detail})" for i, t in enumerate(targets) if not t.valid]
-            response.message = f"{len(targets) - len(refused)}/{len(targets)} targets valid"
+            response.message = "; ".join([f"{len(targets) - len(refused)}/{len(targets)} targets valid", *stood_in])
             for line in refused:
                 self.get_logger().warning(f"target refused: {line}")
         else:
@@ -381,9 +422,10 @@ class ProjectionNode(LoggedNode):
         for img_idx, view in self.projector.views.items():
             if img_idx not in self.cloud_img_idx:
                 continue
-            data = self._view_data(img_idx, None)
-            if data is None or view.mount is None:
+            frame = self.streams[img_idx].pick(None)
+            if frame is None or view.mount is None:
                 continue
+            data = self._view_data(img_idx, frame)
             try:
                 T_base_ee = None
                 if view.mount.kind == "wrist":

@@ -40,6 +40,7 @@ def target_to_msg(target, frame_id: str = "base"):
         depth_valid_fraction=float(target.depth_valid_fraction),
         valid=bool(target.valid),
         reason=reason,
+        detail=target.detail,
     )
 
 
@@ -57,7 +58,8 @@ def target3d_msg_to_target(msg):
                   u=float(msg.u), v=float(msg.v), point=point_to_vector(msg.point), normal=normal,
                   depth_m=float(msg.depth_m), depth_spread_m=float(msg.depth_spread_m),
                   depth_valid_fraction=float(msg.depth_valid_fraction), stamp_s=stamp if stamp > 0 else math.nan,
-                  frame=msg.header.frame_id or "base", valid=bool(msg.valid), reason=reason)
+                  frame=msg.header.frame_id or "base", valid=bool(msg.valid), reason=reason,
+                  detail=msg.detail)
 
 
 def target3d_to_pick_point(msg) -> tuple[np.ndarray, np.ndarray | None]:
