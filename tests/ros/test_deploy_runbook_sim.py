@@ -113,11 +113,11 @@ class Cell:
 
     def close(self) -> None:
         import rclpy
+        from robopin_ros.runtime import destroy_when_stopped
 
-        self.executor.shutdown()
-        self.spinner.join(timeout=5)
-        for node in (self.client, self.recorder, self.planner, self.driver):
-            node.destroy_node()
+        # rclpy's own executor.shutdown() destroys its guard condition under a spin thread still building its wait
+        # set ("'NoneType' object has no attribute 'handle'"); the stack's teardown ends the spin loop first.
+        destroy_when_stopped(self.executor, self.spinner, [self.client, self.recorder, self.planner, self.driver])
         self.driver.arm.disconnect()
         self.world.close()
         rclpy.shutdown()
