@@ -132,3 +132,21 @@ def test_a_stop_ends_the_wait_at_once(trigger_pair):
     started = time.monotonic()
     assert ask(client, Trigger.Request(), 30.0, should_stop=stop.is_set) is None
     assert time.monotonic() - started < 5.0
+
+
+def test_a_client_answered_before_waits_four_times_its_slowest_answer_before_asking_again(trigger_pair):
+    """Answered in 0.8 s, then in 1.2 s: neither sent again (a loaded server is not given the same work twice). A
+    third reply that never comes is asked for again after four times the slowest answer (>= 4.8 s), not after 1 s."""
+    from robopin_ros.actions import SLOW_ANSWER_FACTOR, ask
+    from std_srvs.srv import Trigger
+
+    client, behaviour, _ = trigger_pair
+    sent = _count_sends(client)
+    holds = {1: 0.8, 2: 1.2, 3: 60.0}
+    behaviour["behave"] = lambda n, released: released.wait(holds[n]) if n in holds else None
+    assert ask(client, Trigger.Request(), 30.0).message == "answer 1"
+    assert ask(client, Trigger.Request(), 30.0).message == "answer 2"
+    assert len(sent) == 2, [later - sent[0] for later in sent]
+    answer = ask(client, Trigger.Request(), 30.0)
+    assert answer is not None and answer.message == "answer 4", answer
+    assert len(sent) == 4 and sent[3] - sent[2] >= SLOW_ANSWER_FACTOR * 1.2, [t - sent[2] for t in sent[2:]]

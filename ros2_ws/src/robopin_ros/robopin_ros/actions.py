@@ -12,6 +12,7 @@ import dataclasses
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -105,28 +106,37 @@ def future_result(future: Any, timeout_s: float) -> Any:
     return future.result() if wait_future(future, timeout_s) else None
 
 
-ASK_AGAIN_S = 1.0  # an idempotent request unanswered this long is sent again (the wait then doubles)
+ASK_AGAIN_S = 1.0  # a request of a client never answered yet is sent again after this long (the wait then doubles)
+SLOW_ANSWER_FACTOR = 4.0  # a client answered before asks again only after this many times its slowest answer
+_slowest_answer_s: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # client -> its slowest answer, s
+_slowest_lock = threading.Lock()
 
 
 def ask(client: Any, request: Any, timeout_s: float, should_stop: Callable[[], bool] | None = None) -> Any:
     """Call a service whose request may be sent twice; its response, or None when none came within ``timeout_s``
     or once ``should_stop()``.
 
-    A reply rmw_fastrtps dropped (the server had not matched the client's reply reader yet; see
-    :class:`GoalResult`) never comes, so a request unanswered for :data:`ASK_AGAIN_S` is sent again. Earlier
-    requests stay pending and the first answer to any of them is taken: a server merely slow to answer is
-    not flooded (the wait doubles each time) and never has to beat a resend to be heard.
+    A reply rmw_fastrtps dropped never comes (the server had not matched the client's reply reader yet, see
+    :class:`GoalResult`: right after discovery, or after a starved participant was rediscovered), so an
+    unanswered request is sent again: after :data:`ASK_AGAIN_S` for a client never answered, after
+    :data:`SLOW_ANSWER_FACTOR` times its slowest answer for one answered before (a server slow on a loaded
+    machine is not given the same work twice), the wait doubling each time. Earlier requests stay pending and the
+    first answer to any of them is taken, so a slow server never has to beat a resend to be heard.
     """
     answered = threading.Event()
     futures: list[Any] = []
+    sent_s: list[float] = []
     deadline = time.monotonic() + timeout_s
-    wait_s = ASK_AGAIN_S
+    with _slowest_lock:
+        slowest = _slowest_answer_s.get(client)
+    wait_s = ASK_AGAIN_S if slowest is None else max(ASK_AGAIN_S, SLOW_ANSWER_FACTOR * slowest)
     try:
         while True:
+            sent_s.append(time.monotonic())
             future = client.call_async(request)
             futures.append(future)
             future.add_done_callback(lambda _f: answered.set())
-            resend_at = time.monotonic() + wait_s
+            resend_at = sent_s[-1] + wait_s
             while not answered.wait(0.02):
                 now = time.monotonic()
                 if now >= deadline or (should_stop is not None and should_stop()):
@@ -134,7 +144,11 @@ def ask(client: Any, request: Any, timeout_s: float, should_stop: Callable[[], b
                 if now >= resend_at:
                     break
             else:
-                return next(f.result() for f in futures if f.done())
+                done = next(i for i, f in enumerate(futures) if f.done())
+                took_s = time.monotonic() - sent_s[done]  # the answered request's own time, not the resends'
+                with _slowest_lock:
+                    _slowest_answer_s[client] = max(took_s, _slowest_answer_s.get(client, 0.0))
+                return futures[done].result()
             wait_s *= 2
     finally:
         for future in futures:
