@@ -446,6 +446,8 @@ def test_named_failures_end_the_task_before_any_arm_motion(spatial, failure):
         client.reasoning.clear()
         result, feedback, _ = client.run_task(setup["instruction"])
         assert (result.success, result.reason) == (False, failure), result.message
+        if failure == "no_depth":  # the projection node's words, carried in Target3D.detail
+            assert "valid depth samples" in result.message, result.message
         assert result.steps_executed == 0
         stages = [f.stage for f in feedback]
         assert "observing" in stages and "reasoning" in stages
