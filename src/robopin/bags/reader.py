@@ -105,6 +105,20 @@ class TrialBag:
         for message in self.messages(topics):
             yield message, self.decode(message)
 
+    def types_differing_from(self, typestore: Any) -> dict[str, str]:
+        """Topics whose recorded type has other fields than ``typestore``'s type of that name (topic -> type name),
+        compared by their RIHS01 hashes (REP-2011: fields and nested types, not comments). A type ``typestore``
+        lacks is not judged; a bag without definitions is read with robopin's own and never differs."""
+        recorded = self._reader.typestore
+        differing = {}
+        for connection in self._reader.connections:
+            name = connection.msgtype
+            if name not in typestore.fielddefs or name not in recorded.fielddefs:
+                continue
+            if recorded.hash_rihs01(name) != typestore.hash_rihs01(name):
+                differing[connection.topic] = name
+        return differing
+
     def message_definition(self, topic: str) -> tuple[str, str]:
         """(type, embedded definition text) of a topic, as written in the bag."""
         for connection in self._reader.connections:

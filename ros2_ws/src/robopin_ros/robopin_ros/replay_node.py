@@ -24,6 +24,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 
 from robopin.bags import ReplayOptions, TrialBag, replay
 from robopin.bags.recorder import is_latched_topic
+from robopin.bags.typestore import robopin_typestore
 from robopin.system.node_settings import ReplaySettings, settings_from
 from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare_settings
@@ -49,18 +50,28 @@ class ReplayNode(LoggedNode):
             start_offset_s=settings.start_offset_s, topics=tuple(settings.topics), exclude=tuple(settings.exclude))
         self.bag = TrialBag(settings.bag)
         self.publishers_by_topic: dict[str, Any] = {}
-        self.skipped: dict[str, str] = {}
+        self.skipped: dict[str, str] = {}  # topic -> its recorded type, for the topics not replayed
+        self.skip_reasons: dict[str, str] = {}  # topic -> why it is not replayed
+        # Raw bytes of a type whose fields changed since the bag was recorded do not decode in a subscriber of this
+        # environment's type (Fast DDS drops them without a word): such topics are left out, and named.
+        changed = self.bag.types_differing_from(robopin_typestore())
         for info in self.bag.topics.values():
             try:
                 cls = message_class(info.msgtype)
             except (ImportError, AttributeError, ValueError):
                 self.skipped[info.topic] = info.msgtype
+                self.skip_reasons[info.topic] = f"{info.msgtype}: this environment lacks the type"
+                continue
+            if info.topic in changed:
+                self.skipped[info.topic] = info.msgtype
+                self.skip_reasons[info.topic] = (f"{info.msgtype}: recorded with another definition of the type than "
+                                                 f"this environment's (a subscriber could not decode it)")
                 continue
             qos = _LATCHED_QOS if is_latched_topic(info.topic) else _QOS
             # A bag holds root-namespace names (TrialRecorder): relative here, they land in this node's namespace.
             self.publishers_by_topic[info.topic] = self.create_publisher(cls, info.topic.lstrip("/"), qos)
-        if self.skipped:
-            self.get_logger().warning(f"not replaying topics of types this environment lacks: {self.skipped}")
+        for topic, why in self.skip_reasons.items():
+            self.get_logger().warning(f"not replaying {topic}: {why}")
         self.stop = threading.Event()
         self.stats = None
         self.error: Exception | None = None  # why the replay failed, once it has
