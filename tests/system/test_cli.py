@@ -71,5 +71,7 @@ def test_up_stops_when_its_recorder_process_cannot_start(tmp_path):
     path.write_text(yaml.safe_dump(system))
     result = _robopin("up", str(path), "--ready-timeout", "150")
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
-    assert "RecorderNode did not start: ParameterRangeError: parameter queue_size must be >= 0" in result.stderr
-    assert "node 'recorder_node' (process " in result.stderr and "exited with code 1" in result.stderr
+    assert "RecorderNode did not start: ParameterRangeError: parameter queue_size must be >= 0" in result.stderr, \
+        result.stderr[-3000:]
+    assert "node 'recorder_node' (process " in result.stderr and "exited with code 1" in result.stderr, \
+        result.stderr[-3000:]
