@@ -85,14 +85,40 @@ def _ros_domain_per_module():
     processes still map; a later participant probing that port in the same domain spun forever in
     rclpy's Node() (seen twice in full-suite runs). A fresh domain per module never probes those ports.
     """
-    domain = 1 + (_RUN_DOMAIN_ID - 1 + next(_module_index)) % 101
+    domain, lock = _claim_domain(1 + (_RUN_DOMAIN_ID - 1 + next(_module_index)) % 101)
     previous = os.environ.get("ROS_DOMAIN_ID")
     os.environ["ROS_DOMAIN_ID"] = str(domain)
-    yield domain
-    if previous is None:
-        os.environ.pop("ROS_DOMAIN_ID", None)
-    else:
-        os.environ["ROS_DOMAIN_ID"] = previous
+    try:
+        yield domain
+    finally:
+        lock.close()  # closing the file releases the flock
+        if previous is None:
+            os.environ.pop("ROS_DOMAIN_ID", None)
+        else:
+            os.environ["ROS_DOMAIN_ID"] = previous
+
+
+def _claim_domain(first: int):
+    """The first domain from ``first`` on (1..101, wrapping) that no other test run of this host holds, and the
+    open lock file that holds it for this run.
+
+    Every run walks all 101 domains over its ~150 modules, so two runs on one machine (a developer's targeted
+    run beside a full one) would meet in a domain sooner or later and see each other's nodes (a second stack in
+    the namespace, answers from the other run's servers). An flock is released by the kernel when its holder
+    exits, however it ends: a killed run holds nothing.
+    """
+    import fcntl
+
+    for offset in range(101):
+        domain = 1 + (first - 1 + offset) % 101
+        lock = open(Path(tempfile.gettempdir()) / f"robopin-test-ros-domain-{domain}.lock", "a")  # noqa: SIM115
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        return domain, lock
+    raise RuntimeError("every ROS domain 1..101 is held by another test run of this host")
 
 
 @pytest.fixture(autouse=True)

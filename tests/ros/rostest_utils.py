@@ -106,29 +106,16 @@ def wait_future(future, timeout_s: float, what: str):
     return future.result()
 
 
-ASK_AGAIN_S = 2.0  # a service call unanswered this long is sent again
+def call_service(client, request, timeout_s: float, what: str):
+    """Call a ROS service that another thread spins and return its response (the request sent again while no
+    answer came: :func:`robopin_ros.actions.ask`; list, describe and get requests are idempotent)."""
+    from robopin_ros.actions import ask
 
-
-def call_service(client, request, timeout_s: float, what: str, spin: Callable[[float], None] | None = None):
-    """Call a ROS service and return its response, sending the request again while none came.
-
-    Fast DDS drops a reply the server cannot deliver at once ("failed to send response (timeout): client will
-    not receive response", rmw_fastrtps' rmw_response.cpp), which happens while the server has not yet matched
-    the client's reply reader: right after ``wait_for_service`` on a service found moments ago. The request is
-    idempotent here (list, describe, get), so asking again is safe. ``spin(seconds)`` spins the client's node
-    when no other thread does.
-    """
     assert client.wait_for_service(timeout_sec=timeout_s), f"{what}: service never appeared"
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        future = client.call_async(request)
-        until = min(deadline, time.monotonic() + ASK_AGAIN_S)
-        while not future.done() and time.monotonic() < until:
-            spin(0.05) if spin is not None else time.sleep(0.02)
-        if future.done():
-            return future.result()
-        client.remove_pending_request(future)
-    raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+    answer = ask(client, request, timeout_s)
+    if answer is None:
+        raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+    return answer
 
 
 def wait_result(goal_handle, timeout_s: float, what: str):

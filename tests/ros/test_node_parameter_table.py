@@ -15,15 +15,13 @@ import subprocess
 import sys
 
 import pytest
-import rclpy
 from rcl_interfaces.srv import ListParameters
-from rclpy.node import Node
 
 from robopin.env import REPO_ROOT
 from robopin.settings import described
 from robopin.system import load_system
 from robopin.system.node_parameters import NESTED_SETTINGS, NODE_PARAMETERS, ROS_OWN_PARAMETERS, VIEW_TOPIC_PREFIX
-from tests.ros.rostest_utils import call_service, wait_for
+from tests.ros.rostest_utils import SpunNode, call_service, wait_for
 
 pytestmark = pytest.mark.ros
 
@@ -41,14 +39,13 @@ def _top_level(executable: str, names: list[str]) -> set[str]:
 
 
 def _remote_parameter_names(name: str, timeout_s: float = 60.0) -> list[str]:
-    probe = Node("parameter_table_probe")
+    probe = SpunNode("parameter_table_probe", context=None)  # rclpy's default context, which the stack's uses
     try:
-        client = probe.create_client(ListParameters, f"{name}/list_parameters")
-        response = call_service(client, ListParameters.Request(), timeout_s, f"{name}/list_parameters",
-                                spin=lambda s: rclpy.spin_once(probe, timeout_sec=s))
+        client = probe.node.create_client(ListParameters, f"{name}/list_parameters")
+        response = call_service(client, ListParameters.Request(), timeout_s, f"{name}/list_parameters")
         return list(response.result.names)
     finally:
-        probe.destroy_node()
+        probe.close()
 
 
 def _configs() -> dict[str, tuple[type, ...]]:
