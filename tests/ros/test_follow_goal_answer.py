@@ -88,3 +88,82 @@ def test_a_stop_while_the_server_never_answers_ends_after_the_cancel_wait_not_th
                           should_stop=stop.is_set, cancel_wait_s=1.0)
     assert outcome.ending == "unanswered", outcome
     assert time.monotonic() - started < 60.0, "the stop waited for the answer deadline"
+
+
+def test_a_goal_whose_response_never_arrives_is_followed_from_the_servers_status(ros_context):
+    """rmw_fastrtps drops a reply its server cannot deliver at once (rmw_response.cpp): the goal runs on the server,
+    its response never reaches the client. Here the client's take discards its goal responses (what the client sees
+    of a dropped reply); the server is robopin's guarded ActionServer over Fast DDS. The goal is taken as accepted
+    from the server's status, followed, and canceled by its caller's stop; the response, handed in late, is passed
+    over."""
+    from control_msgs.action import FollowJointTrajectory
+    from rclpy.action import CancelResponse
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.node import Node
+    from robopin_ros.actions import ASK_AGAIN_S, ActionClient, follow_goal
+
+    from .rostest_utils import guarded_action
+
+    class ResponseNeverArrives(ActionClient):
+        """Discards the first goal response it takes; hands it in with a later take once told to."""
+
+        def __init__(self, *args, **kwargs):
+            self.withheld, self.handed_in = None, False
+            self.hand_in = threading.Event()
+            super().__init__(*args, **kwargs)
+
+        def take_data(self):
+            data = super().take_data()
+            if "goal" in data and self.withheld is None and not self.handed_in:
+                self.withheld = data.pop("goal")
+            elif "goal" not in data and self.hand_in.is_set() and self.withheld is not None:
+                data["goal"], self.withheld, self.handed_in = self.withheld, None, True
+            return data
+
+    canceled = threading.Event()
+
+    def execute(goal_handle):
+        deadline = time.monotonic() + 30.0
+        while not goal_handle.is_cancel_requested and time.monotonic() < deadline:
+            time.sleep(0.01)
+        canceled.set()
+        goal_handle.canceled()
+        return FollowJointTrajectory.Result(error_code=FollowJointTrajectory.Result.SUCCESSFUL)
+
+    with guarded_action(ros_context, "/droptest", FollowJointTrajectory, "follow_joint_trajectory",
+                        execute=execute, busy_result=lambda message: FollowJointTrajectory.Result(
+                            error_code=FollowJointTrajectory.Result.INVALID_GOAL, error_string=message),
+                        cancel_callback=lambda _handle: CancelResponse.ACCEPT):
+        node = Node("dropping_client", context=ros_context, namespace="/droptest")
+        executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
+        executor.add_node(node)
+        threading.Thread(target=executor.spin, daemon=True).start()
+        try:
+            client = ResponseNeverArrives(node, FollowJointTrajectory, "follow_joint_trajectory")
+            assert client.wait_for_server(timeout_sec=10.0)
+            answered = []
+            stop = threading.Event()
+            started = time.monotonic()
+            threading.Timer(4.0, stop.set).start()
+            outcome = follow_goal(client, FollowJointTrajectory.Goal(), answer_timeout_s=60.0, timeout_s=60.0,
+                                  should_stop=stop.is_set, cancel_wait_s=5.0,
+                                  on_answer=lambda handle: answered.append((time.monotonic() - started, handle)))
+            assert client.withheld is not None, "the server's goal response never reached the client's take"
+            assert answered and answered[0][1].accepted, outcome
+            assert ASK_AGAIN_S <= answered[0][0] < 3.0, f"followed {answered[0][0]:.2f} s after it was sent"
+            assert outcome.ending == "stopped", outcome
+            assert canceled.wait(5.0), "the goal whose response was dropped was left running"
+            sequence = client.withheld[0]
+            assert sequence in client._accepted_by_status
+            canceled.clear()
+            client.hand_in.set()  # the late response comes with the next take of another kind (a status)
+            stop.clear()
+            threading.Timer(1.0, stop.set).start()
+            second = follow_goal(client, FollowJointTrajectory.Goal(), answer_timeout_s=10.0, timeout_s=10.0,
+                                 should_stop=stop.is_set, cancel_wait_s=5.0)
+            assert second.ending == "stopped" and canceled.wait(5.0), second  # its response came: not withheld
+            assert client.handed_in and sequence not in client._accepted_by_status, \
+                "the late response was not passed over"
+        finally:
+            executor.shutdown(timeout_sec=2.0)
+            node.destroy_node()

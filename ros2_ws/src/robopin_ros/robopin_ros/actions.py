@@ -52,13 +52,21 @@ STATUS_NAMES = {GoalStatus.STATUS_UNKNOWN: "unknown", GoalStatus.STATUS_ACCEPTED
 
 
 class ActionClient(_RclpyActionClient):
-    """rclpy's ActionClient whose goal, cancel and result requests are registered before any answer is handled.
+    """rclpy's ActionClient whose goal, cancel and result requests are registered before any answer is handled,
+    and whose goal is taken as accepted once the server's status lists it, answered or not.
 
     rclpy (jazzy) sends a request, then records its sequence number; an executor thread that takes the
     answer in between logs "Ignoring unexpected ... response" and the future never completes
     (ros2/rclpy#1123, fix proposed in ros2/rclpy#1308, not in jazzy). With a MultiThreadedExecutor
     spinning beside the caller a lost cancel answer makes ``robopin cancel`` report no running task for a task
     it did cancel. Sending and handling an answer here take one lock, so an answer waits for its request's entry.
+
+    A goal response can be dropped as any service reply (rmw_fastrtps, see :class:`GoalResult`): the server runs
+    the goal (moves the arm) while its sender waits for an answer that never comes, and nobody follows or can
+    cancel it. rclpy's server sends the response, then publishes the status of its goals (transient local, so it
+    reaches a client matched late), which lists accepted goals only: :meth:`accept_from_status` answers a pending
+    goal request the newest status lists as rclpy would answer it on the response (accepted, stamped with the
+    status's accept stamp), and the response, if it still comes, is passed over.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -66,6 +74,8 @@ class ActionClient(_RclpyActionClient):
         # rclpy's __init__, which ends by adding the client to its node's waitables: an executor already spinning
         # that node can execute() it (a server's latched status) before __init__ returns.
         self._requests_lock = threading.RLock()
+        self._accepted_by_status: set[int] = set()  # goal requests answered from the status: their responses
+        self._last_status: Any = None  # the server's newest GoalStatusArray
         super().__init__(*args, **kwargs)
 
     def send_goal_async(self, *args: Any, **kwargs: Any) -> Any:
@@ -82,7 +92,40 @@ class ActionClient(_RclpyActionClient):
 
     async def execute(self, taken_data: Any) -> None:
         with self._requests_lock:
+            if "goal" in taken_data and taken_data["goal"][0] in self._accepted_by_status:
+                self._accepted_by_status.discard(taken_data["goal"][0])
+                taken_data = {kind: data for kind, data in taken_data.items() if kind != "goal"}
+            if "status" in taken_data:
+                self._last_status = taken_data["status"]
             await super().execute(taken_data)
+
+    def accept_from_status(self, sent: Any) -> bool:
+        """Answer the goal request of ``sent`` (a future of :meth:`send_goal_async`) as accepted when the server's
+        newest status lists its goal; True when ``sent`` is done."""
+        from rclpy.action.client import ClientGoalHandle
+
+        with self._requests_lock:
+            if sent.done():
+                return True
+            sequence = next((number for number, future in self._pending_goal_requests.items() if future is sent), None)
+            goal_id = self._goal_sequence_number_to_goal_id.get(sequence)
+            if goal_id is None or self._last_status is None:
+                return False
+            uuid = bytes(goal_id.uuid)
+            listed = next((status for status in self._last_status.status_list
+                           if bytes(status.goal_info.goal_id.uuid) == uuid), None)
+            if listed is None:
+                return False
+            handle = ClientGoalHandle(self, goal_id, self._action_type.Impl.SendGoalService.Response(
+                accepted=True, stamp=listed.goal_info.stamp))
+            handle._status = listed.status  # as rclpy's execute() sets it from each status message
+            if listed.status not in TERMINAL_STATUSES:
+                self._goal_handles[uuid] = weakref.ref(handle)  # rclpy updates its status from here on
+            self._accepted_by_status.add(sequence)
+            self._node.get_logger().warning(f"{self._action_name}: goal {uuid.hex()[:8]} taken as accepted from the "
+                                            "server's status: its goal response did not arrive")
+            sent.set_result(handle)
+            return True
 
 
 def goal_key(goal_handle: Any) -> str:
@@ -419,6 +462,23 @@ class GoalOutcome:
         return self.ending == "finished"
 
 
+def goal_answered(client: Any, sent: Any, timeout_s: float, should_stop: Callable[[], bool] | None = None) -> bool:
+    """Wait for the answer to a goal request (``sent``); False on timeout or once ``should_stop()``. Unanswered after
+    :data:`ASK_AGAIN_S`, the goal is looked for in the server's status (:meth:`ActionClient.accept_from_status`: its
+    response may have been dropped)."""
+    deadline = time.monotonic() + timeout_s
+    wait_s = min(ASK_AGAIN_S, timeout_s)
+    while not wait_future(sent, wait_s, should_stop):
+        if should_stop is not None and should_stop():
+            return False
+        if isinstance(client, ActionClient) and client.accept_from_status(sent):
+            return True
+        wait_s = min(0.25, deadline - time.monotonic())
+        if wait_s <= 0:
+            return False
+    return True
+
+
 def follow_goal(client: ActionClient, goal: Any, *, answer_timeout_s: float, timeout_s: float,
                 feedback: Callable[[Any], None] | None = None, should_stop: Callable[[], bool] | None = None,
                 cancel_wait_s: float = 5.0, goal_uuid: Any = None,
@@ -439,8 +499,8 @@ def follow_goal(client: ActionClient, goal: Any, *, answer_timeout_s: float, tim
     sent = client.send_goal_async(goal, feedback_callback=feedback, goal_uuid=goal_uuid)
     # A stop while the goal is unanswered still waits ``cancel_wait_s`` for the answer, so that a goal the server
     # accepts meanwhile is canceled below rather than left running with nobody following it.
-    if not wait_future(sent, answer_timeout_s, should_stop) and not (
-            should_stop is not None and should_stop() and wait_future(sent, cancel_wait_s)):
+    if not goal_answered(client, sent, answer_timeout_s, should_stop) and not (
+            should_stop is not None and should_stop() and goal_answered(client, sent, cancel_wait_s)):
         return GoalOutcome("unanswered")
     handle = sent.result()
     if on_answer is not None:
