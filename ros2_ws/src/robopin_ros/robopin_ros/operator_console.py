@@ -45,7 +45,7 @@ from robopin.interfaces import (
 )
 from robopin.trials.log import encode_png
 from robopin_ros import conversions
-from robopin_ros.actions import STATUS_NAMES, ActionServers, future_result, wait_future
+from robopin_ros.actions import STATUS_NAMES, ActionServers, ask, future_result, wait_future
 from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.logs import LoggedNode
 from robopin_ros.runtime import destroy_when_stopped
@@ -243,7 +243,9 @@ class ConsoleRosLink(LoggedNode):
                 cancel_message = (f"canceling task(s) {', '.join(canceled)}" if canceled else "no task was running")
         arm_ok, arm_message = False, f"{self.arm_prefix}/stop is not available"
         if self.stop_client.wait_for_service(timeout_sec=2.0):
-            answer = future_result(self.stop_client.call_async(Trigger.Request()), 10.0)
+            # Stopping a stopped arm stops it again: asked again if Fast DDS dropped the reply (actions.ask), so a
+            # stop the arm obeyed is confirmed. The cancel above is not: a second cancel-all answers "none running".
+            answer = ask(self.stop_client, Trigger.Request(), 10.0)
             if answer is None:
                 arm_message = f"{self.arm_prefix}/stop did not answer within 10 s"
             else:
