@@ -57,7 +57,7 @@ from robopin.interfaces import (
 from robopin.system.names import absolute_name, strip_namespace
 from robopin.system.node_settings import RecorderSettings, settings_from
 from robopin_ros import conversions
-from robopin_ros.actions import TERMINAL_STATUSES
+from robopin_ros.actions import TERMINAL_STATUSES, ask
 from robopin_ros.camera_snapshot import camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare_settings
@@ -107,6 +107,7 @@ class RecorderNode(LoggedNode):
     EXECUTOR_THREADS = 1  # robopin_ros.runtime.make_executor
 
     def __init__(self, **kwargs: Any) -> None:
+        self._destroying = threading.Event()
         super().__init__("recorder_node", **kwargs)
         settings = settings_from(RecorderSettings, declare_settings(self, RecorderSettings()))
         # The graph gives absolute names; the bag keeps them as the root namespace has them (TrialRecorder).
@@ -325,10 +326,15 @@ class RecorderNode(LoggedNode):
         with self._fetches:
             self._pending_fetches += 1
 
-        def on_result(future) -> None:
+        def fetch() -> None:
             try:
-                response = future.result()
-                if response is not None:
+                try:  # a reply Fast DDS dropped is asked again
+                    response = ask(client, request, self.result_wait_s, self._destroying.is_set)
+                except Exception:  # the client was destroyed with the node between two requests
+                    if not self._destroying.is_set():
+                        raise
+                    response = None
+                if response is not None and not self._destroying.is_set():
                     stamp_ns = time.time_ns()
                     self.recorder.record(result_topic, result_type, self._exact(response, result_type), stamp_ns)
                     self._record_planned_trajectories(response.result, stamp_ns)
@@ -339,7 +345,7 @@ class RecorderNode(LoggedNode):
             if stop_after:
                 self._stop_task_after_fetches()
 
-        client.call_async(request).add_done_callback(on_result)
+        threading.Thread(target=fetch, name="recorder-result-fetch", daemon=True).start()
 
     def _stop_task_after_fetches(self) -> None:
         """End the task's bag once the results still being fetched (the last PickPlace's) are in it."""
@@ -446,6 +452,7 @@ class RecorderNode(LoggedNode):
         return [f"bag of task {goal[:8]} open"] if goal else []
 
     def destroy_node(self) -> None:
+        self._destroying.set()  # result fetches still asking end
         self.recorder.close()
         super().destroy_node()
 
