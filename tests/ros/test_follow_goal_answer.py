@@ -15,16 +15,13 @@ import pytest
 pytestmark = pytest.mark.ros
 
 
-@pytest.fixture
-def parked_server(ros_context):
-    """A guarded FollowJointTrajectory server whose goals run until canceled, its executor parked before any goal
-    reaches it; a client on an executor of its own. Yields (client, spinner, canceled)."""
+def _canceled_goals_server(context, namespace: str, canceled: threading.Event):
+    """A guarded FollowJointTrajectory server (as the arm driver serves trajectories) whose goals run until
+    canceled, each setting ``canceled``; a client of it. Context manager yielding (guard, client, spinner)."""
     from control_msgs.action import FollowJointTrajectory
     from rclpy.action import CancelResponse
 
     from .rostest_utils import guarded_action
-
-    canceled = threading.Event()
 
     def execute(goal_handle):
         deadline = time.monotonic() + 30.0
@@ -34,10 +31,18 @@ def parked_server(ros_context):
         goal_handle.canceled()
         return FollowJointTrajectory.Result(error_code=FollowJointTrajectory.Result.SUCCESSFUL)
 
-    with guarded_action(ros_context, "/answertest", FollowJointTrajectory, "follow_joint_trajectory",
-                        execute=execute, busy_result=lambda message: FollowJointTrajectory.Result(
-                            error_code=FollowJointTrajectory.Result.INVALID_GOAL, error_string=message),
-                        cancel_callback=lambda _handle: CancelResponse.ACCEPT) as (_guard, client, spinner):
+    return guarded_action(context, namespace, FollowJointTrajectory, "follow_joint_trajectory",
+                          execute=execute, busy_result=lambda message: FollowJointTrajectory.Result(
+                              error_code=FollowJointTrajectory.Result.INVALID_GOAL, error_string=message),
+                          cancel_callback=lambda _handle: CancelResponse.ACCEPT)
+
+
+@pytest.fixture
+def parked_server(ros_context):
+    """A guarded FollowJointTrajectory server whose goals run until canceled, its executor parked before any goal
+    reaches it; a client on an executor of its own. Yields (client, spinner, canceled)."""
+    canceled = threading.Event()
+    with _canceled_goals_server(ros_context, "/answertest", canceled) as (_guard, client, spinner):
         time.sleep(0.5)  # the server's side of the discovery is served too before it is parked
         spinner.park.set()
         assert spinner.parked.wait(5.0)
@@ -97,12 +102,9 @@ def test_a_goal_whose_response_never_arrives_is_followed_from_the_servers_status
     from the server's status, followed, and canceled by its caller's stop; the response, handed in late, is passed
     over."""
     from control_msgs.action import FollowJointTrajectory
-    from rclpy.action import CancelResponse
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
     from robopin_ros.actions import ASK_AGAIN_S, ActionClient, follow_goal
-
-    from .rostest_utils import guarded_action
 
     class ResponseNeverArrives(ActionClient):
         """Discards the first goal response it takes; hands it in with a later take once told to."""
@@ -121,19 +123,7 @@ def test_a_goal_whose_response_never_arrives_is_followed_from_the_servers_status
             return data
 
     canceled = threading.Event()
-
-    def execute(goal_handle):
-        deadline = time.monotonic() + 30.0
-        while not goal_handle.is_cancel_requested and time.monotonic() < deadline:
-            time.sleep(0.01)
-        canceled.set()
-        goal_handle.canceled()
-        return FollowJointTrajectory.Result(error_code=FollowJointTrajectory.Result.SUCCESSFUL)
-
-    with guarded_action(ros_context, "/droptest", FollowJointTrajectory, "follow_joint_trajectory",
-                        execute=execute, busy_result=lambda message: FollowJointTrajectory.Result(
-                            error_code=FollowJointTrajectory.Result.INVALID_GOAL, error_string=message),
-                        cancel_callback=lambda _handle: CancelResponse.ACCEPT):
+    with _canceled_goals_server(ros_context, "/droptest", canceled):
         node = Node("dropping_client", context=ros_context, namespace="/droptest")
         executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
         executor.add_node(node)
