@@ -173,3 +173,30 @@ def test_cancel_task_without_an_id_cancels_every_running_goal(clients):
     assert status == GoalStatus.STATUS_CANCELED
     wait_for(lambda: runs, 10, "the canceled run's end")
     assert runs[0].goal_id == goal and runs[0].result.reason == "canceled"
+
+
+@pytest.mark.parametrize("by_id", [True, False], ids=["by_id", "every_goal"])
+def test_a_cancel_whose_answer_never_arrives_still_names_the_task_it_canceled(clients, by_id):
+    """rmw_fastrtps drops a reply its server cannot deliver at once (rmw_response.cpp): the server cancels the task
+    and the canceling client never hears so. Here the canceling client's take discards cancel answers (what it sees
+    of a dropped reply); the server is the task server process over Fast DDS. The task is still named canceled,
+    from the server's status, where before the client answered that no task ran."""
+    canceler = clients[1]
+    take = canceler.action.take_data
+    discarded = []
+
+    def take_without_cancel_answers():
+        data = take()
+        if "cancel" in data:
+            discarded.append(data.pop("cancel"))
+        return data
+
+    canceler.action.take_data = take_without_cancel_answers
+    runs = []
+    threading.Thread(target=lambda: runs.append(clients[0].run_task("cancel me", timeout_s=30.0)), daemon=True).start()
+    wait_for(lambda: canceler.running_tasks(discover_s=2.0), 10, "the task in the server's status")
+    [running] = canceler.running_tasks()
+    assert canceler.cancel_task(running if by_id else None, wait_s=10.0) == {running: GoalStatus.STATUS_CANCELED}
+    assert discarded, "the server's cancel answer never reached the client's take"
+    wait_for(lambda: runs, 10, "the canceled run's end")
+    assert runs[0].goal_id == running and runs[0].result.reason == "canceled"

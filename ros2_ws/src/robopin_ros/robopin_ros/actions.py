@@ -99,6 +99,26 @@ class ActionClient(_RclpyActionClient):
                 self._last_status = taken_data["status"]
             await super().execute(taken_data)
 
+    def handle_for(self, goal_id: bytes) -> Any:
+        """A goal handle for any client's goal, for its cancel and result services: this client's own handle when it
+        follows that goal, else one whose status rclpy updates from the server's status from now on (the status it
+        had in the newest status message, until then)."""
+        from rclpy.action.client import ClientGoalHandle
+
+        with self._requests_lock:
+            known = self._goal_handles.get(goal_id)
+            handle = known() if known is not None else None
+            if handle is not None:
+                return handle
+            handle = ClientGoalHandle(self, UUID(uuid=list(goal_id)),
+                                      self._action_type.Impl.SendGoalService.Response(accepted=True))
+            listed = next((status.status for status in getattr(self._last_status, "status_list", ())
+                           if bytes(status.goal_info.goal_id.uuid) == goal_id), GoalStatus.STATUS_UNKNOWN)
+            handle._status = listed  # as rclpy's execute() sets it from each status message
+            if listed not in TERMINAL_STATUSES and any(goal_id):
+                self._goal_handles[goal_id] = weakref.ref(handle)
+            return handle
+
     def accept_from_status(self, sent: Any) -> bool:
         """Answer the goal request of ``sent`` (a future of :meth:`send_goal_async`) as accepted when the server's
         newest status lists its goal; True when ``sent`` is done."""

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 from action_msgs.msg import GoalStatus, GoalStatusArray
-from rclpy.action.client import ClientGoalHandle
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.qos import qos_profile_action_status_default
 from rclpy.signals import SignalHandlerOptions
@@ -47,6 +46,7 @@ from robopin.system.task_run import TaskRun
 from robopin.system.timing import FeedbackEvent
 from robopin_ros import conversions
 from robopin_ros.actions import (
+    ASK_AGAIN_S,
     BUSY_REASON,
     SERVER_LOST_S,
     STARVED_S,
@@ -54,10 +54,11 @@ from robopin_ros.actions import (
     TERMINAL_STATUSES,
     ActionClient,
     ActionServers,
+    GoalResult,
     HeartbeatSender,
     HeartbeatWatch,
     follow_goal,
-    future_result,
+    wait_future,
 )
 from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.logs import LoggedNode
@@ -233,14 +234,32 @@ class TaskClient(LoggedNode):
         cancel and result services take a goal id, and action_msgs/srv/CancelGoal reads a zero goal id with
         a zero stamp as "cancel all goals". A status of 0 (unknown): no final status within ``wait_s``.
         """
-        handle = self._handle(goal_id if goal_id is not None else bytes(16))
-        answer = future_result(handle.cancel_goal_async(), min(wait_s, 10.0))
-        canceling = [bytes(goal.goal_id.uuid) for goal in answer.goals_canceling] if answer is not None else []
+        with self._lock:
+            running = {goal for goal, status in self._statuses.items()
+                       if status not in TERMINAL_STATUSES and goal_id in (None, goal)}
+        sent = self.action.handle_for(goal_id if goal_id is not None else bytes(16)).cancel_goal_async()
+        deadline = time.monotonic() + min(wait_s, 10.0)
+        canceling: list[bytes] | None = None
+        while canceling is None:
+            if wait_future(sent, min(ASK_AGAIN_S, max(0.0, deadline - time.monotonic()))):
+                canceling = [bytes(goal.goal_id.uuid) for goal in sent.result().goals_canceling]
+            elif time.monotonic() >= deadline:
+                canceling = []
+            else:
+                canceling = self._canceling_by_status(goal_id, running) or None
         return {goal: self.result(goal, wait_s)[0] for goal in canceling}
+
+    def _canceling_by_status(self, goal_id: bytes | None, running: set[bytes]) -> list[bytes]:
+        """The goals a cancel request unanswered so far has reached, by the server's status: a reply Fast DDS
+        dropped (see :class:`robopin_ros.actions.GoalResult`) must not make a canceled task look as if none ran.
+        Those canceling now, and those running before the request that ended canceled since."""
+        with self._lock:
+            return [goal for goal, status in self._statuses.items() if goal_id in (None, goal) and (
+                status == GoalStatus.STATUS_CANCELING or (status == GoalStatus.STATUS_CANCELED and goal in running))]
 
     def result(self, goal_id: bytes, wait_s: float = _CANCEL_WAIT_S) -> tuple[int, Any]:
         """The goal's final status and result once it ended; ``(0, None)`` when it did not within ``wait_s``."""
-        answer = future_result(self._handle(goal_id).get_result_async(), wait_s)
+        answer = GoalResult(self.action.handle_for(goal_id)).answer(wait_s)  # asked again if its reply was dropped
         return (answer.status, answer.result) if answer is not None else (GoalStatus.STATUS_UNKNOWN, None)
 
     def running_tasks(self, discover_s: float = 10.0) -> list[bytes]:
@@ -252,11 +271,6 @@ class TaskClient(LoggedNode):
         self._status_received.wait(timeout=discover_s)
         with self._lock:
             return [goal for goal, status in self._statuses.items() if status not in TERMINAL_STATUSES]
-
-    def _handle(self, goal_id: bytes) -> ClientGoalHandle:
-        """A handle on a goal by id, for its cancel and result services (whoever sent the goal)."""
-        accepted = ExecuteTask.Impl.SendGoalService.Response(accepted=True)
-        return ClientGoalHandle(self.action, UUID(uuid=list(goal_id)), accepted)
 
     # ------------------------------------------------------------------ callbacks
     def _on_image(self, view: str, msg: Image) -> None:
