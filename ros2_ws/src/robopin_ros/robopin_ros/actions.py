@@ -499,6 +499,29 @@ def goal_answered(client: Any, sent: Any, timeout_s: float, should_stop: Callabl
     return True
 
 
+def canceled_goals(sent: Any, timeout_s: float, by_status: Callable[[], list[bytes]]) -> list[bytes] | None:
+    """The goals a cancel request (``sent``, a CancelGoal future) reached: its answer's ``goals_canceling``; while
+    it is unanswered after :data:`ASK_AGAIN_S`, those ``by_status()`` names from the server's status (a reply
+    Fast DDS dropped, see :class:`GoalResult`, must not make a canceled task look as if none ran); None when neither
+    came within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if wait_future(sent, min(ASK_AGAIN_S, max(0.0, deadline - time.monotonic()))):
+            return [bytes(goal.goal_id.uuid) for goal in sent.result().goals_canceling]
+        if time.monotonic() >= deadline:
+            return None
+        reached = by_status()
+        if reached:
+            return reached
+
+
+def canceled_by_status(statuses: dict[bytes, int], running: set[bytes], goal_id: bytes | None = None) -> list[bytes]:
+    """By the server's statuses (goal id -> status), the goals (``goal_id``, or any) a cancel request has reached:
+    those canceling now, and those of ``running`` (running before the request) that ended canceled since."""
+    return [goal for goal, status in statuses.items() if goal_id in (None, goal) and (
+        status == GoalStatus.STATUS_CANCELING or (status == GoalStatus.STATUS_CANCELED and goal in running))]
+
+
 def follow_goal(client: ActionClient, goal: Any, *, answer_timeout_s: float, timeout_s: float,
                 feedback: Callable[[Any], None] | None = None, should_stop: Callable[[], bool] | None = None,
                 cancel_wait_s: float = 5.0, goal_uuid: Any = None,

@@ -45,7 +45,14 @@ from robopin.interfaces import (
 )
 from robopin.trials.log import encode_png
 from robopin_ros import conversions
-from robopin_ros.actions import STATUS_NAMES, ActionServers, ask, future_result, wait_future
+from robopin_ros.actions import (
+    STATUS_NAMES,
+    ActionServers,
+    ask,
+    canceled_by_status,
+    canceled_goals,
+    wait_future,
+)
 from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.logs import LoggedNode
 from robopin_ros.runtime import destroy_when_stopped
@@ -235,11 +242,18 @@ class ConsoleRosLink(LoggedNode):
         request.goal_info.goal_id.uuid = [0] * 16
         canceled, cancel_message = [], "the task action's cancel service is not available"
         if self.cancel_client.wait_for_service(timeout_sec=2.0):
-            answer = future_result(self.cancel_client.call_async(request), 10.0)
-            if answer is None:
+            with self._lock:
+                running = {goal for goal, status in self._status.items() if status not in _ENDED}
+
+            def by_status() -> list[bytes]:
+                with self._lock:
+                    return canceled_by_status(self._status, running)
+
+            goals = canceled_goals(self.cancel_client.call_async(request), 10.0, by_status)
+            if goals is None:
                 cancel_message = "the cancel request was not answered within 10 s"
             else:
-                canceled = [bytes(g.goal_id.uuid).hex()[:8] for g in answer.goals_canceling]
+                canceled = [goal.hex()[:8] for goal in goals]
                 cancel_message = (f"canceling task(s) {', '.join(canceled)}" if canceled else "no task was running")
         arm_ok, arm_message = False, f"{self.arm_prefix}/stop is not available"
         if self.stop_client.wait_for_service(timeout_sec=2.0):

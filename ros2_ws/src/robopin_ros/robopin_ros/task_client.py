@@ -46,7 +46,6 @@ from robopin.system.task_run import TaskRun
 from robopin.system.timing import FeedbackEvent
 from robopin_ros import conversions
 from robopin_ros.actions import (
-    ASK_AGAIN_S,
     BUSY_REASON,
     SERVER_LOST_S,
     STARVED_S,
@@ -57,8 +56,9 @@ from robopin_ros.actions import (
     GoalResult,
     HeartbeatSender,
     HeartbeatWatch,
+    canceled_by_status,
+    canceled_goals,
     follow_goal,
-    wait_future,
 )
 from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.logs import LoggedNode
@@ -238,24 +238,13 @@ class TaskClient(LoggedNode):
             running = {goal for goal, status in self._statuses.items()
                        if status not in TERMINAL_STATUSES and goal_id in (None, goal)}
         sent = self.action.handle_for(goal_id if goal_id is not None else bytes(16)).cancel_goal_async()
-        deadline = time.monotonic() + min(wait_s, 10.0)
-        canceling: list[bytes] | None = None
-        while canceling is None:
-            if wait_future(sent, min(ASK_AGAIN_S, max(0.0, deadline - time.monotonic()))):
-                canceling = [bytes(goal.goal_id.uuid) for goal in sent.result().goals_canceling]
-            elif time.monotonic() >= deadline:
-                canceling = []
-            else:
-                canceling = self._canceling_by_status(goal_id, running) or None
-        return {goal: self.result(goal, wait_s)[0] for goal in canceling}
 
-    def _canceling_by_status(self, goal_id: bytes | None, running: set[bytes]) -> list[bytes]:
-        """The goals a cancel request unanswered so far has reached, by the server's status: a reply Fast DDS
-        dropped (see :class:`robopin_ros.actions.GoalResult`) must not make a canceled task look as if none ran.
-        Those canceling now, and those running before the request that ended canceled since."""
-        with self._lock:
-            return [goal for goal, status in self._statuses.items() if goal_id in (None, goal) and (
-                status == GoalStatus.STATUS_CANCELING or (status == GoalStatus.STATUS_CANCELED and goal in running))]
+        def by_status() -> list[bytes]:
+            with self._lock:
+                return canceled_by_status(self._statuses, running, goal_id)
+
+        canceling = canceled_goals(sent, min(wait_s, 10.0), by_status) or []
+        return {goal: self.result(goal, wait_s)[0] for goal in canceling}
 
     def result(self, goal_id: bytes, wait_s: float = _CANCEL_WAIT_S) -> tuple[int, Any]:
         """The goal's final status and result once it ended; ``(0, None)`` when it did not within ``wait_s``."""
