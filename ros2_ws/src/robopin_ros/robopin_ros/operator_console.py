@@ -60,6 +60,7 @@ from robopin_ros.runtime import destroy_when_stopped
 __all__ = ["ConsoleRosLink", "open_console_link"]
 
 _KINDS = ("camera", "reasoning")
+_RESULT_WAIT_S = 30.0  # an ended goal's result is asked for this long (a server keeps it 900 s: rclpy)
 _ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED)
 # The planner answers Instruct at once (it validates, then starts the goal); a reply not here this long after
 # the task's goal showed in the status topic was dropped on the way.
@@ -73,6 +74,7 @@ class ConsoleRosLink(LoggedNode):
     def __init__(self, views: Sequence[str], *, arm_prefix: str = ARM.prefix,
                  topics: Mapping[str, ViewTopics] | None = None, **node_options: Any) -> None:
         """``topics``: view -> its camera topics and QoS (a system's ``view_topics()``; default: camera_node's)."""
+        self._destroying = threading.Event()
         super().__init__("robopin_operator_console", **node_options)
         self.view_names = tuple(views)
         self.arm_prefix = arm_names(arm_prefix).prefix
@@ -113,7 +115,7 @@ class ConsoleRosLink(LoggedNode):
 
     def _on_status(self, msg: GoalStatusArray) -> None:
         """Keep every task goal's status; ask for the result of one that has ended (how and why it ended)."""
-        ask = []
+        ended = []
         with self._lock:
             for status in msg.status_list:
                 goal = bytes(status.goal_info.goal_id.uuid)
@@ -121,19 +123,24 @@ class ConsoleRosLink(LoggedNode):
                 self._accepted.setdefault(goal, conversions.stamp_to_seconds(status.goal_info.stamp))
                 if status.status in _ENDED and goal not in self._results:
                     self._results[goal] = None
-                    ask.append(goal)
-        for goal in ask:
-            request = ExecuteTask.Impl.GetResultService.Request()
-            request.goal_id.uuid = list(goal)
-            future = self.result_client.call_async(request)
-            future.add_done_callback(lambda f, g=goal: self._on_result(g, f))
+                    ended.append(goal)
+        for goal in ended:
+            threading.Thread(target=self._fetch_result, args=(goal,), name="console-result", daemon=True).start()
 
-    def _on_result(self, goal: bytes, future: Any) -> None:
-        answer = future.result() if future.done() and not future.cancelled() else None
+    def _fetch_result(self, goal: bytes) -> None:
+        """Ask for an ended goal's result, again if Fast DDS dropped the reply (actions.ask), on a thread of its own."""
+        request = ExecuteTask.Impl.GetResultService.Request()
+        request.goal_id.uuid = list(goal)
+        try:
+            answer = ask(self.result_client, request, _RESULT_WAIT_S, self._destroying.is_set)
+        except Exception:  # the client was destroyed with the node between two requests
+            if not self._destroying.is_set():
+                raise
+            return
         result = None if answer is None else answer.result
         with self._lock:
             if result is None:
-                self._results.pop(goal, None)  # asked again with the next status message
+                self._results.pop(goal, None)  # unanswered: asked again with the next status message
             else:
                 self._results[goal] = {"success": bool(result.success), "reason": result.reason,
                                        "message": result.message}
@@ -232,6 +239,7 @@ class ConsoleRosLink(LoggedNode):
         return None, started
 
     def destroy_node(self) -> None:
+        self._destroying.set()  # result fetches still asking end
         self._servers.close()
         super().destroy_node()
 
