@@ -17,6 +17,10 @@ _RUN_LOG_DIR = tempfile.mkdtemp(prefix="robopin-test-ros-log-")
 _RUN_DOMAIN_ID = int(os.environ.get("ROBOPIN_TEST_DOMAIN_ID", test_domain_id()))
 apply_ros_environment(domain_id=_RUN_DOMAIN_ID, log_dir=_RUN_LOG_DIR, localhost_only=True)
 _module_index = itertools.count()
+# Modules' domains are this far apart: a batch on N Ray workers runs its stacks in the N domains after its own
+# (robopin_ros.trial_workers.worker_domain; the tests use 2), and a worker's process can outlive its batch by a
+# moment, so the next module's domain is not one of them. Any stride below 101 (a prime) walks every domain.
+_MODULE_STRIDE = 3
 
 _SHM = Path("/dev/shm")
 
@@ -85,7 +89,7 @@ def _ros_domain_per_module():
     processes still map; a later participant probing that port in the same domain spun forever in
     rclpy's Node() (seen twice in full-suite runs). A fresh domain per module never probes those ports.
     """
-    domain, lock = _claim_domain(1 + (_RUN_DOMAIN_ID - 1 + next(_module_index)) % 101)
+    domain, lock = _claim_domain(1 + (_RUN_DOMAIN_ID - 1 + _MODULE_STRIDE * next(_module_index)) % 101)
     previous = os.environ.get("ROS_DOMAIN_ID")
     os.environ["ROS_DOMAIN_ID"] = str(domain)
     try:
