@@ -103,49 +103,48 @@ class ActionClient(_RclpyActionClient):
         """A goal handle for any client's goal, for its cancel and result services: this client's own handle when it
         follows that goal, else one whose status rclpy updates from the server's status from now on (the status it
         had in the newest status message, until then)."""
-        from rclpy.action.client import ClientGoalHandle
-
         with self._requests_lock:
             known = self._goal_handles.get(goal_id)
             handle = known() if known is not None else None
-            if handle is not None:
-                return handle
-            handle = ClientGoalHandle(self, UUID(uuid=list(goal_id)),
-                                      self._action_type.Impl.SendGoalService.Response(accepted=True))
-            listed = next((status.status for status in getattr(self._last_status, "status_list", ())
-                           if bytes(status.goal_info.goal_id.uuid) == goal_id), GoalStatus.STATUS_UNKNOWN)
-            handle._status = listed  # as rclpy's execute() sets it from each status message
-            if listed not in TERMINAL_STATUSES and any(goal_id):
-                self._goal_handles[goal_id] = weakref.ref(handle)
-            return handle
+            return handle if handle is not None else self._adopt(UUID(uuid=list(goal_id)), self._listed(goal_id))
 
     def accept_from_status(self, sent: Any) -> bool:
         """Answer the goal request of ``sent`` (a future of :meth:`send_goal_async`) as accepted when the server's
         newest status lists its goal; True when ``sent`` is done."""
-        from rclpy.action.client import ClientGoalHandle
-
         with self._requests_lock:
             if sent.done():
                 return True
             sequence = next((number for number, future in self._pending_goal_requests.items() if future is sent), None)
             goal_id = self._goal_sequence_number_to_goal_id.get(sequence)
-            if goal_id is None or self._last_status is None:
-                return False
-            uuid = bytes(goal_id.uuid)
-            listed = next((status for status in self._last_status.status_list
-                           if bytes(status.goal_info.goal_id.uuid) == uuid), None)
+            listed = None if goal_id is None else self._listed(bytes(goal_id.uuid))
             if listed is None:
                 return False
-            handle = ClientGoalHandle(self, goal_id, self._action_type.Impl.SendGoalService.Response(
-                accepted=True, stamp=listed.goal_info.stamp))
-            handle._status = listed.status  # as rclpy's execute() sets it from each status message
-            if listed.status not in TERMINAL_STATUSES:
-                self._goal_handles[uuid] = weakref.ref(handle)  # rclpy updates its status from here on
+            handle = self._adopt(goal_id, listed)
             self._accepted_by_status.add(sequence)
-            self._node.get_logger().warning(f"{self._action_name}: goal {uuid.hex()[:8]} taken as accepted from the "
-                                            "server's status: its goal response did not arrive")
+            self._node.get_logger().warning(f"{self._action_name}: goal {bytes(goal_id.uuid).hex()[:8]} taken as "
+                                            "accepted from the server's status: its goal response did not arrive")
             sent.set_result(handle)
             return True
+
+    def _listed(self, goal_id: bytes) -> Any:
+        """The newest status message's entry (GoalStatus) for ``goal_id``, or None."""
+        return next((status for status in getattr(self._last_status, "status_list", ())
+                     if bytes(status.goal_info.goal_id.uuid) == goal_id), None)
+
+    def _adopt(self, goal_id: Any, listed: Any) -> Any:
+        """An accepted handle on ``goal_id`` (a UUID message) with the status and accept stamp ``listed`` gives (None:
+        unknown), kept up to date by rclpy's execute() as long as the goal has not ended, as a handle made from a
+        goal response is."""
+        from rclpy.action.client import ClientGoalHandle
+
+        response = self._action_type.Impl.SendGoalService.Response(accepted=True)
+        if listed is not None:
+            response.stamp = listed.goal_info.stamp
+        handle = ClientGoalHandle(self, goal_id, response)
+        handle._status = GoalStatus.STATUS_UNKNOWN if listed is None else listed.status
+        if handle.status not in TERMINAL_STATUSES and any(goal_id.uuid):
+            self._goal_handles[bytes(goal_id.uuid)] = weakref.ref(handle)
+        return handle
 
 
 def goal_key(goal_handle: Any) -> str:
