@@ -313,6 +313,12 @@ class Arm(abc.ABC, RegisteredBackend, registry=ARMS):
         """The clock a running motion's watchdog measures on; None: the monotonic wall clock (real arms)."""
         return None
 
+    def simulated_time(self) -> float | None:
+        """The simulator's time now, for a connected simulated arm; None for a real one (its cell ages in wall
+        time). Published beside each joint state (``robopin.interfaces.SIM_CLOCK``)."""
+        clock = self._motion_clock() if self.is_connected else None
+        return None if clock is None else clock()
+
     # ----- connection and enable -------------------------------------------------------------------
 
     @property

@@ -151,6 +151,8 @@ class MotionPlannerNodeSettings:
     table_height_m: float = setting(0.0, "table surface height in the base frame, metres "
                                          "(nan: no table collision plane)")
     max_joint_state_age_s: float = setting(1.0, "a joint state older than this many seconds refuses the goal", min=0.0)
+    sim_clock_topic: str = setting("", "topic of a simulated arm's clock samples (sensor_msgs/TimeReference); when "
+                                       "set, joint states and clouds age by the simulator's time ('': wall time)")
     execution_timeout_s: float = setting(
         60.0, "seconds a trajectory may run (at least 3x its duration) before it is canceled", min=0.0)
     driver_wait_s: float = setting(5.0, "seconds to wait for the driver's action servers", min=0.0)

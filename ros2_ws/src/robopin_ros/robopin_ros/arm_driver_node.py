@@ -31,10 +31,10 @@ from geometry_msgs.msg import PoseStamped
 from rclpy.action import CancelResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from robopin_interfaces.action import ExecuteTrajectory
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import JointState, TimeReference
 from std_srvs.srv import SetBool, Trigger
 
-from robopin.interfaces import DIAGNOSTICS_TOPIC, arm_names
+from robopin.interfaces import DIAGNOSTICS_TOPIC, SIM_CLOCK, arm_names
 from robopin.robots import Arm, ArmError, make_arm, make_arm_config
 from robopin.robots.errors import Reason, TrajectoryError
 from robopin.system.names import namespaced_label
@@ -107,6 +107,7 @@ class ArmDriverNode(LoggedNode):
         self.joint_state_pub = self.create_publisher(JointState, settings.joint_states_topic, 10)
         self.ee_pose_pub = self.create_publisher(PoseStamped, settings.ee_pose_topic or names.ee_pose, 10)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
+        self.sim_clock_pub = self.create_publisher(TimeReference, SIM_CLOCK, 10)  # a simulated arm's only
         accepting = lambda: not self._shutting_down  # noqa: E731
         self.execute_server = self.execute_guard.serve(
             self, ExecuteTrajectory, names.execute_trajectory, self._run_trajectory,
@@ -174,6 +175,11 @@ class ArmDriverNode(LoggedNode):
         pose.header.stamp = conversions.seconds_to_stamp(stamp_s)
         pose.header.frame_id = self.base_frame
         self.ee_pose_pub.publish(pose)
+        simulated_s = self.arm.simulated_time()
+        if simulated_s is not None:  # a simulated cell ages by the simulator's time (robopin.clocks)
+            sample = TimeReference(source="simulator", time_ref=conversions.seconds_to_stamp(simulated_s))
+            sample.header.stamp = conversions.seconds_to_stamp(now_ros)
+            self.sim_clock_pub.publish(sample)
 
     def not_ready(self) -> list[str]:
         """What keeps the arm from taking a task (its ``~/ready`` answer; ``robopin up`` asks it too)."""

@@ -27,8 +27,9 @@ from control_msgs.action import FollowJointTrajectory, GripperCommand
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from robopin_interfaces.action import MoveToPose, PickPlace
-from sensor_msgs.msg import JointState, PointCloud2
+from sensor_msgs.msg import JointState, PointCloud2, TimeReference
 
+from robopin.clocks import SimulatedClock, wall_elapsed
 from robopin.geometry.workspace import WorkspaceBox
 from robopin.interfaces import MOVE_TO_POSE, PICK_PLACE
 from robopin.motion import make_planner, planner_config_from_dict
@@ -58,8 +59,13 @@ class MotionPlannerNode(LoggedNode):
         self.planner = make_planner(planner_config_from_dict(planner_values))
         self.planner.warmup()
         workspace = WorkspaceBox.from_dict(own.workspace)
+        # A simulated cell ages by the simulator's time, from the samples its arm driver publishes: a loaded
+        # machine slows it and its sensors alike, and must not make a still scene's cloud or joint state stale.
+        self.sim_clock = SimulatedClock() if own.sim_clock_topic else None
+        self.elapsed = self.sim_clock.elapsed if self.sim_clock is not None else wall_elapsed
         self.scene = SceneKeeper(self.planner.robot, SceneConfig(
-            workspace=workspace, table_height_m=own.table, **declare_settings(self, SceneConfig())))
+            workspace=workspace, table_height_m=own.table, **declare_settings(self, SceneConfig())),
+            elapsed=self.elapsed)
         grasp = GraspConfig(**declare_settings(self, GraspConfig()))
         self.task = PickPlaceTask(self.planner, self.scene,
                                   PickPlaceSettings(grasp=grasp, **declare_settings(self, PickPlaceSettings())),
@@ -89,6 +95,9 @@ class MotionPlannerNode(LoggedNode):
             self._on_cloud,
             SENSOR_QOS,
         )
+        if self.sim_clock is not None:
+            self._stream_spinner.node.create_subscription(TimeReference, own.sim_clock_topic, self._on_sim_clock,
+                                                          STATE_QOS)
         self._stream_spinner.start()
         self.execute_action, self.gripper_action = own.execute_action, own.gripper_action
         self.execute_client = ActionClient(self, FollowJointTrajectory, self.execute_action, callback_group=group)
@@ -122,6 +131,9 @@ class MotionPlannerNode(LoggedNode):
             self._joint_history.append((stamp, q))
         self.scene.update_joint_state(stamp, q)
 
+    def _on_sim_clock(self, msg: TimeReference) -> None:
+        self.sim_clock.add(conversions.stamp_to_seconds(msg.header.stamp), conversions.stamp_to_seconds(msg.time_ref))
+
     def _on_cloud(self, msg: PointCloud2) -> None:
         """Take the workspace cloud, masking the robot at the joint state nearest its stamp."""
         if msg.header.frame_id not in ("", "base"):
@@ -146,7 +158,7 @@ class MotionPlannerNode(LoggedNode):
             latest = self._joint_history[-1] if self._joint_history else None
         if latest is None:
             raise MotionGoalError("no_joint_state", "no joint state received yet")
-        age = self._now_s() - latest[0]
+        age = self.elapsed(latest[0], self._now_s())
         if age > self.max_joint_state_age_s:
             raise MotionGoalError("stale_state", f"joint state is {age:.2f} s old (max {self.max_joint_state_age_s} s)")
         return latest[1]
