@@ -26,6 +26,7 @@ from typing import Protocol
 import numpy as np
 
 from robopin.cameras.base import CameraError, Frame
+from robopin.clocks import wall_elapsed
 from robopin.settings import check_fields, positive
 
 __all__ = [
@@ -118,10 +119,14 @@ class SnapshotSynchronizer:
         *,
         poses: PoseSource | None = None,
         clock: Callable[[], float] = time.time,
+        elapsed: Callable[[float, float], float] = wall_elapsed,
     ) -> None:
+        """``elapsed(from_s, to_s)``: a frame's age between two wall stamps (``robopin.clocks``: wall time for a
+        real cell, the simulator's time for a simulated one)."""
         self.config = config
         self.poses = poses
         self._clock = clock
+        self.elapsed = elapsed
         self._frames: dict[str, collections.deque[Frame]] = {
             v: collections.deque(maxlen=config.history) for v in config.views
         }
@@ -156,15 +161,15 @@ class SnapshotSynchronizer:
         missing = [v for v, frames in history.items() if not frames]
         if missing:
             raise SnapshotError("stale_frame", f"no frame yet from view(s) {missing}", missing)
-        stale = {v: now_s - frames[-1].timestamp_s for v, frames in history.items()
-                 if now_s - frames[-1].timestamp_s > config.max_age_s}
+        ages = {v: self.elapsed(frames[-1].timestamp_s, now_s) for v, frames in history.items()}
+        stale = {v: age for v, age in ages.items() if age > config.max_age_s}
         if stale:
             ages = ", ".join(f"{v} {age:.3f} s" for v, age in stale.items())
             raise SnapshotError("stale_frame", f"newest frame too old ({ages} old; max_age_s "
                                                f"{config.max_age_s:g} s)", list(stale))
         # Only fresh frames may form a set: if they do not match, the views are out of sync now, even
         # if some older set matched.
-        fresh = {v: [f for f in frames if now_s - f.timestamp_s <= config.max_age_s]
+        fresh = {v: [f for f in frames if self.elapsed(f.timestamp_s, now_s) <= config.max_age_s]
                  for v, frames in history.items()}
         chosen, spread = self._newest_synchronised(fresh)
         if chosen is None:
@@ -175,7 +180,7 @@ class SnapshotSynchronizer:
                 f"{spread * 1000:.0f} ms; latest stamps {latest})",
                 list(config.views),
             )
-        age = now_s - min(f.timestamp_s for f in chosen.values())
+        age = self.elapsed(min(f.timestamp_s for f in chosen.values()), now_s)
         poses = None
         if self.poses is not None:
             poses = {}

@@ -190,6 +190,8 @@ class TaskNodeSettings:
     sync_tolerance_s: float = setting(0.02, "largest stamp spread inside one multi-view snapshot, seconds", min=0.0)
     max_frame_age_s: float = setting(
         0.5, "frames older than this many seconds refuse the task with stale_frame", min=0.0)
+    sim_clock_topic: str = setting("", "topic of a simulated arm's clock samples (sensor_msgs/TimeReference); when "
+                                       "set, frames age by the simulator's time ('': wall time)")
     # Applied at run time: the node rebuilds its backend and config while no task runs.
     vlm: dict = setting({"type": "openai"}, "VLM backend config, with its type (openai, oracle, ...)", dynamic=True)
     reasoning: dict = setting({}, "reasoning config (mode, max_steps, reasoner, ...)", dynamic=True)

@@ -30,6 +30,7 @@ from robopin.cameras.pairing import StampPairer
 from robopin.cameras.snapshot import PoseSource
 from robopin.cameras.topics import CAMERA_ROOT, ViewTopics
 from robopin.cameras.topics import view_topics as core_view_topics
+from robopin.clocks import wall_elapsed
 from robopin_ros import conversions
 from robopin_ros.parameters import declare
 from robopin_ros.runtime import StreamSpinner
@@ -144,18 +145,20 @@ class CameraViewsSubscriber:
         own_executor: bool = False,
         unaligned_depth: Mapping[str, ArrayLike] | None = None,
         topics: Mapping[str, ViewTopics] | None = None,
+        elapsed: Callable[[float, float], float] = wall_elapsed,
     ) -> None:
         """``unaligned_depth``: view → T_color_depth (4x4) for views whose camera_node leaves depth
         unaligned (``align_depth:=false``); their frames keep depth in the depth imager's frame
         (``Frame.aligned_depth_m()`` registers it when needed). ``topics``: view → its topic names and
-        QoS (:func:`declare_view_topics`); a view missing there has our camera_node's defaults."""
+        QoS (:func:`declare_view_topics`); a view missing there has our camera_node's defaults. ``elapsed``:
+        how frames age (:class:`robopin.cameras.snapshot.SnapshotSynchronizer`)."""
         # Received images are megabyte buffers freed a frame later: keep them mapped in this process.
         retain_freed_image_memory()
         self._streams = StreamSpinner(node, "cameras") if own_executor else None
         if self._streams is not None:
             node = self._streams.node
         self.node = node
-        self.synchronizer = SnapshotSynchronizer(config, poses=poses)
+        self.synchronizer = SnapshotSynchronizer(config, poses=poses, elapsed=elapsed)
         self.on_frame = on_frame
         self._lock = threading.Lock()
         self._frame_added = threading.Condition()

@@ -27,9 +27,8 @@ from control_msgs.action import FollowJointTrajectory, GripperCommand
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from robopin_interfaces.action import MoveToPose, PickPlace
-from sensor_msgs.msg import JointState, PointCloud2, TimeReference
+from sensor_msgs.msg import JointState, PointCloud2
 
-from robopin.clocks import SimulatedClock, wall_elapsed
 from robopin.geometry.workspace import WorkspaceBox
 from robopin.interfaces import MOVE_TO_POSE, PICK_PLACE
 from robopin.motion import make_planner, planner_config_from_dict
@@ -43,7 +42,7 @@ from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, ActionClient, SingleGoalGuard, follow_goal
 from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare_settings
-from robopin_ros.runtime import StreamSpinner, run_node
+from robopin_ros.runtime import StreamSpinner, cell_clock, run_node
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
 STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -61,8 +60,8 @@ class MotionPlannerNode(LoggedNode):
         workspace = WorkspaceBox.from_dict(own.workspace)
         # A simulated cell ages by the simulator's time, from the samples its arm driver publishes: a loaded
         # machine slows it and its sensors alike, and must not make a still scene's cloud or joint state stale.
-        self.sim_clock = SimulatedClock() if own.sim_clock_topic else None
-        self.elapsed = self.sim_clock.elapsed if self.sim_clock is not None else wall_elapsed
+        self._stream_spinner = StreamSpinner(self)
+        self.elapsed, self.sim_clock = cell_clock(self._stream_spinner.node, own.sim_clock_topic)
         self.scene = SceneKeeper(self.planner.robot, SceneConfig(
             workspace=workspace, table_height_m=own.table, **declare_settings(self, SceneConfig())),
             elapsed=self.elapsed)
@@ -82,7 +81,6 @@ class MotionPlannerNode(LoggedNode):
         group = ReentrantCallbackGroup()
         # Joint states and the cloud arrive on a child node spun on its own thread (robopin_ros.runtime
         # .StreamSpinner): this node's pool is for the goals, which block while the arm moves.
-        self._stream_spinner = StreamSpinner(self)
         self._stream_spinner.node.create_subscription(
             JointState,
             own.joint_states_topic,
@@ -95,9 +93,6 @@ class MotionPlannerNode(LoggedNode):
             self._on_cloud,
             SENSOR_QOS,
         )
-        if self.sim_clock is not None:
-            self._stream_spinner.node.create_subscription(TimeReference, own.sim_clock_topic, self._on_sim_clock,
-                                                          STATE_QOS)
         self._stream_spinner.start()
         self.execute_action, self.gripper_action = own.execute_action, own.gripper_action
         self.execute_client = ActionClient(self, FollowJointTrajectory, self.execute_action, callback_group=group)
@@ -130,9 +125,6 @@ class MotionPlannerNode(LoggedNode):
         with self._state_lock:
             self._joint_history.append((stamp, q))
         self.scene.update_joint_state(stamp, q)
-
-    def _on_sim_clock(self, msg: TimeReference) -> None:
-        self.sim_clock.add(conversions.stamp_to_seconds(msg.header.stamp), conversions.stamp_to_seconds(msg.time_ref))
 
     def _on_cloud(self, msg: PointCloud2) -> None:
         """Take the workspace cloud, masking the robot at the joint state nearest its stamp."""

@@ -34,6 +34,7 @@ from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedEx
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from robopin.clocks import SimulatedClock, wall_elapsed
 from robopin.env import apply_ros_environment
 from robopin.errors import is_named_error, one_line
 from robopin.interfaces import READY
@@ -332,6 +333,24 @@ class StreamSpinner:
         executor, spinner = self._executor, self._spinner
         self._executor = self._spinner = None
         destroy_when_stopped(executor, spinner, [self.node])
+
+
+def cell_clock(node: Node, topic: str) -> tuple[Callable[[float, float], float], SimulatedClock | None]:
+    """How the data a node hears ages: ``(elapsed, clock)``. With ``topic`` (a node's ``sim_clock_topic``: a
+    simulated arm driver's ``robopin.interfaces.SIM_CLOCK``), by the simulator's time, from the samples ``node``
+    subscribes to there (the clock returned); without, by wall time (``clock`` None)."""
+    if not topic:
+        return wall_elapsed, None
+    from rclpy.qos import QoSProfile
+    from sensor_msgs.msg import TimeReference
+
+    from robopin_ros.conversions import stamp_to_seconds
+
+    clock = SimulatedClock()
+    node.create_subscription(
+        TimeReference, topic, lambda msg: clock.add(stamp_to_seconds(msg.header.stamp), stamp_to_seconds(msg.time_ref)),
+        QoSProfile(depth=50))
+    return clock.elapsed, clock
 
 
 def run_node(node_factory: Callable[..., Node], args: Sequence[str] | None = None, *, threads: int = 4,
