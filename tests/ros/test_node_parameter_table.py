@@ -131,3 +131,86 @@ def test_a_node_process_refuses_a_parameter_it_does_not_declare():
     assert "did not start: UndeclaredParameterError: node '/state_publisher' " in result.stderr or \
            "did not start: UndeclaredParameterError: node '/state_publisher_node'" in result.stderr, result.stderr
     assert "parameter 'robott' is not declared by StatePublisherNode; did you mean 'robot'?" in result.stderr
+
+
+def _declared(ros_context, settings, **given):
+    """A plain rclpy node given ``given`` (dotted names as keyword arguments with '__' for '.') declaring every
+    parameter of ``settings`` the way its node does (robopin_ros.parameters.declare_settings)."""
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from robopin_ros.parameters import declare_settings
+
+    overrides = [Parameter(name.replace("__", "."), value=value) for name, value in given.items()]
+    node = Node("nested_probe", context=ros_context, parameter_overrides=overrides)
+    try:
+        return node, declare_settings(node, settings)
+    except Exception:
+        node.destroy_node()
+        raise
+
+
+def test_a_nested_settings_keys_carry_their_configs_descriptions_and_ranges(ros_context):
+    """vlm.* of the task node are the chosen backend's config fields (openai here, as the real systems give it);
+    board.* and detection.* of the calibration node the board's and detection's: each dotted parameter's
+    description and range are that field's, and a value outside the range stops the node, named."""
+    from rcl_interfaces.msg import ParameterType
+    from robopin_ros.parameters import ParameterRangeError
+
+    from robopin.calibration.board import BoardConfig, DetectionConfig
+    from robopin.system.node_settings import CalibrationNodeSettings, TaskNodeSettings
+    from robopin.vlm.openai_backend import OpenAIBackendConfig
+
+    openai, board, detection = described(OpenAIBackendConfig), described(BoardConfig), described(DetectionConfig)
+    node, values = _declared(ros_context, TaskNodeSettings(), vlm__type="openai", vlm__base_url="http://127.0.0.1:9/v1",
+                             vlm__max_retries=3, vlm__timeout_s=30.0, vlm__model="robopin-4b")
+    try:
+        assert values["vlm"] == {"type": "openai", "base_url": "http://127.0.0.1:9/v1", "max_retries": 3,
+                                 "timeout_s": 30.0, "model": "robopin-4b"}
+        for key in ("base_url", "max_retries", "timeout_s", "model"):
+            assert node.describe_parameter(f"vlm.{key}").description == openai[key].text, key
+        retries = node.describe_parameter("vlm.max_retries").integer_range[0]
+        assert (retries.from_value, retries.to_value) == (0, 10)
+        assert node.describe_parameter("vlm.type").description.startswith("VLM backend config")  # not a field
+        assert node.describe_parameter("vlm.base_url").type == ParameterType.PARAMETER_STRING
+    finally:
+        node.destroy_node()
+
+    node, values = _declared(ros_context, CalibrationNodeSettings(), board__squares_x=9, board__type="charuco",
+                             detection__min_corner_fraction=0.5)
+    try:
+        assert BoardConfig.from_dict(values["board"]).squares_x == 9
+        assert DetectionConfig(**values["detection"]).min_corner_fraction == 0.5
+        assert node.describe_parameter("board.squares_x").description == board["squares_x"].text
+        fraction = node.describe_parameter("detection.min_corner_fraction").floating_point_range[0]
+        assert (fraction.from_value, fraction.to_value) == (0.0, 1.0)
+        assert node.describe_parameter("detection.min_corner_fraction").description == \
+            detection["min_corner_fraction"].text
+    finally:
+        node.destroy_node()
+
+    with pytest.raises(ParameterRangeError, match=r"parameter vlm.max_retries must be in \[0, 10\], got 11"):
+        _declared(ros_context, TaskNodeSettings(), vlm__type="openai", vlm__max_retries=11)
+    with pytest.raises(ParameterRangeError, match=r"parameter board\.squares_x must be >= 2, got 1"):
+        _declared(ros_context, CalibrationNodeSettings(), board__squares_x=1)
+
+
+def test_the_calibration_nodes_pose_generator_parameters_are_the_generators_config(ros_context):
+    """pose_count, min_distance_m, ... are declared from robopin.calibration.poses.PoseGeneratorConfig itself, so
+    the generator's defaults and ranges are the node's (they were copied into the node's settings before)."""
+    from robopin_ros.parameters import ParameterRangeError
+
+    from robopin.calibration.poses import PoseGeneratorConfig
+    from robopin.system.node_settings import settings_from
+
+    node, values = _declared(ros_context, PoseGeneratorConfig(), pose_count=6, max_roll_deg=45.0)
+    try:
+        config = settings_from(PoseGeneratorConfig, values)
+        assert (config.count, config.max_roll_deg) == (6, 45.0)
+        assert config.min_distance_m == PoseGeneratorConfig().min_distance_m
+        assert node.describe_parameter("pose_count").description == described(PoseGeneratorConfig)["count"].text
+    finally:
+        node.destroy_node()
+    with pytest.raises(ParameterRangeError, match=r"parameter max_tilt_deg must be in \[0.0, 80.0\], got 85.0"):
+        _declared(ros_context, PoseGeneratorConfig(), max_tilt_deg=85.0)
+    with pytest.raises(ValueError, match="max_roll_deg must be in"):
+        PoseGeneratorConfig(max_roll_deg=200.0)  # the same range where the core builds it (a test, a script)

@@ -253,6 +253,9 @@ def _planner_from_parameters_file(context, tmp: Path, source: str):
 
 @pytest.mark.parametrize("source", ["system_file", "planner_yaml"])
 def test_nested_settings_arrive_as_dotted_parameters_with_descriptors(ros_context, tmp_path, source):
+    from robopin.settings import described
+    from robopin.vlm.openai_backend import OpenAIBackendConfig
+
     node = _planner_from_parameters_file(ros_context, tmp_path, source)
     try:
         values = {name: node.get_parameter(name).value for name in
@@ -263,8 +266,12 @@ def test_nested_settings_arrive_as_dotted_parameters_with_descriptors(ros_contex
         assert values["reasoning.view_roles.wrist"].startswith("camera on the robot's wrist")
         assert list(values["workspace.min_xyz"]) == [0.1, -0.5, -0.02]
         assert node.get_parameter("vlm").value == ""  # nothing travels as a YAML string any more
+        # Each key is described by the chosen backend's config field (robopin.settings.key_setting).
+        openai = described(OpenAIBackendConfig)
         descriptor = node.describe_parameter("vlm.base_url")
-        assert "VLM backend" in descriptor.description and not descriptor.read_only
+        assert descriptor.description == openai["base_url"].text and not descriptor.read_only
+        assert node.describe_parameter("vlm.timeout_s").description == openai["timeout_s"].text
+        assert "VLM backend" in node.describe_parameter("vlm.type").description  # the type picks; it is no field
         assert node._config.max_steps == 8 and node._config.workspace is not None
     finally:
         node.destroy_node()

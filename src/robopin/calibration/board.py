@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from robopin.calibration.errors import BoardConfigError, Rejection
 from robopin.geometry.camera_model import CameraModel
 from robopin.geometry.transforms import make_transform
+from robopin.settings import check_ranges, setting
 
 __all__ = ["BoardConfig", "BoardDetector", "BoardView", "DetectionConfig", "board_image"]
 
@@ -39,31 +40,22 @@ def _cv2() -> Any:
 
 @dataclass(frozen=True)
 class BoardConfig:
-    """The physical board.
+    """The physical board: ``charuco``, a chessboard with markers in its white squares, or ``aruco_grid``,
+    a grid of markers."""
 
-    ``charuco``: ``squares_x`` x ``squares_y`` chessboard squares of ``square_length_m`` with markers of
-    ``marker_length_m`` in the white squares. ``aruco_grid``: ``squares_x`` x ``squares_y`` markers of
-    ``marker_length_m`` separated by ``marker_separation_m``. ``dictionary`` is an OpenCV predefined
-    dictionary name (``DICT_5X5_100``). ``legacy_pattern`` reads ChArUco boards printed by OpenCV < 4.6
-    with an even number of rows.
-    """
-
-    type: BoardType = "charuco"
-    squares_x: int = 7
-    squares_y: int = 5
-    square_length_m: float = 0.04
-    marker_length_m: float = 0.03
-    marker_separation_m: float = 0.01
-    dictionary: str = "DICT_5X5_100"
-    legacy_pattern: bool = False
+    type: BoardType = setting("charuco", "board type: charuco or aruco_grid")
+    squares_x: int = setting(7, "chessboard squares (charuco) or markers (aruco_grid) along the board's x", min=2)
+    squares_y: int = setting(5, "chessboard squares (charuco) or markers (aruco_grid) along the board's y", min=2)
+    square_length_m: float = setting(0.04, "chessboard square side (charuco), metres, in (0, 1)")
+    marker_length_m: float = setting(0.03, "marker side, metres, in (0, 1); charuco: below square_length_m")
+    marker_separation_m: float = setting(0.01, "gap between markers of an aruco_grid, metres, > 0")
+    dictionary: str = setting("DICT_5X5_100", "the markers' OpenCV predefined dictionary (DICT_5X5_100, ...)")
+    legacy_pattern: bool = setting(False, "a ChArUco board printed by OpenCV < 4.6 with an even number of rows")
 
     def __post_init__(self) -> None:
         if self.type not in ("charuco", "aruco_grid"):
             raise BoardConfigError(f"board type must be 'charuco' or 'aruco_grid', got {self.type!r}")
-        for name in ("squares_x", "squares_y"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 2:
-                raise BoardConfigError(f"{name} must be an integer >= 2, got {value!r}")
+        check_ranges(self, BoardConfigError)
         for name in ("square_length_m", "marker_length_m"):
             value = float(getattr(self, name))
             if not (math.isfinite(value) and 0.0 < value < 1.0):
@@ -167,33 +159,19 @@ def board_image(config: BoardConfig, pixels_per_metre: float = 4000.0, margin_m:
 
 @dataclass(frozen=True)
 class DetectionConfig:
-    """Thresholds that decide whether a view is good enough to calibrate with.
+    """Thresholds that decide whether a view is good enough to calibrate with."""
 
-    ``min_corner_fraction`` of the board's corners must be seen (and at least ``min_corners``);
-    ``min_sharpness`` bounds the steepest edges inside the board relative to its contrast (about
-    1 / edge width in pixels; ~0.5 sharp, ~0.22 at a 2-pixel Gaussian blur);
-    views tilted more than ``max_tilt_deg`` from facing the camera, covering less than
-    ``min_area_fraction`` of the image, or with an RMS reprojection error above
-    ``max_reprojection_px`` are refused.
-    """
-
-    min_corners: int = 6
-    min_corner_fraction: float = 0.25
-    min_sharpness: float = 0.25
-    max_tilt_deg: float = 65.0
-    min_area_fraction: float = 0.01
-    max_reprojection_px: float = 1.0
+    min_corners: int = setting(6, "fewest board corners a view must show (a pose needs 4)", min=4)
+    min_corner_fraction: float = setting(0.25, "fraction of the board's corners a view must show", min=0.0, max=1.0)
+    # Steepest edge inside the board over its contrast: about 1 / edge width in pixels (~0.5 sharp, ~0.22 at a
+    # 2-pixel Gaussian blur).
+    min_sharpness: float = setting(0.25, "least sharpness of the board's edges (about 1 / edge width, pixels)", min=0.0)
+    max_tilt_deg: float = setting(65.0, "largest tilt of the board from facing the camera, degrees", min=0.0, max=90.0)
+    min_area_fraction: float = setting(0.01, "least fraction of the image the board covers", min=0.0)
+    max_reprojection_px: float = setting(1.0, "largest RMS reprojection error of the board pose, pixels", min=0.0)
 
     def __post_init__(self) -> None:
-        if self.min_corners < 4:
-            raise BoardConfigError(f"min_corners must be >= 4 (a pose needs 4 points), got {self.min_corners}")
-        if not 0.0 <= self.min_corner_fraction <= 1.0:
-            raise BoardConfigError(f"min_corner_fraction must be in [0, 1], got {self.min_corner_fraction}")
-        if not 0.0 < self.max_tilt_deg < 90.0:
-            raise BoardConfigError(f"max_tilt_deg must be in (0, 90), got {self.max_tilt_deg}")
-        for name in ("min_sharpness", "min_area_fraction", "max_reprojection_px"):
-            if not getattr(self, name) >= 0.0:
-                raise BoardConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        check_ranges(self, BoardConfigError)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from robopin.geometry.transforms import as_transform, invert, make_transform
+from robopin.settings import check_ranges, setting
 
 __all__ = ["PoseGeneratorConfig", "eye_in_hand_poses", "eye_to_hand_poses", "look_at_rotation"]
 
@@ -26,29 +27,22 @@ _GOLDEN_ANGLE = math.pi * (3.0 - math.sqrt(5.0))
 
 @dataclass(frozen=True)
 class PoseGeneratorConfig:
-    """``count`` poses; camera-to-board distance in [``min_distance_m``, ``max_distance_m``]; viewing
-    directions up to ``max_tilt_deg`` off the board normal; roll about the view axis up to
-    ``max_roll_deg``; aim points up to ``aim_jitter_m`` from the board centre."""
+    """Where guided capture poses go: the calibration node's parameters of its pose generator."""
 
-    count: int = 20
-    min_distance_m: float = 0.35
-    max_distance_m: float = 0.55
-    max_tilt_deg: float = 35.0
-    max_roll_deg: float = 30.0
-    aim_jitter_m: float = 0.03
-    seed: int = 0
+    count: int = setting(20, "guided capture poses generated", min=1, parameter="pose_count")
+    min_distance_m: float = setting(0.35, "closest camera-to-board distance of generated poses, metres", min=0.05)
+    max_distance_m: float = setting(0.55, "farthest camera-to-board distance of generated poses, metres", min=0.05)
+    max_tilt_deg: float = setting(
+        35.0, "largest viewing angle off the board normal of generated poses, degrees", min=0.0, max=80.0)
+    max_roll_deg: float = setting(30.0, "largest roll of generated views about their axis, degrees", min=0.0,
+                                  max=180.0)
+    aim_jitter_m: float = setting(0.03, "farthest a generated view aims from the board centre, metres", min=0.0)
+    seed: int = setting(0, "random seed of the pose generator")
 
     def __post_init__(self) -> None:
-        if self.count < 1:
-            raise ValueError(f"count must be >= 1 pose, got {self.count}")
-        if not 0.05 <= self.min_distance_m <= self.max_distance_m:
-            raise ValueError(
-                f"need 0.05 <= min_distance_m <= max_distance_m, got {self.min_distance_m}, {self.max_distance_m}"
-            )
-        if not 0.0 <= self.max_tilt_deg < 80.0:
-            raise ValueError(f"max_tilt_deg must be in [0, 80), got {self.max_tilt_deg}")
-        if not 0.0 <= self.max_roll_deg <= 180.0:
-            raise ValueError(f"max_roll_deg must be in [0, 180], got {self.max_roll_deg}")
+        check_ranges(self, ValueError)
+        if self.min_distance_m > self.max_distance_m:
+            raise ValueError(f"need min_distance_m <= max_distance_m, got {self.min_distance_m}, {self.max_distance_m}")
 
 
 def look_at_rotation(forward: NDArray[np.float64], up_hint: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import math
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -39,6 +38,7 @@ from robopin.cameras.images import (
 from robopin.cameras.topics import CAMERA_ROOT, prefix_topics
 from robopin.geometry.camera_model import CameraModel
 from robopin.messages import seconds_to_nanoseconds, stamp_to_seconds, time_msg_ns
+from robopin.settings import check_ranges, setting
 
 __all__ = ["BagCamera", "BagCameraConfig", "write_camera_bag"]
 
@@ -59,38 +59,25 @@ def _import_rosbags() -> Any:
 
 @dataclasses.dataclass
 class BagCameraConfig(CameraConfig):
-    """A view recorded in a rosbag2 bag.
-
-    Attributes:
-        bag_path: the bag directory (with metadata.yaml) or a single ``.mcap``/``.db3`` file.
-        topic_prefix: where the view's topics are; empty means ``/cameras/<name>``.
-        realtime: deliver frames at the recorded pace (True) or as fast as they are read.
-        loop: start again at the end of the bag instead of reporting the end as an error.
-        enable_depth: pair color with aligned depth (False plays color only).
-        max_depth_offset_s: the largest color/depth header-stamp difference accepted as one frame.
-        serial: reported as the frame's serial; empty uses the bag's name.
-        restamp: stamp frames with the host clock at the time they are due (default, so a replayed view
-            looks live) or keep the recorded header stamps (False).
-    """
+    """A view recorded in a rosbag2 bag."""
 
     type: ClassVar[str] = "bag"
 
-    bag_path: str = ""
-    topic_prefix: str = ""
-    realtime: bool = True
-    loop: bool = False
-    enable_depth: bool = True
-    max_depth_offset_s: float = 0.02
-    serial: str = ""
-    restamp: bool = True
+    bag_path: str = setting("", "the bag directory (with metadata.yaml) or a single .mcap/.db3 file")
+    topic_prefix: str = setting("", "where the view's topics are in the bag (empty: /cameras/<name>)")
+    realtime: bool = setting(True, "deliver frames at the recorded pace (false: as fast as they are read)")
+    loop: bool = setting(False, "start again at the end of the bag instead of reporting the end as an error")
+    enable_depth: bool = setting(True, "pair color with aligned depth (false: color only)")
+    max_depth_offset_s: float = setting(0.02, "largest color/depth stamp difference of one frame, seconds", min=0.0)
+    serial: str = setting("", "the frames' serial (empty: the bag's name)")
+    # Host-clock stamps make a replayed view look live to the nodes that judge frame ages.
+    restamp: bool = setting(True, "stamp frames with the host clock when due (false: keep the recorded stamps)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.bag_path:
             raise ValueError(f"camera {self.name!r}: bag_path is required for a bag camera")
-        if not (math.isfinite(self.max_depth_offset_s) and self.max_depth_offset_s >= 0):
-            raise ValueError(f"camera {self.name!r}: max_depth_offset_s must be >= 0 s, "
-                             f"got {self.max_depth_offset_s!r}")
+        check_ranges(self, ValueError)
 
     @property
     def topics(self) -> dict[str, str]:

@@ -45,6 +45,7 @@ from robopin.cameras.base import (
     StreamProfile,
 )
 from robopin.geometry.camera_model import CameraModel
+from robopin.settings import check_ranges, setting
 
 __all__ = [
     "REALSENSE_FILTERS",
@@ -77,68 +78,46 @@ def import_pyrealsense2() -> Any:
 class RealSenseCameraConfig(CameraConfig):
     """A RealSense device by serial number, or a recording played back as if it were one.
 
-    Attributes:
-        serial: device serial number; empty selects the only connected device (an error if several).
-        playback_file: a ``.db3`` (or legacy ``.bag``) recording to play instead of a device.
-        playback_realtime: play at the recorded rate (True) or deliver each frame as fast as it is read.
-        repeat_playback: start the recording again at its end instead of reporting the end as an error.
-        enable_depth: stream depth; False gives color-only frames.
-        align_depth: register depth to color with ``rs.align`` in every frame (True, the default), or
-            leave it in the depth imager's frame with its own intrinsics and the depth → color extrinsics
-            (``Frame.depth_intrinsics`` / ``Frame.T_color_depth``), like realsense-ros without
-            ``align_depth.enable``: a D435 frame then costs the camera process ~4 ms less, and the one
-            consumer that needs registered depth aligns only the frame it uses.
-        depth_width, depth_height: depth stream mode; 0 means the same as the color mode.
-        filters: SDK post-processing filters from ``REALSENSE_FILTERS``, applied in that order.
-        hole_filling_mode: 0 fill from left, 1 farthest from around, 2 nearest from around.
-        min_depth_m, max_depth_m: depth outside this range becomes NaN.
-        stall_restart_s: a live pipeline with no frame for this long is stopped and started again
-            (0: never); reads meanwhile raise CameraTimeoutError, which the reader thread rides out.
-        hardware_reset_after: restarts in a row that bring no frame before the device is hardware-reset
-            (0: never).
-        reconnect_timeout_s: how long to wait for the device to re-enumerate after a hardware reset
-            (realsense-ros's ``reconnect_timeout`` default: 6 s).
-        restamp: stamp frames with the host clock (True) or with the device's global/system time
-            (False). None (default) restamps playback, so a recording behaves like a live camera, and
-            keeps device time for live cameras. Hardware-clock stamps, not comparable across devices,
-            are always replaced by the arrival time. Real-time playback is stamped with the host time at
-            which librealsense played the frame (recorded stamp + playback offset), not the time this
-            process picked it up, so a frame that waited in the queue shows its wait as latency.
+    ``align_depth`` false leaves depth in the depth imager's frame with its own intrinsics and the depth → color
+    extrinsics (``Frame.depth_intrinsics`` / ``Frame.T_color_depth``), like realsense-ros without
+    ``align_depth.enable``: a D435 frame then costs the camera process ~4 ms less, and the one consumer that
+    needs registered depth aligns only the frame it uses. ``restamp`` None restamps playback, so a recording
+    behaves like a live camera, and keeps device time for live cameras; hardware-clock stamps, not comparable
+    across devices, are always replaced by the arrival time. Real-time playback is stamped with the host time
+    at which librealsense played the frame (recorded stamp + playback offset), so a frame that waited in the
+    queue shows its wait as latency.
     """
 
     type: ClassVar[str] = "realsense"
 
-    serial: str = ""
-    playback_file: str = ""
-    playback_realtime: bool = True
-    repeat_playback: bool = False
-    enable_depth: bool = True
-    align_depth: bool = True
-    depth_width: int = 0
-    depth_height: int = 0
-    filters: tuple[str, ...] = ()
-    hole_filling_mode: int = 1
-    min_depth_m: float = 0.0
-    max_depth_m: float = 10.0
-    restamp: bool | None = None
-    stall_restart_s: float = 2.0
-    hardware_reset_after: int = 2
-    reconnect_timeout_s: float = 6.0
+    serial: str = setting("", "device serial number (empty: the only connected device, an error if several)")
+    playback_file: str = setting("", "a .db3 (or legacy .bag) recording played instead of a device")
+    playback_realtime: bool = setting(True, "play at the recorded rate (false: each frame as fast as it is read)")
+    repeat_playback: bool = setting(False, "start the recording again at its end instead of reporting the end")
+    enable_depth: bool = setting(True, "stream depth (false: color-only frames)")
+    align_depth: bool = setting(True, "register depth to color in every frame (rs.align)")
+    depth_width: int = setting(0, "depth stream width, pixels (0: the color mode's)", min=0)
+    depth_height: int = setting(0, "depth stream height, pixels (0: the color mode's)", min=0)
+    filters: tuple[str, ...] = ()  # SDK post-processing filters from REALSENSE_FILTERS, applied in that order
+    hole_filling_mode: int = setting(1, "0 fill from left, 1 farthest from around, 2 nearest from around", min=0,
+                                     max=2)
+    min_depth_m: float = setting(0.0, "nearer depth becomes NaN, metres")
+    max_depth_m: float = setting(10.0, "farther depth becomes NaN, metres")
+    restamp: bool | None = None  # host clock (True), device time (False), None: by source (above)
+    stall_restart_s: float = setting(2.0, "seconds without a frame before a live pipeline is restarted (0: never)",
+                                     min=0.0)
+    hardware_reset_after: int = setting(2, "restarts in a row without a frame before a hardware reset (0: never)",
+                                        min=0)
+    # realsense-ros's reconnect_timeout default: 6 s.
+    reconnect_timeout_s: float = setting(6.0, "seconds to wait for the device to re-enumerate after a reset", min=0.0)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.serial = str(self.serial)
-        for field in ("stall_restart_s", "reconnect_timeout_s"):
-            value = getattr(self, field)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"camera {self.name!r}: {field} must be a number of seconds >= 0, got {value!r}")
+        check_ranges(self, ValueError, prefix=f"camera {self.name!r}: ")
         if 0 < self.stall_restart_s < self.read_timeout_s:
             raise ValueError(f"camera {self.name!r}: stall_restart_s ({self.stall_restart_s}) must be 0 or at least "
                              f"read_timeout_s ({self.read_timeout_s})")
-        if isinstance(self.hardware_reset_after, bool) or not isinstance(self.hardware_reset_after, int) \
-                or self.hardware_reset_after < 0:
-            raise ValueError(f"camera {self.name!r}: hardware_reset_after must be an integer >= 0, "
-                             f"got {self.hardware_reset_after!r}")
         self.filters = tuple(self.filters)
         unknown = [f for f in self.filters if f not in REALSENSE_FILTERS]
         if unknown:
@@ -146,14 +125,6 @@ class RealSenseCameraConfig(CameraConfig):
                              f"expected some of {list(REALSENSE_FILTERS)}")
         if len(set(self.filters)) != len(self.filters):
             raise ValueError(f"camera {self.name!r}: filters repeat a name: {list(self.filters)}")
-        if self.hole_filling_mode not in (0, 1, 2):
-            raise ValueError(f"camera {self.name!r}: hole_filling_mode must be 0, 1 or 2, "
-                             f"got {self.hole_filling_mode!r}")
-        for field in ("depth_width", "depth_height"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"camera {self.name!r}: {field} must be 0 (same as color) or a positive "
-                                 f"integer, got {value!r}")
         if not (0.0 <= self.min_depth_m < self.max_depth_m) or math.isnan(self.max_depth_m):
             raise ValueError(f"camera {self.name!r}: need 0 <= min_depth_m < max_depth_m, got "
                              f"{self.min_depth_m!r}, {self.max_depth_m!r}")

@@ -69,7 +69,8 @@ class ArmDriverSettings:
     """arm_driver_node: one arm backend served as FollowJointTrajectory, GripperCommand and robopin's services."""
 
     backend: str = setting("sim", "arm backend: sim, xarm or franka")
-    options: dict = setting({}, "the backend's arm config (robot, ip, gripper, dry_run, ...)")
+    options: dict = setting({}, "the backend's arm config (robot, ip, gripper, dry_run, ...)",
+                            schema="robopin.robots.base:ARMS", type_from="backend")
     prefix: str = setting(ARM.prefix, "name prefix of the driver's actions, services and ee_pose topic")
     base_frame: str = setting("base", "frame_id of the published end-effector pose")
     enable_on_connect: bool = setting(True, "enable the arm (servo on) after each connect")
@@ -193,7 +194,8 @@ class TaskNodeSettings:
     sim_clock_topic: str = setting("", "topic of a simulated arm's clock samples (sensor_msgs/TimeReference); when "
                                        "set, frames age by the simulator's time ('': wall time)")
     # Applied at run time: the node rebuilds its backend and config while no task runs.
-    vlm: dict = setting({"type": "openai"}, "VLM backend config, with its type (openai, oracle, ...)", dynamic=True)
+    vlm: dict = setting({"type": "openai"}, "VLM backend config, with its type (openai, oracle, ...)", dynamic=True,
+                        schema="robopin.vlm.base:VLM_BACKENDS")
     reasoning: dict = setting({}, "reasoning config (mode, max_steps, reasoner, ...)", dynamic=True)
     workspace: dict = setting({}, "workspace box {min_xyz, max_xyz} in target_frame, metres (none: no box)",
                               dynamic=True)
@@ -251,7 +253,8 @@ class CameraNodeSettings:
                                      "(empty: a live device)")
     bag_path: str = setting("", "bag backend: the bag directory or .mcap/.db3 file frames are read from")
     topic_prefix: str = setting("", "bag backend: topic prefix of the view in the bag (empty: /cameras/<name>)")
-    options: dict = setting({}, "any other option of the camera backend")
+    options: dict = setting({}, "any other option of the camera backend", schema="robopin.cameras.base:CAMERAS",
+                            type_from="backend")
     # realsense-ros's align_depth.enable: false publishes depth/image_rect_raw + depth/camera_info in the depth
     # imager's frame instead of registering every frame to color (RealSense backend only).
     align_depth: bool = setting(
@@ -272,8 +275,9 @@ class CalibrationNodeSettings:
     camera_topic_prefix: str = setting(
         "", "topic prefix of the camera's color image and info (empty: cameras.<name>.prefix, else the driver's: "
         "cameras/<name>)")
-    board: dict = setting({}, "the calibration board (type, squares_x, square_length_m, ...)")
-    detection: dict = setting({}, "the board detection settings")
+    board: dict = setting({}, "the calibration board (type, squares_x, square_length_m, ...)",
+                          schema="robopin.calibration.board:BoardConfig")
+    detection: dict = setting({}, "the board detection settings", schema="robopin.calibration.board:DetectionConfig")
     method: str = setting("auto", "hand-eye method: auto or tsai, park, horaud, andreff, daniilidis, shah, li")
     output_dir: str = setting("calibration", "folder the solved <name>.yaml calibration is written to")
     child_frame: str = setting("", "child frame of the stored mount (empty: <name>_optical)")
@@ -283,12 +287,6 @@ class CalibrationNodeSettings:
     velocity_scale: float = setting(
         0.2, "guided capture velocity as a fraction of the planner's maximum, 0..1", min=0.0, max=1.0)
     verify_pose_count: int = setting(3, "guided poses re-measured by verify", min=1)
-    pose_count: int = setting(20, "guided capture poses generated", min=1)
-    min_distance_m: float = setting(0.35, "closest camera-to-board distance of generated poses, metres", min=0.0)
-    max_distance_m: float = setting(0.55, "farthest camera-to-board distance of generated poses, metres", min=0.0)
-    max_tilt_deg: float = setting(
-        35.0, "largest viewing angle off the board normal of generated poses, degrees", min=0.0, max=80.0)
-    seed: int = setting(0, "random seed of the pose generator")
     min_center_height_m: float = setting(
         0.2, "eye_to_hand: generated board centres lower than this base z are drawn again, metres")
     board_pose: dict = setting({}, "guided capture: board pose {translation, rpy}, T_base_board (eye_in_hand) or "
@@ -313,7 +311,8 @@ class CalibrationNodeSettings:
 
 NODE_SETTINGS: dict[str, tuple[str, ...]] = {
     "arm_driver_node": ("robopin.system.node_settings:ArmDriverSettings",),
-    "calibration_node": ("robopin.system.node_settings:CalibrationNodeSettings",),
+    "calibration_node": ("robopin.system.node_settings:CalibrationNodeSettings",
+                         "robopin.calibration.poses:PoseGeneratorConfig"),
     "camera_node": ("robopin.system.node_settings:CameraNodeSettings", "robopin.cameras.base:CameraConfig"),
     "motion_planner_node": ("robopin.system.node_settings:MotionPlannerNodeSettings",
                             "robopin.motion.scene:SceneConfig", "robopin.motion.grasps:GraspConfig",

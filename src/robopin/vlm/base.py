@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from robopin.registry import RegisteredBackend, RegisteredConfig, Registry
+from robopin.settings import setting
 from robopin.vlm.errors import (
     BackendUnavailableError,
     UnknownBackendError,
@@ -341,11 +342,11 @@ class VLMConfig(RegisteredConfig, registry=VLM_BACKENDS):
 
     type: ClassVar[str] = ""
 
-    model: str = "vlm"
-    point_convention: str = "norm1000"
-    resize_factor: int = QWEN25_RESIZE_FACTOR
-    min_pixels: int = QWEN25_MIN_PIXELS
-    max_pixels: int = QWEN25_MAX_PIXELS
+    model: str = setting("vlm", "model name (the served name for a server: vLLM's --served-model-name)")
+    point_convention: str = setting("norm1000", f"how the model writes points: {', '.join(POINT_CONVENTIONS)}")
+    resize_factor: int = setting(QWEN25_RESIZE_FACTOR, "pixels_resized: the processor's resize factor (patch size)")
+    min_pixels: int = setting(QWEN25_MIN_PIXELS, "pixels_resized: the processor's min_pixels")
+    max_pixels: int = setting(QWEN25_MAX_PIXELS, "pixels_resized: the processor's max_pixels")
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from robopin.settings import check_ranges, setting
 from robopin.vlm.base import (
     ChatMessage,
     GenerationResult,
@@ -60,40 +61,36 @@ _POLL_S = 0.05
 
 @dataclass(kw_only=True)
 class OpenAIBackendConfig(VLMConfig):
-    """Settings of the OpenAI-compatible HTTP backend.
+    """Settings of the OpenAI-compatible HTTP backend (vLLM, SGLang, a hosted API).
 
-    ``model`` is the served model name (vLLM's ``--served-model-name``). The API key is read from
-    ``api_key`` or else from the environment variable named by ``api_key_env`` (never logged).
-    ``yes_token_ids`` / ``no_token_ids`` turn on vLLM's exact ``logprob_token_ids`` scoring in
-    :meth:`OpenAIBackend.score_yes_no`; without them the top-20 alternatives are searched by text.
-
-    ``timeout_s`` bounds one whole call (generate, score_yes_no, list_models): every attempt, retry
-    and back-off together; a call that runs past it raises VLMTimeoutError. ``max_retries`` counts
-    only retries of requests that never reached the server (connection refused or not made within
-    ``connect_timeout_s``); a read timeout or an HTTP error is not retried, since the server may still
-    be generating. ``yes_no_answer_prefix`` is prefilled as the assistant's turn of a yes/no question
-    (vLLM ``continue_final_message``) so that a thinking model (RoboPIN-4B opens with ``<think>``)
-    answers at once; empty for a model that answers directly.
+    ``timeout_s`` bounds one whole call (generate, score_yes_no, list_models): every attempt, retry and back-off
+    together; a call past it raises VLMTimeoutError. Only requests that never reached the server are retried
+    (connection refused or not made within ``connect_timeout_s``): after a read timeout or an HTTP error the
+    server may still be generating. ``yes_token_ids`` / ``no_token_ids`` turn on vLLM's exact
+    ``logprob_token_ids`` scoring in :meth:`OpenAIBackend.score_yes_no`; without them the top-20 alternatives
+    are searched by text. ``yes_no_answer_prefix`` is prefilled as the assistant's turn of a yes/no question
+    (vLLM ``continue_final_message``) so that a thinking model (RoboPIN-4B opens with ``<think>``) answers at
+    once; empty for a model that answers directly.
     """
 
     type: ClassVar[str] = "openai"
 
-    base_url: str = "http://127.0.0.1:8000/v1"
-    api_key: str = ""
-    api_key_env: str = "ROBOPIN_VLM_API_KEY"
-    timeout_s: float = 60.0
-    connect_timeout_s: float = 5.0
-    max_retries: int = 2
-    retry_backoff_s: float = 0.5
-    max_connections: int = 8
-    image_format: str = "jpeg"
-    jpeg_quality: int = 90
-    jpeg_chroma_subsampling: str = "4:2:0"
+    base_url: str = setting("http://127.0.0.1:8000/v1", "the server's API root, http:// or https://")
+    api_key: str = setting("", "API key, never logged (empty: read from the variable api_key_env names)")
+    api_key_env: str = setting("ROBOPIN_VLM_API_KEY", "environment variable holding the key when api_key is empty")
+    timeout_s: float = setting(60.0, "bound on one whole call, retries and back-off included, seconds (> 0)")
+    connect_timeout_s: float = setting(5.0, "seconds to connect before a request counts as never made (> 0)")
+    max_retries: int = setting(2, "retries of a request that never reached the server", min=0, max=10)
+    retry_backoff_s: float = setting(0.5, "first wait before a retry, doubled each time, seconds", min=0.0)
+    max_connections: int = setting(8, "HTTP connections kept open to the server", min=1)
+    image_format: str = setting("jpeg", "how images travel: jpeg or png")
+    jpeg_quality: int = setting(90, "JPEG quality of the images sent, 1..100")
+    jpeg_chroma_subsampling: str = setting("4:2:0", "JPEG chroma subsampling: 4:4:4, 4:2:2 or 4:2:0")
     structured_output: dict[str, Any] | None = None
     yes_token_ids: tuple[int, ...] = ()
     no_token_ids: tuple[int, ...] = ()
-    yes_no_top_logprobs: int = 20
-    yes_no_answer_prefix: str = EMPTY_THINKING
+    yes_no_top_logprobs: int = setting(20, "alternatives asked for per token of a yes/no answer", min=1, max=20)
+    yes_no_answer_prefix: str = setting(EMPTY_THINKING, "prefilled as the assistant's turn of a yes/no question")
     chat_template_kwargs: dict[str, Any] | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
 
@@ -105,12 +102,7 @@ class OpenAIBackendConfig(VLMConfig):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and value > 0 and math.isfinite(value)):
                 raise VLMConfigError(f"{name} must be a positive number of seconds, got {value!r}")
-        if not isinstance(self.max_retries, int) or not 0 <= self.max_retries <= 10:
-            raise VLMConfigError(f"max_retries must be an integer in 0..10, got {self.max_retries!r}")
-        if not self.retry_backoff_s >= 0:
-            raise VLMConfigError(f"retry_backoff_s must be >= 0, got {self.retry_backoff_s!r}")
-        if not isinstance(self.max_connections, int) or self.max_connections < 1:
-            raise VLMConfigError(f"max_connections must be an integer >= 1, got {self.max_connections!r}")
+        check_ranges(self, VLMConfigError)
         try:
             check_image_format(self.image_format, self.jpeg_quality, self.jpeg_chroma_subsampling)
         except ValueError as error:
@@ -129,8 +121,6 @@ class OpenAIBackendConfig(VLMConfig):
             )
         if set(self.yes_token_ids) & set(self.no_token_ids):
             raise VLMConfigError(f"a token id cannot mean both yes and no: {self.yes_token_ids!r}")
-        if not 1 <= self.yes_no_top_logprobs <= 20:
-            raise VLMConfigError(f"yes_no_top_logprobs must be in 1..20, got {self.yes_no_top_logprobs!r}")
         needed = 1 + len(self.yes_token_ids) + len(self.no_token_ids)
         if self.yes_token_ids and self.yes_no_top_logprobs < needed:
             # vLLM builds the answer's top_logprobs list (sampled token first) cut at top_logprobs, also

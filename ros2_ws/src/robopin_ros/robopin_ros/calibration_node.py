@@ -121,9 +121,7 @@ class CalibrationNode(LoggedNode):
         self.serial = own.camera_serial
         self.frame_timeout_s, self.settle_s, self.velocity_scale = own.frame_timeout_s, own.settle_s, own.velocity_scale
         self.verify_pose_count = own.verify_pose_count
-        self.pose_config = PoseGeneratorConfig(count=own.pose_count, min_distance_m=own.min_distance_m,
-                                               max_distance_m=own.max_distance_m, max_tilt_deg=own.max_tilt_deg,
-                                               seed=own.seed)
+        self.pose_config = settings_from(PoseGeneratorConfig, declare_settings(self, PoseGeneratorConfig()))
         self.min_center_height_m = own.min_center_height_m
         board_pose, nominal = own.board_pose, own.nominal_mount
         self.T_board = mount_from_dict(board_pose, source="board_pose").T_parent_cam if board_pose else None

@@ -20,8 +20,8 @@ from rclpy.exceptions import InvalidParameterValueException
 from rclpy.node import Node
 
 from robopin.errors import did_you_mean
-from robopin.settings import described
-from robopin.system.nested import flatten_setting, setting_from_parameters
+from robopin.settings import bound_text, described, key_setting
+from robopin.system.nested import flatten_setting, nest_setting, setting_from_parameters
 from robopin.system.node_parameters import VIEW_TOPIC_PREFIX
 from robopin.system.schema import SystemFileError
 
@@ -62,9 +62,7 @@ def declare(node: Node, name: str, default: Any, description: str, *, read_only:
         # read back by declaring the parameter without its range (the node does not start either way).
         plain = ParameterDescriptor(description=description, read_only=read_only, dynamic_typing=dynamic_typing)
         value = node.declare_parameter(name, default, plain).value
-        bound = f"in [{min}, {max}]" if min is not None and max is not None else (
-            f">= {min}" if min is not None else f"<= {max}")
-        raise ParameterRangeError(f"parameter {name} must be {bound}, got {value!r}") from None
+        raise ParameterRangeError(f"parameter {name} must be {bound_text(min, max)}, got {value!r}") from None
 
 
 def declare_settings(node: Node, defaults: Any) -> dict[str, Any]:
@@ -77,7 +75,8 @@ def declare_settings(node: Node, defaults: Any) -> dict[str, Any]:
         default = getattr(defaults, name)
         if isinstance(default, Mapping):
             values[name] = declare_nested(node, about.parameter or name, default, about.text,
-                                          read_only=not about.dynamic)
+                                          read_only=not about.dynamic, schema=about.schema,
+                                          type_name=values.get(about.type_from))
         else:
             values[name] = declare(node, about.parameter or name, default, about.text, min=about.min, max=about.max,
                                    read_only=not about.dynamic, dynamic_typing=about.any_type)
@@ -85,13 +84,15 @@ def declare_settings(node: Node, defaults: Any) -> dict[str, Any]:
 
 
 def declare_nested(node: Node, name: str, default: Mapping[str, Any], description: str, *,
-                   read_only: bool = True) -> dict[str, Any]:
+                   read_only: bool = True, schema: Any = None, type_name: str | None = None) -> dict[str, Any]:
     """Declare the nested setting ``name`` as dotted parameters (``name.key``) and return it as a mapping.
 
     Every leaf of ``default`` and every ``name.*`` override given at start (a parameters file nests
     them, rcl flattens them) becomes a parameter of its own, typed by the backend config that reads
-    it (dynamic typing: the core validates). ``name`` itself stays declared as one YAML string, the
-    older form, empty by default (see :func:`nested_value`). Use :func:`nested_value` to read it again.
+    it (dynamic typing: the core validates), with the description and range of the ``schema`` field it is
+    (:func:`robopin.settings.key_setting`; ``type_name``: the registry type a sibling parameter picks).
+    ``name`` itself stays declared as one YAML string, the older form, empty by default. Use
+    :func:`nested_value` to read it again.
     """
     declare(node, name, "", f"{description}, as one YAML mapping (older form; when not empty it is the whole "
                             f"setting and the {name}.<key> parameters are unused)", read_only=read_only)
@@ -101,11 +102,25 @@ def declare_nested(node: Node, name: str, default: Mapping[str, Any], descriptio
     # only known from what the user gave.
     given = {key: parameter.value for key, parameter in node._parameter_overrides.items()
              if key.startswith(f"{name}.")}
+    mapping = {**nest_setting(name, {**flat_default, **given}), **({"type": type_name} if type_name else {})}
     for dotted in sorted(set(flat_default) | set(given)):
         leaf_default = flat_default.get(dotted, given.get(dotted))
-        declare(node, dotted, leaf_default, f"{description}: {dotted[len(name) + 1:]}", read_only=read_only,
-                dynamic_typing=True)
+        keys = dotted[len(name) + 1:].split(".")
+        about = key_setting(schema, mapping, keys) if schema is not None else None
+        text = about.text if about is not None else f"{description}: {'.'.join(keys)}"
+        low, high = _leaf_range(about, leaf_default)
+        declare(node, dotted, leaf_default, text, read_only=read_only, min=low, max=high, dynamic_typing=True)
     return nested_value(node, name)
+
+
+def _leaf_range(about: Any, default: Any) -> tuple[float | None, float | None]:
+    """The range a leaf declares: only where its default is the field's kind of number (else the core checks it)."""
+    if about is None or isinstance(default, bool) or not isinstance(default, (int, float)):
+        return None, None
+    bounds = (about.min, about.max)
+    if isinstance(default, int) and any(b is not None and b != int(b) for b in bounds):
+        return None, None
+    return bounds
 
 
 def nested_value(node: Node, name: str, changed: Mapping[str, Any] | None = None) -> dict[str, Any]:
