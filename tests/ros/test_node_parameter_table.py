@@ -150,17 +150,20 @@ def _declared(ros_context, settings, **given):
 
 
 def test_a_nested_settings_keys_carry_their_configs_descriptions_and_ranges(ros_context):
-    """vlm.* of the task node are the chosen backend's config fields (openai here, as the real systems give it);
-    board.* and detection.* of the calibration node the board's and detection's: each dotted parameter's
+    """vlm.* of the task node are the chosen backend's config fields (openai here, as the real systems give it),
+    options.* of the camera node its backend's; board.* and detection.* of the calibration node the board's and
+    detection's: each dotted parameter's
     description and range are that field's, and a value outside the range stops the node, named."""
     from rcl_interfaces.msg import ParameterType
     from robopin_ros.parameters import ParameterRangeError
 
     from robopin.calibration.board import BoardConfig, DetectionConfig
-    from robopin.system.node_settings import CalibrationNodeSettings, TaskNodeSettings
+    from robopin.cameras.realsense import RealSenseCameraConfig
+    from robopin.system.node_settings import CalibrationNodeSettings, CameraNodeSettings, TaskNodeSettings
     from robopin.vlm.openai_backend import OpenAIBackendConfig
 
     openai, board, detection = described(OpenAIBackendConfig), described(BoardConfig), described(DetectionConfig)
+    realsense = described(RealSenseCameraConfig)
     node, values = _declared(ros_context, TaskNodeSettings(), vlm__type="openai", vlm__base_url="http://127.0.0.1:9/v1",
                              vlm__max_retries=3, vlm__timeout_s=30.0, vlm__model="robopin-4b")
     try:
@@ -185,6 +188,18 @@ def test_a_nested_settings_keys_carry_their_configs_descriptions_and_ranges(ros_
         assert (fraction.from_value, fraction.to_value) == (0.0, 1.0)
         assert node.describe_parameter("detection.min_corner_fraction").description == \
             detection["min_corner_fraction"].text
+    finally:
+        node.destroy_node()
+
+    # The camera node's options: the backend parameter picks the config (realsense-ros's reconnect_timeout: 6 s).
+    node, values = _declared(ros_context, CameraNodeSettings(), backend="realsense", options__reconnect_timeout_s=6.0,
+                             options__hole_filling_mode=2)
+    try:
+        assert values["options"] == {"reconnect_timeout_s": 6.0, "hole_filling_mode": 2}
+        assert node.describe_parameter("options.reconnect_timeout_s").description == \
+            realsense["reconnect_timeout_s"].text
+        mode = node.describe_parameter("options.hole_filling_mode").integer_range[0]
+        assert (mode.from_value, mode.to_value) == (0, 2)
     finally:
         node.destroy_node()
 
