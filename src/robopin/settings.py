@@ -4,23 +4,21 @@ A node's ROS parameters are generated from the fields of the core config datacla
 default, type, description, range), so the core's default is the node's default and a field documents itself
 once, in the dataclass (``robopin_ros.parameters.declare_settings`` declares them). A field made with
 :func:`setting` is a parameter of every node that reads that dataclass; a field without it is not.
-A nested setting (a mapping: ``board``, ``vlm``) names the config its keys are fields of (``schema``), so its
-dotted parameters (``board.squares_x``) carry that field's description and range too (:func:`key_setting`),
-and the config checks the same ranges when built (:func:`check_ranges`). No rclpy here.
+The keys of a nested setting (``board.squares_x``, ``vlm.timeout_s``) are described the same way by the fields of
+the config they are read into, and a config checks its described ranges however it is built
+(:func:`check_ranges`). No rclpy here.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
 import math
 import numbers
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["Setting", "bound_text", "check_fields", "check_ranges", "described", "fraction", "key_setting", "positive",
-           "setting"]
+__all__ = ["Setting", "bound_text", "check_fields", "check_ranges", "described", "fraction", "positive", "setting"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,20 +31,15 @@ class Setting:
     parameter: str = ""
     dynamic: bool = False  # the node applies a change at run time (a writable parameter); else read-only
     any_type: bool = False  # the parameter takes a value of any type (a serial given as digits arrives as an int)
-    # A nested setting's keys: a config dataclass, or a robopin.registry.Registry whose `type` key picks one; or
-    # its "module:name", imported when asked for (a higher layer's config).
-    schema: Any = None
-    type_from: str = ""  # the sibling setting whose value is the registry's type (a node's `backend`)
 
 
 def setting(default: Any, text: str, *, min: float | None = None, max: float | None = None,
-            parameter: str = "", dynamic: bool = False, any_type: bool = False, schema: Any = None,
-            type_from: str = "") -> Any:
+            parameter: str = "", dynamic: bool = False, any_type: bool = False) -> Any:
     """A dataclass field with ``default``, described by ``text`` (and its range: ``min``/``max``, inclusive).
 
     A list or mapping default is copied for each instance (a nested setting: a mapping, declared as dotted
-    parameters by the node; ``schema`` is the config whose fields its keys are)."""
-    metadata = {"setting": Setting(text, min, max, parameter, dynamic, any_type, schema, type_from)}
+    parameters by the node)."""
+    metadata = {"setting": Setting(text, min, max, parameter, dynamic, any_type)}
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -78,27 +71,6 @@ def check_ranges(config: Any, error: type[Exception], *, prefix: str = "") -> No
         if not number or (about.min is not None and value < about.min) or (about.max is not None and value > about.max):
             whole = "an integer " if kind is numbers.Integral else ""
             raise error(f"{prefix}{name} must be {whole}{bound_text(about.min, about.max)}, got {value!r}")
-
-
-def key_setting(schema: Any, mapping: Mapping[str, Any], keys: Sequence[str]) -> Setting | None:
-    """The described field that the dotted key ``keys`` (``["reasoner", "seed"]``) of a nested setting is, given
-    its ``schema`` and value ``mapping``; None where none answers (an unknown key or type, an undescribed field)."""
-    config = schema
-    if isinstance(schema, str):
-        module, _, name = schema.partition(":")
-        config = getattr(importlib.import_module(module), name)
-    if hasattr(config, "config_class"):  # a registry: the mapping's type picks the config
-        try:
-            config = config.config_class(mapping.get("type"))
-        except Exception:  # an unknown or unavailable type: the node's own check of the config names it
-            return None
-    if not dataclasses.is_dataclass(config):
-        return None
-    about = described(config).get(keys[0])
-    if about is None or len(keys) == 1:
-        return about
-    inner = mapping.get(keys[0])
-    return key_setting(about.schema, inner if isinstance(inner, Mapping) else {}, keys[1:])
 
 
 def positive(value: Any) -> bool:

@@ -26,7 +26,7 @@ from robopin.system.node_settings import NODE_SETTINGS, node_settings, settings_
 from robopin.system.schema import NodeSpec, SystemFile, SystemFileError
 
 __all__ = ["NESTED_SETTINGS", "NODE_PARAMETERS", "ROS_OWN_PARAMETERS", "VIEW_TOPIC_PREFIX", "ParameterProblem",
-           "UnknownParameterError", "check_parameter_names", "parameter_problems"]
+           "UnknownParameterError", "check_parameter_names", "nested_config", "parameter_problems"]
 
 class _ParameterTable(Mapping[str, frozenset[str]]):
     """Executable -> its parameter names, read from the fields of its settings dataclasses (:data:`NODE_SETTINGS`),
@@ -206,6 +206,20 @@ _SCHEMAS: dict[tuple[str, str], _Schema] = {
 }
 """Nested settings whose keys are checked, and the config class each is read into. The others (camera
 mounts by view name, ground_truth's factory settings) are checked where the node reads them."""
+
+
+def nested_config(settings: type, setting: str, value: Mapping[str, Any], parameters: Mapping[str, Any]
+                  ) -> type | None:
+    """The config dataclass that the nested setting ``setting`` of the node reading ``settings`` (its settings
+    dataclass) is read into, given its ``value`` and the node's other ``parameters`` (a ``backend`` parameter picks
+    a camera's or an arm's); None where its keys are free-form or the config cannot be known here. A node declares
+    its keys with that config's descriptions and ranges (``robopin_ros.parameters.declare_nested``)."""
+    path = f"{settings.__module__}:{settings.__qualname__}"
+    for executable, paths in NODE_SETTINGS.items():
+        schema = _SCHEMAS.get((executable, setting))
+        if path in paths and schema is not None:
+            return schema.config(value, parameters)[0]
+    return None
 
 
 def _nested_problems(node: NodeSpec, setting: str) -> list[ParameterProblem]:

@@ -69,8 +69,7 @@ class ArmDriverSettings:
     """arm_driver_node: one arm backend served as FollowJointTrajectory, GripperCommand and robopin's services."""
 
     backend: str = setting("sim", "arm backend: sim, xarm or franka")
-    options: dict = setting({}, "the backend's arm config (robot, ip, gripper, dry_run, ...)",
-                            schema="robopin.robots.base:ARMS", type_from="backend")
+    options: dict = setting({}, "the backend's arm config (robot, ip, gripper, dry_run, ...)")
     prefix: str = setting(ARM.prefix, "name prefix of the driver's actions, services and ee_pose topic")
     base_frame: str = setting("base", "frame_id of the published end-effector pose")
     enable_on_connect: bool = setting(True, "enable the arm (servo on) after each connect")
@@ -194,8 +193,7 @@ class TaskNodeSettings:
     sim_clock_topic: str = setting("", "topic of a simulated arm's clock samples (sensor_msgs/TimeReference); when "
                                        "set, frames age by the simulator's time ('': wall time)")
     # Applied at run time: the node rebuilds its backend and config while no task runs.
-    vlm: dict = setting({"type": "openai"}, "VLM backend config, with its type (openai, oracle, ...)", dynamic=True,
-                        schema="robopin.vlm.base:VLM_BACKENDS")
+    vlm: dict = setting({"type": "openai"}, "VLM backend config, with its type (openai, oracle, ...)", dynamic=True)
     reasoning: dict = setting({}, "reasoning config (mode, max_steps, reasoner, ...)", dynamic=True)
     workspace: dict = setting({}, "workspace box {min_xyz, max_xyz} in target_frame, metres (none: no box)",
                               dynamic=True)
@@ -253,8 +251,7 @@ class CameraNodeSettings:
                                      "(empty: a live device)")
     bag_path: str = setting("", "bag backend: the bag directory or .mcap/.db3 file frames are read from")
     topic_prefix: str = setting("", "bag backend: topic prefix of the view in the bag (empty: /cameras/<name>)")
-    options: dict = setting({}, "any other option of the camera backend", schema="robopin.cameras.base:CAMERAS",
-                            type_from="backend")
+    options: dict = setting({}, "any other option of the camera backend")
     # realsense-ros's align_depth.enable: false publishes depth/image_rect_raw + depth/camera_info in the depth
     # imager's frame instead of registering every frame to color (RealSense backend only).
     align_depth: bool = setting(
@@ -275,9 +272,8 @@ class CalibrationNodeSettings:
     camera_topic_prefix: str = setting(
         "", "topic prefix of the camera's color image and info (empty: cameras.<name>.prefix, else the driver's: "
         "cameras/<name>)")
-    board: dict = setting({}, "the calibration board (type, squares_x, square_length_m, ...)",
-                          schema="robopin.calibration.board:BoardConfig")
-    detection: dict = setting({}, "the board detection settings", schema="robopin.calibration.board:DetectionConfig")
+    board: dict = setting({}, "the calibration board (type, squares_x, square_length_m, ...)")
+    detection: dict = setting({}, "the board detection settings")
     method: str = setting("auto", "hand-eye method: auto or tsai, park, horaud, andreff, daniilidis, shah, li")
     output_dir: str = setting("calibration", "folder the solved <name>.yaml calibration is written to")
     child_frame: str = setting("", "child frame of the stored mount (empty: <name>_optical)")

@@ -20,9 +20,9 @@ from rclpy.exceptions import InvalidParameterValueException
 from rclpy.node import Node
 
 from robopin.errors import did_you_mean
-from robopin.settings import bound_text, described, key_setting
+from robopin.settings import bound_text, described
 from robopin.system.nested import flatten_setting, nest_setting, setting_from_parameters
-from robopin.system.node_parameters import VIEW_TOPIC_PREFIX
+from robopin.system.node_parameters import VIEW_TOPIC_PREFIX, nested_config
 from robopin.system.schema import SystemFileError
 
 # rcl_interfaces IntegerRange holds int64 bounds.
@@ -75,8 +75,7 @@ def declare_settings(node: Node, defaults: Any) -> dict[str, Any]:
         default = getattr(defaults, name)
         if isinstance(default, Mapping):
             values[name] = declare_nested(node, about.parameter or name, default, about.text,
-                                          read_only=not about.dynamic, schema=about.schema,
-                                          type_name=values.get(about.type_from))
+                                          read_only=not about.dynamic, settings=type(defaults), parameters=values)
         else:
             values[name] = declare(node, about.parameter or name, default, about.text, min=about.min, max=about.max,
                                    read_only=not about.dynamic, dynamic_typing=about.any_type)
@@ -84,13 +83,15 @@ def declare_settings(node: Node, defaults: Any) -> dict[str, Any]:
 
 
 def declare_nested(node: Node, name: str, default: Mapping[str, Any], description: str, *,
-                   read_only: bool = True, schema: Any = None, type_name: str | None = None) -> dict[str, Any]:
+                   read_only: bool = True, settings: type | None = None, parameters: Mapping[str, Any] | None = None
+                   ) -> dict[str, Any]:
     """Declare the nested setting ``name`` as dotted parameters (``name.key``) and return it as a mapping.
 
     Every leaf of ``default`` and every ``name.*`` override given at start (a parameters file nests
     them, rcl flattens them) becomes a parameter of its own, typed by the backend config that reads
-    it (dynamic typing: the core validates), with the description and range of the ``schema`` field it is
-    (:func:`robopin.settings.key_setting`; ``type_name``: the registry type a sibling parameter picks).
+    it (dynamic typing: the core validates). A key that is a described field of the config the setting is read
+    into (:func:`robopin.system.node_parameters.nested_config`, from the node's ``settings`` dataclass and its
+    other ``parameters``) carries that field's description and range.
     ``name`` itself stays declared as one YAML string, the older form, empty by default. Use
     :func:`nested_value` to read it again.
     """
@@ -102,12 +103,14 @@ def declare_nested(node: Node, name: str, default: Mapping[str, Any], descriptio
     # only known from what the user gave.
     given = {key: parameter.value for key, parameter in node._parameter_overrides.items()
              if key.startswith(f"{name}.")}
-    mapping = {**nest_setting(name, {**flat_default, **given}), **({"type": type_name} if type_name else {})}
+    config = None if settings is None else nested_config(settings, name, nest_setting(name, {**flat_default, **given}),
+                                                           parameters or {})
+    fields = described(config) if config is not None else {}
     for dotted in sorted(set(flat_default) | set(given)):
         leaf_default = flat_default.get(dotted, given.get(dotted))
-        keys = dotted[len(name) + 1:].split(".")
-        about = key_setting(schema, mapping, keys) if schema is not None else None
-        text = about.text if about is not None else f"{description}: {'.'.join(keys)}"
+        key = dotted[len(name) + 1:]
+        about = fields.get(key)
+        text = about.text if about is not None else f"{description}: {key}"
         low, high = _leaf_range(about, leaf_default)
         declare(node, dotted, leaf_default, text, read_only=read_only, min=low, max=high, dynamic_typing=True)
     return nested_value(node, name)
