@@ -227,6 +227,8 @@ class ProjectionNodeSettings:
     stamp_tolerance_s: float = setting(0.1, "how far before a request's stamp a view's frame may be, seconds",
                                        min=0.0)
     frame_history_s: float = setting(10.0, "seconds of frames kept for requests that name a stamp", min=0.0)
+    sim_clock_topic: str = setting("", "topic of a simulated arm's clock samples (sensor_msgs/TimeReference); when "
+                                       "set, stamp_tolerance_s counts the simulator's time ('': wall time)")
     sync_color: bool = setting(False, "also require a color image synced to each depth frame")
     ee_pose_topic: str = setting(ARM.ee_pose, "topic of the end-effector pose in the base frame (wrist view poses)")
     joint_states_topic: str = setting(JOINT_STATES, "topic of the arm's joint states")

@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from visualization_msgs.msg import MarkerArray
 
 from robopin.calibration import load_mount_for_view
 from robopin.cameras.pairing import StampPairer
+from robopin.clocks import wall_elapsed
 from robopin.geometry import (
     CalibrationError,
     CameraMount,
@@ -63,7 +65,7 @@ from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare_settings
-from robopin_ros.runtime import run_node
+from robopin_ros.runtime import cell_clock, run_node
 
 # A running node refuses stale frames; the core's default (0: no check) is for offline projection.
 NODE_PROJECTION_DEFAULTS = dataclasses.replace(ProjectionConfig(), max_frame_age_s=1.0)
@@ -113,8 +115,10 @@ class _ViewStreams:
             while len(self.frames) > self.keep and self.frames[0].stamp_s < self.frames[-1].stamp_s - self.history_s:
                 self.frames.popleft()
 
-    def pick(self, stamp_s: float | None, tolerance_s: float | None = None) -> _SyncedFrame | None:
-        """The newest synced frame; with ``stamp_s``, the newest one stamped at or before it (within tolerance).
+    def pick(self, stamp_s: float | None, tolerance_s: float | None = None,
+             elapsed: Callable[[float, float], float] = wall_elapsed) -> _SyncedFrame | None:
+        """The newest synced frame; with ``stamp_s``, the newest one stamped at or before it (within tolerance,
+        measured by ``elapsed``: the cell's clock).
 
         ``stamp_s`` is an observation's stamp, the time of its newest frame: each view's frame in that
         observation is its newest frame not after it (1 µs: stamp rounding).
@@ -126,13 +130,14 @@ class _ViewStreams:
             if stamp_s is None:
                 return self.frames[-1]
             best = max((f for f in self.frames if f.stamp_s <= stamp_s + 1e-6), key=lambda f: f.stamp_s, default=None)
-            return best if best is not None and stamp_s - best.stamp_s <= tolerance_s else None
+            return best if best is not None and elapsed(best.stamp_s, stamp_s) <= tolerance_s else None
 
-    def first_after(self, stamp_s: float, within_s: float) -> _SyncedFrame | None:
-        """The oldest synced frame stamped after ``stamp_s`` by at most ``within_s``."""
+    def first_after(self, stamp_s: float, within_s: float,
+                    elapsed: Callable[[float, float], float] = wall_elapsed) -> _SyncedFrame | None:
+        """The oldest synced frame stamped after ``stamp_s`` by at most ``within_s`` (on the cell's clock)."""
         with self.lock:
-            return min((f for f in self.frames if stamp_s + 1e-6 < f.stamp_s <= stamp_s + within_s),
-                       key=lambda f: f.stamp_s, default=None)
+            after = (f for f in self.frames if f.stamp_s > stamp_s + 1e-6 and elapsed(stamp_s, f.stamp_s) <= within_s)
+            return min(after, key=lambda f: f.stamp_s, default=None)
 
     def held(self) -> str:
         """The span of the frames held, for a refusal's detail."""
@@ -159,6 +164,9 @@ class ProjectionNode(LoggedNode):
         calibrations, workspace, unaligned = own.calibrations, own.workspace or None, own.unaligned_depth
         self.sync_tolerance_s = own.sync_tolerance_s
         self.stamp_tolerance_s = own.stamp_tolerance_s
+        # A simulated cell: how far a frame is from a request's stamp counts the simulator's time, which stands still
+        # while nothing moves, however long a starved node took to hear of it.
+        self._elapsed, self._sim_clock = cell_clock(self, own.sim_clock_topic)
         self.frame_history_s = own.frame_history_s
         sync_color = own.sync_color
         ee_pose_topic, joint_states_topic = own.ee_pose_topic, own.joint_states_topic
@@ -315,14 +323,18 @@ class ProjectionNode(LoggedNode):
         same cell (the arm is its only mover), a wrist view the same cell from the same pose.
         """
         streams = self.streams[img_idx]
-        frame = streams.pick(stamp_s, self.stamp_tolerance_s)
+        frame = streams.pick(stamp_s, self.stamp_tolerance_s, self._elapsed)
         if frame is not None or stamp_s is None:
             return frame, "" if frame is not None else "none received"
-        lost = (f"its frame at or up to {self.stamp_tolerance_s:.3f} s before t={stamp_s:.3f} s never reached this "
-                f"node ({streams.held()})")
-        later = streams.first_after(stamp_s, self.stamp_tolerance_s)
+        clock = "" if self._sim_clock is None else " of simulated time"
+        lost = (f"its frame at or up to {self.stamp_tolerance_s:.3f} s{clock} before t={stamp_s:.3f} s never reached "
+                f"this node ({streams.held()})")
+        later = streams.first_after(stamp_s, self.stamp_tolerance_s, self._elapsed)
         if later is None:
             return None, lost
+        if self._sim_clock is not None and self._elapsed(stamp_s - self.stamp_tolerance_s, later.stamp_s) == 0.0:
+            # The simulator's own record: no physics step between them, so nothing in the cell moved.
+            return later, f"{lost}; its next frame, t={later.stamp_s:.3f} s, stands in (the simulated cell was still)"
         why_not = self.poses.why_not_still(stamp_s - self.stamp_tolerance_s, later.stamp_s,
                                            self.projector.config.pose_tolerance_s)
         if why_not:
@@ -371,7 +383,7 @@ class ProjectionNode(LoggedNode):
                 stood_in.append(f"view {self.view_names[img_idx]!r}: {why}")
         for line in stood_in:
             self.get_logger().warning(line)
-        have_frames = bool(frames) or any(s.pick(stamp_s, self.stamp_tolerance_s) is not None
+        have_frames = bool(frames) or any(s.pick(stamp_s, self.stamp_tolerance_s, self._elapsed) is not None
                                           for s in self.streams.values())
         sizes = {i: (d.camera.width, d.camera.height) for i, d in frames.items()}
         requests = [conversions.anchor_msg_to_point_request(a, sizes.get(a.img_idx)) for a in request.anchors]
@@ -386,7 +398,8 @@ class ProjectionNode(LoggedNode):
                 self.get_logger().warning(f"target refused: {line}")
         else:
             near = "" if stamp_s is None else f" near t={stamp_s:.3f} s"
-            response.message = f"no synced depth + camera_info frames{near} from views {self.view_names}"
+            response.message = f"no synced depth + camera_info frames{near} from views {self.view_names}" + "".join(
+                f"; view {self.view_names[i]!r}: {why}" for i, why in sorted(absent.items()))
             if self.qos_watch.mismatches:
                 response.message += "; " + "; ".join(self.qos_watch.mismatches.values())
         if have_frames and self._cloud_thread is not None:
