@@ -494,7 +494,7 @@ def test_a_lost_wrist_frame_is_refused_by_name_when_the_arm_moved_before_the_nex
 
 
 def test_in_a_simulated_cell_a_lost_frame_is_measured_on_the_simulators_clock(scene, lossy_stream):
-    """A loaded machine's first task (loaded CI run W): the task node's snapshot names frames this node never got,
+    """A loaded machine's first task: the task node's snapshot names frames this node never got,
     and its next frames came seconds later in wall time, past stamp_tolerance_s (0.3 s here), with no arm pose heard
     from back then. The simulator's clock shows no physics step in between (a still cell): a later frame stands in
     for the lost one, and an older one counts as within tolerance. Where simulated time ran both before and after
