@@ -43,6 +43,7 @@ from robopin_ros.parameters import refuse_undeclared_parameters
 from robopin_ros.runtime import (
     PARENT_PID_ENV,
     SHUTDOWN_EXIT_S,
+    end_context,
     executor_threads_running,
     exit_watchdog,
     make_executor,
@@ -260,10 +261,9 @@ class GraphProbe:
             time.sleep(0.05)
 
     def close(self) -> None:
-        import rclpy
 
         self._node.destroy_node()
-        rclpy.try_shutdown(context=self._context)
+        end_context(self._context)
 
 
 def refuse_other_stack(system: SystemFile) -> None:
@@ -562,7 +562,6 @@ class Bringup:
         Everything that must reach a client or the bag (the arm at rest, each goal's final status, the
         bag's end) happens while the executor still spins; see :func:`robopin_ros.runtime.stop_nodes`.
         """
-        import rclpy
 
         self._released.set()
         if self.executors and self._spinning and self.nodes:
@@ -606,7 +605,7 @@ class Bringup:
         self.nodes, self.client, self.executors, self._spinners = {}, None, {}, {}
         self.processes, self._supervisor = {}, None
         if self._context_started:
-            rclpy.try_shutdown()
+            end_context()
             self._context_started = False
         if self.scene is not None:
             self.scene.close()

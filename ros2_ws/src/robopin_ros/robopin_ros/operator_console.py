@@ -55,7 +55,7 @@ from robopin_ros.actions import (
 )
 from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.logs import LoggedNode
-from robopin_ros.runtime import destroy_when_stopped
+from robopin_ros.runtime import destroy_when_stopped, end_context
 
 __all__ = ["ConsoleRosLink", "open_console_link"]
 
@@ -287,7 +287,7 @@ class _LinkHandle:
 
     def close(self) -> None:
         destroy_when_stopped(self._executor, self._thread, [self.link])
-        self._context.try_shutdown()
+        end_context(self._context)
 
 
 def open_console_link(views: Sequence[str], *, arm_prefix: str = ARM.prefix, namespace: str = "",
@@ -310,7 +310,7 @@ def open_console_link(views: Sequence[str], *, arm_prefix: str = ARM.prefix, nam
         executor = MultiThreadedExecutor(num_threads=3, context=context)
         executor.add_node(link)
     except BaseException:
-        context.try_shutdown()
+        end_context(context)
         raise
 
     def spin() -> None:

@@ -62,7 +62,7 @@ from robopin_ros.actions import (
 )
 from robopin_ros.camera_snapshot import camera_qos
 from robopin_ros.logs import LoggedNode
-from robopin_ros.runtime import destroy_when_stopped
+from robopin_ros.runtime import destroy_when_stopped, end_context
 
 __all__ = ["TASK_ACTION", "CancelOutcome", "TaskClient", "TaskRun", "cancel_running_tasks", "instruct_running_stack"]
 
@@ -370,4 +370,4 @@ def _client_process(views: Sequence[str], namespace: str = "") -> Iterator[TaskC
         yield client
     finally:
         destroy_when_stopped(executor, spinner, [client])
-        rclpy.try_shutdown()
+        end_context()
