@@ -170,11 +170,9 @@ def executor_threads_running(executor: Executor, spinner: threading.Thread | Non
 def end_context(context: Context | None = None) -> None:
     """Shut ``context`` down (rclpy's default context when None) and free its middleware participant now.
 
-    rclpy's shutdown leaves the participant (Fast DDS: its receive and event threads) to the context's handle, which
-    the entities of destroyed nodes still held in reference cycles (a node and its action server) keep until a
-    garbage collection, at worst the one at the interpreter's exit, where a process that had finished its work
-    was seen to die of SIGSEGV. Here those cycles are collected first, then the context's handle is destroyed:
-    the participant and its threads end now, on this thread.
+    rclpy's shutdown leaves the participant (Fast DDS threads) to the context's handle, which destroyed nodes held
+    in reference cycles keep until a garbage collection, at worst the interpreter's last, where a finished process
+    was seen to die of SIGSEGV. So the cycles are collected here, then the handle destroyed: the participant ends.
     """
     from rclpy.utilities import get_default_context
 
