@@ -2,9 +2,9 @@
 
 Fast DDS (rmw_fastrtps_cpp, ROS 2 Jazzy's default) runs a participant per rclpy context, with receive and event
 threads of its own (``dds.udp.<port>``, ``dds.ev.<n>``). rclpy's shutdown leaves the participant to the context's
-handle, and an action server's finished goal handles hold that handle in reference cycles; the participant then
-ended in the garbage collection at the interpreter's exit, and under load `robopin trial` died of SIGSEGV there
-after its results were written. The real rclpy action server and client run in a child process here, as the
+handle, and a destroyed node kept in a reference cycle (a node and its action server) keeps that handle until a
+garbage collection, at worst the interpreter's last, where a finished `robopin trial` process died of SIGSEGV.
+The real rclpy action server and client run in a child process here, as the
 task node and task client do.
 """
 

@@ -261,7 +261,6 @@ class GraphProbe:
             time.sleep(0.05)
 
     def close(self) -> None:
-
         self._node.destroy_node()
         end_context(self._context)
 
@@ -562,7 +561,6 @@ class Bringup:
         Everything that must reach a client or the bag (the arm at rest, each goal's final status, the
         bag's end) happens while the executor still spins; see :func:`robopin_ros.runtime.stop_nodes`.
         """
-
         self._released.set()
         if self.executors and self._spinning and self.nodes:
             stop_nodes(self.nodes.values())
