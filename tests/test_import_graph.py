@@ -51,7 +51,7 @@ def _graph() -> dict[str, set[str]]:
 # and no two packages import each other. A new package gets a place here before it can pass.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({"robopin", "robopin.errors", "robopin.settings", "robopin.env", "robopin.stats",
-                              "robopin.registry", "robopin.distributed", "robopin.clocks"})),
+                              "robopin.registry", "robopin.distributed"})),
     ("vocabulary: poses, cameras' geometry, the PinCoT format", frozenset({"robopin.geometry", "robopin.pincot"})),
     ("devices, models and motion", frozenset({"robopin.messages", "robopin.robots", "robopin.cameras",
                                               "robopin.vlm", "robopin.models", "robopin.motion"})),

@@ -50,7 +50,6 @@ __all__ = [
     "RECORDER_STOP",
     "ROBOPIN_ROOT",
     "ROBOT_DESCRIPTION",
-    "SIM_CLOCK",
     "TARGETS",
     "TARGET_MARKERS",
     "TASK_CLIENT_HEARTBEAT",
@@ -85,9 +84,6 @@ ARM_PREFIX = f"{ROBOPIN_ROOT}/arm"
 """Default ``prefix`` of arm_driver_node: its actions, services and ee_pose topic are under it."""
 JOINT_STATES = "joint_states"
 """sensor_msgs/JointState, published by arm_driver_node (ros2_control's joint_state_broadcaster name)."""
-SIM_CLOCK = f"{ROBOPIN_ROOT}/sim_clock"
-"""sensor_msgs/TimeReference, published by arm_driver_node with a simulated arm beside each joint state:
-``header.stamp`` the wall time, ``time_ref`` the simulator's time then (``robopin.clocks.SimulatedClock``)."""
 
 
 @dataclasses.dataclass(frozen=True)

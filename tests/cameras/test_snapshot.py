@@ -63,23 +63,19 @@ def test_refuses_stale_frame_naming_the_view():
     assert info.value.reason == "stale_frame" and info.value.views == ("wrist",)
 
 
-def test_a_simulated_cells_frames_age_by_the_simulators_time():
-    """The shipped sim systems' max_frame_age_s 10 s: frames of a still simulated cell, 20 s old by the wall clock
-    (a loaded machine's model call), are its scene now; after 12 s of simulated motion they are stale."""
-    from robopin.clocks import SimulatedClock
-
-    clock = SimulatedClock()
+def test_frames_age_on_the_clock_it_is_given():
+    """A simulated system's frames and nodes run on the simulator's clock, which stands still between motions
+    (robopin_ros.bringup.SimClockPublisher): a still cell's frames are its scene now however long a loaded machine's
+    model call took; after 12 s of simulated motion they are stale (the shipped sim systems' max_frame_age_s 10 s)."""
+    now = [40.0]
     s = SnapshotSynchronizer(SnapshotConfig(views=("static", "wrist"), max_age_s=10.0, sync_tolerance_s=1.5),
-                             elapsed=clock.elapsed)
-    s.add("static", frame("static", T0))
-    s.add("wrist", frame("wrist", T0 + 0.5))
-    clock.add(T0 - 1.0, 40.0)
-    clock.add(T0 + 20.0, 40.0)
-    snap = s.snapshot(now_s=T0 + 20.0)
-    assert snap.age_s == 0.0
-    clock.add(T0 + 30.0, 52.0)
+                             clock=lambda: now[0])
+    s.add("static", frame("static", 40.0))
+    s.add("wrist", frame("wrist", 40.0))
+    assert s.snapshot().age_s == 0.0
+    now[0] = 52.0
     with pytest.raises(SnapshotError, match=r"static 12\.000 s, wrist 12\.000 s old") as info:
-        s.snapshot(now_s=T0 + 30.0)
+        s.snapshot()
     assert info.value.reason == "stale_frame"
 
 

@@ -25,12 +25,15 @@ WORLD = "calibration-node-test"
 
 
 def _overrides(**params) -> list[Parameter]:
-    return [Parameter(k, value=v) for k, v in params.items()]
+    # A simulated cell's nodes run on the simulator's clock (/clock), as robopin up runs them.
+    return [Parameter(k, value=v) for k, v in {**params, "use_sim_time": True}.items()]
 
 
 @pytest.fixture
 def nodes(ros_context, tmp_path):
-    """A sim world with a board, its wrist camera_node and a calibration_node, spun in this process."""
+    """A sim world with a board, its wrist camera_node and a calibration_node, spun in this process, on the
+    simulator's clock (robopin_ros.bringup.SimClockPublisher)."""
+    from robopin_ros.bringup import SimClockPublisher
     from robopin_ros.calibration_node import CalibrationNode
     from robopin_ros.camera_node import CameraNode
 
@@ -39,6 +42,7 @@ def nodes(ros_context, tmp_path):
     rig = SimCalibrationRig.build("eye_in_hand", world_name=WORLD, image_size=(320, 240))
     executor = MultiThreadedExecutor(num_threads=4, context=ros_context)
     created = []
+    clock = None
     try:
         camera = CameraNode(
             context=ros_context,
@@ -53,6 +57,7 @@ def nodes(ros_context, tmp_path):
             ),
         )
         created.append(camera)
+        clock = SimClockPublisher(rig.world, camera)
 
         def calibration_node(**params):
             node = CalibrationNode(context=ros_context, parameter_overrides=_overrides(**params))
@@ -67,6 +72,8 @@ def nodes(ros_context, tmp_path):
         executor.shutdown(timeout_sec=5)
         thread.join(timeout=5)
     finally:
+        if clock is not None:
+            clock.close()
         for node in created:
             node.destroy_node()
         rig.close()

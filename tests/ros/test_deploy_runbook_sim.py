@@ -27,6 +27,7 @@ from robopin_interfaces.msg import Target3D
 from robopin_ros import conversions
 from robopin_ros.actions import ActionClient, GoalResult
 from robopin_ros.arm_driver_node import ArmDriverNode
+from robopin_ros.bringup import SimClockPublisher
 from robopin_ros.motion_planner_node import MotionPlannerNode
 from robopin_ros.recorder_node import RecorderNode
 from robopin_ros.replay_node import ReplayNode
@@ -47,7 +48,8 @@ ARM_JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 
 
 class Cell:
-    """The simulated workcell and the nodes of the runbook's first trial."""
+    """The simulated workcell and the nodes of the runbook's first trial, on the simulator's clock (/clock and
+    use_sim_time, as robopin up runs a simulated system)."""
 
     def __init__(self, output_dir: Path) -> None:
         import rclpy
@@ -57,7 +59,10 @@ class Cell:
         self.world.settle()
         safety = f"{{speed_scale: {SPEED_SCALE}, state_max_age_s: 3.0, command_timeout_s: 3.0}}"
         options = f"{{robot: panda, world: runbook-cell, safety: {safety}}}"
-        rclpy.init(args=["--ros-args", "-p", "backend:=sim", "-p", f"options:='{options}'"])
+        rclpy.init(args=["--ros-args", "-p", "backend:=sim", "-p", f"options:='{options}'", "-p",
+                         "use_sim_time:=true"])
+        self.client = Node("runbook_operator")
+        self.clock = SimClockPublisher(self.world, self.client)
         self.driver = ArmDriverNode()
         self.planner = MotionPlannerNode(
             parameter_overrides=[
@@ -74,7 +79,6 @@ class Cell:
                 Parameter("topics", value=["/joint_states", "*/_action/feedback", "*/_action/status"]),
             ]
         )
-        self.client = Node("runbook_operator")
         self.joint_log: list[tuple[float, dict[str, float]]] = []
         self._log_lock = threading.Lock()
         self.client.create_subscription(JointState, "/joint_states", self._on_joint_state, 50)
@@ -117,7 +121,9 @@ class Cell:
 
         # rclpy's own executor.shutdown() destroys its guard condition under a spin thread still building its wait
         # set ("'NoneType' object has no attribute 'handle'"); the stack's teardown ends the spin loop first.
-        destroy_when_stopped(self.executor, self.spinner, [self.client, self.recorder, self.planner, self.driver])
+        destroy_when_stopped(self.executor, self.spinner, [self.recorder, self.planner, self.driver])
+        self.clock.close()
+        self.client.destroy_node()
         self.driver.arm.disconnect()
         self.world.close()
         rclpy.shutdown()

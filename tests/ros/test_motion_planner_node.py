@@ -22,6 +22,7 @@ from robopin_interfaces.msg import Target3D
 from robopin_ros import conversions
 from robopin_ros.actions import ActionClient
 from robopin_ros.arm_driver_node import ArmDriverNode
+from robopin_ros.bringup import SimClockPublisher
 from robopin_ros.motion_planner_node import MotionPlannerNode
 
 from robopin.interfaces import ARM
@@ -41,7 +42,8 @@ def cell():
 
     Module-scoped (building it takes seconds); the tests run in file order: pick-and-place first.
     ArmDriverNode builds on the default context and reads its parameters from the context's
-    arguments, so the context is the default one, initialised with those arguments.
+    arguments, so the context is the default one, initialised with those arguments. As ``robopin up`` runs a
+    simulated system: every node on the simulator's clock (use_sim_time), which the world publishes on /clock.
     """
     import rclpy
 
@@ -53,7 +55,9 @@ def cell():
     # and timing must never decide a test (the watchdog itself is tested in the arms area).
     options = f"{{robot: panda, world: {name}, safety: {{state_max_age_s: 3.0, command_timeout_s: 3.0}}}}"
     # Quoted so rcl reads the mapping as one YAML string, which the driver parses itself.
-    rclpy.init(args=["--ros-args", "-p", "backend:=sim", "-p", f"options:='{options}'"])
+    rclpy.init(args=["--ros-args", "-p", "backend:=sim", "-p", f"options:='{options}'", "-p", "use_sim_time:=true"])
+    client = Node("motion_test_client")
+    clock = SimClockPublisher(world, client)
     driver = ArmDriverNode()
     planner = MotionPlannerNode(
         parameter_overrides=[
@@ -63,7 +67,6 @@ def cell():
             Parameter("cloud_wait_s", value=2.0),
         ],
     )
-    client = Node("motion_test_client")
     executor = MultiThreadedExecutor(num_threads=6)
     for node in (driver, planner, client):
         executor.add_node(node)
@@ -78,6 +81,7 @@ def cell():
     finally:
         executor.shutdown()
         spinner.join(timeout=5)
+        clock.close()
         for node in (client, planner, driver):
             node.destroy_node()
         driver.arm.disconnect()
@@ -257,57 +261,39 @@ def test_workspace_cloud_keeps_the_world_fresh(cell):
     assert sampled_check(judge, trajectory.positions)
 
 
-def test_a_simulated_cell_ages_joint_states_and_clouds_by_the_simulators_time(cell):
-    """With sim_clock_topic (the shipped sim systems' setting) a motion planner ages what it hears by the samples the
-    simulated arm's driver publishes: a cloud of a still cell is as old as the simulated time since it (0 s however
-    long the machine takes), and a motion ages it by the motion's simulated duration. Without it, by wall time."""
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
+def test_a_simulated_cell_ages_joint_states_and_clouds_on_the_simulators_clock(cell):
+    """On the simulator's clock (use_sim_time, /clock from the world, as robopin up runs a sim system) a motion
+    planner's cloud of a still cell stays as young as when it came however long the machine takes, and a motion ages
+    it by the motion's simulated duration."""
     from sensor_msgs.msg import PointCloud2
 
     from robopin.geometry.pointcloud import PointCloud
-    from robopin.interfaces import SIM_CLOCK
 
     world, _, _, planner, client = cell
-    simulated = MotionPlannerNode(namespace="/simclock", parameter_overrides=[
-        Parameter("robot", value="panda"), Parameter("planner", value="{type: roboplan, timeout_s: 3.0}"),
-        Parameter("table_height_m", value=0.0), Parameter("sim_clock_topic", value=f"/{SIM_CLOCK}"),
-        Parameter("joint_states_topic", value="/joint_states"),
-        Parameter("cloud_topic", value="/robopin/workspace_cloud")])
-    executor = SingleThreadedExecutor(context=rclpy.get_default_context())
-    executor.add_node(simulated)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
     publisher = client.create_publisher(PointCloud2, "/robopin/workspace_cloud", 2)
-    try:
-        deadline = time.monotonic() + 10.0
-        while simulated.sim_clock.samples < 2 or not simulated._joint_history:
-            assert time.monotonic() < deadline, "no clock sample or joint state reached the planner"
-            time.sleep(0.05)
-        points = np.array([[0.6, -0.3, 0.2]], dtype=np.float32)
-        stamp_s = client.get_clock().now().nanoseconds * 1e-9
-        header = conversions.make_header(stamp_s, "base")
-        while simulated.scene.cloud_age_s(stamp_s) is None or planner.scene.cloud_age_s(stamp_s) is None:
-            assert time.monotonic() < deadline, "the cloud never reached the planners"
-            publisher.publish(conversions.point_cloud_to_msg(PointCloud(points, None, "base"), header))
-            time.sleep(0.1)
-        time.sleep(1.5)  # the arm stands: the simulator's time too
-        now_s = client.get_clock().now().nanoseconds * 1e-9
-        assert planner.scene.cloud_age_s(now_s) >= 1.5  # wall time
-        assert simulated.scene.cloud_age_s(now_s) == pytest.approx(0.0, abs=1e-6)
-        assert simulated.elapsed(simulated._joint_history[-1][0], now_s) == pytest.approx(0.0, abs=1e-6)
-        sim_before = world.sim_time_s
-        _, moved = _send(client, MoveToPose, "/robopin/motion/move_to_pose", _pose_goal((0.45, -0.2, 0.25)))
-        assert moved.success, f"{moved.status}: {moved.message}"
-        moved_s = world.sim_time_s - sim_before
-        deadline = time.monotonic() + 10.0
-        while simulated.sim_clock.at(client.get_clock().now().nanoseconds * 1e-9) < world.sim_time_s - 1e-6:
-            assert time.monotonic() < deadline, "the clock samples never caught up with the simulator"
-            time.sleep(0.05)
-        age = simulated.scene.cloud_age_s(client.get_clock().now().nanoseconds * 1e-9)
-        print(f"\nsimulated motion {moved_s:.2f} s; the cloud's age on the simulator's clock {age:.2f} s")
-        assert moved_s > 0.5 and age == pytest.approx(moved_s, abs=0.05)
-    finally:
-        executor.shutdown()
-        spinner.join(timeout=5)
-        simulated.destroy_node()
+    deadline = time.monotonic() + 10.0
+    while not planner._joint_history:
+        assert time.monotonic() < deadline, "no joint state reached the planner"
+        time.sleep(0.05)
+    points = np.array([[0.6, -0.3, 0.2]], dtype=np.float32)
+    stamp_s = world.sim_time_s  # the cell stands still: its clock too
+    header = conversions.make_header(stamp_s, "base")
+    while planner.scene.cloud_age_s(stamp_s) is None:
+        assert time.monotonic() < deadline, "the cloud never reached the planner"
+        publisher.publish(conversions.point_cloud_to_msg(PointCloud(points, None, "base"), header))
+        time.sleep(0.1)
+    time.sleep(1.5)  # the arm stands: the simulator's time too
+    assert planner._now_s() == pytest.approx(stamp_s, abs=1e-6)
+    assert planner.scene.cloud_age_s(planner._now_s()) == pytest.approx(0.0, abs=1e-6)
+    assert planner._joint_history[-1][0] == pytest.approx(stamp_s, abs=1e-6)
+    sim_before = world.sim_time_s
+    _, moved = _send(client, MoveToPose, "/robopin/motion/move_to_pose", _pose_goal((0.45, -0.2, 0.25)))
+    assert moved.success, f"{moved.status}: {moved.message}"
+    moved_s = world.sim_time_s - sim_before
+    deadline = time.monotonic() + 10.0
+    while planner._now_s() < world.sim_time_s - 1e-6:
+        assert time.monotonic() < deadline, "the node's clock never caught up with the simulator's"
+        time.sleep(0.05)
+    age = planner.scene.cloud_age_s(planner._now_s())
+    print(f"\nsimulated motion {moved_s:.2f} s; the cloud's age on the simulator's clock {age:.2f} s")
+    assert moved_s > 0.5 and age == pytest.approx(moved_s, abs=1e-6)

@@ -27,7 +27,7 @@ _OWN_NAME = re.compile(rf"^/({names.ROBOPIN_ROOT}|{names.CAMERA_ROOT}|{names.JOI
 VIEWS = ("static", "wrist")
 # What each node publishes, serves and offers as an action (robopin.interfaces), by the test's builder name.
 PROVIDES: dict[str, dict[str, set[str]]] = {
-    "arm_driver_node": {"pub": {names.JOINT_STATES, names.ARM.ee_pose, names.DIAGNOSTICS_TOPIC, names.SIM_CLOCK},
+    "arm_driver_node": {"pub": {names.JOINT_STATES, names.ARM.ee_pose, names.DIAGNOSTICS_TOPIC},
                         "srv": {names.ARM.enable, names.ARM.stop, names.ARM.recover},
                         "action": {names.ARM.execute_trajectory, names.ARM.follow_joint_trajectory,
                                    names.ARM.gripper_cmd}},

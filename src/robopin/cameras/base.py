@@ -112,8 +112,9 @@ class Frame:
             color-only camera. Registered to ``color`` pixel for pixel (H, W) unless ``depth_intrinsics``
             is given: then it is the depth imager's own image, of that model's size.
         intrinsics: the pinhole model of the color image (its width/height equal the image's).
-        timestamp_s: capture time on the host's wall clock (``time.time()`` seconds, the clock ROS
-            stamps use by default), so frames of different cameras and the arm state can be compared.
+        timestamp_s: capture time on the cell's clock, so frames of different cameras and the arm state can be
+            compared: a real camera's on the host's wall clock (``time.time()`` seconds, the clock ROS stamps use
+            by default), a simulated one's on the simulator's (what ``use_sim_time`` nodes stamp with).
         serial: device serial number (or the recording's name for file playback).
         index: frame counter of this camera since connect, starting at 0 (gaps mean dropped frames
             where the backend can see them).

@@ -26,7 +26,6 @@ from typing import Protocol
 import numpy as np
 
 from robopin.cameras.base import CameraError, Frame
-from robopin.clocks import wall_elapsed
 from robopin.settings import check_fields, positive
 
 __all__ = [
@@ -119,14 +118,12 @@ class SnapshotSynchronizer:
         *,
         poses: PoseSource | None = None,
         clock: Callable[[], float] = time.time,
-        elapsed: Callable[[float, float], float] = wall_elapsed,
     ) -> None:
-        """``elapsed(from_s, to_s)``: a frame's age between two wall stamps (``robopin.clocks``: wall time for a
-        real cell, the simulator's time for a simulated one)."""
+        """``clock``: now on the frames' clock (the cell's: wall time for a real one, the simulator's for a
+        simulated one; a ROS node's clock is either)."""
         self.config = config
         self.poses = poses
         self._clock = clock
-        self.elapsed = elapsed
         self._frames: dict[str, collections.deque[Frame]] = {
             v: collections.deque(maxlen=config.history) for v in config.views
         }
@@ -161,7 +158,7 @@ class SnapshotSynchronizer:
         missing = [v for v, frames in history.items() if not frames]
         if missing:
             raise SnapshotError("stale_frame", f"no frame yet from view(s) {missing}", missing)
-        ages = {v: self.elapsed(frames[-1].timestamp_s, now_s) for v, frames in history.items()}
+        ages = {v: now_s - frames[-1].timestamp_s for v, frames in history.items()}
         stale = {v: age for v, age in ages.items() if age > config.max_age_s}
         if stale:
             ages = ", ".join(f"{v} {age:.3f} s" for v, age in stale.items())
@@ -169,7 +166,7 @@ class SnapshotSynchronizer:
                                                f"{config.max_age_s:g} s)", list(stale))
         # Only fresh frames may form a set: if they do not match, the views are out of sync now, even
         # if some older set matched.
-        fresh = {v: [f for f in frames if self.elapsed(f.timestamp_s, now_s) <= config.max_age_s]
+        fresh = {v: [f for f in frames if now_s - f.timestamp_s <= config.max_age_s]
                  for v, frames in history.items()}
         chosen, spread = self._newest_synchronised(fresh)
         if chosen is None:
@@ -180,7 +177,7 @@ class SnapshotSynchronizer:
                 f"{spread * 1000:.0f} ms; latest stamps {latest})",
                 list(config.views),
             )
-        age = self.elapsed(min(f.timestamp_s for f in chosen.values()), now_s)
+        age = now_s - min(f.timestamp_s for f in chosen.values())
         poses = None
         if self.poses is not None:
             poses = {}

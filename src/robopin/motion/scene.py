@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from robopin.clocks import wall_elapsed
 from robopin.geometry.workspace import WorkspaceBox
 from robopin.motion.errors import MotionConfigError, MotionError
 from robopin.motion.robot import RobotModel
@@ -59,14 +58,14 @@ class SceneKeeper:
     """Builds the current :class:`CollisionWorld`; thread-safe (the cloud arrives on another thread)."""
 
     def __init__(self, robot: RobotModel, config: SceneConfig, spheres=None,
-                 elapsed: Callable[[float, float], float] = wall_elapsed) -> None:
-        """``elapsed(from_s, to_s)``: how much the scene can have changed between two wall stamps, in seconds
-        (``robopin.clocks``: wall time for a real cell, the simulator's time for a simulated one)."""
+                 clock: Callable[[], float] = time.time) -> None:
+        """``clock``: now on the cell's clock, which stamps its clouds (wall time for a real cell, the simulator's
+        time for a simulated one; a ROS node's clock is either)."""
         from robopin.motion.curobo.spheres import RobotSpheres
 
         self.robot = robot
         self.config = config
-        self.elapsed = elapsed
+        self.clock = clock
         self.spheres = spheres if spheres is not None else RobotSpheres.shipped_or_fit(robot)
         self._lock = threading.Lock()
         self._cloud_arrived = threading.Condition(self._lock)
@@ -126,7 +125,7 @@ class SceneKeeper:
     def cloud_age_s(self, now_s: float) -> float | None:
         """Seconds since the last cloud was captured, None before the first."""
         with self._lock:
-            return None if self._stamp_s is None else self.elapsed(self._stamp_s, now_s)
+            return None if self._stamp_s is None else now_s - self._stamp_s
 
     def world(self, now_s: float, extra_boxes: dict | None = None) -> CollisionWorld:
         """The collision world now: table, ``extra_boxes`` (name → (size, T)) and a fresh cloud."""
@@ -139,12 +138,12 @@ class SceneKeeper:
             points, stamp = self._points, self._stamp_s
             fresh = self._fresh(stamp, now_s)
             if self.config.require_cloud and not fresh and self.config.cloud_wait_s > 0.0:
-                # Wait (bounded) for the next fresh cloud; now_s moves on by the time waited.
-                started = time.monotonic()
+                # Wait (bounded) for the next fresh cloud; now moves on (on the cell's clock) meanwhile.
+                started = self.clock()
                 self._cloud_arrived.wait_for(
-                    lambda: self._fresh(self._stamp_s, now_s + time.monotonic() - started), self.config.cloud_wait_s
+                    lambda: self._fresh(self._stamp_s, now_s + self.clock() - started), self.config.cloud_wait_s
                 )
-                now_s += time.monotonic() - started
+                now_s += self.clock() - started
                 points, stamp = self._points, self._stamp_s
                 fresh = self._fresh(stamp, now_s)
             still_since, changed_at = self._still_since_s, self._changed_at_s
@@ -157,7 +156,7 @@ class SceneKeeper:
                 reason = (f"the newest cloud was captured {still_since - stamp:.2f} s before the arm came to rest "
                           f"where it is (the arm and anything it held would be phantom obstacles)")
             else:
-                reason = f"cloud is {self.elapsed(stamp, now_s):.2f} s old"
+                reason = f"cloud is {now_s - stamp:.2f} s old"
             raise StaleWorldError(
                 f"{reason}; max_cloud_age_s is {self.config.max_cloud_age_s}, waited {self.config.cloud_wait_s} s"
             )
@@ -167,7 +166,7 @@ class SceneKeeper:
 
     def _fresh(self, stamp: float | None, now_s: float) -> bool:
         """Young enough and captured with the arm where it rests now (call with the lock held)."""
-        if stamp is None or self.elapsed(stamp, now_s) > self.config.max_cloud_age_s:
+        if stamp is None or now_s - stamp > self.config.max_cloud_age_s:
             return False
         if self._changed_at_s is not None and stamp < self._changed_at_s:
             return False

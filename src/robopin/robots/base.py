@@ -315,7 +315,7 @@ class Arm(abc.ABC, RegisteredBackend, registry=ARMS):
 
     def simulated_time(self) -> float | None:
         """The simulator's time now, for a connected simulated arm; None for a real one (its cell ages in wall
-        time). Published beside each joint state (``robopin.interfaces.SIM_CLOCK``)."""
+        time). The stamp of its joint states (a simulated system's nodes run on this clock: /clock)."""
         clock = self._motion_clock() if self.is_connected else None
         return None if clock is None else clock()
 

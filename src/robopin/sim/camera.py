@@ -53,7 +53,8 @@ class SimCameraConfig(CameraConfig):
 
 
 class SimCamera(Camera):
-    """Renders a simulated camera; one ``read()`` per frame period (``1 / fps`` of wall time)."""
+    """Renders a simulated camera; one ``read()`` per frame period (``1 / fps`` of wall time), stamped on the
+    simulator's clock (frames of a still cell have its one time)."""
 
     config_class = SimCameraConfig
     config: SimCameraConfig
@@ -117,13 +118,13 @@ class SimCamera(Camera):
         self._next_due = max(self._next_due + 1.0 / self.config.fps, time.monotonic())
         depth = view.depth_m.copy()
         depth[depth <= 0] = np.nan  # the camera contract marks invalid depth with NaN
-        # The capture time is when the drawn state was read (a render worker draws it while the world moves on).
-        captured_s = view.captured_at_s if view.captured_at_s is not None else time.time()
+        # Stamped on the simulator's clock when the drawn state was read (a render worker draws it while the world
+        # moves on): the time of a simulated system's nodes (/clock, robopin_ros.bringup.SimClockPublisher).
         frame = Frame(
             view.color,
             depth.astype(np.float32),
             view.model,
-            captured_s,
+            view.stamp_s,
             serial=f"{self.config.world}/{self.config.camera_in_world}",
             index=self._index,
             camera_name=self.config.name,

@@ -142,8 +142,7 @@ class RenderedView:
     model: CameraModel
     T_base_cam: NDArray[np.float64]
     stamp_s: float
-    captured_at_s: float | None = None
-    """Host wall-clock time (``time.time()``) of the state drawn; None when the renderer did not say."""
+    """The simulator's time of the state drawn."""
 
     @property
     def K(self) -> NDArray[np.float64]:
@@ -203,7 +202,6 @@ def view_from_buffers(
     buffers: tuple[NDArray[np.uint8], NDArray[np.float32], NDArray[np.int32]],
     *,
     rng: np.random.Generator | None = None,
-    captured_at_s: float | None = None,
 ) -> RenderedView:
     """The :class:`RenderedView` of raw buffers: metric depth, body-id segmentation, optional noise."""
     rgba, depth_buffer, segmentation = buffers
@@ -220,7 +218,6 @@ def view_from_buffers(
         spec.camera_model(),
         np.array(T_base_cam, dtype=np.float64),
         stamp_s,
-        captured_at_s,
     )
 
 
@@ -230,12 +227,9 @@ def render(
     T_base_cam: NDArray[np.float64],
     stamp_s: float,
     rng: np.random.Generator | None = None,
-    *,
-    captured_at_s: float | None = None,
 ) -> RenderedView:
     """Render one view with TinyRenderer in this process; the caller holds the world lock."""
-    return view_from_buffers(spec, T_base_cam, stamp_s, camera_buffers(client, spec, T_base_cam), rng=rng,
-                             captured_at_s=captured_at_s)
+    return view_from_buffers(spec, T_base_cam, stamp_s, camera_buffers(client, spec, T_base_cam), rng=rng)
 
 
 def apply_depth_noise(

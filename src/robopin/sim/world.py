@@ -703,8 +703,8 @@ class SimWorld:
         holding :attr:`lock` (renders are ordered by their own lock, taken first), and change bodies'
         looks only through this class (a colour set on :attr:`client` directly is not seen by the reuse).
         """
-        spec, T_base_cam, stamp_s, captured_at_s, buffers = self._buffers(name)
-        return view_from_buffers(spec, T_base_cam, stamp_s, buffers, rng=self.rng, captured_at_s=captured_at_s)
+        spec, T_base_cam, stamp_s, buffers = self._buffers(name)
+        return view_from_buffers(spec, T_base_cam, stamp_s, buffers, rng=self.rng)
 
     def segmentation(self, name: str) -> NDArray[np.int32]:
         """Camera ``name``'s body-id segmentation at the current state (-1 background), as :meth:`render` draws it.
@@ -713,7 +713,7 @@ class SimWorld:
         a render also converts: ground truth needs only which body each pixel shows. While the scene is still
         the same read-only array is returned again (callers may key their own results on it).
         """
-        raw = self._buffers(name)[4][2]
+        raw = self._buffers(name)[3][2]
         cached = self._segmentation_cache.get(name)
         if cached is not None and cached[0] is raw:
             return cached[1]
@@ -723,7 +723,7 @@ class SimWorld:
         return segmentation
 
     def _buffers(self, name: str):
-        """(spec, T_base_cam, sim stamp, wall capture time, raw buffers) of camera ``name`` now (see :meth:`render`)."""
+        """(spec, T_base_cam, sim stamp, raw buffers) of camera ``name`` now (see :meth:`render`)."""
         spec = self.camera(name)
 
         def drawn_state():  # under self.lock: what the render draws, and the key its buffers are kept under
@@ -731,11 +731,11 @@ class SimWorld:
             ids, states = self._body_states()
             T_base_cam = self.camera_pose(name)
             key = (id(spec), len(self._recipe), T_base_cam.tobytes(), ids, states)
-            return ids, states, T_base_cam, self.sim_time_s, time.time(), key
+            return ids, states, T_base_cam, self.sim_time_s, key
 
         with self._render_lock:
             with self.lock:
-                ids, states, T_base_cam, stamp_s, captured_at_s, key = drawn_state()
+                ids, states, T_base_cam, stamp_s, key = drawn_state()
                 cached = self._render_cache.get(name)
                 buffers = cached[1] if cached is not None and cached[0] == key else None
                 worker = self._worker_for(ids) if buffers is None else None
@@ -748,10 +748,10 @@ class SimWorld:
                 except RenderWorkerError as error:
                     self._worker_failed(error)
                     with self.lock:
-                        ids, states, T_base_cam, stamp_s, captured_at_s, key = drawn_state()
+                        ids, states, T_base_cam, stamp_s, key = drawn_state()
                         buffers = camera_buffers(self.client, spec, T_base_cam)
             self._render_cache[name] = (key, buffers)
-            return spec, T_base_cam, stamp_s, captured_at_s, buffers
+            return spec, T_base_cam, stamp_s, buffers
 
     def start_render_worker(self, timeout_s: float = 60.0, *, background: bool = False) -> None:
         """Draw this world's renders in a child process from now on (see :mod:`robopin.sim.render_worker`).

@@ -151,8 +151,6 @@ class MotionPlannerNodeSettings:
     table_height_m: float = setting(0.0, "table surface height in the base frame, metres "
                                          "(nan: no table collision plane)")
     max_joint_state_age_s: float = setting(1.0, "a joint state older than this many seconds refuses the goal", min=0.0)
-    sim_clock_topic: str = setting("", "topic of a simulated arm's clock samples (sensor_msgs/TimeReference); when "
-                                       "set, joint states and clouds age by the simulator's time ('': wall time)")
     execution_timeout_s: float = setting(
         60.0, "seconds a trajectory may run (at least 3x its duration) before it is canceled", min=0.0)
     driver_wait_s: float = setting(5.0, "seconds to wait for the driver's action servers", min=0.0)
@@ -190,8 +188,6 @@ class TaskNodeSettings:
     sync_tolerance_s: float = setting(0.02, "largest stamp spread inside one multi-view snapshot, seconds", min=0.0)
     max_frame_age_s: float = setting(
         0.5, "frames older than this many seconds refuse the task with stale_frame", min=0.0)
-    sim_clock_topic: str = setting("", "topic of a simulated arm's clock samples (sensor_msgs/TimeReference); when "
-                                       "set, frames age by the simulator's time ('': wall time)")
     # Applied at run time: the node rebuilds its backend and config while no task runs.
     vlm: dict = setting({"type": "openai"}, "VLM backend config, with its type (openai, oracle, ...)", dynamic=True)
     reasoning: dict = setting({}, "reasoning config (mode, max_steps, reasoner, ...)", dynamic=True)
@@ -227,8 +223,6 @@ class ProjectionNodeSettings:
     stamp_tolerance_s: float = setting(0.1, "how far before a request's stamp a view's frame may be, seconds",
                                        min=0.0)
     frame_history_s: float = setting(10.0, "seconds of frames kept for requests that name a stamp", min=0.0)
-    sim_clock_topic: str = setting("", "topic of a simulated arm's clock samples (sensor_msgs/TimeReference); when "
-                                       "set, stamp_tolerance_s counts the simulator's time ('': wall time)")
     sync_color: bool = setting(False, "also require a color image synced to each depth frame")
     ee_pose_topic: str = setting(ARM.ee_pose, "topic of the end-effector pose in the base frame (wrist view poses)")
     joint_states_topic: str = setting(JOINT_STATES, "topic of the arm's joint states")

@@ -352,8 +352,12 @@ class SystemFile:
             raise SystemFileError(f"system {self.name!r}: apply its arguments (with_arguments) before exporting")
         # Keyed by the fully qualified name: rcl matches a parameters file's node keys against the node's
         # namespace and name, so a bare name would not reach a node in a namespace.
+        # A simulated system runs on the simulator's clock: every node takes its time from /clock (rclpy's
+        # use_sim_time), which the simulator publishes (robopin_ros.bringup.SimClockPublisher).
+        sim_time = {"use_sim_time": True} if self.sim is not None else {}
         return {self.node_fqn(n.name) if self.namespace else n.name:
-                {"ros__parameters": {**n.ros_parameters(), **self._camera_parameters(n)}} for n in self.nodes}
+                {"ros__parameters": {**n.ros_parameters(), **self._camera_parameters(n), **sim_time}}
+                for n in self.nodes}
 
     def view_topics(self) -> dict[str, Any]:
         """Each view's topics and QoS (robopin.cameras.topics.ViewTopics), as the nodes resolve them."""

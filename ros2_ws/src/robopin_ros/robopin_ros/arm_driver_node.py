@@ -31,10 +31,10 @@ from geometry_msgs.msg import PoseStamped
 from rclpy.action import CancelResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from robopin_interfaces.action import ExecuteTrajectory
-from sensor_msgs.msg import JointState, TimeReference
+from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 
-from robopin.interfaces import DIAGNOSTICS_TOPIC, SIM_CLOCK, arm_names
+from robopin.interfaces import DIAGNOSTICS_TOPIC, arm_names
 from robopin.robots import Arm, ArmError, make_arm, make_arm_config
 from robopin.robots.errors import Reason, TrajectoryError
 from robopin.system.names import namespaced_label
@@ -43,7 +43,7 @@ from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, SingleGoalGuard, goal_key
 from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare_settings
-from robopin_ros.runtime import StreamSpinner, run_node
+from robopin_ros.runtime import StreamSpinner, run_node, steady_timer
 
 
 class _FeedbackThrottle:
@@ -107,7 +107,6 @@ class ArmDriverNode(LoggedNode):
         self.joint_state_pub = self.create_publisher(JointState, settings.joint_states_topic, 10)
         self.ee_pose_pub = self.create_publisher(PoseStamped, settings.ee_pose_topic or names.ee_pose, 10)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
-        self.sim_clock_pub = self.create_publisher(TimeReference, SIM_CLOCK, 10)  # a simulated arm's only
         accepting = lambda: not self._shutting_down  # noqa: E731
         self.execute_server = self.execute_guard.serve(
             self, ExecuteTrajectory, names.execute_trajectory, self._run_trajectory,
@@ -131,10 +130,10 @@ class ArmDriverNode(LoggedNode):
         # The state stream's timer runs on a child node spun on its own thread (robopin_ros.runtime
         # .StreamSpinner): this node's pool is for the goals, which block while the arm moves.
         self._stream_spinner = StreamSpinner(self)
-        self._stream_spinner.node.create_timer(1.0 / state_rate_hz, self._publish_state)
+        steady_timer(self._stream_spinner.node, 1.0 / state_rate_hz, self._publish_state)
         self._stream_spinner.start()
-        self.create_timer(1.0, self._publish_diagnostics, callback_group=state)
-        self.create_timer(self.reconnect_period_s, self._ensure_connected, callback_group=actions)
+        steady_timer(self, 1.0, self._publish_diagnostics, callback_group=state)
+        steady_timer(self, self.reconnect_period_s, self._ensure_connected, callback_group=actions)
         threading.Thread(target=self._ensure_connected, name="arm-connect", daemon=True).start()
 
     # ----- connection and state --------------------------------------------------------------------
@@ -168,18 +167,16 @@ class ArmDriverNode(LoggedNode):
         except ArmError as error:
             self._report_error(f"joint state unavailable: {error}")
             return
-        now_ros = self.get_clock().now().nanoseconds * 1e-9
-        stamp_s = now_ros - max(0.0, time.monotonic() - state.stamp_s)
+        # A simulated arm's state is stamped on the simulator's clock, which this node's clock follows (/clock); a
+        # real arm's at its measurement, on the node's (wall) clock.
+        stamp_s = self.arm.simulated_time()
+        if stamp_s is None:
+            stamp_s = self.get_clock().now().nanoseconds * 1e-9 - max(0.0, time.monotonic() - state.stamp_s)
         self.joint_state_pub.publish(conversions.joint_state_to_msg(state, stamp_s))
         pose = PoseStamped(pose=conversions.matrix_to_pose(self.arm.ee_pose(state)))
         pose.header.stamp = conversions.seconds_to_stamp(stamp_s)
         pose.header.frame_id = self.base_frame
         self.ee_pose_pub.publish(pose)
-        simulated_s = self.arm.simulated_time()
-        if simulated_s is not None:  # a simulated cell ages by the simulator's time (robopin.clocks)
-            sample = TimeReference(source="simulator", time_ref=conversions.seconds_to_stamp(simulated_s))
-            sample.header.stamp = conversions.seconds_to_stamp(now_ros)
-            self.sim_clock_pub.publish(sample)
 
     def not_ready(self) -> list[str]:
         """What keeps the arm from taking a task (its ``~/ready`` answer; ``robopin up`` asks it too)."""

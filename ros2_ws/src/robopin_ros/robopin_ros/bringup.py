@@ -78,6 +78,47 @@ _DESTROY_ORDER = {"task_node": 0, "motion_planner_node": 1, "calibration_node": 
                   "state_publisher_node": 7, "recorder_node": 9}
 
 
+class SimClockPublisher:
+    """The simulated world's time on ``/clock`` (``rosgraph_msgs/Clock``), which every node of a simulated system
+    takes its time from (``use_sim_time``; robopin.system.SystemFile.ros_parameters_file).
+
+    The world's time moves only while its physics steps, in lockstep with the arm's controller
+    (``real_time_factor: 0``): a starved machine slows the cell, and the stamps and ages every node measures on this
+    clock slow with it. Sent when the time changed, at most every ``period_s`` of wall time, and again every
+    ``still_period_s`` while it stands still: rclpy's time source subscribes best-effort with a depth of one
+    (rclpy/time_source.py), so a lost last sample must not leave a node's clock behind a still cell's.
+    """
+
+    def __init__(self, world: Any, node: Node, period_s: float = 0.01, still_period_s: float = 0.1) -> None:
+        from rclpy.qos import QoSProfile
+        from rosgraph_msgs.msg import Clock
+
+        self.world, self.period_s, self.still_period_s = world, period_s, still_period_s
+        self._message = Clock
+        self.publisher = node.create_publisher(Clock, "/clock", QoSProfile(depth=1))
+        self._stop = threading.Event()
+        self._publish(world.sim_time_s)  # before the nodes start: their first stamps are the cell's
+        self._thread = threading.Thread(target=self._run, name="sim-clock", daemon=True)
+        self._thread.start()
+
+    def _publish(self, now_s: float) -> None:
+        from robopin_ros.conversions import seconds_to_stamp
+
+        self.publisher.publish(self._message(clock=seconds_to_stamp(now_s)))
+
+    def _run(self) -> None:
+        last, sent = None, 0.0
+        while not self._stop.wait(self.period_s):
+            now_s = self.world.sim_time_s
+            if now_s != last or time.monotonic() - sent >= self.still_period_s:
+                self._publish(now_s)
+                last, sent = now_s, time.monotonic()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+
 class StackConflictError(BringupError):
     """Another robopin stack already serves this namespace in this ROS domain (one stack per namespace)."""
 
@@ -290,6 +331,7 @@ class Bringup:
         self.nodes: dict[str, Node] = {}
         self.processes: dict[str, NodeProcess] = {}  # nodes of OWN_PROCESS executables
         self._supervisor: Node | None = None  # asks those processes whether they are ready
+        self._sim_clock: SimClockPublisher | None = None
         self.client: TaskClient | None = None
         # One executor per node, of the kind the node asks for (robopin_ros.runtime.make_executor). rclpy's
         # executor rebuilds its wait set from every entity it holds at each wake-up, in Python: one executor
@@ -330,10 +372,15 @@ class Bringup:
                 # system's namespace, as `ros2 run ... --ros-args -r __ns:=/left` does for one node; the
                 # nodes' relative names then resolve under it (robopin.system.names).
                 ros_args += ["-r", f"__ns:={system.namespace}"]
+            if system.sim is not None and system.namespace:
+                # Each simulated stack has a clock of its own: a second one in the domain must not drive this one's.
+                ros_args += ["-r", f"/clock:={system.namespace}/clock"]
             if self.log_level:
                 ros_args += ["--log-level", self.log_level]
             rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
             self._context_started = True
+            if self.scene is not None:
+                self._sim_clock = SimClockPublisher(self.scene.world, self._supervisor_node())
             # Nodes with a slow warm-up (planner start-up, model loading) start before the cameras,
             # whose render or capture threads would otherwise compete with them for the CPU.
             child_args = ros_args[2:]  # the same parameters file, namespace and log level
@@ -386,11 +433,15 @@ class Bringup:
         """A client of node ``name``'s ``~/ready`` service, on this process's supervisor node."""
         from std_srvs.srv import Trigger
 
+        return self._supervisor_node().create_client(Trigger, ready_service(name))
+
+    def _supervisor_node(self) -> Node:
+        """This process's own node (``robopin_up``): the readiness clients, the simulator's clock."""
         if self._supervisor is None:
             self._supervisor = Node("robopin_up")
             self._supervisor.EXECUTOR_THREADS = 1  # only waits on replies (runtime.make_executor)
             self._spin_node("robopin_up", self._supervisor)
-        return self._supervisor.create_client(Trigger, ready_service(name))
+        return self._supervisor
 
     def bag_roots(self) -> list[Path]:
         """Where the system's recorders write their bags (``output_dir`` of each node that has one)."""
@@ -456,7 +507,11 @@ class Bringup:
         finally:
             if rate is not None:
                 world.start(rate)
-        reset_at_s = time.time()  # the stamp clock of frames and clouds (wall time)
+        # The nodes' clock (/clock), as a stamp reads: the layout's settling moved it past every frame and state of
+        # the old layout, and the new layout's first frames carry exactly this time.
+        from robopin_ros.conversions import seconds_to_stamp, stamp_to_seconds
+
+        reset_at_s = stamp_to_seconds(seconds_to_stamp(world.sim_time_s))
         for name in self._layout_seeded:
             reasoning = dict(system.node(name).parameters["reasoning"])
             reasoning["reasoner"] = {**reasoning["reasoner"], "seed": int(seed)}
@@ -595,6 +650,9 @@ class Bringup:
         nodes = client + [node for name, node in nodes if name not in kept]
         if self._supervisor is not None and "robopin_up" not in kept:
             nodes.append(self._supervisor)
+        if self._sim_clock is not None:  # the nodes' last stamps were taken: the cell's clock stops with them
+            self._sim_clock.close()
+            self._sim_clock = None
         for node in nodes:
             try:
                 node.destroy_node()

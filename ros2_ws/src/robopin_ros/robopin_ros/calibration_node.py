@@ -175,9 +175,9 @@ class CalibrationNode(LoggedNode):
             self._info = msg
 
     def grab(self, not_before_s: float) -> Frame:
-        """A colour frame captured after ``not_before_s`` (monotonic clock; frames carry wall-clock
-        stamps), skipping ``skip_frames`` of them, with its intrinsics."""
-        wall_not_before = time.time() - (time.monotonic() - not_before_s)
+        """A colour frame captured after ``not_before_s`` (monotonic clock; frames carry stamps on this node's
+        clock: wall time, or a simulated cell's), skipping ``skip_frames`` of them, with its intrinsics."""
+        wall_not_before = self.get_clock().now().nanoseconds * 1e-9 - (time.monotonic() - not_before_s)
         deadline = time.monotonic() + self.frame_timeout_s
         with self._frame_lock:
             while True:

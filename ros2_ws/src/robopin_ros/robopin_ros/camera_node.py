@@ -38,7 +38,7 @@ from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare_settings
-from robopin_ros.runtime import run_node
+from robopin_ros.runtime import run_node, steady_timer
 
 # Parameters that, when set, are copied into the backend config (only if that backend has the field).
 _PASS_THROUGH = ("serial", "filters", "playback_file", "bag_path", "topic_prefix")
@@ -104,7 +104,7 @@ class CameraNode(LoggedNode):
         self._stop = threading.Event()
         self._capture = threading.Thread(target=self._capture_loop, name=f"capture-{self.camera_name}", daemon=True)
         self._capture.start()
-        self.create_timer(float(self.get_parameter("diagnostics_period_s").value), self._publish_diagnostics)
+        steady_timer(self, float(self.get_parameter("diagnostics_period_s").value), self._publish_diagnostics)
 
     def not_ready(self) -> list[str]:
         """What keeps this camera from serving a task (its ``~/ready`` answer; ``robopin up`` asks it too)."""
@@ -158,7 +158,7 @@ class CameraNode(LoggedNode):
                 self.get_logger().info(f"camera {self.camera_name!r} connected ({type(self.camera).__name__})")
             try:
                 frame = self.camera.read()
-                read_s = time.time()
+                read_s = self._now_s()
             except CameraTimeoutError:
                 # Counted, not reported as the last error: that keeps the failure that matters visible.
                 with self._stats_lock:
@@ -172,11 +172,15 @@ class CameraNode(LoggedNode):
             self._publish(frame, read_s)
         self._release()
 
+    def _now_s(self) -> float:
+        """Now on the frames' clock: the node's (a simulated camera's frames and nodes are on the simulator's)."""
+        return self.get_clock().now().nanoseconds * 1e-9
+
     def _publish(self, frame, read_s: float) -> None:
         """Publish one frame's three messages with one header."""
         color, depth, info = conversions.frame_to_msgs(frame)
         depth_info = conversions.depth_camera_info(frame)
-        converted_s = time.time()
+        converted_s = self._now_s()
         # Depth and info first: a subscriber that keys on color then finds its partners already there.
         if depth is not None and depth_info is None:
             self.depth_pub.publish(depth)
@@ -186,7 +190,7 @@ class CameraNode(LoggedNode):
             self._log_extrinsics(frame.T_color_depth)
         self.info_pub.publish(info)
         self.color_pub.publish(color)
-        published_s = time.time()
+        published_s = self._now_s()
         stages = (published_s - frame.timestamp_s, read_s - frame.timestamp_s, converted_s - read_s,
                   published_s - converted_s)
         with self._stats_lock:

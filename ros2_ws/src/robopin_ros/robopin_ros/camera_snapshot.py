@@ -30,7 +30,6 @@ from robopin.cameras.pairing import StampPairer
 from robopin.cameras.snapshot import PoseSource
 from robopin.cameras.topics import CAMERA_ROOT, ViewTopics
 from robopin.cameras.topics import view_topics as core_view_topics
-from robopin.clocks import wall_elapsed
 from robopin_ros import conversions
 from robopin_ros.parameters import declare
 from robopin_ros.runtime import StreamSpinner
@@ -145,20 +144,19 @@ class CameraViewsSubscriber:
         own_executor: bool = False,
         unaligned_depth: Mapping[str, ArrayLike] | None = None,
         topics: Mapping[str, ViewTopics] | None = None,
-        elapsed: Callable[[float, float], float] = wall_elapsed,
     ) -> None:
         """``unaligned_depth``: view → T_color_depth (4x4) for views whose camera_node leaves depth
         unaligned (``align_depth:=false``); their frames keep depth in the depth imager's frame
         (``Frame.aligned_depth_m()`` registers it when needed). ``topics``: view → its topic names and
-        QoS (:func:`declare_view_topics`); a view missing there has our camera_node's defaults. ``elapsed``:
-        how frames age (:class:`robopin.cameras.snapshot.SnapshotSynchronizer`)."""
+        QoS (:func:`declare_view_topics`); a view missing there has our camera_node's defaults. Frames age on
+        ``node``'s clock (a simulated system's: the simulator's, /clock)."""
         # Received images are megabyte buffers freed a frame later: keep them mapped in this process.
         retain_freed_image_memory()
         self._streams = StreamSpinner(node, "cameras") if own_executor else None
         if self._streams is not None:
             node = self._streams.node
         self.node = node
-        self.synchronizer = SnapshotSynchronizer(config, poses=poses, elapsed=elapsed)
+        self.synchronizer = SnapshotSynchronizer(config, poses=poses, clock=self.now_s)
         self.on_frame = on_frame
         self._lock = threading.Lock()
         self._frame_added = threading.Condition()
@@ -224,6 +222,11 @@ class CameraViewsSubscriber:
             self._frame_added.notify_all()
         if self.on_frame is not None:
             self.on_frame(view, frame, received_s)
+
+    def now_s(self) -> float:
+        """Now on the frames' clock (the node's: a simulated system's nodes run on the simulator's), converted as
+        their stamps are: a still simulated cell's frames then carry exactly the time its clock stands at."""
+        return conversions.stamp_to_seconds(self.node.get_clock().now().to_msg())
 
     def wait_for_frame(self, after: int, timeout_s: float) -> bool:
         """Wait until a frame beyond the first ``after`` (a ``frames_added`` read earlier) has arrived."""

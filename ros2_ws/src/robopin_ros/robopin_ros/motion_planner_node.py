@@ -42,7 +42,7 @@ from robopin_ros import conversions
 from robopin_ros.actions import BUSY_REASON, ActionClient, SingleGoalGuard, follow_goal
 from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare_settings
-from robopin_ros.runtime import StreamSpinner, cell_clock, run_node
+from robopin_ros.runtime import StreamSpinner, run_node
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
 STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -58,13 +58,12 @@ class MotionPlannerNode(LoggedNode):
         self.planner = make_planner(planner_config_from_dict(planner_values))
         self.planner.warmup()
         workspace = WorkspaceBox.from_dict(own.workspace)
-        # A simulated cell ages by the simulator's time, from the samples its arm driver publishes: a loaded
-        # machine slows it and its sensors alike, and must not make a still scene's cloud or joint state stale.
         self._stream_spinner = StreamSpinner(self)
-        self.elapsed, self.sim_clock = cell_clock(self._stream_spinner.node, own.sim_clock_topic)
+        # Joint states and clouds age on this node's clock: a simulated cell's is the simulator's (/clock), which a
+        # loaded machine slows with the cell and its sensors, so a still scene's cloud or joint state stays young.
         self.scene = SceneKeeper(self.planner.robot, SceneConfig(
             workspace=workspace, table_height_m=own.table, **declare_settings(self, SceneConfig())),
-            elapsed=self.elapsed)
+            clock=self._now_s)
         grasp = GraspConfig(**declare_settings(self, GraspConfig()))
         self.task = PickPlaceTask(self.planner, self.scene,
                                   PickPlaceSettings(grasp=grasp, **declare_settings(self, PickPlaceSettings())),
@@ -112,7 +111,8 @@ class MotionPlannerNode(LoggedNode):
     # --- inputs -----------------------------------------------------------------------------------
 
     def _now_s(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
+        # Converted as the stamps are: a still simulated cell's joint states and clouds carry exactly this time.
+        return conversions.stamp_to_seconds(self.get_clock().now().to_msg())
 
     def _on_joint_state(self, msg: JointState) -> None:
         """Keep the arm joint positions, in planner order, with their stamp."""
@@ -150,7 +150,7 @@ class MotionPlannerNode(LoggedNode):
             latest = self._joint_history[-1] if self._joint_history else None
         if latest is None:
             raise MotionGoalError("no_joint_state", "no joint state received yet")
-        age = self.elapsed(latest[0], self._now_s())
+        age = self._now_s() - latest[0]
         if age > self.max_joint_state_age_s:
             raise MotionGoalError("stale_state", f"joint state is {age:.2f} s old (max {self.max_joint_state_age_s} s)")
         return latest[1]

@@ -27,7 +27,6 @@ import contextlib
 import dataclasses
 import math
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,6 @@ from visualization_msgs.msg import MarkerArray
 
 from robopin.calibration import load_mount_for_view
 from robopin.cameras.pairing import StampPairer
-from robopin.clocks import wall_elapsed
 from robopin.geometry import (
     CalibrationError,
     CameraMount,
@@ -65,7 +63,7 @@ from robopin_ros import conversions
 from robopin_ros.camera_snapshot import QosMismatchWatch, camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare_settings
-from robopin_ros.runtime import cell_clock, run_node
+from robopin_ros.runtime import run_node, steady_timer
 
 # A running node refuses stale frames; the core's default (0: no check) is for offline projection.
 NODE_PROJECTION_DEFAULTS = dataclasses.replace(ProjectionConfig(), max_frame_age_s=1.0)
@@ -108,6 +106,10 @@ class _ViewStreams:
         with self.lock:
             for group in self.pairer.add(kind, stamp, msg):
                 items = group.items
+                if self.frames and self.frames[-1].stamp_s == group.stamp_s:
+                    # A still simulated cell: its clock stands, so each frame rendered meanwhile has the same stamp
+                    # and shows the same cell. The newest stands for them all (the history stays bounded).
+                    self.frames.pop()
                 self.frames.append(_SyncedFrame(group.stamp_s, items["depth"], items["info"], items.get("color"),
                                                 items.get("depth_info")))
             # Keep ``history_s`` of frames (at least ``keep``): a request names the frame its points were
@@ -115,10 +117,8 @@ class _ViewStreams:
             while len(self.frames) > self.keep and self.frames[0].stamp_s < self.frames[-1].stamp_s - self.history_s:
                 self.frames.popleft()
 
-    def pick(self, stamp_s: float | None, tolerance_s: float | None = None,
-             elapsed: Callable[[float, float], float] = wall_elapsed) -> _SyncedFrame | None:
-        """The newest synced frame; with ``stamp_s``, the newest one stamped at or before it (within tolerance,
-        measured by ``elapsed``: the cell's clock).
+    def pick(self, stamp_s: float | None, tolerance_s: float | None = None) -> _SyncedFrame | None:
+        """The newest synced frame; with ``stamp_s``, the newest one stamped at or before it (within tolerance).
 
         ``stamp_s`` is an observation's stamp, the time of its newest frame: each view's frame in that
         observation is its newest frame not after it (1 µs: stamp rounding).
@@ -130,13 +130,12 @@ class _ViewStreams:
             if stamp_s is None:
                 return self.frames[-1]
             best = max((f for f in self.frames if f.stamp_s <= stamp_s + 1e-6), key=lambda f: f.stamp_s, default=None)
-            return best if best is not None and elapsed(best.stamp_s, stamp_s) <= tolerance_s else None
+            return best if best is not None and stamp_s - best.stamp_s <= tolerance_s else None
 
-    def first_after(self, stamp_s: float, within_s: float,
-                    elapsed: Callable[[float, float], float] = wall_elapsed) -> _SyncedFrame | None:
-        """The oldest synced frame stamped after ``stamp_s`` by at most ``within_s`` (on the cell's clock)."""
+    def first_after(self, stamp_s: float, within_s: float) -> _SyncedFrame | None:
+        """The oldest synced frame stamped after ``stamp_s`` by at most ``within_s``."""
         with self.lock:
-            after = (f for f in self.frames if f.stamp_s > stamp_s + 1e-6 and elapsed(stamp_s, f.stamp_s) <= within_s)
+            after = (f for f in self.frames if f.stamp_s > stamp_s + 1e-6 and f.stamp_s - stamp_s <= within_s)
             return min(after, key=lambda f: f.stamp_s, default=None)
 
     def held(self) -> str:
@@ -164,9 +163,6 @@ class ProjectionNode(LoggedNode):
         calibrations, workspace, unaligned = own.calibrations, own.workspace or None, own.unaligned_depth
         self.sync_tolerance_s = own.sync_tolerance_s
         self.stamp_tolerance_s = own.stamp_tolerance_s
-        # A simulated cell: how far a frame is from a request's stamp counts the simulator's time, which stands still
-        # while nothing moves, however long a starved node took to hear of it.
-        self._elapsed, self._sim_clock = cell_clock(self, own.sim_clock_topic)
         self.frame_history_s = own.frame_history_s
         sync_color = own.sync_color
         ee_pose_topic, joint_states_topic = own.ee_pose_topic, own.joint_states_topic
@@ -250,7 +246,7 @@ class ProjectionNode(LoggedNode):
         if cloud_period_s > 0:
             self._cloud_thread = threading.Thread(target=self._cloud_loop, name="projection-cloud", daemon=True)
             self._cloud_thread.start()
-            self.create_timer(cloud_period_s, self._cloud_wanted.set)
+            steady_timer(self, cloud_period_s, self._cloud_wanted.set)
         mounts = ", ".join(f"{v.img_idx}={v.name} ({v.mount.kind if v.mount else 'uncalibrated'})" for v in views)
         self.get_logger().info(f"projection_node ready: views {mounts}; target frame {self.target_frame!r}")
 
@@ -323,18 +319,14 @@ class ProjectionNode(LoggedNode):
         same cell (the arm is its only mover), a wrist view the same cell from the same pose.
         """
         streams = self.streams[img_idx]
-        frame = streams.pick(stamp_s, self.stamp_tolerance_s, self._elapsed)
+        frame = streams.pick(stamp_s, self.stamp_tolerance_s)
         if frame is not None or stamp_s is None:
             return frame, "" if frame is not None else "none received"
-        clock = "" if self._sim_clock is None else " of simulated time"
-        lost = (f"its frame at or up to {self.stamp_tolerance_s:.3f} s{clock} before t={stamp_s:.3f} s never reached "
+        lost = (f"its frame at or up to {self.stamp_tolerance_s:.3f} s before t={stamp_s:.3f} s never reached "
                 f"this node ({streams.held()})")
-        later = streams.first_after(stamp_s, self.stamp_tolerance_s, self._elapsed)
+        later = streams.first_after(stamp_s, self.stamp_tolerance_s)
         if later is None:
             return None, lost
-        if self._sim_clock is not None and self._elapsed(stamp_s - self.stamp_tolerance_s, later.stamp_s) == 0.0:
-            # The simulator's own record: no physics step between them, so nothing in the cell moved.
-            return later, f"{lost}; its next frame, t={later.stamp_s:.3f} s, stands in (the simulated cell was still)"
         why_not = self.poses.why_not_still(stamp_s - self.stamp_tolerance_s, later.stamp_s,
                                            self.projector.config.pose_tolerance_s)
         if why_not:
@@ -383,7 +375,7 @@ class ProjectionNode(LoggedNode):
                 stood_in.append(f"view {self.view_names[img_idx]!r}: {why}")
         for line in stood_in:
             self.get_logger().warning(line)
-        have_frames = bool(frames) or any(s.pick(stamp_s, self.stamp_tolerance_s, self._elapsed) is not None
+        have_frames = bool(frames) or any(s.pick(stamp_s, self.stamp_tolerance_s) is not None
                                           for s in self.streams.values())
         sizes = {i: (d.camera.width, d.camera.height) for i, d in frames.items()}
         requests = [conversions.anchor_msg_to_point_request(a, sizes.get(a.img_idx)) for a in request.anchors]

@@ -61,7 +61,7 @@ from robopin_ros.actions import TERMINAL_STATUSES, ask
 from robopin_ros.camera_snapshot import camera_qos, declare_view_topics
 from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare_settings
-from robopin_ros.runtime import run_node
+from robopin_ros.runtime import run_node, steady_timer
 
 # Written by this node from each PickPlace result, named as if it published them (a topic every ROS tool reads;
 # the result itself is on <action>/_action/result): one JointTrajectory per planned phase and the tool path as markers.
@@ -148,7 +148,7 @@ class RecorderNode(LoggedNode):
         self._fetched: dict[str, set[str]] = {}  # status topic → goal ids whose result was requested
         self.create_service(Trigger, RECORDER_START, self._on_start)
         self.create_service(Trigger, RECORDER_STOP, self._on_stop)
-        self.create_timer(settings.discovery_period_s, self._discover)
+        steady_timer(self, settings.discovery_period_s, self._discover)
         self._discover()
 
     def _wanted(self, topic: str) -> bool:

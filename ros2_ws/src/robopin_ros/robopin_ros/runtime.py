@@ -29,14 +29,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
 
-from robopin.clocks import SimulatedClock, wall_elapsed
 from robopin.env import apply_ros_environment
 from robopin.errors import is_named_error, one_line
 from robopin.interfaces import READY
@@ -316,6 +317,18 @@ def make_executor(node: Node, threads: int = 4) -> Executor:
     return SingleThreadedExecutor() if wanted <= 1 else MultiThreadedExecutor(num_threads=wanted)
 
 
+def steady_timer(node: Node, period_s: float, callback: Callable[[], Any], **kwargs: Any) -> Any:
+    """A timer of ``node`` on the steady clock.
+
+    A simulated system's nodes take their time from /clock (``use_sim_time``), which stands still while the cell
+    does (robopin_ros.bringup.SimClockPublisher); a timer on it would stop there too. What a timer paces here is
+    the process's own work (publishing state, diagnostics, discovery, building clouds), which goes on meanwhile;
+    what it stamps or ages is measured on the node's clock."""
+    from rclpy.clock import Clock, ClockType
+
+    return node.create_timer(period_s, callback, clock=Clock(clock_type=ClockType.STEADY_TIME), **kwargs)
+
+
 class StreamSpinner:
     """A child node of ``parent`` for its high-rate subscriptions and timers, or for the clients its blocked goals
     wait on, on a single-threaded executor of its own.
@@ -329,7 +342,10 @@ class StreamSpinner:
     """
 
     def __init__(self, parent: Node, suffix: str = "streams") -> None:
-        self.node = Node(f"{parent.get_name()}_{suffix}", namespace=parent.get_namespace(), context=parent.context)
+        # On the parent's clock: a simulated system's nodes take their time from /clock (use_sim_time).
+        sim_time = Parameter("use_sim_time", value=bool(parent.get_parameter("use_sim_time").value))
+        self.node = Node(f"{parent.get_name()}_{suffix}", namespace=parent.get_namespace(), context=parent.context,
+                         parameter_overrides=[sim_time])
         self._executor = SingleThreadedExecutor(context=parent.context)
         self._executor.add_node(self.node)
         self._spinner: threading.Thread | None = None
@@ -353,24 +369,6 @@ class StreamSpinner:
         executor, spinner = self._executor, self._spinner
         self._executor = self._spinner = None
         destroy_when_stopped(executor, spinner, [self.node])
-
-
-def cell_clock(node: Node, topic: str) -> tuple[Callable[[float, float], float], SimulatedClock | None]:
-    """How the data a node hears ages: ``(elapsed, clock)``. With ``topic`` (a node's ``sim_clock_topic``: a
-    simulated arm driver's ``robopin.interfaces.SIM_CLOCK``), by the simulator's time, from the samples ``node``
-    subscribes to there (the clock returned); without, by wall time (``clock`` None)."""
-    if not topic:
-        return wall_elapsed, None
-    from rclpy.qos import QoSProfile
-    from sensor_msgs.msg import TimeReference
-
-    from robopin_ros.conversions import stamp_to_seconds
-
-    clock = SimulatedClock()
-    node.create_subscription(
-        TimeReference, topic, lambda msg: clock.add(stamp_to_seconds(msg.header.stamp), stamp_to_seconds(msg.time_ref)),
-        QoSProfile(depth=50))
-    return clock.elapsed, clock
 
 
 def run_node(node_factory: Callable[..., Node], args: Sequence[str] | None = None, *, threads: int = 4,

@@ -81,6 +81,7 @@ class StatePublisherNode(LoggedNode):
         self.static_pub.publish(conversions.frame_transforms_to_tf_message(
             self.static_edges, self.get_clock().now().to_msg()))
         self._closing = False
+        self._last_stamp: tuple[int, int] | None = None
         self.create_subscription(JointState, joint_states_topic, self._on_joint_state, qos_profile_sensor_data)
         self.get_logger().info(
             f"state publisher ready: {robot} ({self.tree.root_link} root, {len(self.static_edges)} static frames, "
@@ -106,10 +107,15 @@ class StatePublisherNode(LoggedNode):
             return None
 
     def _on_joint_state(self, msg: JointState) -> None:
-        """Publish the movable joints' transforms at the joint state's stamp."""
+        """Publish the movable joints' transforms at the joint state's stamp, once per stamp: a still simulated
+        cell's clock stands, and tf2 refuses a transform again at a time it has (TF_REPEATED_DATA)."""
+        stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
+        if stamp == self._last_stamp:
+            return
         edges = self.tree.moving_transforms(conversions.joint_state_positions(msg))
         if not edges or self._closing:
             return
+        self._last_stamp = stamp
         try:
             self.tf_pub.publish(conversions.frame_transforms_to_tf_message(edges, msg.header.stamp))
         except RuntimeError:  # rclpy's InvalidHandle: a callback still running while the node is destroyed

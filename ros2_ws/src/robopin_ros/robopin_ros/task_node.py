@@ -92,7 +92,7 @@ from robopin_ros.actions import (
 from robopin_ros.camera_snapshot import CameraViewsSubscriber, declare_view_topics
 from robopin_ros.logs import LoggedNode
 from robopin_ros.parameters import declare_settings, nested_value
-from robopin_ros.runtime import StreamSpinner, cell_clock, release_free_heap, run_node
+from robopin_ros.runtime import StreamSpinner, release_free_heap, run_node
 
 # Parameters a running node accepts changes to (checked by building what they configure).
 _NESTED = ("vlm", "reasoning", "workspace")  # nested settings, dotted parameters, applied at run time
@@ -143,12 +143,12 @@ class _RosObserver(SnapshotObserver):
         self.last: Observation | None = None
 
     def motion_ended(self) -> None:
-        """Frames taken before now (+ settle time) no longer describe the world."""
-        self.not_before_s = time.time() + self.settle_s
+        """Frames taken before now (+ settle time, on the cameras' clock) no longer describe the world."""
+        self.not_before_s = self.cameras.now_s() + self.settle_s
 
     def observe(self) -> Observation:
         """Take the newest synchronised set of views taken after the last motion (named refusal if none)."""
-        deadline = time.monotonic() + self.wait_s + max(0.0, self.not_before_s - time.time())
+        deadline = time.monotonic() + self.wait_s + max(0.0, self.not_before_s - self.cameras.now_s())
         while True:
             seen = self.cameras.frames_added
             try:
@@ -318,11 +318,10 @@ class TaskNode(LoggedNode):
         # Depth only where the reason stage reads it (E-TTS samples actions from the pick's depth segment):
         # each depth stream costs the node as much as its colour stream.
         self.reads_depth = self._config is not None and reads_depth(self._config.reasoner)
-        # A simulated cell's frames age by the simulator's time (robopin_ros.runtime.cell_clock): a loaded machine
-        # slows the cell and its cameras alike, and must not make a still scene's frames stale.
-        elapsed, self.sim_clock = cell_clock(self, own.sim_clock_topic)
+        # Frames age on this node's clock: a simulated cell's is the simulator's (/clock), which a loaded machine
+        # slows with the cell and its cameras, so a still scene's frames stay young.
         self.cameras = CameraViewsSubscriber(self, snapshot, require_depth=self.reads_depth, own_executor=True,
-                                             topics=declare_view_topics(self, self.views), elapsed=elapsed)
+                                             topics=declare_view_topics(self, self.views))
         self._shutting_down = False
         self.observer = _RosObserver(self.cameras, own.snapshot_wait_s, own.settle_s, lambda: self._shutting_down)
         # The calls a step waits on, on a child node with a single-threaded executor of their own. rclpy runs a
