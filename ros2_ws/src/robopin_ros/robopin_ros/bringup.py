@@ -87,8 +87,7 @@ class SimClockPublisher:
     clock slow with it. Sent when the time changed, at most every ``period_s`` of wall time, and again every
     ``still_period_s`` while it stands still: rclpy's time source subscribes best-effort with a depth of one
     (rclpy/time_source.py), so a lost last sample must not leave a node's clock behind a still cell's. Each message
-    wakes every node's executor in this process: sent every 10 ms, the arm's motions took 2.8x as long (two
-    simulated trials 65 s instead of 39 s); every 50 ms, as long as before (39.5 s).
+    wakes every node's executor in this process, which is why ``period_s`` is not shorter.
     """
 
     def __init__(self, world: Any, node: Node, period_s: float = 0.05, still_period_s: float = 1.0) -> None:
