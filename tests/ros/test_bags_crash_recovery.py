@@ -60,6 +60,16 @@ def _demo_until_executing(tmp_path: Path):
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     assert executing.wait(240), "the arm never started executing:\n" + "".join(output)[-4000:]
+    # The recorder, a process of its own, opens the task's bag when it takes the task's first feedback or status
+    # from DDS; beside two CPU hogs that came after the arm started moving. A crash before it loses the task
+    # whole, so the crash comes once the bag exists (the event, not a margin on the wall clock).
+    executing_at = time.monotonic()
+    bags = tmp_path / "trials" / "bags"
+    while not any(bags.glob("task-*")):
+        assert time.monotonic() < executing_at + 120, "the recorder never opened the task's bag:\n" + \
+            "".join(output)[-4000:]
+        time.sleep(0.02)
+    print(f"the task's bag opened {time.monotonic() - executing_at:.2f} s after 'executing'")
     # Mid-motion: the flat-out simulated pick-and-place executes in about a second on an idle machine.
     time.sleep(0.3)
     ended = process.poll() is not None or any(": SUCCESS" in line or " done" in line for line in output)
