@@ -61,7 +61,7 @@ def _demo_until_executing(tmp_path: Path):
     reader.start()
     assert executing.wait(240), "the arm never started executing:\n" + "".join(output)[-4000:]
     # The recorder, a process of its own, opens the task's bag when it takes the task's first feedback or status
-    # from DDS; beside two CPU hogs that came after the arm started moving. A crash before it loses the task
+    # from DDS; on a loaded machine that can come after the arm starts moving. A crash before it loses the task
     # whole, so the crash comes once the bag exists (the event, not a margin on the wall clock).
     executing_at = time.monotonic()
     bags = tmp_path / "trials" / "bags"
