@@ -441,7 +441,11 @@ class _SlowModel:
         while not self.stub.chat_requests():
             assert time.monotonic() < deadline, "the model request never reached the stub" + self.seen()
             time.sleep(0.02)
-        running = self.watch.running_goals()
+        # The goal's status reaches this process on its own DDS topic, in no order against the stub's HTTP request:
+        # on a loaded machine the request is in and the status not yet.
+        deadline = time.monotonic() + 30
+        while not (running := self.watch.running_goals()) and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert len(running) == 1, f"expected one running task, found {running}" + self.seen()
         return running[0]
 
